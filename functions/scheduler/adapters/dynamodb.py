@@ -1,0 +1,762 @@
+"""DynamoDB adapters: the jobs table (jobs, idempotency records, quota counters, timers, buckets, the watermark
+and the late lane - one table) and the executions table (the ledger).
+
+Every race is decided by a conditional write; `ConditionalCheckFailedException` becomes a domain error.
+Expressions name every attribute through placeholders: DynamoDB reserves words such as `state`, `owner`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from scheduler.adapters.codec import (
+    Item,
+    execution_from_item,
+    history_entry,
+    job_from_item,
+    job_pk,
+    job_to_item,
+    n,
+    s,
+    timer_attributes,
+    timer_from_item,
+    timer_sk,
+)
+from scheduler.core.chain import active_delta, already_advanced
+from scheduler.core.errors import (
+    ClaimLost,
+    ClaimRefused,
+    Fenced,
+    IdempotencyConflict,
+    IdempotentReplay,
+    LeaseLost,
+    QuotaExceeded,
+    VersionConflict,
+)
+from scheduler.core.keys import shard_of
+from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.ports import (
+    AdvanceResult,
+    BucketBusy,
+    BucketClaim,
+    BucketId,
+    Dispatch,
+    Execution,
+    IdempotencyRecord,
+    Timer,
+)
+from scheduler.core.timefmt import from_ms, minute_key, minute_of, rfc3339, to_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+PAGE_SIZE = 100
+#: Executions are kept this long after they finish: longer than any message can live (SQS keeps a DLQ
+#: message 14 days), so a late duplicate or a redrive always finds its ledger item.
+EXECUTION_RETENTION = timedelta(days=90)
+TIMER_RETENTION = timedelta(days=2)
+WATERMARK_KEY = {"PK": s("WATERMARK"), "SK": s("WATERMARK")}
+
+
+def _condition_failed(exc: ClientError) -> bool:
+    return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+def _old_item(exc: ClientError) -> Item | None:
+    """The item as it stood when a condition failed (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    response: dict[str, Any] = dict(exc.response)
+    item = response.get("Item")
+    return item if isinstance(item, dict) and item else None
+
+
+def _cancellation_reasons(exc: ClientError) -> list[dict[str, Any]]:
+    response: dict[str, Any] = dict(exc.response)
+    return list(response.get("CancellationReasons") or [])
+
+
+def _epoch_seconds(when: datetime) -> dict[str, str]:
+    return n(int(when.timestamp()))
+
+
+def _encode_cursor(key: dict[str, Any] | None) -> str | None:
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+
+
+def _decode_cursor(cursor: str | None) -> dict[str, Any] | None:
+    if not cursor:
+        return None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, TypeError) as exc:
+        raise ValueError("cursor is not one this API returned") from exc
+    if not isinstance(value, dict):
+        raise ValueError("cursor is not one this API returned")
+    return value
+
+
+def _quota_key(tenant: str) -> dict[str, dict[str, str]]:
+    return {"PK": s(f"TENANT#{tenant}"), "SK": s("QUOTA")}
+
+
+def _quota_update(table: str, tenant: str, delta: int, limit: int | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": _quota_key(tenant),
+        "UpdateExpression": "ADD #active :d",
+        "ExpressionAttributeNames": {"#active": "active"},
+        "ExpressionAttributeValues": {":d": n(delta)},
+    }
+    if limit is not None:
+        update["ConditionExpression"] = "attribute_not_exists(#active) OR #active < :limit"
+        update["ExpressionAttributeValues"][":limit"] = n(limit)
+    return {"Update": update}
+
+
+class DynamoJobStore:
+    def __init__(self, table_name: str, shard_count: int, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.shard_count = shard_count
+        self.client: Any = client or boto3.client("dynamodb")
+
+    def _timer_puts(self, timer: Timer | None, late: bool) -> list[dict[str, Any]]:
+        if timer is None:
+            return []
+        puts = [{"Put": {"TableName": self.table, "Item": timer_item(timer, self.shard_count)}}]
+        if late:
+            puts.append({"Put": {"TableName": self.table, "Item": late_item(timer, self.shard_count)}})
+        return puts
+
+    def create(
+        self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
+    ) -> None:
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": job_to_item(job),
+                    "ConditionExpression": "attribute_not_exists(PK)",
+                }
+            },
+            _quota_update(self.table, job.tenant, 1, limit=quota),
+            *self._timer_puts(timer, late),
+        ]
+        if idempotency is not None:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "PK": s(f"IDEM#{idempotency.tenant}#{idempotency.key}"),
+                            "SK": s("IDEM"),
+                            "kind": s("idempotency"),
+                            "request_hash": s(idempotency.request_hash),
+                            "job_id": s(idempotency.job_id),
+                            "expires_ms": n(to_ms(idempotency.expires_at)),
+                            "expires_at": _epoch_seconds(idempotency.expires_at),
+                        },
+                        # TTL deletes lazily, so an expired record may still be there: it no longer counts.
+                        "ConditionExpression": "attribute_not_exists(PK) OR expires_ms < :now",
+                        "ExpressionAttributeValues": {":now": n(to_ms(job.created_at))},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+            )
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = _cancellation_reasons(exc)
+            if idempotency is not None and len(reasons) == len(items):
+                reason = reasons[-1]
+                if reason.get("Code") == "ConditionalCheckFailed":
+                    old = reason.get("Item") or {}
+                    if old.get("request_hash", {}).get("S") != idempotency.request_hash:
+                        raise IdempotencyConflict(idempotency.key) from exc
+                    raise IdempotentReplay(
+                        IdempotencyRecord(
+                            idempotency.tenant,
+                            idempotency.key,
+                            idempotency.request_hash,
+                            old["job_id"]["S"],
+                            from_ms(int(old["expires_ms"]["N"])),
+                        )
+                    ) from exc
+            if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                raise QuotaExceeded(f"this tenant already has {quota} active or paused jobs") from exc
+            raise
+
+    def get(self, job_id: str) -> Job | None:
+        response = self.client.get_item(
+            TableName=self.table, Key={"PK": s(job_pk(job_id)), "SK": s("DEF")}, ConsistentRead=True
+        )
+        item = response.get("Item")
+        return job_from_item(item) if item else None
+
+    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        """Oldest first from the by_tenant index (eventually consistent: a job created a moment ago may be
+        missing from a list for a moment; GET by id is always consistent)."""
+        found: list[Job] = []
+        start = _decode_cursor(cursor)
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": "by_tenant",
+                "KeyConditionExpression": "tenant_pk = :t",
+                "ExpressionAttributeValues": {":t": s(f"TENANT#{tenant}")},
+                "Limit": limit - len(found) if state is None else max(limit, 25),
+            }
+            if state is not None:
+                request["FilterExpression"] = "#state = :state"
+                request["ExpressionAttributeNames"] = {"#state": "state"}
+                request["ExpressionAttributeValues"][":state"] = s(state.value)
+            if start:
+                request["ExclusiveStartKey"] = start
+            response = self.client.query(**request)
+            for item in response.get("Items", []):
+                found.append(job_from_item(item))
+                if len(found) == limit:
+                    last = item
+                    key = {k: last[k] for k in ("PK", "SK", "tenant_pk", "tenant_sk")}
+                    more = response.get("LastEvaluatedKey") is not None or item is not response["Items"][-1]
+                    return found, (_encode_cursor(key) if more else None)
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return found, None
+
+    def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": job_to_item(job),
+                    "ConditionExpression": "#version = :v",
+                    "ExpressionAttributeNames": {"#version": "version"},
+                    "ExpressionAttributeValues": {":v": n(previous.version)},
+                }
+            },
+            *self._timer_puts(timer, late),
+        ]
+        delta = active_delta(previous, job)
+        if delta:
+            items.append(_quota_update(self.table, job.tenant, delta))
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "TransactionCanceledException":
+                reasons = _cancellation_reasons(exc)
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    raise VersionConflict(self.get(job.job_id)) from exc
+            raise
+
+    def advance(
+        self, timer: Timer, next_run_at: datetime | None, dispatched_for: datetime, skipped: int
+    ) -> AdvanceResult:
+        completing = next_run_at is None
+        names = {"#state": "state", "#version": "version", "#last": "last_ms", "#next": "next_ms"}
+        values: dict[str, Any] = {
+            ":v": n(timer.version),
+            ":active": s(JobState.ACTIVE.value),
+            ":sched": n(to_ms(timer.scheduled_for)),
+            ":d": n(to_ms(dispatched_for)),
+            ":new_state": s(JobState.COMPLETED.value if completing else JobState.ACTIVE.value),
+            ":k": n(skipped),
+        }
+        expression = "SET #last = :d, #state = :new_state ADD misfire_skipped :k"
+        if next_run_at is None:
+            expression += " REMOVE #next"
+        else:
+            expression = "SET #last = :d, #state = :new_state, #next = :n ADD misfire_skipped :k"
+            values[":n"] = n(to_ms(next_run_at))
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"PK": s(job_pk(timer.job_id)), "SK": s("DEF")},
+            "UpdateExpression": expression,
+            "ConditionExpression": (
+                "#version = :v AND #state = :active AND (attribute_not_exists(#last) OR #last < :sched OR #last = :d)"
+            ),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        try:
+            if completing:
+                # The job stops counting against the tenant's quota in the same write that completes it.
+                self.client.transact_write_items(
+                    TransactItems=[{"Update": update}, _quota_update(self.table, timer.tenant, -1)]
+                )
+            else:
+                self.client.update_item(**update)
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "ConditionalCheckFailedException":
+                old = _old_item(exc)
+            elif code == "TransactionCanceledException":
+                reasons = _cancellation_reasons(exc)
+                if not reasons or reasons[0].get("Code") != "ConditionalCheckFailed":
+                    raise
+                old = reasons[0].get("Item")
+            else:
+                raise
+            return already_advanced(job_from_item(old) if old else None, timer, dispatched_for)
+        return AdvanceResult(True, True, JobState.ACTIVE)
+
+
+def _bucket_pk(bucket: BucketId) -> str:
+    return f"BUCKET#{minute_key(bucket.minute)}#{bucket.shard}"
+
+
+def _due_pk(bucket: BucketId) -> str:
+    return f"DUE#{minute_key(bucket.minute)}#{bucket.shard}"
+
+
+def timer_item(timer: Timer, shard_count: int) -> Item:
+    bucket = BucketId(minute_of(timer.fire_at), shard_of(timer.job_id, shard_count))
+    expires = max(timer.fire_at, timer.scheduled_for) + TIMER_RETENTION
+    return {
+        "PK": s(_due_pk(bucket)),
+        "SK": s(timer_sk(timer)),
+        "expires_at": _epoch_seconds(expires),
+        **timer_attributes(timer),
+    }
+
+
+def late_item(timer: Timer, shard_count: int) -> Item:
+    return {
+        "PK": s(f"LATE#{shard_of(timer.job_id, shard_count)}"),
+        "SK": s(timer_sk(timer)),
+        **timer_attributes(timer),
+    }
+
+
+class DynamoTimerStore:
+    def __init__(self, table_name: str, shard_count: int, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.shard_count = shard_count
+        self.client: Any = client or boto3.client("dynamodb")
+
+    def bucket_of(self, timer: Timer) -> BucketId:
+        return BucketId(minute_of(timer.fire_at), shard_of(timer.job_id, self.shard_count))
+
+    def put_timer(self, timer: Timer) -> None:
+        self.client.put_item(TableName=self.table, Item=timer_item(timer, self.shard_count))
+
+    def claim_bucket(
+        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
+    ) -> BucketClaim | BucketBusy:
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(_bucket_pk(bucket)), "SK": s("BUCKET")},
+                UpdateExpression=("SET sealed = :t, #owner = :o, lease_ms = :lease, expires_at = :exp ADD epoch :one"),
+                ConditionExpression=(
+                    "(attribute_not_exists(done) OR done = :f) AND (attribute_not_exists(#owner) OR lease_ms < :now)"
+                ),
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={
+                    ":t": {"BOOL": True},
+                    ":f": {"BOOL": False},
+                    ":o": s(owner),
+                    ":lease": n(to_ms(lease_until)),
+                    ":now": n(to_ms(now)),
+                    ":one": n(1),
+                    ":exp": _epoch_seconds(bucket.minute + TIMER_RETENTION),
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+            old = _old_item(exc) or {}
+            return BucketBusy(done=bool(old.get("done", {}).get("BOOL", False)))
+        item = response["Attributes"]
+        return BucketClaim(bucket, owner, int(item["epoch"]["N"]), item.get("cursor", {}).get("S"))
+
+    def is_sealed(self, bucket: BucketId) -> bool:
+        """The bucket's seal, read strongly consistent with the watermark: a minute behind the watermark counts
+        as sealed even if no bucket item was ever written for it (it will never be swept again)."""
+        bucket_key = {"PK": s(_bucket_pk(bucket)), "SK": s("BUCKET")}
+        response = self.client.batch_get_item(
+            RequestItems={self.table: {"Keys": [bucket_key, WATERMARK_KEY], "ConsistentRead": True}}
+        )
+        items = response["Responses"].get(self.table, [])
+        for item in items:
+            if item["PK"]["S"] == bucket_key["PK"]["S"]:
+                return bool(item.get("sealed", {}).get("BOOL", False))
+        for item in items:
+            if item["PK"]["S"] == "WATERMARK":
+                return to_ms(bucket.minute) < int(item["minute_ms"]["N"])
+        # Unread (UnprocessedKeys) counts as sealed: dispatching directly is always safe, the ledger absorbs it.
+        return bool(response.get("UnprocessedKeys"))
+
+    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
+        start: dict[str, Any] | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "PK = :pk" + (" AND SK > :after" if after else ""),
+                "ExpressionAttributeValues": {":pk": s(_due_pk(bucket))},
+                "ConsistentRead": True,
+                "Limit": PAGE_SIZE,
+            }
+            if after:
+                request["ExpressionAttributeValues"][":after"] = s(after)
+            if start:
+                request["ExclusiveStartKey"] = start
+            response = self.client.query(**request)
+            items = response.get("Items", [])
+            if items:
+                yield [timer_from_item(i) for i in items], items[-1]["SK"]["S"]
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    def _held_update(self, claim: BucketClaim, expression: str, values: dict[str, Any]) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(_bucket_pk(claim.bucket)), "SK": s("BUCKET")},
+                UpdateExpression=expression,
+                ConditionExpression="epoch = :e AND #owner = :o AND (attribute_not_exists(done) OR done = :f)",
+                ExpressionAttributeNames={
+                    "#owner": "owner",
+                    **({"#cursor": "cursor"} if "#cursor" in expression else {}),
+                },
+                ExpressionAttributeValues={
+                    ":e": n(claim.epoch),
+                    ":o": s(claim.owner),
+                    ":f": {"BOOL": False},
+                    **values,
+                },
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                raise ClaimLost(_bucket_pk(claim.bucket)) from exc
+            raise
+
+    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
+        self._held_update(
+            claim, "SET #cursor = :c, lease_ms = :lease", {":c": s(cursor), ":lease": n(to_ms(lease_until))}
+        )
+
+    def release(self, claim: BucketClaim) -> None:
+        self._held_update(claim, "REMOVE #owner, lease_ms", {})
+
+    def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
+        self._held_update(
+            claim,
+            "SET done = :t, expires_at = :exp",
+            {":t": {"BOOL": True}, ":exp": _epoch_seconds(expire_after)},
+        )
+
+    def watermark(self) -> datetime | None:
+        response = self.client.get_item(TableName=self.table, Key=WATERMARK_KEY, ConsistentRead=True)
+        item = response.get("Item")
+        return from_ms(int(item["minute_ms"]["N"])) if item else None
+
+    def init_watermark(self, minute: datetime) -> datetime:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={**WATERMARK_KEY, "minute_ms": n(to_ms(minute)), "minute": s(rfc3339(minute))},
+                ConditionExpression="attribute_not_exists(PK)",
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+        current = self.watermark()
+        assert current is not None
+        return current
+
+    def advance_watermark(self, minute: datetime) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=WATERMARK_KEY,
+                UpdateExpression="SET minute_ms = :m, #minute = :label",
+                ConditionExpression="minute_ms < :m",
+                ExpressionAttributeNames={"#minute": "minute"},
+                ExpressionAttributeValues={":m": n(to_ms(minute)), ":label": s(rfc3339(minute))},
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+
+    def put_late(self, timer: Timer) -> None:
+        self.client.put_item(TableName=self.table, Item=late_item(timer, self.shard_count))
+
+    def late_timers(self, limit: int) -> list[Timer]:
+        found: list[Timer] = []
+        for shard in range(self.shard_count):
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "PK = :pk",
+                "ExpressionAttributeValues": {":pk": s(f"LATE#{shard}")},
+                "ConsistentRead": True,
+            }
+            while len(found) < limit:
+                request["Limit"] = min(PAGE_SIZE, limit - len(found))
+                response = self.client.query(**request)
+                found += [timer_from_item(i) for i in response.get("Items", [])]
+                if not response.get("LastEvaluatedKey"):
+                    break
+                request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return sorted(found, key=lambda t: t.fire_at)[:limit]
+
+    def remove_late(self, timer: Timer) -> None:
+        key = late_item(timer, self.shard_count)
+        self.client.delete_item(TableName=self.table, Key={"PK": key["PK"], "SK": key["SK"]})
+
+
+class DynamoLedger:
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.client: Any = client or boto3.client("dynamodb")
+
+    def claim(
+        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+    ) -> Execution:
+        condition = (
+            "attribute_not_exists(PK) OR (#state = :retry AND (attribute_not_exists(next_ms) OR next_ms <= :now))"
+        )
+        if take_over_expired:
+            condition += " OR (#state = :running AND lease_ms < :now)"
+        values: dict[str, Any] = {
+            ":running": s(RunState.RUNNING.value),
+            ":retry": s(RunState.RETRY_WAIT.value),
+            ":now": n(to_ms(now)),
+            ":owner": s(owner),
+            ":lease": n(to_ms(lease_until)),
+            ":one": n(1),
+            ":job": s(dispatch.job_id),
+            ":tenant": s(dispatch.tenant),
+            ":sched": n(to_ms(dispatch.scheduled_for)),
+            ":sfor": s(rfc3339(dispatch.scheduled_for)),
+            ":exp": _epoch_seconds(now + EXECUTION_RETENTION),
+        }
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(dispatch.key)},
+                UpdateExpression=(
+                    "SET #state = :running, #owner = :owner, lease_ms = :lease, updated_ms = :now, "
+                    "job_id = :job, tenant = :tenant, scheduled_ms = :sched, scheduled_for = :sfor, "
+                    "created_ms = if_not_exists(created_ms, :now), "
+                    "expires_at = :exp "
+                    "ADD epoch :one, attempts :one "
+                    "REMOVE next_ms"
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#state": "state", "#owner": "owner"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+            old = _old_item(exc)
+            raise ClaimRefused(execution_from_item(old) if old else None) from exc
+        return execution_from_item(response["Attributes"])
+
+    def get(self, key: str) -> Execution | None:
+        response = self.client.get_item(TableName=self.table, Key={"PK": s(key)}, ConsistentRead=True)
+        item = response.get("Item")
+        return execution_from_item(item) if item else None
+
+    def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(key)},
+                UpdateExpression="SET lease_ms = :lease",
+                ConditionExpression="epoch = :e AND #owner = :o AND #state = :running",
+                ExpressionAttributeNames={"#owner": "owner", "#state": "state"},
+                ExpressionAttributeValues={
+                    ":lease": n(to_ms(lease_until)),
+                    ":e": n(epoch),
+                    ":o": s(owner),
+                    ":running": s(RunState.RUNNING.value),
+                },
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                raise LeaseLost(key) from exc
+            raise
+
+    def finish(
+        self,
+        key: str,
+        owner: str,
+        epoch: int,
+        state: RunState,
+        now: datetime,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        next_attempt_at: datetime | None = None,
+    ) -> None:
+        sets = [
+            "#state = :state",
+            "updated_ms = :now",
+            "history = list_append(if_not_exists(history, :empty), :entry)",
+        ]
+        removes = ["lease_ms"]
+        values: dict[str, Any] = {
+            ":state": s(state.value),
+            ":now": n(to_ms(now)),
+            ":empty": {"L": []},
+            ":entry": {"L": [history_entry(epoch, state, now, error)]},
+            ":e": n(epoch),
+            ":o": s(owner),
+            ":running": s(RunState.RUNNING.value),
+        }
+        if result is not None:
+            sets.append("#result = :result")
+            values[":result"] = s(result[:1000])
+        if error is not None:
+            sets.append("last_error = :error")
+            values[":error"] = s(error[:1000])
+        if next_attempt_at is not None:
+            sets.append("next_ms = :next")
+            values[":next"] = n(to_ms(next_attempt_at))
+        else:
+            removes.append("next_ms")
+        if state.terminal:
+            sets.append("finished_ms = :now")
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(key)},
+                UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+                ConditionExpression="epoch = :e AND #owner = :o AND #state = :running",
+                ExpressionAttributeNames={"#state": "state", "#owner": "owner", "#result": "result"}
+                if result is not None
+                else {"#state": "state", "#owner": "owner"},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                raise Fenced(key) from exc
+            raise
+
+    def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={
+                    "PK": s(dispatch.key),
+                    "job_id": s(dispatch.job_id),
+                    "tenant": s(dispatch.tenant),
+                    "scheduled_ms": n(to_ms(dispatch.scheduled_for)),
+                    "scheduled_for": s(rfc3339(dispatch.scheduled_for)),
+                    "state": s(state.value),
+                    "epoch": n(0),
+                    "attempts": n(0),
+                    "last_error": s(reason),
+                    "created_ms": n(to_ms(now)),
+                    "updated_ms": n(to_ms(now)),
+                    "finished_ms": n(to_ms(now)),
+                    "history": {"L": [history_entry(0, state, now, reason)]},
+                    "expires_at": _epoch_seconds(now + EXECUTION_RETENTION),
+                },
+                ConditionExpression="attribute_not_exists(PK)",
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(key)},
+                UpdateExpression=(
+                    "SET #state = :state, last_error = :reason, updated_ms = :now, finished_ms = :now, "
+                    "history = list_append(if_not_exists(history, :empty), :entry) REMOVE lease_ms"
+                ),
+                ConditionExpression="epoch = :e AND #state = :running AND lease_ms < :now",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":state": s(state.value),
+                    ":reason": s(reason),
+                    ":now": n(to_ms(now)),
+                    ":empty": {"L": []},
+                    ":entry": {"L": [history_entry(epoch, state, now, reason)]},
+                    ":e": n(epoch),
+                    ":running": s(RunState.RUNNING.value),
+                },
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def mark_dead_lettered(self, key: str) -> None:
+        self.client.update_item(
+            TableName=self.table,
+            Key={"PK": s(key)},
+            UpdateExpression="SET dead_lettered = :t",
+            ConditionExpression="attribute_exists(PK)",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )
+
+    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_job",
+            "KeyConditionExpression": "job_id = :j",
+            "ExpressionAttributeValues": {":j": s(job_id)},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        start = _decode_cursor(cursor)
+        if start:
+            request["ExclusiveStartKey"] = start
+        response = self.client.query(**request)
+        runs = [execution_from_item(i) for i in response.get("Items", [])]
+        return runs, _encode_cursor(response.get("LastEvaluatedKey"))
+
+    def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
+        current = self.get(key)
+        epoch = current.epoch if current else 0
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(key)},
+                UpdateExpression=(
+                    "SET #state = :state, updated_ms = :now, next_ms = :now, "
+                    "history = list_append(if_not_exists(history, :empty), :entry)"
+                    + (", finished_ms = :now" if state.terminal else "")
+                ),
+                ConditionExpression="#state = :reconciling",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":state": s(state.value),
+                    ":now": n(to_ms(now)),
+                    ":reconciling": s(RunState.RECONCILING.value),
+                    ":empty": {"L": []},
+                    ":entry": {"L": [history_entry(epoch, state, now, note)]},
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                old = _old_item(exc)
+                raise ClaimRefused(execution_from_item(old) if old else None) from exc
+            raise
+        return execution_from_item(response["Attributes"])

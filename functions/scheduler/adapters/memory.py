@@ -1,0 +1,517 @@
+"""In-memory adapters for every port: for unit tests and the simulator. They keep the exact conditional
+semantics of the DynamoDB adapters (the same contract tests run against both)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler.core.chain import active_delta, advance_allowed, already_advanced
+from scheduler.core.errors import (
+    ClaimLost,
+    ClaimRefused,
+    Fenced,
+    IdempotencyConflict,
+    IdempotentReplay,
+    LeaseLost,
+    QuotaExceeded,
+    VersionConflict,
+)
+from scheduler.core.keys import shard_of
+from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.ports import (
+    AdvanceResult,
+    BucketBusy,
+    BucketClaim,
+    BucketId,
+    Dispatch,
+    Execution,
+    IdempotencyRecord,
+    Timer,
+)
+from scheduler.core.timefmt import minute_of, to_ms
+
+PAGE_SIZE = 100
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+
+    def set(self, when: datetime) -> None:
+        self._now = when
+
+
+def timer_sort_key(timer: Timer) -> str:
+    """The order (and cursor) of timers inside a bucket: fire_at, then job, then scheduled instant."""
+    return f"{to_ms(timer.fire_at):015d}#{timer.job_id}#{to_ms(timer.scheduled_for):015d}"
+
+
+class MemoryJobStore:
+    def __init__(self) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
+        self.active: dict[str, int] = {}
+        self.timers: MemoryTimerStore | None = None
+        self.lock = threading.RLock()
+
+    def attach(self, timers: MemoryTimerStore) -> None:
+        """Jobs and timers share one table in DynamoDB; creates write both atomically."""
+        self.timers = timers
+
+    def create(
+        self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
+    ) -> None:
+        with self.lock:
+            if idempotency is not None:
+                existing = self.idempotency.get((idempotency.tenant, idempotency.key))
+                if existing is not None and existing.expires_at > job.created_at:
+                    if existing.request_hash != idempotency.request_hash:
+                        raise IdempotencyConflict(idempotency.key)
+                    raise IdempotentReplay(existing)
+            if job.job_id in self.jobs:
+                raise VersionConflict(self.jobs[job.job_id])
+            if self.active.get(job.tenant, 0) >= quota:
+                raise QuotaExceeded(f"this tenant already has {quota} active or paused jobs")
+            self.active[job.tenant] = self.active.get(job.tenant, 0) + 1
+            self.jobs[job.job_id] = job
+            if idempotency is not None:
+                self.idempotency[(idempotency.tenant, idempotency.key)] = idempotency
+            if timer is not None:
+                assert self.timers is not None
+                self.timers.put_timer(timer)
+                if late:
+                    self.timers.put_late(timer)
+
+    def get(self, job_id: str) -> Job | None:
+        with self.lock:
+            return self.jobs.get(job_id)
+
+    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        with self.lock:
+            mine = sorted(
+                (j for j in self.jobs.values() if j.tenant == tenant),
+                key=lambda j: (to_ms(j.created_at), j.job_id),
+            )
+        position = 0
+        if cursor:
+            position = next((i + 1 for i, j in enumerate(mine) if j.job_id == cursor), len(mine))
+        page: list[Job] = []
+        last_seen: str | None = None
+        for job in mine[position:]:
+            last_seen = job.job_id
+            if state is None or job.state == state:
+                page.append(job)
+            if len(page) == limit:
+                break
+        more = last_seen is not None and mine and last_seen != mine[-1].job_id
+        return page, (last_seen if more else None)
+
+    def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
+        with self.lock:
+            current = self.jobs.get(job.job_id)
+            if current is None or current.version != previous.version:
+                raise VersionConflict(current)
+            self.active[job.tenant] = self.active.get(job.tenant, 0) + active_delta(current, job)
+            self.jobs[job.job_id] = job
+            if timer is not None:
+                assert self.timers is not None
+                self.timers.put_timer(timer)
+                if late:
+                    self.timers.put_late(timer)
+
+    def advance(
+        self, timer: Timer, next_run_at: datetime | None, dispatched_for: datetime, skipped: int
+    ) -> AdvanceResult:
+        with self.lock:
+            job = self.jobs.get(timer.job_id)
+            if job is None:
+                return AdvanceResult(False, False, None)
+            if advance_allowed(job, timer, dispatched_for):
+                if next_run_at is None:
+                    self.active[job.tenant] = self.active.get(job.tenant, 0) - 1
+                self.jobs[job.job_id] = job.model_copy(
+                    update={
+                        "last_dispatched_for": dispatched_for,
+                        "next_run_at": next_run_at,
+                        "state": JobState.ACTIVE if next_run_at is not None else JobState.COMPLETED,
+                        "misfire_skipped": job.misfire_skipped + skipped,
+                    }
+                )
+                return AdvanceResult(True, True, JobState.ACTIVE)
+            return already_advanced(job, timer, dispatched_for)
+
+
+@dataclass
+class _Bucket:
+    sealed: bool = False
+    done: bool = False
+    owner: str | None = None
+    epoch: int = 0
+    lease_until: datetime | None = None
+    cursor: str | None = None
+
+
+class MemoryTimerStore:
+    def __init__(self, shard_count: int) -> None:
+        self.shard_count = shard_count
+        self.buckets: dict[BucketId, _Bucket] = {}
+        self.timer_items: dict[BucketId, dict[str, Timer]] = {}
+        self.late: dict[str, Timer] = {}
+        self._watermark: datetime | None = None
+        self.lock = threading.RLock()
+
+    def bucket_of(self, timer: Timer) -> BucketId:
+        return BucketId(minute_of(timer.fire_at), shard_of(timer.job_id, self.shard_count))
+
+    def put_timer(self, timer: Timer) -> None:
+        with self.lock:
+            self.timer_items.setdefault(self.bucket_of(timer), {})[timer_sort_key(timer)] = timer
+
+    def claim_bucket(
+        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
+    ) -> BucketClaim | BucketBusy:
+        with self.lock:
+            item = self.buckets.setdefault(bucket, _Bucket())
+            if item.done:
+                return BucketBusy(done=True)
+            if item.owner is not None and item.lease_until is not None and item.lease_until > now:
+                return BucketBusy(done=False)
+            item.sealed = True
+            item.owner = owner
+            item.epoch += 1
+            item.lease_until = lease_until
+            return BucketClaim(bucket, owner, item.epoch, item.cursor)
+
+    def is_sealed(self, bucket: BucketId) -> bool:
+        with self.lock:
+            item = self.buckets.get(bucket)
+            if item is not None:
+                return item.sealed
+            return self._watermark is not None and bucket.minute < self._watermark
+
+    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
+        while True:
+            with self.lock:
+                items = sorted(self.timer_items.get(bucket, {}).items())
+            page = [(k, t) for k, t in items if after is None or k > after][:PAGE_SIZE]
+            if not page:
+                return
+            after = page[-1][0]
+            yield [t for _, t in page], after
+            if len(page) < PAGE_SIZE:
+                return
+
+    def _held(self, claim: BucketClaim) -> _Bucket:
+        item = self.buckets.get(claim.bucket)
+        if item is None or item.epoch != claim.epoch or item.owner != claim.owner or item.done:
+            raise ClaimLost(str(claim.bucket))
+        return item
+
+    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
+        with self.lock:
+            item = self._held(claim)
+            item.cursor = cursor
+            item.lease_until = lease_until
+
+    def release(self, claim: BucketClaim) -> None:
+        with self.lock:
+            item = self._held(claim)
+            item.owner = None
+            item.lease_until = None
+
+    def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
+        with self.lock:
+            self._held(claim).done = True
+
+    def watermark(self) -> datetime | None:
+        with self.lock:
+            return self._watermark
+
+    def init_watermark(self, minute: datetime) -> datetime:
+        with self.lock:
+            if self._watermark is None:
+                self._watermark = minute
+            return self._watermark
+
+    def advance_watermark(self, minute: datetime) -> None:
+        with self.lock:
+            if self._watermark is None or minute > self._watermark:
+                self._watermark = minute
+
+    def put_late(self, timer: Timer) -> None:
+        with self.lock:
+            self.late[timer_sort_key(timer)] = timer
+
+    def late_timers(self, limit: int) -> list[Timer]:
+        with self.lock:
+            return [t for _, t in sorted(self.late.items())][:limit]
+
+    def remove_late(self, timer: Timer) -> None:
+        with self.lock:
+            self.late.pop(timer_sort_key(timer), None)
+
+
+class MemoryLedger:
+    def __init__(self) -> None:
+        self.items: dict[str, Execution] = {}
+        self.lock = threading.RLock()
+
+    def claim(
+        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+    ) -> Execution:
+        with self.lock:
+            item = self.items.get(dispatch.key)
+            claimable = (
+                item is None
+                or (item.state == RunState.RETRY_WAIT and (item.next_attempt_at is None or item.next_attempt_at <= now))
+                or (
+                    take_over_expired
+                    and item.state == RunState.RUNNING
+                    and item.lease_until is not None
+                    and item.lease_until < now
+                )
+            )
+            if not claimable:
+                raise ClaimRefused(copy.deepcopy(item))
+            if item is None:
+                item = Execution(
+                    key=dispatch.key,
+                    job_id=dispatch.job_id,
+                    tenant=dispatch.tenant,
+                    scheduled_for=dispatch.scheduled_for,
+                    state=RunState.RUNNING,
+                    epoch=0,
+                    attempts=0,
+                    created_at=now,
+                )
+                self.items[dispatch.key] = item
+            item.state = RunState.RUNNING
+            item.epoch += 1
+            item.attempts += 1
+            item.owner = owner
+            item.lease_until = lease_until
+            item.next_attempt_at = None
+            item.updated_at = now
+            return copy.deepcopy(item)
+
+    def get(self, key: str) -> Execution | None:
+        with self.lock:
+            item = self.items.get(key)
+            return copy.deepcopy(item) if item else None
+
+    def _held(self, key: str, owner: str, epoch: int) -> Execution | None:
+        item = self.items.get(key)
+        if item is None or item.epoch != epoch or item.owner != owner or item.state != RunState.RUNNING:
+            return None
+        return item
+
+    def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
+        with self.lock:
+            item = self._held(key, owner, epoch)
+            if item is None:
+                raise LeaseLost(key)
+            item.lease_until = lease_until
+
+    def finish(
+        self,
+        key: str,
+        owner: str,
+        epoch: int,
+        state: RunState,
+        now: datetime,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        next_attempt_at: datetime | None = None,
+    ) -> None:
+        with self.lock:
+            item = self._held(key, owner, epoch)
+            if item is None:
+                raise Fenced(key)
+            item.state = state
+            item.updated_at = now
+            item.lease_until = None
+            item.next_attempt_at = next_attempt_at
+            if result is not None:
+                item.result = result
+            if error is not None:
+                item.last_error = error
+            if state.terminal:
+                item.finished_at = now
+            item.history.append(_history_entry(epoch, state, now, error))
+
+    def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
+        with self.lock:
+            if dispatch.key in self.items:
+                return False
+            self.items[dispatch.key] = Execution(
+                key=dispatch.key,
+                job_id=dispatch.job_id,
+                tenant=dispatch.tenant,
+                scheduled_for=dispatch.scheduled_for,
+                state=state,
+                epoch=0,
+                attempts=0,
+                last_error=reason,
+                created_at=now,
+                updated_at=now,
+                finished_at=now,
+                history=[_history_entry(0, state, now, reason)],
+            )
+            return True
+
+    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+        with self.lock:
+            item = self.items.get(key)
+            if (
+                item is None
+                or item.epoch != epoch
+                or item.state != RunState.RUNNING
+                or item.lease_until is None
+                or item.lease_until >= now
+            ):
+                return False
+            item.state = state
+            item.last_error = reason
+            item.updated_at = now
+            item.finished_at = now
+            item.history.append(_history_entry(epoch, state, now, reason))
+            return True
+
+    def mark_dead_lettered(self, key: str) -> None:
+        with self.lock:
+            item = self.items.get(key)
+            if item is not None:
+                item.dead_lettered = True
+
+    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+        with self.lock:
+            mine = sorted(
+                (i for i in self.items.values() if i.job_id == job_id),
+                key=lambda e: e.scheduled_for,
+                reverse=True,
+            )
+        start = 0
+        if cursor:
+            start = next((n + 1 for n, e in enumerate(mine) if e.key == cursor), len(mine))
+        page = [copy.deepcopy(e) for e in mine[start : start + limit]]
+        more = start + limit < len(mine)
+        return page, (page[-1].key if more and page else None)
+
+    def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
+        with self.lock:
+            item = self.items.get(key)
+            if item is None or item.state != RunState.RECONCILING:
+                raise ClaimRefused(copy.deepcopy(item))
+            item.state = state
+            item.updated_at = now
+            item.next_attempt_at = now if state == RunState.RETRY_WAIT else None
+            item.finished_at = now if state.terminal else None
+            item.history.append(_history_entry(item.epoch, state, now, note))
+            return copy.deepcopy(item)
+
+
+def _history_entry(epoch: int, state: RunState, now: datetime, error: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"epoch": epoch, "state": state.value, "at": now.isoformat()}
+    if error:
+        entry["error"] = error[:500]
+    return entry
+
+
+@dataclass
+class QueuedMessage:
+    message_id: str
+    dispatch: Dispatch
+    visible_at: datetime
+    receive_count: int = 0
+    receipt: str | None = None
+
+
+@dataclass
+class MemoryQueue:
+    """An SQS-like queue: per-message delay, visibility timeouts, receive counts, a DLQ."""
+
+    clock: Any
+    visibility_timeout: float = 720
+    max_receive_count: int = 50
+    messages: dict[str, QueuedMessage] = field(default_factory=dict)
+    dead: list[tuple[Dispatch, Execution | None]] = field(default_factory=list)
+    sent: int = 0
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        with self.lock:
+            for d in dispatches:
+                self.sent += 1
+                delay = min(900, max(0, math.floor((d.fire_at - now).total_seconds())))
+                mid = f"m{self.sent}"
+                self.messages[mid] = QueuedMessage(mid, d, now + timedelta(seconds=delay))
+
+    def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
+        with self.lock:
+            self.dead.append((dispatch, copy.deepcopy(execution)))
+
+    def receive(self, max_messages: int = 10) -> list[QueuedMessage]:
+        now = self.clock.now()
+        out: list[QueuedMessage] = []
+        with self.lock:
+            for msg in sorted(self.messages.values(), key=lambda m: m.visible_at):
+                if len(out) == max_messages:
+                    break
+                if msg.visible_at > now:
+                    continue
+                msg.receive_count += 1
+                if msg.receive_count > self.max_receive_count:
+                    del self.messages[msg.message_id]
+                    self.dead.append((msg.dispatch, None))
+                    continue
+                msg.visible_at = now + timedelta(seconds=self.visibility_timeout)
+                msg.receipt = f"{msg.message_id}#{msg.receive_count}"
+                out.append(replace(msg))
+        return out
+
+    def delete(self, message: QueuedMessage) -> None:
+        with self.lock:
+            current = self.messages.get(message.message_id)
+            if current is not None and current.receipt == message.receipt:
+                del self.messages[message.message_id]
+
+    def change_visibility(self, message: QueuedMessage, seconds: int) -> None:
+        with self.lock:
+            current = self.messages.get(message.message_id)
+            if current is not None and current.receipt == message.receipt:
+                current.visible_at = self.clock.now() + timedelta(seconds=seconds)
+
+
+class MemoryMessage:
+    """MessageControl for one received MemoryQueue message."""
+
+    def __init__(self, queue: MemoryQueue, message: QueuedMessage) -> None:
+        self.queue = queue
+        self.message = message
+        self.receive_count = message.receive_count
+
+    def extend_visibility(self, seconds: int) -> None:
+        self.queue.change_visibility(self.message, seconds)
+
+
+class RecordingMetrics:
+    def __init__(self) -> None:
+        self.counts: dict[str, float] = {}
+
+    def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
+        self.counts[name] = self.counts.get(name, 0) + value

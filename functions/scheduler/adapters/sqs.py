@@ -1,0 +1,94 @@
+"""The SQS ready queue and its dead-letter queue."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from scheduler.adapters.codec import dispatch_to_body
+from scheduler.core.ports import Dispatch, Execution
+from scheduler.core.timefmt import rfc3339
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+MAX_DELAY_SECONDS = 900
+BATCH = 10
+SEND_ATTEMPTS = 4
+
+
+class QueueSendFailed(RuntimeError):
+    """Some messages were not accepted after retries; the caller re-runs its step (sends are idempotent in
+    effect: the ledger absorbs the duplicates)."""
+
+
+def delay_seconds(fire_at: datetime, now: datetime) -> int:
+    """Whole seconds SQS should hold the message: rounded down, so the message arrives at most a second
+    early and the worker waits out the rest (never starts early, keeps sub-second precision)."""
+    return max(0, min(MAX_DELAY_SECONDS, math.floor((fire_at - now).total_seconds())))
+
+
+class SqsReadyQueue:
+    def __init__(self, queue_url: str, dlq_url: str, client: SQSClient | None = None) -> None:
+        self.queue_url = queue_url
+        self.dlq_url = dlq_url
+        self.client: Any = client or boto3.client("sqs")
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        for start in range(0, len(dispatches), BATCH):
+            pending = {
+                str(i): {
+                    "Id": str(i),
+                    "MessageBody": dispatch_to_body(d),
+                    "DelaySeconds": delay_seconds(d.fire_at, now),
+                    "MessageAttributes": {
+                        "occurrence_key": {"DataType": "String", "StringValue": d.key},
+                        "tenant": {"DataType": "String", "StringValue": d.tenant},
+                    },
+                }
+                for i, d in enumerate(dispatches[start : start + BATCH])
+            }
+            for _ in range(SEND_ATTEMPTS):
+                response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=list(pending.values()))
+                for ok in response.get("Successful", []):
+                    pending.pop(ok["Id"], None)
+                if not pending:
+                    break
+            if pending:
+                failed = response.get("Failed", [])
+                raise QueueSendFailed(f"{len(pending)} messages not accepted: {failed[:3]}")
+
+    def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
+        body = {
+            "dispatch": json.loads(dispatch_to_body(dispatch)),
+            "state": execution.state.value,
+            "attempts": execution.attempts,
+            "last_error": execution.last_error,
+            "history": execution.history,
+            "dead_at": rfc3339(execution.finished_at) if execution.finished_at else None,
+        }
+        self.client.send_message(
+            QueueUrl=self.dlq_url,
+            MessageBody=json.dumps(body, separators=(",", ":"), default=str),
+            MessageAttributes={"occurrence_key": {"DataType": "String", "StringValue": dispatch.key}},
+        )
+
+
+class SqsMessage:
+    """MessageControl for one message of a Lambda SQS event."""
+
+    def __init__(self, client: Any, queue_url: str, receipt_handle: str, receive_count: int) -> None:
+        self.client = client
+        self.queue_url = queue_url
+        self.receipt_handle = receipt_handle
+        self.receive_count = receive_count
+
+    def extend_visibility(self, seconds: int) -> None:
+        self.client.change_message_visibility(
+            QueueUrl=self.queue_url, ReceiptHandle=self.receipt_handle, VisibilityTimeout=seconds
+        )

@@ -1,0 +1,1 @@
+"""The domain core: schedules, occurrence keys, the dispatch and execution protocols. No AWS imports."""

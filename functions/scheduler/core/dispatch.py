@@ -1,0 +1,192 @@
+"""Turning timers into ready-queue messages (DESIGN.md 3.2 and 3.3).
+
+`Dispatcher.place` puts a timer where it will be found: into its time bucket, and - when that bucket may
+already have been swept - through the late lane and straight to the queue. `Dispatcher.plan` decides what a
+due timer dispatches (misfire policy, look-ahead) and advances the job's chain. Both the API and the sweeper
+use them, so there is one dispatch path to prove correct.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scheduler.core.keys import jitter_offset, occurrence_key
+from scheduler.core.model import Job
+from scheduler.core.ports import ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
+from scheduler.core.schedules import is_recurring, next_occurrence
+from scheduler.core.timefmt import ONE_MINUTE, minute_of
+
+log = logging.getLogger(__name__)
+
+#: Bound on the occurrences one timer can expand into (misfire catch-up, look-ahead of 1 s rates).
+MAX_EXPANSION = 10_000
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    lookahead: timedelta
+    misfire_grace: timedelta
+    catchup_window: timedelta
+    #: Beyond `now + lookahead`, how far a bucket may already be sealed by a sweeper whose clock runs ahead.
+    #: Timers this near take the late-lane path. Keep lookahead + 60 s + this under SQS's 900 s delay cap.
+    seal_margin: timedelta = timedelta(seconds=30)
+
+
+def fire_at(job_id: str, scheduled_for: datetime, jitter_seconds: int) -> datetime:
+    """The instant an occurrence may start: its scheduled instant plus its deterministic jitter."""
+    return scheduled_for + jitter_offset(occurrence_key(job_id, scheduled_for), jitter_seconds)
+
+
+def timer_for(job: Job, scheduled_for: datetime) -> Timer:
+    """The timer of one scheduled occurrence of `job`, carrying the chain plan at the job's version."""
+    spec = job.spec
+    plan = ChainPlan(spec.schedule, job.created_at, spec.jitter_seconds, spec.misfire_policy)
+    return Timer(
+        job_id=job.job_id,
+        tenant=job.tenant,
+        scheduled_for=scheduled_for,
+        fire_at=fire_at(job.job_id, scheduled_for, spec.jitter_seconds),
+        version=job.version,
+        kind="scheduled",
+        plan=plan,
+    )
+
+
+def manual_timer(job: Job, now: datetime) -> Timer:
+    """An extra occurrence fired now (trigger); it has its own key and does not touch the chain."""
+    return Timer(job.job_id, job.tenant, now, now, job.version, kind="manual", plan=None)
+
+
+@dataclass(frozen=True)
+class Plan:
+    dispatches: list[Dispatch]
+    skipped: int
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        jobs: JobStore,
+        timers: TimerStore,
+        queue: ReadyQueue,
+        clock: Clock,
+        config: DispatchConfig,
+        metrics: Metrics,
+    ) -> None:
+        self.jobs = jobs
+        self.timers = timers
+        self.queue = queue
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+
+    def is_near(self, timer: Timer, now: datetime) -> bool:
+        """Whether the timer's bucket may already be sealed, so the seal check must follow its write."""
+        return timer.fire_at < now + self.config.lookahead + self.config.seal_margin
+
+    def horizon_end(self, now: datetime) -> datetime:
+        """The end of the buckets a sweep starting `now` seals: occurrences before it go out directly."""
+        return minute_of(now + self.config.lookahead) + ONE_MINUTE
+
+    def place(self, timer: Timer) -> None:
+        """Make sure `timer` will be dispatched (DESIGN.md 3.2): write it, then settle it."""
+        late_copy = self.is_near(timer, self.clock.now())
+        if late_copy:
+            self.timers.put_late(timer)
+        self.timers.put_timer(timer)
+        self.settle(timer, late_copy)
+
+    def settle(self, timer: Timer, late_copy: bool) -> None:
+        """After the timer (and, if near-term, its late-lane copy) is stored. Do not reorder:
+
+        1. only after the write, read the bucket's seal, strongly consistent. Unsealed: the sweeper's later
+           query is guaranteed to see the timer. Sealed (or behind the watermark): dispatch it here, now;
+        2. drop the late-lane copy. A crash before this leaves the copy, which every sweep drains, so no crash
+           loses the timer; the duplicates this can cause are absorbed by the ledger.
+        The clock is read again after the write, so a process paused between deciding and writing still checks.
+        """
+        now = self.clock.now()
+        if self.is_near(timer, now) and self.timers.is_sealed(self.timers.bucket_of(timer)):
+            if not late_copy:
+                self.timers.put_late(timer)
+                late_copy = True
+            self.dispatch([timer], self.horizon_end(now))
+        if late_copy:
+            self.timers.remove_late(timer)
+
+    def dispatch(self, timers: Sequence[Timer], horizon_end: datetime) -> int:
+        """Plan each timer (advancing its chain), then send the resulting messages. Returns messages sent."""
+        now = self.clock.now()
+        dispatches: list[Dispatch] = []
+        for timer in timers:
+            dispatches += self.plan(timer, now, horizon_end).dispatches
+        if dispatches:
+            self.queue.send(dispatches, self.clock.now())
+            self.metrics.count("OccurrencesDispatched", len(dispatches))
+        return len(dispatches)
+
+    def plan(self, timer: Timer, now: datetime, horizon_end: datetime) -> Plan:
+        """Decide what a due timer dispatches and advance its job (DESIGN.md 3.3, 3.5). Do not reorder: the
+        conditional advance comes first (so a paused, cancelled or edited job dispatches nothing), then the
+        next timer's idempotent put; the caller sends last. A crash anywhere re-runs the same steps, and every
+        one of them is idempotent or absorbed by the ledger."""
+        if timer.plan is None:
+            return Plan([Dispatch.of(timer)], 0)
+        chain = timer.plan
+
+        def fire(at: datetime) -> datetime:
+            return fire_at(timer.job_id, at, chain.jitter_seconds)
+
+        due: list[datetime]
+        skipped = 0
+        cursor = timer.scheduled_for
+        if now - timer.fire_at > self.config.misfire_grace:
+            missed = [timer.scheduled_for]
+            while len(missed) < MAX_EXPANSION:
+                nxt = next_occurrence(chain.schedule, missed[-1], chain.anchor)
+                if nxt is None or nxt > now:
+                    break
+                missed.append(nxt)
+            cursor = missed[-1]
+            if chain.misfire_policy == "run_once":
+                due = [missed[-1]]
+            elif chain.misfire_policy == "skip":
+                due = []
+            else:
+                cutoff = now - self.config.catchup_window
+                due = [m for m in missed if m >= cutoff]
+            skipped = len(missed) - len(due)
+            if skipped:
+                log.info(
+                    "misfire",
+                    extra={"job_id": timer.job_id, "policy": chain.misfire_policy, "skipped": skipped},
+                )
+                self.metrics.count("MisfireSkipped", skipped)
+        else:
+            due = [timer.scheduled_for]
+
+        # Occurrences inside the buckets this pass seals, or near enough that their bucket might be sealed, go
+        # out now with their own delays; so the next timer written below is never in a sealed bucket.
+        nxt = next_occurrence(chain.schedule, cursor, chain.anchor) if is_recurring(chain.schedule) else None
+        while nxt is not None and len(due) < MAX_EXPANSION:
+            if fire(nxt) >= max(horizon_end, now + self.config.lookahead + self.config.seal_margin):
+                break
+            due.append(nxt)
+            cursor = nxt
+            nxt = next_occurrence(chain.schedule, cursor, chain.anchor)
+
+        result = self.jobs.advance(timer, next_run_at=nxt, dispatched_for=cursor, skipped=skipped)
+        if not result.proceed:
+            log.info(
+                "timer superseded",
+                extra={"job_id": timer.job_id, "occurrence_key": timer.key, "job_state": result.job_state},
+            )
+            self.metrics.count("OccurrencesSkipped")
+            return Plan([], skipped)
+        if nxt is not None and result.put_next:
+            self.place(Timer(timer.job_id, timer.tenant, nxt, fire(nxt), timer.version, "scheduled", chain))
+        dispatches = [Dispatch(timer.job_id, timer.tenant, at, fire(at), timer.version, "scheduled") for at in due]
+        return Plan(dispatches, skipped)

@@ -1,0 +1,78 @@
+"""Domain exceptions. Adapters translate storage errors (e.g. ConditionalCheckFailed) into these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduler.core.model import Job
+    from scheduler.core.ports import Execution, IdempotencyRecord
+
+
+class SchedulerError(Exception):
+    """Base of every domain error."""
+
+
+class JobNotFound(SchedulerError):
+    """No such job for this tenant (also said for another tenant's job: tenants never learn of others)."""
+
+
+class VersionConflict(SchedulerError):
+    """The job changed since the caller read it (optimistic concurrency)."""
+
+    def __init__(self, current: Job | None) -> None:
+        super().__init__("the job changed since it was read")
+        self.current = current
+
+
+class IdempotencyConflict(SchedulerError):
+    """An `Idempotency-Key` was reused with a different request body."""
+
+
+class IdempotentReplay(SchedulerError):
+    """An `Idempotency-Key` was seen before with the same body; `record` names the job it created."""
+
+    def __init__(self, record: IdempotencyRecord) -> None:
+        super().__init__("replay of an earlier request")
+        self.record = record
+
+
+class InvalidRequest(SchedulerError):
+    """A request that is well-formed JSON but cannot be honoured; `field` names the offending field."""
+
+    def __init__(self, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.field = field
+
+
+class PayloadTooLarge(SchedulerError):
+    pass
+
+
+class QuotaExceeded(SchedulerError):
+    pass
+
+
+class InvalidState(SchedulerError):
+    """The operation does not apply to the job in its current state (e.g. resume a cancelled job)."""
+
+
+class ClaimLost(SchedulerError):
+    """A bucket claim was lost to another sweeper (its epoch or owner no longer matches)."""
+
+
+class ClaimRefused(SchedulerError):
+    """The ledger refused a claim; `current` is the execution item as it stands."""
+
+    def __init__(self, current: Execution | None) -> None:
+        super().__init__("occurrence is not claimable")
+        self.current = current
+
+
+class LeaseLost(SchedulerError):
+    """A heartbeat updated nothing: another worker holds the occurrence now. Abort without writing."""
+
+
+class Fenced(SchedulerError):
+    """A write carried a stale epoch (fencing token) and was rejected."""

@@ -1,0 +1,308 @@
+"""The execution protocol (DESIGN.md 3.4): claim in the ledger, run with a fencing token, record the outcome.
+
+At-least-once delivery becomes exactly-once effect here: every attempt of an occurrence carries the same
+occurrence key, every claim bumps the epoch (the fencing token), and every write after the claim is
+conditional on that epoch, so a worker that paused past its lease can never record anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
+from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.ports import (
+    Clock,
+    Dispatch,
+    Execution,
+    JobReader,
+    Ledger,
+    MessageControl,
+    Metrics,
+    ReadyQueue,
+    TargetCall,
+    TargetFailure,
+    TargetInvoker,
+)
+from scheduler.core.retry import MAX_HIDE_SECONDS, backoff, may_retry
+from scheduler.core.schedules import is_occurrence
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExecuteConfig:
+    lease: timedelta
+    #: A message this early (or less) waits in the worker instead of being hidden again (sub-second precision).
+    early_wait_max: timedelta = timedelta(seconds=2)
+    #: Added to hides that wait for someone else's lease, so the lease has surely ended when we look again.
+    lease_margin_seconds: int = 2
+    #: Heartbeat period as a fraction of the lease; None disables the background heartbeat.
+    heartbeat_fraction: float | None = 1 / 3
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What to do with the SQS message: acknowledge (delete) it, or hide it for `hide_seconds` and keep it."""
+
+    ack: bool
+    reason: str
+    hide_seconds: int = 0
+
+    @classmethod
+    def acknowledge(cls, reason: str) -> Outcome:
+        return cls(True, reason)
+
+    @classmethod
+    def hide(cls, seconds: float, reason: str) -> Outcome:
+        return cls(False, reason, max(1, min(MAX_HIDE_SECONDS, math.ceil(seconds))))
+
+
+class _Heartbeat:
+    """Extends the lease in the background while a target that cannot heartbeat itself runs."""
+
+    def __init__(self, beat: Callable[[], None], interval: float | None) -> None:
+        self._beat = beat
+        self._interval = interval
+        self._stop = threading.Event()
+        self.lost = False
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Heartbeat:
+        if self._interval:
+            self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        assert self._interval is not None
+        while not self._stop.wait(self._interval):
+            try:
+                self._beat()
+            except LeaseLost:
+                self.lost = True
+                return
+            except Exception:  # a failed heartbeat is retried next period; the lease margin covers it
+                log.exception("heartbeat failed")
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class Executor:
+    """Runs one dispatched occurrence; returns what to do with its message."""
+
+    def __init__(
+        self,
+        jobs: JobReader,
+        ledger: Ledger,
+        queue: ReadyQueue,
+        targets: Mapping[str, TargetInvoker],
+        clock: Clock,
+        config: ExecuteConfig,
+        metrics: Metrics,
+        worker_id: str,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.jobs = jobs
+        self.ledger = ledger
+        self.queue = queue
+        self.targets = targets
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+        self.worker_id = worker_id
+        self.sleep = sleep
+
+    def execute(self, dispatch: Dispatch, message: MessageControl) -> Outcome:
+        key = dispatch.key
+        ctx = {"job_id": dispatch.job_id, "occurrence_key": key}
+        now = self.clock.now()
+        early = (dispatch.fire_at - now).total_seconds()
+        if early > 0:
+            # Never start before the fire time: wait out a sub-second remainder, hide anything earlier.
+            if early > self.config.early_wait_max.total_seconds():
+                return Outcome.hide(early, "early")
+            self.sleep(early)
+            now = self.clock.now()
+
+        job = self.jobs.get(dispatch.job_id)
+        if job is None or job.tenant != dispatch.tenant:
+            self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist")
+            return Outcome.acknowledge("no such job")
+
+        # Step 1: claim. Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
+        owner = f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
+        take_over = job.spec.delivery == "at_least_once"
+        try:
+            execution = self.ledger.claim(dispatch, owner, now, now + self.config.lease, take_over)
+        except ClaimRefused as refused:
+            return self._not_claimed(dispatch, refused.current, now)
+
+        ctx["epoch"] = str(execution.epoch)
+        # Step 3: the job may have been cancelled, paused or rescheduled since this occurrence was dispatched.
+        skip = self._skip_reason(job, dispatch)
+        if skip is not None:
+            state, reason = skip
+            return self._record(execution, owner, state, reason=reason, error=reason)
+
+        lateness = (now - dispatch.fire_at).total_seconds()
+        self.metrics.count("StartLatenessSeconds", max(0.0, lateness), unit="Seconds")
+        log.info("occurrence started", extra={**ctx, "attempt": execution.attempts, "lateness_s": lateness})
+        return self._run(job, dispatch, execution, owner, message)
+
+    def _not_claimed(self, dispatch: Dispatch, current: Execution | None, now: datetime) -> Outcome:
+        """Step 2: the claim failed; decide from the item as it stands."""
+        if current is None:
+            return Outcome.hide(1, "claim refused without an item")
+        if current.state.terminal:
+            if current.state == RunState.DEAD and not current.dead_lettered:
+                # The holder recorded DEAD but may have died before the DLQ send: finish its job.
+                self.queue.dead_letter(dispatch, current)
+                self.ledger.mark_dead_lettered(current.key)
+            return Outcome.acknowledge(f"already {current.state.value}")
+        if current.state == RunState.RUNNING:
+            assert current.lease_until is not None
+            if current.lease_until > now:
+                # Maybe the holder's own message redelivered: keep it, look again when the lease has ended.
+                wait = (current.lease_until - now).total_seconds() + self.config.lease_margin_seconds
+                return Outcome.hide(wait, "running elsewhere")
+            # Expired lease on an at-most-once job: the outcome of the lost attempt is unknown.
+            if self.ledger.expire_to(
+                current.key, current.epoch, RunState.RECONCILING, now, "worker lost mid-run; outcome unknown"
+            ):
+                self.metrics.count("Reconciling")
+                return Outcome.acknowledge("reconciling")
+            return Outcome.hide(1, "raced")
+        if current.state == RunState.RETRY_WAIT and current.next_attempt_at is not None:
+            return Outcome.hide((current.next_attempt_at - now).total_seconds(), "retry not due")
+        return Outcome.hide(1, f"not claimable in {current.state.value}")
+
+    def _skip_reason(self, job: Job, dispatch: Dispatch) -> tuple[RunState, str] | None:
+        if job.state == JobState.CANCELLED:
+            return RunState.CANCELLED, "job cancelled"
+        if job.state == JobState.PAUSED:
+            return RunState.SKIPPED, "job paused"
+        if (
+            dispatch.kind == "scheduled"
+            and job.version != dispatch.version
+            and not is_occurrence(job.spec.schedule, dispatch.scheduled_for, job.created_at)
+        ):
+            return RunState.SKIPPED, f"superseded: the schedule changed in version {job.version}"
+        return None
+
+    def _run(self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, message: MessageControl) -> Outcome:
+        key = execution.key
+        lease_s = self.config.lease.total_seconds()
+
+        def heartbeat() -> None:
+            """Step 4: extend the lease (conditional on owner and epoch) and the message's visibility."""
+            self.ledger.heartbeat(key, owner, execution.epoch, self.clock.now() + self.config.lease)
+            message.extend_visibility(math.ceil(lease_s) + self.config.lease_margin_seconds)
+
+        invoker = self.targets.get(job.spec.target.type)
+        call = TargetCall(
+            job=job,
+            occurrence_key=key,
+            scheduled_for=dispatch.scheduled_for,
+            attempt=execution.attempts,
+            fencing_token=execution.epoch,
+            heartbeat=heartbeat,
+            deadline=self.clock.now() + self.config.lease,
+        )
+        interval = lease_s * self.config.heartbeat_fraction if self.config.heartbeat_fraction else None
+        failure: TargetFailure | None = None
+        result: str | None = None
+        with _Heartbeat(heartbeat, interval) as beat:
+            try:
+                if invoker is None:
+                    raise TargetFailure("permanent", f"no target adapter for type '{job.spec.target.type}'")
+                result = invoker.invoke(call)
+            except TargetFailure as exc:
+                failure = exc
+            except LeaseLost:
+                beat.lost = True
+            except Exception as exc:  # a crash inside a handler target: retry it like a transient failure
+                log.exception("target raised", extra={"job_id": job.job_id, "occurrence_key": key})
+                failure = TargetFailure("retryable", f"{type(exc).__name__}: {exc}")
+        if beat.lost:
+            # Step 4: LeaseLost means abort now and never write; the new holder owns the occurrence.
+            self.metrics.count("LeaseLost")
+            log.warning("lease lost; aborting", extra={"job_id": job.job_id, "occurrence_key": key})
+            return Outcome.hide(lease_s, "lease lost")
+        if failure is None:
+            return self._record(execution, owner, RunState.SUCCEEDED, result=result)
+        return self._failed(job, dispatch, execution, owner, failure)
+
+    def _failed(
+        self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, failure: TargetFailure
+    ) -> Outcome:
+        """Step 6: classify and record: RETRY_WAIT with backoff, DEAD, or RECONCILING."""
+        self.metrics.count("TargetFailures")
+        now = self.clock.now()
+        error = f"attempt {execution.attempts}: {failure.kind}: {failure.message}"[:1000]
+        if failure.kind == "ambiguous" and job.spec.delivery == "at_most_once":
+            return self._record(execution, owner, RunState.RECONCILING, error=error)
+        if failure.kind != "permanent":
+            delay = backoff(job.spec.retry, execution.attempts, execution.key, failure.retry_after)
+            retry_at = now + delay
+            if may_retry(job.spec.retry, execution.attempts, dispatch.scheduled_for, retry_at):
+                outcome = self._record(execution, owner, RunState.RETRY_WAIT, error=error, next_attempt_at=retry_at)
+                if outcome.reason == "recorded":
+                    self.metrics.count("Retries")
+                    log.info("retry scheduled", extra={"occurrence_key": execution.key, "in_s": delay.seconds})
+                    return Outcome.hide(delay.total_seconds(), "retry")
+                return outcome
+        outcome = self._record(execution, owner, RunState.DEAD, error=error)
+        if outcome.reason != "recorded":
+            return outcome
+        dead = self.ledger.get(execution.key) or execution
+        self.queue.dead_letter(dispatch, dead)
+        self.ledger.mark_dead_lettered(execution.key)
+        self.metrics.count("DeadLetters")
+        log.error("occurrence dead", extra={"job_id": job.job_id, "occurrence_key": execution.key, "error": error})
+        return Outcome.acknowledge("dead")
+
+    def _record(
+        self,
+        execution: Execution,
+        owner: str,
+        state: RunState,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        reason: str | None = None,
+        next_attempt_at: datetime | None = None,
+    ) -> Outcome:
+        """Step 5: a write conditioned on our epoch and owner. A stale worker's write is rejected (fenced)."""
+        try:
+            self.ledger.finish(
+                execution.key,
+                owner,
+                execution.epoch,
+                state,
+                self.clock.now(),
+                result=result,
+                error=error,
+                next_attempt_at=next_attempt_at,
+            )
+        except Fenced:
+            self.metrics.count("FencedWrites")
+            log.warning("fenced write rejected", extra={"occurrence_key": execution.key, "epoch": execution.epoch})
+            return Outcome.hide(self.config.lease.total_seconds(), "fenced")
+        log.info(
+            "occurrence recorded",
+            extra={"occurrence_key": execution.key, "state": state.value, "reason": reason, "error": error},
+        )
+        if state == RunState.RETRY_WAIT:
+            return Outcome(False, "recorded")
+        return Outcome(True, "recorded")

@@ -1,0 +1,277 @@
+"""The job use cases behind the public API (DESIGN.md section 4): create, read, list, edit, cancel, pause,
+resume, trigger, run history. Every change bumps the job's version; timers written for an older version are
+skipped by the sweeper, so an edit applies to every occurrence not yet dispatched."""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduler.core.dispatch import Dispatcher, manual_timer, timer_for
+from scheduler.core.errors import (
+    IdempotentReplay,
+    InvalidRequest,
+    InvalidState,
+    JobNotFound,
+    PayloadTooLarge,
+    VersionConflict,
+)
+from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
+from scheduler.core.ports import Clock, Execution, IdempotencyRecord, JobStore, Ledger, Timer
+from scheduler.core.schedules import OnceSchedule, first_occurrence, next_occurrence, preview
+from scheduler.core.timefmt import truncate_ms
+
+log = logging.getLogger(__name__)
+
+IDEMPOTENCY_TTL = timedelta(hours=24)
+MAX_PREVIEW = 50
+
+
+@dataclass(frozen=True)
+class Created:
+    job: Job
+    replayed: bool
+
+
+def request_hash(body: Any) -> str:
+    """A stable hash of a request body (key order does not matter)."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+class JobService:
+    def __init__(
+        self,
+        jobs: JobStore,
+        ledger: Ledger,
+        dispatcher: Dispatcher,
+        clock: Clock,
+        *,
+        max_active_jobs: int,
+        check_target: Callable[[JobSpec], None] = lambda spec: None,
+    ) -> None:
+        self.jobs = jobs
+        self.ledger = ledger
+        self.dispatcher = dispatcher
+        self.clock = clock
+        self.max_active_jobs = max_active_jobs
+        self.check_target = check_target
+
+    # -- reads -------------------------------------------------------------------------------------------
+
+    def get(self, tenant: str, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None or job.tenant != tenant:
+            raise JobNotFound(job_id)
+        return job
+
+    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        return self.jobs.list(tenant, state, limit, cursor)
+
+    def runs(
+        self, tenant: str, job_id: str, limit: int, cursor: str | None
+    ) -> tuple[builtins.list[Execution], str | None]:
+        self.get(tenant, job_id)
+        return self.ledger.runs(job_id, limit, cursor)
+
+    def next_runs(self, job: Job, count: int) -> builtins.list[datetime]:
+        """The next `count` occurrences that have not started yet, as a user expects to see them."""
+        if job.state in (JobState.CANCELLED, JobState.PAUSED):
+            return []
+        now = self.clock.now()
+        spec = job.spec
+        if isinstance(spec.schedule, OnceSchedule):
+            at = first_occurrence(spec.schedule, job.created_at)
+            return [at] if at is not None and at > now and count > 0 else []
+        return preview(spec.schedule, now, job.created_at, min(count, MAX_PREVIEW))
+
+    # -- writes ------------------------------------------------------------------------------------------
+
+    def create(self, tenant: str, spec: JobSpec, idempotency_key: str | None, body: Any) -> Created:
+        """Validate, then store the job with its first timer atomically, then settle the timer (seal check)."""
+        self._check_payload(spec)
+        self.check_target(spec)
+        now = truncate_ms(self.clock.now())
+        idempotency = None
+        if idempotency_key is not None:
+            idempotency = IdempotencyRecord(
+                tenant, idempotency_key, request_hash(body), new_job_id(), now + IDEMPOTENCY_TTL
+            )
+        job_id = idempotency.job_id if idempotency else new_job_id()
+        first = first_occurrence(spec.schedule, now)
+        if first is None:
+            raise InvalidRequest("the schedule has no occurrence in the future", field="schedule")
+        job = Job(
+            job_id=job_id,
+            tenant=tenant,
+            spec=spec,
+            version=1,
+            state=JobState.ACTIVE,
+            created_at=now,
+            updated_at=now,
+            next_run_at=first,
+        )
+        timer = timer_for(job, first)
+        late_copy = self.dispatcher.is_near(timer, self.clock.now())
+        try:
+            self.jobs.create(job, timer, idempotency, late=late_copy, quota=self.max_active_jobs)
+        except IdempotentReplay as replay:
+            return Created(self.get(tenant, replay.record.job_id), replayed=True)
+        self.dispatcher.settle(timer, late_copy)
+        log.info("job created", extra={"job_id": job_id, "tenant": tenant, "first": first.isoformat()})
+        return Created(job, replayed=False)
+
+    def update(self, tenant: str, job_id: str, changes: dict[str, Any], if_match: int | None) -> Job:
+        """Apply a JSON merge patch to the definition; the new definition applies to occurrences not yet
+        dispatched. `if_match` must equal the current version (else VersionConflict, HTTP 412)."""
+        job = self.get(tenant, job_id)
+        if if_match is not None and if_match != job.version:
+            raise VersionConflict(job)
+        if job.state == JobState.CANCELLED:
+            raise InvalidState("a cancelled job cannot be changed")
+        merged = _merge(job.spec.model_dump(mode="json", exclude_none=True), changes)
+        spec = JobSpec.model_validate(merged)
+        self._check_payload(spec)
+        self.check_target(spec)
+        now = truncate_ms(self.clock.now())
+        if spec.schedule == job.spec.schedule and job.next_run_at is not None:
+            pending: datetime | None = job.next_run_at
+        elif isinstance(spec.schedule, OnceSchedule):
+            pending = first_occurrence(spec.schedule, job.created_at)
+        else:
+            pending = next_occurrence(spec.schedule, now, job.created_at)
+        state = job.state
+        if pending is None and job.state == JobState.ACTIVE:
+            state = JobState.COMPLETED
+        elif pending is not None and job.state == JobState.COMPLETED:
+            state = JobState.ACTIVE
+        changed = job.model_copy(
+            update={
+                "spec": spec,
+                "version": job.version + 1,
+                "state": state,
+                "updated_at": now,
+                "next_run_at": pending,
+            }
+        )
+        return self._replace(job, changed, schedule=state == JobState.ACTIVE)
+
+    def cancel(self, tenant: str, job_id: str) -> Job:
+        """Tombstone the job (idempotent). Queued occurrences are recorded CANCELLED by the worker."""
+        job = self.get(tenant, job_id)
+        if job.state == JobState.CANCELLED:
+            return job
+        changed = job.model_copy(
+            update={
+                "state": JobState.CANCELLED,
+                "version": job.version + 1,
+                "updated_at": truncate_ms(self.clock.now()),
+                "next_run_at": None,
+            }
+        )
+        return self._replace(job, changed, schedule=False)
+
+    def pause(self, tenant: str, job_id: str) -> Job:
+        job = self.get(tenant, job_id)
+        if job.state == JobState.PAUSED:
+            return job
+        if job.state != JobState.ACTIVE:
+            raise InvalidState(f"only an ACTIVE job can be paused; this one is {job.state.value}")
+        changed = job.model_copy(
+            update={
+                "state": JobState.PAUSED,
+                "version": job.version + 1,
+                "updated_at": truncate_ms(self.clock.now()),
+            }
+        )
+        return self._replace(job, changed, schedule=False)
+
+    def resume(self, tenant: str, job_id: str) -> Job:
+        """Resume a paused job. Occurrences missed while paused are handled by the job's misfire policy: the
+        pending occurrence is re-timed at its original instant, so the sweeper sees it late and applies it."""
+        job = self.get(tenant, job_id)
+        if job.state == JobState.ACTIVE:
+            return job
+        if job.state != JobState.PAUSED:
+            raise InvalidState(f"only a PAUSED job can be resumed; this one is {job.state.value}")
+        now = truncate_ms(self.clock.now())
+        state = JobState.ACTIVE if job.next_run_at is not None else JobState.COMPLETED
+        changed = job.model_copy(update={"state": state, "version": job.version + 1, "updated_at": now})
+        return self._replace(job, changed, schedule=state == JobState.ACTIVE)
+
+    def trigger(self, tenant: str, job_id: str) -> Timer:
+        """Fire one extra occurrence now, with its own occurrence key; the schedule is not affected."""
+        job = self.get(tenant, job_id)
+        if job.state in (JobState.CANCELLED, JobState.PAUSED):
+            raise InvalidState(f"a {job.state.value} job cannot be triggered")
+        timer = manual_timer(job, truncate_ms(self.clock.now()))
+        self.dispatcher.place(timer)
+        return timer
+
+    def resolve(self, tenant: str, job_id: str, key: str, outcome: RunState, note: str) -> Execution:
+        """Resolve a RECONCILING occurrence: SUCCEEDED (it did take effect) or RETRY_WAIT (run it again)."""
+        self.get(tenant, job_id)
+        execution = self.ledger.get(key)
+        if execution is None or execution.job_id != job_id:
+            raise JobNotFound(key)
+        if execution.state != RunState.RECONCILING:
+            raise InvalidState(f"occurrence is {execution.state.value}, not RECONCILING")
+        resolved = self.ledger.resolve(key, outcome, self.clock.now(), note)
+        if outcome == RunState.RETRY_WAIT:
+            job = self.get(tenant, job_id)
+            timer = timer_for(job, execution.scheduled_for)
+            self.dispatcher.dispatch(
+                [
+                    Timer(
+                        timer.job_id,
+                        timer.tenant,
+                        timer.scheduled_for,
+                        timer.fire_at,
+                        timer.version,
+                        "manual",
+                        None,
+                    )
+                ],
+                self.clock.now(),
+            )
+        return resolved
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _replace(self, old: Job, new: Job, *, schedule: bool) -> Job:
+        timer = timer_for(new, new.next_run_at) if schedule and new.next_run_at is not None else None
+        late_copy = timer is not None and self.dispatcher.is_near(timer, self.clock.now())
+        self.jobs.replace(new, old, timer, late=late_copy)
+        if timer is not None:
+            self.dispatcher.settle(timer, late_copy)
+        log.info("job changed", extra={"job_id": new.job_id, "version": new.version, "state": new.state.value})
+        return new
+
+    @staticmethod
+    def _check_payload(spec: JobSpec) -> None:
+        size = payload_size(spec.payload)
+        if size > MAX_PAYLOAD_BYTES:
+            raise PayloadTooLarge(f"the payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes")
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge recursively, `null` removes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result

@@ -1,0 +1,169 @@
+"""The job definition a user submits, the stored job, and the states of jobs and runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scheduler.core.schedules import Schedule
+
+#: The largest payload accepted, in bytes of compact JSON. A DynamoDB item holds 400 KB and an SQS message
+#: 256 KB; the job item also carries the definition, and the payload travels in SNS/EventBridge/Step
+#: Functions inputs (256 KB caps), so 64 KB leaves generous room for every target.
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_ATTEMPTS_LIMIT = 20
+
+
+class JobState(StrEnum):
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    CANCELLED = "CANCELLED"
+    COMPLETED = "COMPLETED"
+
+
+class RunState(StrEnum):
+    RUNNING = "RUNNING"
+    RETRY_WAIT = "RETRY_WAIT"
+    SUCCEEDED = "SUCCEEDED"
+    DEAD = "DEAD"
+    CANCELLED = "CANCELLED"
+    SKIPPED = "SKIPPED"
+    RECONCILING = "RECONCILING"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_RUN_STATES
+
+
+TERMINAL_RUN_STATES = frozenset(
+    {RunState.SUCCEEDED, RunState.DEAD, RunState.CANCELLED, RunState.SKIPPED, RunState.RECONCILING}
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HttpTarget(_Strict):
+    """POST (or PUT/PATCH) the payload to a URL, with the occurrence key as `Idempotency-Key`."""
+
+    type: Literal["http"]
+    url: AnyHttpUrl
+    method: Literal["POST", "PUT", "PATCH"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict, max_length=20)
+    timeout_seconds: int = Field(default=30, ge=1, le=900)
+
+    @field_validator("headers")
+    @classmethod
+    def _no_reserved_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            low = name.lower()
+            if low.startswith("x-scheduler-") or low in {"idempotency-key", "content-length", "host"}:
+                raise ValueError(f"header '{name}' is set by the scheduler and cannot be overridden")
+        return value
+
+
+class SqsTarget(_Strict):
+    """Send the payload to an SQS queue; FIFO queues get the key as `MessageDeduplicationId`."""
+
+    type: Literal["sqs"]
+    queue_url: str = Field(min_length=1, max_length=512)
+    message_group_id: str | None = Field(default=None, max_length=128)
+
+
+class SnsTarget(_Strict):
+    type: Literal["sns"]
+    topic_arn: str = Field(pattern=r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$")
+
+
+class EventBridgeTarget(_Strict):
+    type: Literal["eventbridge"]
+    event_bus_name: str = Field(default="default", min_length=1, max_length=1600)
+    source: str = Field(default="punctual.scheduler", min_length=1, max_length=256)
+    detail_type: str = Field(default="Scheduled Occurrence", min_length=1, max_length=128)
+
+
+class LambdaTarget(_Strict):
+    type: Literal["lambda"]
+    function_name: str = Field(min_length=1, max_length=170)
+
+
+class StepFunctionsTarget(_Strict):
+    type: Literal["stepfunctions"]
+    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:.+$")
+
+
+class HandlerTarget(_Strict):
+    """A Python function registered by name in the worker package (`scheduler.handlers.registry`)."""
+
+    type: Literal["handler"]
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+
+
+Target = Annotated[
+    HttpTarget | SqsTarget | SnsTarget | EventBridgeTarget | LambdaTarget | StepFunctionsTarget | HandlerTarget,
+    Field(discriminator="type"),
+]
+
+
+class RetryPolicy(_Strict):
+    max_attempts: int = Field(default=5, ge=1, le=MAX_ATTEMPTS_LIMIT)
+    initial_backoff_seconds: int = Field(default=5, ge=1, le=3600)
+    max_backoff_seconds: int = Field(default=900, ge=1, le=43_200)
+    max_event_age_seconds: int = Field(default=86_400, ge=60, le=14 * 86_400)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryPolicy:
+        if self.max_backoff_seconds < self.initial_backoff_seconds:
+            raise ValueError("'max_backoff_seconds' must be at least 'initial_backoff_seconds'")
+        return self
+
+
+MisfirePolicy = Literal["run_once", "skip", "run_all"]
+OverlapPolicy = Literal["skip", "buffer_one", "allow"]
+Delivery = Literal["at_least_once", "at_most_once"]
+
+
+class JobSpec(_Strict):
+    """What a user submits (the body of `POST /v1/jobs`); unknown fields are refused."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    schedule: Schedule
+    target: Target
+    payload: Any = None
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    jitter_seconds: int = Field(default=0, ge=0, le=3600)
+    misfire_policy: MisfirePolicy = "run_once"
+    overlap_policy: OverlapPolicy = "skip"
+    delivery: Delivery = "at_least_once"
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_is_json(cls, value: Any) -> Any:
+        json.dumps(value)  # raises for values that JSON cannot carry
+        return value
+
+
+def payload_size(payload: Any) -> int:
+    return len(json.dumps(payload, separators=(",", ":")).encode())
+
+
+class Job(BaseModel):
+    """A stored job: the definition plus what the scheduler tracks about it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    tenant: str
+    spec: JobSpec
+    version: int
+    state: JobState
+    created_at: datetime
+    updated_at: datetime
+    next_run_at: datetime | None = None
+    last_dispatched_for: datetime | None = None
+    misfire_skipped: int = 0

@@ -1,0 +1,358 @@
+"""The ports: what the core needs from the outside world.
+
+Adapters implement them for DynamoDB and SQS (`scheduler.adapters.dynamodb`, `scheduler.adapters.sqs`) and in
+memory (`scheduler.adapters.memory`); one contract test suite runs against every implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from scheduler.core.keys import occurrence_key
+from scheduler.core.model import Job, JobState, MisfirePolicy, RunState
+from scheduler.core.schedules import Schedule
+
+TimerKind = Literal["scheduled", "manual"]
+
+
+@dataclass(frozen=True)
+class ChainPlan:
+    """What the sweeper needs to advance a recurring chain without reading the job: a snapshot of the job's
+    schedule and policies at the timer's version. The advance is conditional on that version, so a stale
+    snapshot can never act."""
+
+    schedule: Schedule
+    anchor: datetime  # the job's created_at (anchors rate and delay schedules)
+    jitter_seconds: int
+    misfire_policy: MisfirePolicy
+
+
+@dataclass(frozen=True)
+class Timer:
+    """One pending occurrence, stored in the time bucket of its `fire_at` (or in the late lane).
+
+    `plan` is None for manual triggers, which are extra occurrences outside the chain.
+    """
+
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    fire_at: datetime
+    version: int
+    kind: TimerKind = "scheduled"
+    plan: ChainPlan | None = None
+
+    @property
+    def key(self) -> str:
+        return occurrence_key(self.job_id, self.scheduled_for)
+
+
+@dataclass(frozen=True)
+class BucketId:
+    minute: datetime
+    shard: int
+
+
+@dataclass(frozen=True)
+class BucketClaim:
+    """A sweeper's hold on a bucket. `cursor` is where an earlier holder stopped (resume after it)."""
+
+    bucket: BucketId
+    owner: str
+    epoch: int
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class BucketBusy:
+    """A bucket that cannot be claimed: already done, or held by another sweeper's live lease."""
+
+    done: bool
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """The ready-queue message body: everything the worker needs to find and run one occurrence."""
+
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    fire_at: datetime
+    version: int
+    kind: TimerKind = "scheduled"
+
+    @property
+    def key(self) -> str:
+        return occurrence_key(self.job_id, self.scheduled_for)
+
+    @classmethod
+    def of(cls, timer: Timer) -> Dispatch:
+        return cls(timer.job_id, timer.tenant, timer.scheduled_for, timer.fire_at, timer.version, timer.kind)
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    tenant: str
+    key: str
+    request_hash: str
+    job_id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class AdvanceResult:
+    """What the sweeper learnt from advancing a job past one of its timers."""
+
+    proceed: bool  # dispatch this occurrence (the job is ACTIVE at the timer's version, or already advanced)
+    put_next: bool  # write the next timer (False when a later sweep already moved the chain on)
+    job_state: JobState | None
+
+
+@dataclass
+class Execution:
+    """One ledger item: the state of one occurrence, keyed by its occurrence key."""
+
+    key: str
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    state: RunState
+    epoch: int
+    attempts: int
+    owner: str | None = None
+    lease_until: datetime | None = None
+    next_attempt_at: datetime | None = None
+    last_error: str | None = None
+    result: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    finished_at: datetime | None = None
+    dead_lettered: bool = False
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current instant, aware UTC."""
+        ...
+
+
+class JobStore(Protocol):
+    """Job definitions, idempotency records, and the writes that must be atomic with them."""
+
+    def create(
+        self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
+    ) -> None:
+        """Write the job, its first timer, its idempotency record, (if `late`) a late-lane copy of the timer and
+        the tenant's active-job count in one transaction. Raises IdempotentReplay / IdempotencyConflict when the
+        key is taken, QuotaExceeded when the tenant already has `quota` active or paused jobs."""
+        ...
+
+    def get(self, job_id: str) -> Job | None:
+        """Strongly consistent read of a job."""
+        ...
+
+    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        """A tenant's jobs, oldest first, a page at a time; the cursor is opaque."""
+        ...
+
+    def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
+        """Store `job` if the stored version is still `previous.version`, with its next timer (and late copy),
+        adjusting the tenant's active-job count; else VersionConflict."""
+        ...
+
+    def advance(
+        self, timer: Timer, next_run_at: datetime | None, dispatched_for: datetime, skipped: int
+    ) -> AdvanceResult:
+        """Move an ACTIVE job at `timer.version` past `dispatched_for` (conditional write; DESIGN.md 3.3).
+
+        `next_run_at=None` completes the chain (the job becomes COMPLETED). A job that was paused, cancelled or
+        changed since the timer was written is not touched and `proceed` is False.
+        """
+        ...
+
+
+class TimerStore(Protocol):
+    """Time buckets, their claims, the watermark and the late lane (DESIGN.md 3.2 and 3.3)."""
+
+    shard_count: int
+
+    def bucket_of(self, timer: Timer) -> BucketId:
+        """The bucket a timer belongs in: its fire_at minute and its job's shard."""
+        ...
+
+    def put_timer(self, timer: Timer) -> None:
+        """Idempotent put of a timer into its bucket."""
+        ...
+
+    def claim_bucket(
+        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
+    ) -> BucketClaim | BucketBusy:
+        """Claim and seal a bucket in one conditional write: succeeds if it is not done and unclaimed or its lease
+        expired, and bumps the epoch. Sealing before querying is what makes the API's seal check sound."""
+        ...
+
+    def is_sealed(self, bucket: BucketId) -> bool:
+        """Strongly consistent: has a sweeper sealed this bucket (so it may already have been queried)?"""
+        ...
+
+    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
+        """The bucket's timers after cursor `after`, page by page, strongly consistent, in fire_at order.
+        Yields each page with the cursor of its last timer."""
+        ...
+
+    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
+        """Record progress through the bucket and extend the lease, if the claim still holds (else ClaimLost)."""
+        ...
+
+    def release(self, claim: BucketClaim) -> None:
+        """Give the bucket up before it is done (budget or deadline reached) so the next sweep resumes it at once."""
+        ...
+
+    def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
+        """Mark the bucket done if the claim still holds (else ClaimLost)."""
+        ...
+
+    def watermark(self) -> datetime | None: ...
+
+    def init_watermark(self, minute: datetime) -> datetime:
+        """Create the watermark if absent; returns the stored one."""
+        ...
+
+    def advance_watermark(self, minute: datetime) -> None:
+        """Move the watermark forward to `minute` (never backwards)."""
+        ...
+
+    def put_late(self, timer: Timer) -> None: ...
+
+    def late_timers(self, limit: int) -> list[Timer]:
+        """Late-lane timers (all shards), oldest fire_at first."""
+        ...
+
+    def remove_late(self, timer: Timer) -> None: ...
+
+
+class Ledger(Protocol):
+    """The executions table: one item per occurrence key; conditional writes decide every race."""
+
+    def claim(
+        self,
+        dispatch: Dispatch,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        take_over_expired: bool,
+    ) -> Execution:
+        """Claim the occurrence: RUNNING, epoch+1, attempts+1, if it is new, waiting to retry and due, or (when
+        `take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current item."""
+        ...
+
+    def get(self, key: str) -> Execution | None: ...
+
+    def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
+        """Extend the lease if `owner` still holds it at `epoch`; else LeaseLost."""
+        ...
+
+    def finish(
+        self,
+        key: str,
+        owner: str,
+        epoch: int,
+        state: RunState,
+        now: datetime,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        next_attempt_at: datetime | None = None,
+    ) -> None:
+        """Record the outcome of the attempt held at `epoch` (RETRY_WAIT or a terminal state); Fenced if stale."""
+        ...
+
+    def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
+        """Record a terminal state for an occurrence nobody claimed (e.g. SKIPPED); False if it already exists."""
+        ...
+
+    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+        """Move an expired RUNNING item at `epoch` to a terminal state (at-most-once jobs: RECONCILING)."""
+        ...
+
+    def mark_dead_lettered(self, key: str) -> None: ...
+
+    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+        """Run history of a job, newest first."""
+        ...
+
+    def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
+        """Resolve a RECONCILING occurrence to SUCCEEDED or RETRY_WAIT (conditional on RECONCILING)."""
+        ...
+
+
+class ReadyQueue(Protocol):
+    """The SQS ready queue (and its DLQ) as the core sees it."""
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        """Send each dispatch with `DelaySeconds = clamp(fire_at - now, 0, 900)` (rounded up), in batches.
+        Returns only when every message was accepted; raises otherwise (the caller re-runs)."""
+        ...
+
+    def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
+        """Put the occurrence, with its attempt history, on the dead-letter queue."""
+        ...
+
+
+class JobReader(Protocol):
+    def get(self, job_id: str) -> Job | None: ...
+
+
+class MessageControl(Protocol):
+    """The one SQS message the worker is handling."""
+
+    receive_count: int
+
+    def extend_visibility(self, seconds: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class TargetCall:
+    """What a target receives for one attempt."""
+
+    job: Job
+    occurrence_key: str
+    scheduled_for: datetime
+    attempt: int
+    fencing_token: int
+    heartbeat: Callable[[], None]
+    deadline: datetime
+
+
+class TargetFailure(Exception):
+    """A failed target call, classified (DESIGN.md 3.4 step 6)."""
+
+    def __init__(
+        self,
+        kind: Literal["retryable", "permanent", "ambiguous"],
+        message: str,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after = retry_after
+
+
+class TargetInvoker(Protocol):
+    def invoke(self, call: TargetCall) -> str | None:
+        """Run the target once; return a short result summary, or raise TargetFailure."""
+        ...
+
+
+class Metrics(Protocol):
+    def count(self, name: str, value: float = 1, unit: str = "Count") -> None: ...
+
+
+class NullMetrics:
+    def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
+        return None

@@ -1,0 +1,283 @@
+"""Schedules and their occurrences.
+
+Occurrences are UTC instants. Each next occurrence is computed from the *scheduled* instant of the previous
+one, never from `now`, so a recurring job does not drift. Cron runs in an IANA zone with two DST rules:
+a local time that does not exist (spring forward) runs at the first valid instant after the gap, and a
+local time that happens twice (fall back) runs once, at its first instant.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from croniter import croniter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scheduler.core.timefmt import truncate_ms, utc
+
+MAX_DELAY_SECONDS = 5 * 365 * 24 * 3600
+MAX_RATE_SECONDS = 366 * 24 * 3600
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_MONTHS = {
+    m: i + 1 for i, m in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"])
+}
+_DAYS = {d: i for i, d in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    ("month", 1, 12, _MONTHS),
+    ("day of week", 0, 7, _DAYS),
+)
+_ITEM = re.compile(r"^(?P<range>\*|\?|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)?)(?:/(?P<step>\d+))?$")
+
+
+class InvalidSchedule(ValueError):
+    """A schedule that can never be valid; the message is written for the person who sent it."""
+
+
+def _value(token: str, name: str, low: int, high: int, names: dict[str, int]) -> int:
+    if token.upper() in names:
+        return names[token.upper()]
+    if not token.isdigit():
+        raise InvalidSchedule(f"{name} must be a number {low}-{high}, not '{token}'")
+    value = int(token)
+    if not low <= value <= high:
+        raise InvalidSchedule(f"{name} must be {low}-{high}, not {value}")
+    return value
+
+
+def normalise_cron(expression: str) -> str:
+    """Validate a 5-field cron expression and return it with macros expanded.
+
+    Messages say which field is wrong and why, e.g. "minute must be 0-59, not 61".
+    """
+    text = " ".join(expression.split())
+    text = _MACROS.get(text.lower(), text)
+    fields = text.split(" ")
+    if len(fields) != 5:
+        raise InvalidSchedule(
+            f"a cron expression has 5 fields (minute hour day-of-month month day-of-week), "
+            f"'{expression}' has {len(fields)}"
+        )
+    for field, (name, low, high, names) in zip(fields, _FIELDS, strict=True):
+        for item in field.split(","):
+            match = _ITEM.match(item)
+            if not match:
+                raise InvalidSchedule(f"{name} field '{field}' is not valid cron syntax")
+            if match["step"] is not None and int(match["step"]) == 0:
+                raise InvalidSchedule(f"{name} step must be at least 1")
+            bounds = match["range"]
+            if bounds in ("*", "?"):
+                continue
+            first, _, last = bounds.partition("-")
+            start = _value(first, name, low, high, names)
+            if last and _value(last, name, low, high, names) < start:
+                raise InvalidSchedule(f"{name} range '{bounds}' runs backwards")
+    if not croniter.is_valid(text):
+        raise InvalidSchedule(f"cron expression '{expression}' is not valid")
+    return text
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        if name not in _ZONES:
+            raise ZoneInfoNotFoundError(name)
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidSchedule(f"unknown time zone '{name}'; use an IANA name such as 'Europe/Berlin'") from exc
+
+
+_ZONES = frozenset(available_timezones()) | {"UTC"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OnceSchedule(_Strict):
+    """Fire once: at an instant with an explicit offset, or `delay_seconds` after the job is created."""
+
+    type: Literal["once"]
+    at: AwareDatetime | None = None
+    delay_seconds: int | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> OnceSchedule:
+        if (self.at is None) == (self.delay_seconds is None):
+            raise ValueError("a 'once' schedule needs exactly one of 'at' or 'delay_seconds'")
+        return self
+
+
+class CronSchedule(_Strict):
+    """A 5-field cron expression evaluated in an IANA time zone, optionally bounded by start/end."""
+
+    type: Literal["cron"]
+    expression: str = Field(min_length=1, max_length=200)
+    timezone: str = "UTC"
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+
+    @field_validator("expression")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        return normalise_cron(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_zone(cls, value: str) -> str:
+        zone(value)
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CronSchedule:
+        _check_window(self.start_at, self.end_at)
+        return self
+
+
+class RateSchedule(_Strict):
+    """Every `every_seconds` (at least 1), anchored at `start_at` or one period after creation."""
+
+    type: Literal["rate"]
+    every_seconds: int = Field(ge=1, le=MAX_RATE_SECONDS)
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RateSchedule:
+        _check_window(self.start_at, self.end_at)
+        return self
+
+
+def _check_window(start: datetime | None, end: datetime | None) -> None:
+    if start is not None and end is not None and end <= start:
+        raise ValueError("'end_at' must be after 'start_at'")
+
+
+Schedule = Annotated[OnceSchedule | CronSchedule | RateSchedule, Field(discriminator="type")]
+
+
+def is_recurring(schedule: Schedule) -> bool:
+    return not isinstance(schedule, OnceSchedule)
+
+
+def _local_to_utc(naive: datetime, tz: ZoneInfo) -> datetime:
+    """Map a local wall time to its instant with the DST rules of this module.
+
+    Repeated times (fall back) take the first instant (fold=0). Times inside a gap (spring forward) take
+    the first valid instant after the gap, i.e. the transition instant itself.
+    """
+    candidate = naive.replace(tzinfo=tz, fold=0)
+    if candidate.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == naive:
+        return candidate.astimezone(UTC)
+    # Inside a gap: walk forward in minutes to the first wall time that exists (gaps are <= 2 h).
+    probe = naive
+    for _ in range(24 * 60):
+        probe += timedelta(minutes=1)
+        probe = probe.replace(second=0, microsecond=0)
+        aware = probe.replace(tzinfo=tz, fold=0)
+        if aware.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == probe:
+            return aware.astimezone(UTC)
+    raise InvalidSchedule(f"local time {naive.isoformat()} cannot be mapped to an instant")
+
+
+def _next_cron(schedule: CronSchedule, after: datetime) -> datetime | None:
+    tz = zone(schedule.timezone)
+    # croniter walks naive local wall times; each is mapped to UTC with the DST rules, and anything not
+    # after `after` is skipped (in the second pass of a repeated hour the wall clock reads "earlier").
+    local = after.astimezone(tz).replace(tzinfo=None, microsecond=0)
+    walker = croniter(schedule.expression, local, max_years_between_matches=5)
+    for _ in range(100_000):
+        try:
+            wall = walker.get_next(datetime)
+        except Exception:  # croniter raises when no match exists within the search window
+            return None
+        instant = _local_to_utc(wall, tz)
+        if instant > after:
+            return instant
+    return None
+
+
+def _next_rate(schedule: RateSchedule, after: datetime, created_at: datetime) -> datetime:
+    period = timedelta(seconds=schedule.every_seconds)
+    if schedule.start_at is not None:
+        anchor = utc(schedule.start_at)
+        if after < anchor:
+            return anchor
+    else:
+        anchor = created_at
+    steps = (after - anchor) // period + 1
+    return anchor + steps * period
+
+
+def next_occurrence(schedule: Schedule, after: datetime, created_at: datetime) -> datetime | None:
+    """The first occurrence strictly after `after`, or None when the schedule has no more.
+
+    `created_at` anchors `once`+`delay_seconds` and `rate` schedules without a `start_at`.
+    """
+    after = utc(after)
+    result: datetime | None
+    if isinstance(schedule, OnceSchedule):
+        at = first_once_instant(schedule, created_at)
+        result = at if at > after else None
+    elif isinstance(schedule, CronSchedule):
+        if schedule.start_at is not None and after < utc(schedule.start_at):
+            after = utc(schedule.start_at) - timedelta(milliseconds=1)
+        result = _next_cron(schedule, after)
+    else:
+        result = _next_rate(schedule, after, created_at)
+    if result is None:
+        return None
+    end = getattr(schedule, "end_at", None)
+    if end is not None and result > utc(end):
+        return None
+    return truncate_ms(result)
+
+
+def first_once_instant(schedule: OnceSchedule, created_at: datetime) -> datetime:
+    if schedule.at is not None:
+        return truncate_ms(utc(schedule.at))
+    return truncate_ms(created_at + timedelta(seconds=schedule.delay_seconds or 0))
+
+
+def first_occurrence(schedule: Schedule, created_at: datetime) -> datetime | None:
+    """The first occurrence of a schedule for a job created (or resumed) at `created_at`.
+
+    A `once` schedule always has its one occurrence, even when `at` is already past (it is then due at
+    once and the misfire policy decides). Recurring schedules start strictly after `created_at`.
+    """
+    if isinstance(schedule, OnceSchedule):
+        return first_once_instant(schedule, created_at)
+    return next_occurrence(schedule, created_at, created_at)
+
+
+def preview(schedule: Schedule, after: datetime, created_at: datetime, count: int) -> list[datetime]:
+    """The next `count` occurrences strictly after `after`."""
+    found: list[datetime] = []
+    cursor = after
+    while len(found) < count:
+        nxt = next_occurrence(schedule, cursor, created_at)
+        if nxt is None:
+            break
+        found.append(nxt)
+        cursor = nxt
+    return found
+
+
+def is_occurrence(schedule: Schedule, instant: datetime, created_at: datetime) -> bool:
+    """Whether `instant` is one of the schedule's occurrences (used to spot superseded dispatches)."""
+    if isinstance(schedule, OnceSchedule):
+        return first_once_instant(schedule, created_at) == instant
+    return next_occurrence(schedule, instant - timedelta(milliseconds=1), created_at) == instant

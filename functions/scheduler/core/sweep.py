@@ -1,0 +1,130 @@
+"""The sweep (DESIGN.md 3.3): claim due buckets, dispatch their timers, advance the watermark.
+
+Several sweepers may run at once: bucket claims (conditional writes with an epoch) keep them disjoint, and a
+sweeper that dies mid-bucket loses its lease so another finishes the bucket from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from scheduler.core.dispatch import Dispatcher
+from scheduler.core.errors import ClaimLost
+from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, Metrics, TimerStore
+from scheduler.core.timefmt import ONE_MINUTE, minute_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    shard_count: int
+    lookahead: timedelta
+    bucket_lease: timedelta
+    #: Occurrences one invocation dispatches at most.
+    dispatch_budget: int
+    #: Stop taking new pages this long before the deadline.
+    safety: timedelta
+    #: How long done buckets and their timers are kept before TTL removes them.
+    retention: timedelta = timedelta(days=2)
+    #: A first sweep starts this far back, so a timer written by an API whose clock lags is never behind it.
+    initial_lag: timedelta = timedelta(minutes=10)
+
+
+@dataclass
+class SweepReport:
+    dispatched: int = 0
+    buckets_done: int = 0
+    buckets_busy: int = 0
+    late_drained: int = 0
+    watermark: datetime | None = None
+    lag_seconds: float = 0.0
+    stopped_early: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+class Sweeper:
+    def __init__(
+        self,
+        timers: TimerStore,
+        dispatcher: Dispatcher,
+        clock: Clock,
+        config: SweepConfig,
+        metrics: Metrics,
+        owner: str,
+    ) -> None:
+        self.timers = timers
+        self.dispatcher = dispatcher
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+        self.owner = owner
+
+    def sweep(self, deadline: datetime) -> SweepReport:
+        """One sweeper invocation: drain the late lane, then the buckets from the watermark to the look-ahead."""
+        report = SweepReport()
+        now = self.clock.now()
+        stop_at = deadline - self.config.safety
+        last_minute = minute_of(now + self.config.lookahead)
+        horizon_end = self.dispatcher.horizon_end(now)
+
+        late = self.timers.late_timers(limit=self.config.dispatch_budget)
+        if late:
+            report.late_drained = self.dispatcher.dispatch(late, horizon_end)
+            for timer in late:
+                self.timers.remove_late(timer)
+            report.dispatched += report.late_drained
+
+        watermark = self.timers.watermark() or self.timers.init_watermark(minute_of(now) - self.config.initial_lag)
+        new_watermark = watermark
+        contiguous = True
+        minute = watermark
+        while minute <= last_minute:
+            if report.dispatched >= self.config.dispatch_budget or self.clock.now() >= stop_at:
+                report.stopped_early = True
+                break
+            minute_done = True
+            for shard in range(self.config.shard_count):
+                done = self._sweep_bucket(BucketId(minute, shard), horizon_end, stop_at, report)
+                minute_done = minute_done and done
+            if minute_done and contiguous:
+                new_watermark = minute + ONE_MINUTE
+            else:
+                contiguous = False
+            minute += ONE_MINUTE
+
+        if new_watermark > watermark:
+            self.timers.advance_watermark(new_watermark)
+        report.watermark = new_watermark
+        # Dispatch lag: how far the oldest minute not fully swept is behind now (0 while we are ahead).
+        report.lag_seconds = max(0.0, (minute_of(self.clock.now()) - new_watermark).total_seconds())
+        self.metrics.count("DispatchLagSeconds", report.lag_seconds, unit="Seconds")
+        return report
+
+    def _sweep_bucket(self, bucket: BucketId, horizon_end: datetime, stop_at: datetime, report: SweepReport) -> bool:
+        """Claim, query page by page, dispatch, checkpoint; mark done. Returns whether the bucket is done."""
+        now = self.clock.now()
+        claim = self.timers.claim_bucket(bucket, self.owner, now, now + self.config.bucket_lease)
+        if isinstance(claim, BucketBusy):
+            if not claim.done:
+                report.buckets_busy += 1
+            return claim.done
+        try:
+            return self._drain(claim, horizon_end, stop_at, report)
+        except ClaimLost:
+            log.warning("bucket claim lost", extra={"minute": bucket.minute.isoformat(), "shard": bucket.shard})
+            return False
+
+    def _drain(self, claim: BucketClaim, horizon_end: datetime, stop_at: datetime, report: SweepReport) -> bool:
+        for page, cursor in self.timers.timers(claim.bucket, claim.cursor):
+            report.dispatched += self.dispatcher.dispatch(page, horizon_end)
+            self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease)
+            if report.dispatched >= self.config.dispatch_budget or self.clock.now() >= stop_at:
+                self.timers.release(claim)
+                report.stopped_early = True
+                return False
+        self.timers.complete_bucket(claim, expire_after=claim.bucket.minute + self.config.retention)
+        report.buckets_done += 1
+        return True

@@ -1,0 +1,1 @@
+"""Thin Lambda handlers: parse the event, build adapters from settings (`wiring`), call the core, map results."""

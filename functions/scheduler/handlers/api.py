@@ -1,0 +1,446 @@
+"""The api Lambda: the public REST API (DESIGN.md section 4) on Powertools' APIGatewayRestResolver.
+
+Routing and the mapping of domain errors to HTTP live here; the use cases are `scheduler.core.jobs`.
+Every error is an RFC 9457 problem+json with a `detail` a person can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from scheduler.core.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    InvalidState,
+    JobNotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    VersionConflict,
+)
+from scheduler.core.jobs import JobService
+from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState
+from scheduler.core.ports import Execution
+from scheduler.core.schedules import InvalidSchedule
+from scheduler.core.timefmt import rfc3339
+from scheduler.handlers import wiring
+
+logger = Logger()
+metrics = Metrics()
+app = APIGatewayRestResolver()
+
+PROBLEM = "application/problem+json"
+#: The whole request body may carry the definition around the payload; refuse anything far beyond it early.
+MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 16 * 1024
+MAX_PAGE = 100
+_TYPE_TAGS = {"once", "cron", "rate", "http", "sqs", "sns", "eventbridge", "lambda", "stepfunctions", "handler"}
+_ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
+    (re.compile(r"^/v1/health$"), {"GET"}),
+    (re.compile(r"^/v1/openapi\.json$"), {"GET"}),
+    (re.compile(r"^/v1/jobs$"), {"GET", "POST"}),
+    (re.compile(r"^/v1/jobs/[^/]+$"), {"GET", "PATCH", "DELETE"}),
+    (re.compile(r"^/v1/jobs/[^/]+/(pause|resume|trigger)$"), {"POST"}),
+    (re.compile(r"^/v1/jobs/[^/]+/runs$"), {"GET"}),
+    (re.compile(r"^/v1/jobs/[^/]+/runs/[^/]+/resolve$"), {"POST"}),
+]
+
+
+class Problem(Exception):
+    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.extra = extra
+
+
+def problem_response(status: int, title: str, detail: str, **extra: Any) -> Response[str]:
+    body = {
+        "type": f"https://punctual.dev/problems/{title.lower().replace(' ', '-')}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        **extra,
+    }
+    headers = extra.pop("headers", None) if "headers" in extra else None
+    body.pop("headers", None)
+    return Response(status, PROBLEM, json.dumps(body), headers=headers)
+
+
+# -- presentation -----------------------------------------------------------------------------------------
+
+
+def job_view(job: Job, service: JobService, preview: int = 0) -> dict[str, Any]:
+    spec = job.spec.model_dump(mode="json", exclude_none=True)
+    upcoming = service.next_runs(job, max(1, preview))
+    view: dict[str, Any] = {
+        "job_id": job.job_id,
+        "state": job.state.value,
+        "version": job.version,
+        "created_at": rfc3339(job.created_at),
+        "updated_at": rfc3339(job.updated_at),
+        "next_run_at": rfc3339(upcoming[0]) if upcoming else None,
+        "last_dispatched_for": rfc3339(job.last_dispatched_for) if job.last_dispatched_for else None,
+        "misfire_skipped": job.misfire_skipped,
+        **spec,
+    }
+    if preview:
+        view["next_runs"] = [rfc3339(t) for t in upcoming[:preview]]
+    return view
+
+
+def run_view(run: Execution) -> dict[str, Any]:
+    def ts(value: Any) -> str | None:
+        return rfc3339(value) if value else None
+
+    return {
+        "occurrence_key": run.key,
+        "scheduled_for": rfc3339(run.scheduled_for),
+        "state": run.state.value,
+        "attempts": run.attempts,
+        "created_at": ts(run.created_at),
+        "updated_at": ts(run.updated_at),
+        "finished_at": ts(run.finished_at),
+        "next_attempt_at": ts(run.next_attempt_at),
+        "last_error": run.last_error,
+        "result": run.result,
+        "history": run.history,
+    }
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
+    return Response(status, "application/json", json.dumps(body), headers=headers)
+
+
+# -- request helpers --------------------------------------------------------------------------------------
+
+
+def tenant() -> str:
+    """The caller's tenant: its IAM principal (an assumed-role session counts as its role). Locally the dev
+    server puts the tenant of the bearer token in the same place."""
+    identity = app.current_event.request_context.identity
+    arn = identity.user_arn
+    if not arn:
+        raise Problem(401, "Unauthorized", "this API needs an authenticated caller")
+    match = re.match(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$", arn)
+    if match:
+        return f"arn:{match[1]}:iam::{match[2]}:role/{match[3]}"
+    return arn
+
+
+def service() -> JobService:
+    return wiring.container(metrics).job_service()
+
+
+def json_body(required: bool = True) -> Any:
+    event = app.current_event
+    raw = event.decoded_body or ""
+    if len(raw.encode()) > MAX_BODY_BYTES:
+        raise Problem(413, "Payload Too Large", f"the request body is over {MAX_BODY_BYTES} bytes")
+    content_type = (event.headers or {}).get("content-type") or (event.headers or {}).get("Content-Type") or ""
+    if raw and content_type and "json" not in content_type.lower():
+        raise Problem(
+            415, "Unsupported Media Type", f"send JSON (Content-Type: application/json), not '{content_type}'"
+        )
+    if not raw.strip():
+        if required:
+            raise Problem(400, "Bad Request", "the request body is empty; send a JSON object")
+        return {}
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        detail = f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise Problem(400, "Bad Request", detail) from None
+    if not isinstance(body, dict):
+        raise Problem(400, "Bad Request", "the body must be a JSON object")
+    return body
+
+
+def int_query(name: str, default: int, low: int, high: int) -> int:
+    raw = app.current_event.get_query_string_value(name, None)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"query parameter '{name}' must be a whole number {low}-{high}",
+            errors=[{"field": name, "message": f"must be {low}-{high}"}],
+        )
+    return int(raw)
+
+
+def header(name: str) -> str | None:
+    headers = app.current_event.headers or {}
+    for key, value in headers.items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def validation_problem(exc: ValidationError) -> Problem:
+    errors = []
+    for error in exc.errors():
+        path = [str(p) for p in error["loc"] if str(p) not in _TYPE_TAGS and not str(p).startswith("function-")]
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown field (not part of the job definition)"
+        errors.append({"field": ".".join(path) or "body", "message": message})
+    first = errors[0]
+    detail = f"{first['field']}: {first['message']}"
+    if len(errors) > 1:
+        detail += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return Problem(422, "Unprocessable Content", detail, errors=errors)
+
+
+# -- routes -----------------------------------------------------------------------------------------------
+
+
+@app.get("/v1/health")
+def health() -> Response[str]:
+    return json_response(200, {"status": "ok"})
+
+
+@app.post("/v1/jobs")
+def create_job() -> Response[str]:
+    who = tenant()
+    body = json_body()
+    try:
+        spec = JobSpec.model_validate(body)
+    except ValidationError as exc:
+        raise validation_problem(exc) from None
+    key = header("Idempotency-Key")
+    if key is not None and not (1 <= len(key) <= 255):
+        raise Problem(422, "Unprocessable Content", "Idempotency-Key must be 1-255 characters")
+    svc = service()
+    created = svc.create(who, spec, key, body)
+    view = job_view(created.job, svc)
+    view["replayed"] = created.replayed
+    headers = {"Location": f"/v1/jobs/{created.job.job_id}", "ETag": f'"{created.job.version}"'}
+    if created.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return json_response(200 if created.replayed else 201, view, headers)
+
+
+@app.get("/v1/jobs")
+def list_jobs() -> Response[str]:
+    who = tenant()
+    state_raw = app.current_event.get_query_string_value("state", None)
+    state = None
+    if state_raw:
+        try:
+            state = JobState(state_raw.upper())
+        except ValueError:
+            raise Problem(
+                422,
+                "Unprocessable Content",
+                f"state must be one of {', '.join(s.value for s in JobState)}, not '{state_raw}'",
+                errors=[{"field": "state", "message": "unknown state"}],
+            ) from None
+    limit = int_query("limit", 50, 1, MAX_PAGE)
+    cursor = app.current_event.get_query_string_value("cursor", None)
+    svc = service()
+    try:
+        jobs, next_cursor = svc.list(who, state, limit, cursor)
+    except ValueError as exc:
+        raise Problem(
+            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
+        ) from None
+    return json_response(200, {"jobs": [job_view(j, svc) for j in jobs], "next_cursor": next_cursor})
+
+
+@app.get("/v1/jobs/<job_id>")
+def get_job(job_id: str) -> Response[str]:
+    who = tenant()
+    preview = int_query("preview", 0, 0, 50)
+    svc = service()
+    job = svc.get(who, job_id)
+    return json_response(200, job_view(job, svc, preview), {"ETag": f'"{job.version}"'})
+
+
+@app.patch("/v1/jobs/<job_id>")
+def update_job(job_id: str) -> Response[str]:
+    who = tenant()
+    body = json_body()
+    if_match = header("If-Match")
+    expected = None
+    if if_match is not None:
+        cleaned = if_match.strip().removeprefix("W/").strip('"')
+        if not cleaned.isdigit():
+            raise Problem(400, "Bad Request", f"If-Match must be a job version (e.g. \"3\"), not '{if_match}'")
+        expected = int(cleaned)
+    svc = service()
+    try:
+        job = svc.update(who, job_id, body, expected)
+    except ValidationError as exc:
+        raise validation_problem(exc) from None
+    return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"'})
+
+
+@app.delete("/v1/jobs/<job_id>")
+def cancel_job(job_id: str) -> Response[str]:
+    who = tenant()
+    svc = service()
+    return json_response(200, job_view(svc.cancel(who, job_id), svc))
+
+
+@app.post("/v1/jobs/<job_id>/pause")
+def pause_job(job_id: str) -> Response[str]:
+    who = tenant()
+    svc = service()
+    return json_response(200, job_view(svc.pause(who, job_id), svc))
+
+
+@app.post("/v1/jobs/<job_id>/resume")
+def resume_job(job_id: str) -> Response[str]:
+    who = tenant()
+    svc = service()
+    return json_response(200, job_view(svc.resume(who, job_id), svc))
+
+
+@app.post("/v1/jobs/<job_id>/trigger")
+def trigger_job(job_id: str) -> Response[str]:
+    who = tenant()
+    timer = service().trigger(who, job_id)
+    return json_response(
+        202, {"job_id": job_id, "occurrence_key": timer.key, "scheduled_for": rfc3339(timer.scheduled_for)}
+    )
+
+
+@app.get("/v1/jobs/<job_id>/runs")
+def job_runs(job_id: str) -> Response[str]:
+    who = tenant()
+    limit = int_query("limit", 50, 1, MAX_PAGE)
+    cursor = app.current_event.get_query_string_value("cursor", None)
+    try:
+        runs, next_cursor = service().runs(who, job_id, limit, cursor)
+    except ValueError as exc:
+        raise Problem(
+            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
+        ) from None
+    return json_response(200, {"runs": [run_view(r) for r in runs], "next_cursor": next_cursor})
+
+
+@app.post("/v1/jobs/<job_id>/runs/<key>/resolve")
+def resolve_run(job_id: str, key: str) -> Response[str]:
+    who = tenant()
+    body = json_body()
+    outcome = {"succeeded": RunState.SUCCEEDED, "retry": RunState.RETRY_WAIT}.get(str(body.get("outcome")))
+    if outcome is None or set(body) - {"outcome", "note"}:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            'send {"outcome": "succeeded" | "retry", "note"?: "..."}',
+            errors=[{"field": "outcome", "message": "must be 'succeeded' or 'retry'"}],
+        )
+    from urllib.parse import unquote
+
+    run = service().resolve(who, job_id, unquote(key), outcome, str(body.get("note") or "resolved by operator"))
+    return json_response(200, run_view(run))
+
+
+# -- errors -----------------------------------------------------------------------------------------------
+
+
+@app.not_found
+def not_found(exc: Exception) -> Response[str]:
+    path = app.current_event.path
+    method = app.current_event.http_method
+    for pattern, methods in _ROUTES:
+        if pattern.match(path) and method not in methods:
+            allowed = ", ".join(sorted(methods))
+            return Response(
+                405,
+                PROBLEM,
+                json.dumps(
+                    {
+                        "type": "https://punctual.dev/problems/method-not-allowed",
+                        "title": "Method Not Allowed",
+                        "status": 405,
+                        "detail": f"{method} is not allowed on {path}; use {allowed}",
+                    }
+                ),
+                headers={"Allow": allowed},
+            )
+    return problem_response(404, "Not Found", f"there is no resource at {path}")
+
+
+@app.exception_handler(Problem)
+def on_problem(exc: Problem) -> Response[str]:
+    return problem_response(exc.status, exc.title, exc.detail, **exc.extra)
+
+
+@app.exception_handler(JobNotFound)
+def on_not_found(exc: JobNotFound) -> Response[str]:
+    return problem_response(404, "Not Found", f"no job '{exc}' exists for this caller")
+
+
+@app.exception_handler(VersionConflict)
+def on_version_conflict(exc: VersionConflict) -> Response[str]:
+    current = exc.current.version if exc.current else None
+    return problem_response(
+        412,
+        "Precondition Failed",
+        f"the job is at version {current}; re-read it and send that version in If-Match",
+        current_version=current,
+    )
+
+
+@app.exception_handler(IdempotencyConflict)
+def on_idempotency_conflict(exc: IdempotencyConflict) -> Response[str]:
+    return problem_response(
+        409,
+        "Conflict",
+        "this Idempotency-Key was already used with a different request body; use a new key for a different job",
+    )
+
+
+@app.exception_handler(InvalidRequest)
+def on_invalid(exc: InvalidRequest) -> Response[str]:
+    return problem_response(
+        422, "Unprocessable Content", exc.detail, errors=[{"field": exc.field or "body", "message": exc.detail}]
+    )
+
+
+@app.exception_handler(InvalidSchedule)
+def on_invalid_schedule(exc: InvalidSchedule) -> Response[str]:
+    return problem_response(422, "Unprocessable Content", str(exc), errors=[{"field": "schedule", "message": str(exc)}])
+
+
+@app.exception_handler(InvalidState)
+def on_invalid_state(exc: InvalidState) -> Response[str]:
+    return problem_response(409, "Conflict", str(exc))
+
+
+@app.exception_handler(PayloadTooLarge)
+def on_too_large(exc: PayloadTooLarge) -> Response[str]:
+    return problem_response(413, "Payload Too Large", str(exc))
+
+
+@app.exception_handler(QuotaExceeded)
+def on_quota(exc: QuotaExceeded) -> Response[str]:
+    return problem_response(429, "Too Many Jobs", f"{exc}; cancel some or ask for a higher quota")
+
+
+@app.exception_handler(Exception)
+def on_unexpected(exc: Exception) -> Response[str]:
+    logger.exception("unhandled error")
+    return problem_response(
+        500,
+        "Internal Server Error",
+        "the scheduler failed to handle this request; nothing was changed unless a 2xx was returned "
+        "earlier. Retry with the same Idempotency-Key.",
+    )
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

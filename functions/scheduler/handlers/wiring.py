@@ -1,0 +1,133 @@
+"""The composition root: builds the core's services from Settings, once per Lambda container."""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.config import Config
+
+from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
+from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
+from scheduler.adapters.sqs import SqsReadyQueue
+from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.jobs import JobService
+from scheduler.core.ports import TargetInvoker
+from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.settings import Settings
+
+_BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20)
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class PowertoolsMetrics:
+    """The core's Metrics port on Powertools' EMF metrics (flushed by the handler decorator)."""
+
+    _UNITS = {"Count": MetricUnit.Count, "Seconds": MetricUnit.Seconds}
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
+        self.metrics.add_metric(name=name, unit=self._UNITS.get(unit, MetricUnit.Count), value=value)
+
+
+def _resolve_signing_secret(settings: Settings) -> str:
+    """On AWS the master signing secret lives in Secrets Manager (SCHEDULER_SIGNING_SECRET_ARN)."""
+    arn = os.environ.get("SCHEDULER_SIGNING_SECRET_ARN")
+    if not arn:
+        return settings.signing_secret
+    client: Any = boto3.client("secretsmanager", config=_BOTO_CONFIG)
+    return str(client.get_secret_value(SecretId=arn)["SecretString"])
+
+
+@dataclass
+class Container:
+    settings: Settings
+    clock: SystemClock
+    metrics: PowertoolsMetrics
+    jobs: DynamoJobStore
+    timers: DynamoTimerStore
+    ledger: DynamoLedger
+    queue: SqsReadyQueue
+    dispatcher: Dispatcher
+
+    @property
+    def guard(self) -> AddressGuard:
+        return AddressGuard(self.settings.allow_private_targets)
+
+    def job_service(self) -> JobService:
+        return JobService(
+            self.jobs,
+            self.ledger,
+            self.dispatcher,
+            self.clock,
+            max_active_jobs=self.settings.max_active_jobs_per_tenant,
+            check_target=self.guard.check_spec,
+        )
+
+    def sweeper(self, owner: str) -> Sweeper:
+        s = self.settings
+        config = SweepConfig(
+            shard_count=s.shard_count,
+            lookahead=timedelta(seconds=s.lookahead_seconds),
+            bucket_lease=timedelta(seconds=s.bucket_lease_seconds),
+            dispatch_budget=s.dispatch_budget,
+            safety=timedelta(seconds=s.sweep_safety_seconds),
+        )
+        return Sweeper(self.timers, self.dispatcher, self.clock, config, self.metrics, owner)
+
+    def executor(self, worker_id: str) -> Executor:
+        """The executor of this container (built once: it resolves the signing secret)."""
+        cached: Executor | None = getattr(self, "_executor", None)
+        if cached is None:
+            cached = self._build_executor(worker_id)
+            self._executor = cached
+        return cached
+
+    def _build_executor(self, worker_id: str) -> Executor:
+        targets: dict[str, TargetInvoker] = {
+            "http": HttpTargetInvoker(self.guard, _resolve_signing_secret(self.settings)),
+        }
+        config = ExecuteConfig(lease=timedelta(seconds=self.settings.lease_seconds))
+        return Executor(self.jobs, self.ledger, self.queue, targets, self.clock, config, self.metrics, worker_id)
+
+
+def build(settings: Settings, metrics: Metrics) -> Container:
+    dynamodb: Any = boto3.client("dynamodb", config=_BOTO_CONFIG)
+    sqs: Any = boto3.client("sqs", config=_BOTO_CONFIG)
+    clock = SystemClock()
+    port_metrics = PowertoolsMetrics(metrics)
+    jobs = DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb)
+    timers = DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb)
+    ledger = DynamoLedger(settings.executions_table, dynamodb)
+    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs)
+    dispatch_config = DispatchConfig(
+        lookahead=timedelta(seconds=settings.lookahead_seconds),
+        misfire_grace=timedelta(seconds=settings.misfire_grace_seconds),
+        catchup_window=timedelta(seconds=settings.catchup_window_seconds),
+    )
+    dispatcher = Dispatcher(jobs, timers, queue, clock, dispatch_config, port_metrics)
+    return Container(settings, clock, port_metrics, jobs, timers, ledger, queue, dispatcher)
+
+
+@functools.cache
+def container(metrics: Metrics) -> Container:
+    """One container per Lambda execution environment (clients are reused across invocations)."""
+    return build(Settings(), metrics)
+
+
+def instance_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"

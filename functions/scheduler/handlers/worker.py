@@ -1,0 +1,59 @@
+"""The worker Lambda: SQS event source mapping with partial batch responses (DESIGN.md 3.4).
+
+A message the executor wants kept (retry backoff, early arrival, someone else's live lease) has its visibility
+changed and is reported in `batchItemFailures`, so SQS keeps it and delivers it again when it is due. A body
+that is not a dispatch goes straight to the DLQ and is acknowledged, so it cannot poison the batch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from scheduler.adapters.codec import MalformedMessage, dispatch_from_body
+from scheduler.adapters.sqs import SqsMessage
+from scheduler.handlers import wiring
+
+logger = Logger()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+class KeepMessage(Exception):
+    """Report the record as failed so SQS keeps it (its visibility was already set)."""
+
+
+def handle_record(record: SQSRecord) -> str:
+    container = wiring.container(metrics)
+    try:
+        dispatch = dispatch_from_body(record.body)
+    except MalformedMessage as exc:
+        logger.error("malformed message sent to the DLQ", extra={"message_id": record.message_id, "error": str(exc)})
+        container.queue.client.send_message(
+            QueueUrl=container.settings.dlq_url,
+            MessageBody=json.dumps({"malformed": record.body[:200_000], "error": str(exc)}),
+        )
+        metrics.add_metric(name="DeadLetters", unit="Count", value=1)
+        return "malformed"
+    logger.append_keys(job_id=dispatch.job_id, occurrence_key=dispatch.key)
+    receive_count = int(record.attributes.approximate_receive_count or 1)
+    message = SqsMessage(
+        container.queue.client, container.settings.ready_queue_url, record.receipt_handle, receive_count
+    )
+    outcome = container.executor(wiring.instance_id()).execute(dispatch, message)
+    if outcome.ack:
+        return outcome.reason
+    message.extend_visibility(outcome.hide_seconds)
+    raise KeepMessage(f"{outcome.reason}: back in {outcome.hide_seconds}s")
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    response = process_partial_response(event=event, record_handler=handle_record, processor=processor, context=context)
+    return dict(response)

@@ -1,0 +1,91 @@
+"""The one definition of the tables and queues, used by the CDK stack and by local provisioning alike,
+so the local and the deployed schema cannot drift. Plain data: no boto3 or CDK imports here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    partition_key: tuple[str, str]  # (attribute, "S" | "N")
+    sort_key: tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    logical_name: str
+    partition_key: tuple[str, str]
+    sort_key: tuple[str, str] | None
+    ttl_attribute: str
+    indexes: tuple[Index, ...]
+
+
+JOBS_TABLE = TableSchema(
+    logical_name="Jobs",
+    partition_key=("PK", "S"),
+    sort_key=("SK", "S"),
+    ttl_attribute="expires_at",
+    indexes=(Index("by_tenant", ("tenant_pk", "S"), ("tenant_sk", "S")),),
+)
+
+EXECUTIONS_TABLE = TableSchema(
+    logical_name="Executions",
+    partition_key=("PK", "S"),
+    sort_key=None,
+    ttl_attribute="expires_at",
+    indexes=(Index("by_job", ("job_id", "S"), ("scheduled_ms", "N")),),
+)
+
+TABLES = (JOBS_TABLE, EXECUTIONS_TABLE)
+
+
+@dataclass(frozen=True)
+class QueueSchema:
+    logical_name: str
+    #: Worker Lambda timeout; the ready queue's visibility timeout is 6x this (AWS guidance for ESMs).
+    worker_timeout_seconds: int = 120
+    max_receive_count: int = 50
+    dlq_retention_days: int = 14
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        return 6 * self.worker_timeout_seconds
+
+
+READY_QUEUE = QueueSchema(logical_name="Ready")
+
+
+def attribute_definitions(table: TableSchema) -> list[dict[str, str]]:
+    """AttributeDefinitions for CreateTable: every key attribute of the table and its indexes, once."""
+    seen: dict[str, str] = {}
+    keys = [table.partition_key, table.sort_key]
+    for index in table.indexes:
+        keys += [index.partition_key, index.sort_key]
+    for key in keys:
+        if key is not None:
+            seen.setdefault(key[0], key[1])
+    return [{"AttributeName": name, "AttributeType": kind} for name, kind in seen.items()]
+
+
+def create_table_request(table: TableSchema, table_name: str) -> dict[str, object]:
+    """The CreateTable request for local provisioning (on-demand billing, as deployed)."""
+    key_schema = [{"AttributeName": table.partition_key[0], "KeyType": "HASH"}]
+    if table.sort_key:
+        key_schema.append({"AttributeName": table.sort_key[0], "KeyType": "RANGE"})
+    indexes = []
+    for index in table.indexes:
+        index_keys = [{"AttributeName": index.partition_key[0], "KeyType": "HASH"}]
+        if index.sort_key:
+            index_keys.append({"AttributeName": index.sort_key[0], "KeyType": "RANGE"})
+        indexes.append({"IndexName": index.name, "KeySchema": index_keys, "Projection": {"ProjectionType": "ALL"}})
+    request: dict[str, object] = {
+        "TableName": table_name,
+        "KeySchema": key_schema,
+        "AttributeDefinitions": attribute_definitions(table),
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if indexes:
+        request["GlobalSecondaryIndexes"] = indexes
+    return request
