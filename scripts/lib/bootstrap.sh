@@ -20,8 +20,13 @@ ensure_python() {
   log "setting up .venv (first run, or pyproject.toml changed) ..."
   command -v python3 >/dev/null || { log "python3 (3.11+) is required"; exit 1; }
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  mkdir -p .local
+  if ! { .venv/bin/python -m pip install --quiet --upgrade pip && .venv/bin/python -m pip install --quiet -e '.[dev]'; } \
+      > .local/pip-install.log 2>&1; then
+    cat .local/pip-install.log >&2
+    log "installing the Python dependencies failed (log above, also in .local/pip-install.log)"
+    exit 1
+  fi
   echo "$want" > .venv/.installed
 }
 

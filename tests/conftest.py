@@ -1,0 +1,66 @@
+"""Shared fixtures. Emulator-backed tests use DynamoDB Local and the moto server: the ones scripts/test
+started (it exports AWS_ENDPOINT_URL_*), or ones started here for a direct `pytest` run."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from scheduler_local import emulators
+from scheduler_local.provision import Resources, provision
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def aws_endpoints() -> Iterator[dict[str, str]]:
+    """Endpoint and credential variables for boto3 clients that talk to the emulators."""
+    if os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") and os.environ.get("AWS_ENDPOINT_URL_SQS"):
+        env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+        env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        yield env
+        return
+    started = emulators.start(ROOT / ".local" / "logs")
+    env = {**started.env()}
+    try:
+        yield env
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def aws_env(aws_endpoints: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Set the endpoint variables in this process for the session (boto3 reads them)."""
+    saved = {k: os.environ.get(k) for k in aws_endpoints}
+    os.environ.update(aws_endpoints)
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    yield aws_endpoints
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def dynamodb_client(aws_env: dict[str, str]) -> Any:
+    return boto3.client("dynamodb", region_name=aws_env.get("AWS_DEFAULT_REGION", "us-east-1"))
+
+
+@pytest.fixture(scope="session")
+def sqs_client(aws_env: dict[str, str]) -> Any:
+    return boto3.client("sqs", region_name=aws_env.get("AWS_DEFAULT_REGION", "us-east-1"))
+
+
+@pytest.fixture
+def resources(dynamodb_client: Any, sqs_client: Any) -> Resources:
+    """Fresh tables and queues (unique names) for one test."""
+    return provision(f"t{uuid.uuid4().hex[:10]}", dynamodb_client, sqs_client)

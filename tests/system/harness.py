@@ -1,0 +1,148 @@
+"""Helpers for system tests: the local stack started as `scripts/dev` starts it, and a receiver."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from scheduler_local.emulators import ROOT, free_port
+
+
+@dataclass
+class Call:
+    at: float
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    """A local HTTP target. `respond(call_number, headers) -> (status, headers)` decides each answer."""
+
+    respond: Callable[[int, dict[str, str]], tuple[int, dict[str, str]]] = lambda n, h: (200, {})
+    calls: list[Call] = field(default_factory=list)
+
+    def start(self) -> Receiver:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                outer.calls.append(Call(time.time(), headers, body))
+                status, extra = outer.respond(len(outer.calls), headers)
+                self.send_response(status)
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+    def wait_for(self, count: int, timeout: float) -> list[Call]:
+        deadline = time.time() + timeout
+        while time.time() < deadline and len(self.calls) < count:
+            time.sleep(0.05)
+        return list(self.calls)
+
+
+class LocalStack:
+    """`python -m scheduler_local` (what scripts/dev runs) in its own state folder and port."""
+
+    def __init__(self, state_dir: Path, env: dict[str, str], tokens: str = "t-alice=alice,t-bob=bob") -> None:
+        self.state_dir = state_dir
+        self.port = free_port()
+        self.env = {
+            **os.environ,
+            **env,
+            "SCHEDULER_API_PORT": str(self.port),
+            "SCHEDULER_STATE_DIR": str(state_dir),
+            "SCHEDULER_DEV_TOKENS": tokens,
+            "SCHEDULER_LOCAL_PREFIX": f"sys{os.getpid()}{self.port}",
+            "SCHEDULER_SWEEP_INTERVAL_SECONDS": "1",
+            "PYTHONPATH": str(ROOT / "functions"),
+        }
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120) -> LocalStack:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.log = self.state_dir / "dev.out"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "scheduler_local"],
+            env=self.env,
+            stdout=open(self.log, "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the local stack exited: {self.log.read_text()}")
+            if any(line.startswith("API: ") for line in self.log.read_text().splitlines()):
+                return self
+            time.sleep(0.2)
+        raise RuntimeError(f"no API line within {timeout}s: {self.log.read_text()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def pid(self, name: str) -> int:
+        return int((self.state_dir / "pids" / f"{name}.pid").read_text())
+
+    def kill(self, name: str) -> None:
+        os.kill(self.pid(name), signal.SIGKILL)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        token: str | None = "t-alice",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any, dict[str, str]]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        for key, value in (headers or {}).items():
+            request.add_header(key, value)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read().decode()
+                return response.status, json.loads(text) if text else None, dict(response.headers)
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode()
+            return exc.code, json.loads(text) if text else None, dict(exc.headers)
