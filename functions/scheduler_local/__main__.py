@@ -99,6 +99,15 @@ def acquire_lock(state_dir: Path, port: int) -> IO[str]:
     return handle
 
 
+def write_stack_env(state_dir: Path, values: dict[str, str]) -> None:
+    """`stack.env` (shell exports) and `stack.json`: how tools (redrive, the CLI, benchmarks) find this stack."""
+    import json
+    import shlex
+
+    (state_dir / "stack.env").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in values.items()))
+    (state_dir / "stack.json").write_text(json.dumps(values, indent=2))
+
+
 def wait_healthy(url: str, children: list[Child], timeout: float) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -161,6 +170,10 @@ def main() -> int:
                 for i in range(workers)
             ],
         ]
+        aws = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if k in os.environ}
+        aws["AWS_DEFAULT_REGION"] = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+        stack_values = {**aws, **emu.env(), **resources.env(), "SCHEDULER_API_URL": f"http://127.0.0.1:{port}"}
+        write_stack_env(state_dir, stack_values)
         supervisor = Supervisor(state_dir, env, children)
         for child in children:
             supervisor.spawn(child)

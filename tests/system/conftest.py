@@ -1,4 +1,28 @@
+from __future__ import annotations
+
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+from harness import LocalStack, Receiver
+
+
+@pytest.fixture(scope="session")
+def stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """One local stack (as scripts/dev runs it) for the system tests, on its own port and state folder."""
+    local = LocalStack(Path(tmp_path_factory.mktemp("stack")), aws_endpoints).start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    rx = Receiver().start()
+    yield rx
+    rx.stop()

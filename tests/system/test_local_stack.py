@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import boto3
 import pytest
@@ -19,22 +17,6 @@ from scheduler.settings import Settings
 from scheduler.signing import tenant_key, verify
 
 pytestmark = pytest.mark.system
-
-
-@pytest.fixture(scope="module")
-def stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    local = LocalStack(Path(tmp_path_factory.mktemp("stack")), aws_endpoints).start()
-    try:
-        yield local
-    finally:
-        local.stop()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    rx = Receiver().start()
-    yield rx
-    rx.stop()
 
 
 def once_in(seconds: int) -> datetime:

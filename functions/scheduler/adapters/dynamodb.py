@@ -605,6 +605,7 @@ class DynamoLedger:
         result: str | None = None,
         error: str | None = None,
         next_attempt_at: datetime | None = None,
+        refund_attempt: bool = False,
     ) -> None:
         sets = [
             "#state = :state",
@@ -634,11 +635,15 @@ class DynamoLedger:
             removes.append("next_ms")
         if state.terminal:
             sets.append("finished_ms = :now")
+        adds = ""
+        if refund_attempt:
+            adds = " ADD attempts :refund"
+            values[":refund"] = n(-1)
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key={"PK": s(key)},
-                UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+                UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}{adds}",
                 ConditionExpression="epoch = :e AND #owner = :o AND #state = :running",
                 ExpressionAttributeNames={"#state": "state", "#owner": "owner", "#result": "result"}
                 if result is not None
@@ -713,6 +718,35 @@ class DynamoLedger:
             ConditionExpression="attribute_exists(PK)",
             ExpressionAttributeValues={":t": {"BOOL": True}},
         )
+
+    def revive(self, key: str, now: datetime, note: str) -> bool:
+        current = self.get(key)
+        epoch = current.epoch if current else 0
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(key)},
+                UpdateExpression=(
+                    "SET #state = :retry, attempts = :zero, next_ms = :now, updated_ms = :now, dead_lettered = :f, "
+                    "history = list_append(if_not_exists(history, :empty), :entry) REMOVE finished_ms"
+                ),
+                ConditionExpression="#state = :dead",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":retry": s(RunState.RETRY_WAIT.value),
+                    ":dead": s(RunState.DEAD.value),
+                    ":zero": n(0),
+                    ":now": n(to_ms(now)),
+                    ":f": {"BOOL": False},
+                    ":empty": {"L": []},
+                    ":entry": {"L": [history_entry(epoch, RunState.RETRY_WAIT, now, note)]},
+                },
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
 
     def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
         request: dict[str, Any] = {

@@ -337,11 +337,14 @@ class MemoryLedger:
         result: str | None = None,
         error: str | None = None,
         next_attempt_at: datetime | None = None,
+        refund_attempt: bool = False,
     ) -> None:
         with self.lock:
             item = self._held(key, owner, epoch)
             if item is None:
                 raise Fenced(key)
+            if refund_attempt:
+                item.attempts -= 1
             item.state = state
             item.updated_at = now
             item.lease_until = None
@@ -397,6 +400,20 @@ class MemoryLedger:
             item = self.items.get(key)
             if item is not None:
                 item.dead_lettered = True
+
+    def revive(self, key: str, now: datetime, note: str) -> bool:
+        with self.lock:
+            item = self.items.get(key)
+            if item is None or item.state != RunState.DEAD:
+                return False
+            item.state = RunState.RETRY_WAIT
+            item.attempts = 0
+            item.next_attempt_at = now
+            item.dead_lettered = False
+            item.finished_at = None
+            item.updated_at = now
+            item.history.append(_history_entry(item.epoch, RunState.RETRY_WAIT, now, note))
+            return True
 
     def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
         with self.lock:

@@ -32,9 +32,12 @@ from scheduler.core.ports import (
     TargetInvoker,
 )
 from scheduler.core.retry import MAX_HIDE_SECONDS, backoff, may_retry
-from scheduler.core.schedules import is_occurrence
+from scheduler.core.schedules import is_occurrence, is_recurring
 
 log = logging.getLogger(__name__)
+
+#: Marks a RETRY_WAIT that is an overlap buffer (buffer_one), not a failed attempt.
+BUFFERED = "buffered"
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,10 @@ class Executor:
             state, reason = skip
             return self._record(execution, owner, state, reason=reason, error=reason)
 
+        overlap = self._overlap(job, dispatch, execution, owner, now)
+        if overlap is not None:
+            return overlap
+
         lateness = (now - dispatch.fire_at).total_seconds()
         self.metrics.count("StartLatenessSeconds", max(0.0, lateness), unit="Seconds")
         log.info("occurrence started", extra={**ctx, "attempt": execution.attempts, "lateness_s": lateness})
@@ -199,6 +206,48 @@ class Executor:
         ):
             return RunState.SKIPPED, f"superseded: the schedule changed in version {job.version}"
         return None
+
+    def _overlap(self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, now: datetime) -> Outcome | None:
+        """Overlap policy for recurring jobs (DESIGN.md 3.5): is an earlier occurrence still running?
+
+        `skip` records this one SKIPPED; `buffer_one` parks it (RETRY_WAIT, the attempt refunded) until the
+        running one's lease ends, and skips it if another is already parked; `allow` runs it. Read from the run
+        history index, so it is a policy, best effort within the index's lag, not a safety property (the
+        ledger and the fencing token are what keep effects exactly-once).
+        """
+        policy = job.spec.overlap_policy
+        if policy == "allow" or dispatch.kind != "scheduled" or not is_recurring(job.spec.schedule):
+            return None
+        recent, _ = self.ledger.runs(job.job_id, 10, None)
+        earlier = [r for r in recent if r.key != execution.key and r.scheduled_for < dispatch.scheduled_for]
+        running = [
+            r for r in earlier if r.state == RunState.RUNNING and r.lease_until is not None and r.lease_until > now
+        ]
+        if not running:
+            return None
+        holder = running[0]
+        parked = [r for r in earlier if r.state == RunState.RETRY_WAIT and (r.last_error or "").startswith(BUFFERED)]
+        self.metrics.count("OverlapDetected")
+        if policy == "skip" or parked:
+            reason = f"overlap: {holder.key} is still running" + (" and one run is already buffered" if parked else "")
+            return self._record(execution, owner, RunState.SKIPPED, reason=reason, error=reason)
+        assert holder.lease_until is not None
+        wait_until = holder.lease_until + timedelta(seconds=self.config.lease_margin_seconds)
+        try:
+            self.ledger.finish(
+                execution.key,
+                owner,
+                execution.epoch,
+                RunState.RETRY_WAIT,
+                now,
+                error=f"{BUFFERED} behind {holder.key}",
+                next_attempt_at=wait_until,
+                refund_attempt=True,
+            )
+        except Fenced:
+            self.metrics.count("FencedWrites")
+            return Outcome.hide(self.config.lease.total_seconds(), "fenced")
+        return Outcome.hide((wait_until - now).total_seconds(), "buffered")
 
     def _run(self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, message: MessageControl) -> Outcome:
         key = execution.key

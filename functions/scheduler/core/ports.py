@@ -267,8 +267,10 @@ class Ledger(Protocol):
         result: str | None = None,
         error: str | None = None,
         next_attempt_at: datetime | None = None,
+        refund_attempt: bool = False,
     ) -> None:
-        """Record the outcome of the attempt held at `epoch` (RETRY_WAIT or a terminal state); Fenced if stale."""
+        """Record the outcome of the attempt held at `epoch` (RETRY_WAIT or a terminal state); Fenced if stale.
+        `refund_attempt` gives the attempt back (a wait that ran nothing, e.g. an overlap buffer)."""
         ...
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
@@ -280,6 +282,11 @@ class Ledger(Protocol):
         ...
 
     def mark_dead_lettered(self, key: str) -> None: ...
+
+    def revive(self, key: str, now: datetime, note: str) -> bool:
+        """Redrive: a DEAD occurrence becomes claimable again (RETRY_WAIT, due now, a fresh attempt budget).
+        Conditional on DEAD; False when it is not (e.g. it SUCCEEDED, or was already revived)."""
+        ...
 
     def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
         """Run history of a job, newest first."""

@@ -1,0 +1,1 @@
+"""Operator tools that run outside the request path (redrive of dead letters)."""

@@ -1,0 +1,198 @@
+"""Redrive dead letters: list the DLQ with each occurrence's ledger state, and re-enqueue only the occurrences
+that have not SUCCEEDED, keeping their occurrence key (so a target that already applied one ignores it).
+
+Per message, in this order (a crash anywhere leaves the DLQ message in place, and a re-run continues):
+1. read the ledger; SUCCEEDED (or any terminal state other than DEAD) -> refused, left in the DLQ unless
+   `purge_refused` is set;
+2. DEAD -> revive (RETRY_WAIT, due now, a fresh attempt budget; conditional on DEAD);
+3. send the dispatch to the ready queue;
+4. delete the message from the DLQ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+
+from scheduler.adapters.codec import MalformedMessage, dispatch_from_body
+from scheduler.adapters.dynamodb import DynamoLedger
+from scheduler.adapters.sqs import SqsReadyQueue
+from scheduler.core.model import RunState
+from scheduler.core.ports import Dispatch, Ledger, ReadyQueue
+from scheduler.settings import Settings
+
+
+@dataclass
+class DeadLetter:
+    message_id: str
+    receipt_handle: str
+    body: str
+    dispatch: Dispatch | None
+    error: str | None = None
+
+
+@dataclass
+class RedriveLine:
+    occurrence_key: str | None
+    ledger_state: str | None
+    action: str  # "redriven", "would redrive", "refused: SUCCEEDED", "unreadable", ...
+    attempts: int | None = None
+    last_error: str | None = None
+
+
+def parse_dead_letter(message_id: str, receipt: str, body: str) -> DeadLetter:
+    """DLQ bodies are either our wrapper (`{"dispatch": {...}, "history": ...}`, written when an occurrence died)
+    or a raw ready-queue body moved by SQS after maxReceiveCount (a poison message)."""
+    try:
+        raw = json.loads(body)
+        inner = raw.get("dispatch") if isinstance(raw, dict) and "dispatch" in raw else raw
+        return DeadLetter(message_id, receipt, body, dispatch_from_body(json.dumps(inner)))
+    except (MalformedMessage, ValueError, AttributeError) as exc:
+        return DeadLetter(message_id, receipt, body, None, str(exc))
+
+
+class SqsDeadLetters:
+    """Reads and deletes DLQ messages (long enough visibility to finish each one)."""
+
+    def __init__(self, dlq_url: str, client: Any | None = None) -> None:
+        self.url = dlq_url
+        self.client = client or boto3.client("sqs")
+
+    def messages(self, limit: int, visibility_seconds: int = 300) -> Iterator[DeadLetter]:
+        """Each DLQ message once (hidden while we work on it); stops when a receive brings nothing new."""
+        seen: set[str] = set()
+        while len(seen) < limit:
+            response = self.client.receive_message(
+                QueueUrl=self.url,
+                MaxNumberOfMessages=min(10, limit - len(seen)),
+                WaitTimeSeconds=1,
+                VisibilityTimeout=visibility_seconds,
+            )
+            fresh = [m for m in response.get("Messages", []) if m["MessageId"] not in seen]
+            if not fresh:
+                return
+            for m in fresh:
+                seen.add(m["MessageId"])
+                yield parse_dead_letter(m["MessageId"], m["ReceiptHandle"], m["Body"])
+
+    def delete(self, letter: DeadLetter) -> None:
+        self.client.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt_handle)
+
+    def release(self, letter: DeadLetter) -> None:
+        """Make a message we only looked at visible again at once."""
+        self.client.change_message_visibility(
+            QueueUrl=self.url, ReceiptHandle=letter.receipt_handle, VisibilityTimeout=0
+        )
+
+
+def redrive(
+    letters: SqsDeadLetters,
+    ledger: Ledger,
+    queue: ReadyQueue,
+    *,
+    dry_run: bool,
+    limit: int,
+    purge_refused: bool = False,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    progress: Callable[[RedriveLine], None] = lambda line: None,
+) -> list[RedriveLine]:
+    lines: list[RedriveLine] = []
+    untouched: list[DeadLetter] = []
+    try:
+        for letter in letters.messages(limit):
+            line = _one(letter, letters, ledger, queue, dry_run, purge_refused, now, untouched)
+            lines.append(line)
+            progress(line)
+    finally:
+        for letter in untouched:  # only looked at: visible again at once
+            letters.release(letter)
+    return lines
+
+
+def _one(
+    letter: DeadLetter,
+    letters: SqsDeadLetters,
+    ledger: Ledger,
+    queue: ReadyQueue,
+    dry_run: bool,
+    purge_refused: bool,
+    now: Callable[[], datetime],
+    untouched: list[DeadLetter],
+) -> RedriveLine:
+    if letter.dispatch is None:
+        untouched.append(letter)
+        return RedriveLine(None, None, f"unreadable ({letter.error}); left in the DLQ")
+    dispatch = letter.dispatch
+    execution = ledger.get(dispatch.key)
+    state = execution.state if execution else None
+    line = RedriveLine(
+        dispatch.key,
+        state.value if state else None,
+        "",
+        execution.attempts if execution else None,
+        execution.last_error if execution else None,
+    )
+    if state is not None and state.terminal and state != RunState.DEAD:
+        line.action = f"refused: {state.value}"
+        if purge_refused and not dry_run:
+            letters.delete(letter)
+            line.action += " (purged)"
+        else:
+            untouched.append(letter)
+        return line
+    if dry_run:
+        untouched.append(letter)
+        line.action = "would redrive"
+        return line
+    if state == RunState.DEAD:
+        ledger.revive(dispatch.key, now(), "redriven from the dead-letter queue")
+    redriven = Dispatch(
+        dispatch.job_id, dispatch.tenant, dispatch.scheduled_for, now(), dispatch.version, dispatch.kind
+    )
+    queue.send([redriven], now())
+    letters.delete(letter)
+    line.action = "redriven"
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/redrive",
+        description="Re-enqueue dead-lettered occurrences that have not succeeded, keeping their occurrence keys.",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="list what would happen; change nothing")
+    parser.add_argument("--limit", type=int, default=1000, help="messages to look at (default 1000)")
+    parser.add_argument("--purge-refused", action="store_true", help="delete DLQ messages of succeeded occurrences")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    if not settings.dlq_url or not settings.ready_queue_url:
+        print("set SCHEDULER_DLQ_URL, SCHEDULER_READY_QUEUE_URL and SCHEDULER_EXECUTIONS_TABLE", file=sys.stderr)
+        return 2
+    letters = SqsDeadLetters(settings.dlq_url)
+    ledger = DynamoLedger(settings.executions_table)
+    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url)
+
+    def show(line: RedriveLine) -> None:
+        if args.json:
+            print(json.dumps(line.__dict__), flush=True)
+        else:
+            print(f"{line.action:<28} {line.ledger_state or '-':<12} {line.occurrence_key or '-'}", flush=True)
+
+    lines = redrive(
+        letters, ledger, queue, dry_run=args.dry_run, limit=args.limit, purge_refused=args.purge_refused, progress=show
+    )
+    redriven = sum(1 for line in lines if line.action in ("redriven", "would redrive"))
+    print(f"{len(lines)} dead letters, {redriven} {'to redrive' if args.dry_run else 'redriven'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
