@@ -1,0 +1,281 @@
+"""The OpenAPI 3.1 document of the public API, generated from the same pydantic models that validate requests.
+
+Served at `GET /v1/openapi.json` and checked in at `docs/openapi.json` (a test keeps the two identical):
+`python -m scheduler.openapi > docs/openapi.json` regenerates it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from scheduler.core.model import JobSpec, JobState, RunState
+
+REF = "#/components/schemas/{model}"
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+
+
+def _json(description: str, schema: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": REF.format(model=schema)}}}}
+
+
+JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+PAGE = [
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 50}},
+    {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "next_cursor of the previous page"},
+]
+COMMON_ERRORS = {"401": _problem("no or unknown credentials"), "404": _problem("no such job for this caller")}
+
+
+def _job_schema(spec_schema: dict[str, Any]) -> dict[str, Any]:
+    properties = dict(spec_schema.get("properties", {}))
+    properties.update(
+        {
+            "job_id": {"type": "string"},
+            "state": {"type": "string", "enum": [s.value for s in JobState]},
+            "version": {"type": "integer", "minimum": 1},
+            "created_at": {"type": "string", "format": "date-time"},
+            "updated_at": {"type": "string", "format": "date-time"},
+            "next_run_at": {"type": ["string", "null"], "format": "date-time"},
+            "next_runs": {"type": "array", "items": {"type": "string", "format": "date-time"}},
+            "last_dispatched_for": {"type": ["string", "null"], "format": "date-time"},
+            "misfire_skipped": {"type": "integer"},
+            "replayed": {"type": "boolean", "description": "true when an Idempotency-Key replay returned this job"},
+        }
+    )
+    required = ["job_id", "state", "version", "schedule", "target"]
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def document() -> dict[str, Any]:
+    adapter: TypeAdapter[JobSpec] = TypeAdapter(JobSpec)
+    spec_schema = adapter.json_schema(ref_template=REF)
+    definitions = spec_schema.pop("$defs", {})
+    schemas: dict[str, Any] = {
+        **definitions,
+        "JobSpec": spec_schema,
+        "Job": _job_schema(spec_schema),
+        "JobPatch": {
+            "type": "object",
+            "description": "A JSON merge patch (RFC 7386) of JobSpec: present fields replace, null removes.",
+        },
+        "JobList": {
+            "type": "object",
+            "properties": {
+                "jobs": {"type": "array", "items": {"$ref": REF.format(model="Job")}},
+                "next_cursor": {"type": ["string", "null"]},
+            },
+        },
+        "Run": {
+            "type": "object",
+            "properties": {
+                "occurrence_key": {"type": "string"},
+                "scheduled_for": {"type": "string", "format": "date-time"},
+                "state": {"type": "string", "enum": [s.value for s in RunState]},
+                "attempts": {"type": "integer"},
+                "created_at": {"type": ["string", "null"], "format": "date-time"},
+                "updated_at": {"type": ["string", "null"], "format": "date-time"},
+                "finished_at": {"type": ["string", "null"], "format": "date-time"},
+                "next_attempt_at": {"type": ["string", "null"], "format": "date-time"},
+                "last_error": {"type": ["string", "null"]},
+                "result": {"type": ["string", "null"]},
+                "history": {"type": "array", "items": {"type": "object"}},
+            },
+        },
+        "RunList": {
+            "type": "object",
+            "properties": {
+                "runs": {"type": "array", "items": {"$ref": REF.format(model="Run")}},
+                "next_cursor": {"type": ["string", "null"]},
+            },
+        },
+        "Trigger": {
+            "type": "object",
+            "properties": {
+                "job_id": {"type": "string"},
+                "occurrence_key": {"type": "string"},
+                "scheduled_for": {"type": "string", "format": "date-time"},
+            },
+        },
+        "Resolve": {
+            "type": "object",
+            "required": ["outcome"],
+            "additionalProperties": False,
+            "properties": {"outcome": {"enum": ["succeeded", "retry"]}, "note": {"type": "string"}},
+        },
+        "Problem": {
+            "type": "object",
+            "description": "RFC 9457 problem details",
+            "properties": {
+                "type": {"type": "string"},
+                "title": {"type": "string"},
+                "status": {"type": "integer"},
+                "detail": {"type": "string"},
+                "errors": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+                    },
+                },
+            },
+            "required": ["title", "status", "detail"],
+        },
+    }
+    job_body = {"required": True, "content": {"application/json": {"schema": {"$ref": REF.format(model="JobSpec")}}}}
+    action = {
+        "parameters": [JOB_ID],
+        "responses": {
+            "200": _json("the job after the action", "Job"),
+            "409": _problem("not allowed in this state"),
+            **COMMON_ERRORS,
+        },
+    }
+    paths: dict[str, Any] = {
+        "/v1/health": {"get": {"summary": "liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
+        "/v1/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI"}}}},
+        "/v1/jobs": {
+            "post": {
+                "summary": "create a job",
+                "parameters": [
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "schema": {"type": "string", "maxLength": 255},
+                        "description": "a retry with the same key and body returns the same job (24 h)",
+                    },
+                ],
+                "requestBody": job_body,
+                "responses": {
+                    "201": _json("created", "Job"),
+                    "200": _json("replay of an earlier create with the same Idempotency-Key", "Job"),
+                    "400": _problem("malformed JSON"),
+                    "409": _problem("Idempotency-Key reused with a different body"),
+                    "413": _problem("payload over 64 KiB"),
+                    "415": _problem("not JSON"),
+                    "422": _problem("invalid field"),
+                    "429": _problem("over the tenant's active-job quota"),
+                    "401": COMMON_ERRORS["401"],
+                },
+            },
+            "get": {
+                "summary": "list the caller's jobs, oldest first",
+                "parameters": [
+                    {"name": "state", "in": "query", "schema": {"enum": [s.value for s in JobState]}},
+                    *PAGE,
+                ],
+                "responses": {
+                    "200": _json("a page of jobs", "JobList"),
+                    "422": _problem("bad query"),
+                    "401": COMMON_ERRORS["401"],
+                },
+            },
+        },
+        "/v1/jobs/{job_id}": {
+            "get": {
+                "summary": "a job",
+                "parameters": [
+                    JOB_ID,
+                    {"name": "preview", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 50}},
+                ],
+                "responses": {"200": _json("the job", "Job"), **COMMON_ERRORS},
+            },
+            "patch": {
+                "summary": "change a job (applies to occurrences not yet dispatched)",
+                "parameters": [
+                    JOB_ID,
+                    {
+                        "name": "If-Match",
+                        "in": "header",
+                        "schema": {"type": "string"},
+                        "description": 'the version you read, e.g. "3"',
+                    },
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": REF.format(model="JobPatch")}}},
+                },
+                "responses": {
+                    "200": _json("the changed job", "Job"),
+                    "412": _problem("version mismatch"),
+                    "409": _problem("cancelled jobs cannot change"),
+                    "422": _problem("invalid field"),
+                    **COMMON_ERRORS,
+                },
+            },
+            "delete": {"summary": "cancel (idempotent)", **action},
+        },
+        "/v1/jobs/{job_id}/pause": {"post": {"summary": "pause", **action}},
+        "/v1/jobs/{job_id}/resume": {"post": {"summary": "resume (missed runs per the misfire policy)", **action}},
+        "/v1/jobs/{job_id}/trigger": {
+            "post": {
+                "summary": "fire one extra occurrence now",
+                "parameters": [JOB_ID],
+                "responses": {
+                    "202": _json("accepted", "Trigger"),
+                    "409": _problem("paused or cancelled"),
+                    **COMMON_ERRORS,
+                },
+            },
+        },
+        "/v1/jobs/{job_id}/runs": {
+            "get": {
+                "summary": "run history, newest first",
+                "parameters": [JOB_ID, *PAGE],
+                "responses": {"200": _json("a page of runs", "RunList"), **COMMON_ERRORS},
+            },
+        },
+        "/v1/jobs/{job_id}/runs/{occurrence_key}/resolve": {
+            "post": {
+                "summary": "settle a RECONCILING run",
+                "parameters": [
+                    JOB_ID,
+                    {"name": "occurrence_key", "in": "path", "required": True, "schema": {"type": "string"}},
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": REF.format(model="Resolve")}}},
+                },
+                "responses": {"200": _json("the run", "Run"), "409": _problem("not RECONCILING"), **COMMON_ERRORS},
+            },
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "punctual scheduler API",
+            "version": "1.0.0",
+            "description": "Schedule work on AWS with exactly-once effects. Errors are RFC 9457 problem+json.",
+        },
+        "servers": [{"url": "http://127.0.0.1:8080", "description": "scripts/dev"}],
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "sigv4": {
+                    "type": "apiKey",
+                    "name": "Authorization",
+                    "in": "header",
+                    "description": "AWS SigV4 (IAM) on AWS",
+                },
+                "devToken": {"type": "http", "scheme": "bearer", "description": "SCHEDULER_DEV_TOKENS, local only"},
+            },
+        },
+        "security": [{"sigv4": []}, {"devToken": []}],
+        "paths": paths,
+    }
+
+
+def render() -> str:
+    return json.dumps(document(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

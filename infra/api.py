@@ -1,0 +1,192 @@
+"""The public API: REST API Gateway, IAM (SigV4) auth, proxy integration to the api function."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.config import PunctualConfig
+from infra.lambda_function import SchedulerFunction, data_removal_policy, log_retention
+from infra.storage import acknowledge_index_grants
+
+HANDLER = "scheduler.handlers.api.lambda_handler"
+#: Below API Gateway's 29 s integration timeout, so a stuck request ends in the function (and its logs)
+#: rather than as an anonymous 504 while the function runs on.
+TIMEOUT = Duration.seconds(25)
+MEMORY_MB = 512
+API_VERSION_PATH = "v1"
+HEALTH_PATH = "health"
+#: The execution log level: errors only. Request/response bodies are never logged (data tracing off):
+#: job payloads belong to tenants.
+EXECUTION_LOG_LEVEL = apigw.MethodLoggingLevel.ERROR
+#: Access log line: who called (the IAM principal is the tenant), what, and how it ended. Only
+#: context variables that cannot contain a quote, so each line stays valid JSON.
+ACCESS_LOG_FIELDS = {
+    "requestId": "$context.requestId",
+    "extendedRequestId": "$context.extendedRequestId",
+    "requestTime": "$context.requestTime",
+    "sourceIp": "$context.identity.sourceIp",
+    "caller": "$context.identity.caller",
+    "userArn": "$context.identity.userArn",
+    "httpMethod": "$context.httpMethod",
+    "resourcePath": "$context.resourcePath",
+    "status": "$context.status",
+    "protocol": "$context.protocol",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationStatus": "$context.integration.status",
+    "integrationLatency": "$context.integration.latency",
+    "errorType": "$context.error.responseType",
+}
+
+
+class SchedulerApi(Construct):
+    """`GET /v1/health` without auth; everything else under `/v1/` (`ANY /v1/{proxy+}`) with IAM auth.
+    The api function routes (Powertools resolver); API Gateway only authenticates, throttles and logs.
+
+    Grants: read/write the jobs table, read/write the executions table (run history, and settling a RECONCILING
+    run through the API), send to the ready queue
+    (the late lane for occurrences whose bucket is already sealed), read the signing secret.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig,
+        code: lambda_.Code,
+        environment: Mapping[str, str],
+        jobs_table: dynamodb.Table,
+        executions_table: dynamodb.Table,
+        ready_queue: sqs.IQueue,
+        signing_secret: secretsmanager.ISecret,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler = SchedulerFunction(
+            self,
+            "Api",
+            config=config,
+            handler=HANDLER,
+            description=f"punctual {config.stage} api: the v1 REST API",
+            code=code,
+            environment=environment,
+            timeout=TIMEOUT,
+            memory_size=MEMORY_MB,
+        )
+        self.function = self.handler.function
+        self.access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=log_retention(config), removal_policy=data_removal_policy(config)
+        )
+        self.rest_api = _build_rest_api(self, config, self.access_logs)
+        _add_routes(self.rest_api, self.function)
+
+        jobs_table.grant_read_write_data(self.function)
+        executions_table.grant_read_write_data(self.function)
+        ready_queue.grant_send_messages(self.function)
+        signing_secret.grant_read(self.function)
+        acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
+
+
+def _build_rest_api(scope: Construct, config: PunctualConfig, access_logs: logs.ILogGroup) -> apigw.RestApi:
+    rest_api = apigw.RestApi(
+        scope,
+        "RestApi",
+        rest_api_name=f"punctual-{config.stage}",
+        description=f"punctual {config.stage}: job scheduler API (v1)",
+        # Regional: clients sign for the region, and there is no CloudFront hop in the latency budget.
+        endpoint_types=[apigw.EndpointType.REGIONAL],
+        fail_on_warnings=True,
+        # API Gateway writes logs through one role per account and region. Keep it on stack deletion:
+        # other APIs in the account may be logging through the same setting.
+        cloud_watch_role=config.api_cloudwatch_role,
+        cloud_watch_role_removal_policy=RemovalPolicy.RETAIN if config.api_cloudwatch_role else None,
+        deploy_options=apigw.StageOptions(
+            stage_name=config.stage,
+            throttling_rate_limit=config.api_throttle_rate_limit,
+            throttling_burst_limit=config.api_throttle_burst_limit,
+            access_log_destination=apigw.LogGroupLogDestination(access_logs),
+            access_log_format=apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
+            logging_level=EXECUTION_LOG_LEVEL,
+            data_trace_enabled=False,
+            metrics_enabled=True,
+        ),
+    )
+    # RestApi exports its URL under a generated output name; the stack exports it as `ApiUrl` instead.
+    rest_api.node.try_remove_child("Endpoint")
+    Validations.of(rest_api).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-APIG2",
+            reason=(
+                "Requests are validated by the api function (pydantic), which answers RFC 9457 problem "
+                "details naming the offending fields (400/413/422); an API Gateway model validator would "
+                "answer a different error shape first and duplicate the schema."
+            ),
+        ),
+        Acknowledgment(
+            id="AwsSolutions-APIG3",
+            reason=(
+                "No WAF web ACL: every route but the health check requires SigV4, so anonymous traffic is "
+                "rejected by API Gateway before any integration runs, and the stage is throttled. Attach a "
+                "web ACL per deployment if the account's policy requires one."
+            ),
+        ),
+    )
+    if config.api_cloudwatch_role:
+        Validations.of(rest_api).acknowledge(
+            Acknowledgment(
+                id=(
+                    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                    "AmazonAPIGatewayPushToCloudWatchLogs]"
+                ),
+                reason=(
+                    "The account-level API Gateway logging role uses the AWS managed policy made for it; "
+                    "API Gateway writes to log groups it names at run time, so no narrower resource exists."
+                ),
+            )
+        )
+    return rest_api
+
+
+def _add_routes(rest_api: apigw.RestApi, function: lambda_.IFunction) -> None:
+    # No test-invoke permission: the console's test button is not worth a second principal on the function.
+    integration = apigw.LambdaIntegration(function, proxy=True, allow_test_invoke=False)
+    version = rest_api.root.add_resource(API_VERSION_PATH)
+
+    health = version.add_resource(HEALTH_PATH).add_method(
+        "GET", integration, authorization_type=apigw.AuthorizationType.NONE
+    )
+    Validations.of(health).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-APIG4",
+            reason="GET /v1/health is the liveness probe and is public by design (DESIGN.md section 4).",
+        ),
+        Acknowledgment(
+            id="AwsSolutions-COG4",
+            reason="GET /v1/health is the liveness probe and is public by design (DESIGN.md section 4).",
+        ),
+    )
+
+    # A greedy resource keeps routing in one place (the function's resolver); API Gateway's job here
+    # is to reject unsigned requests before they cost an invocation.
+    everything = version.add_resource("{proxy+}").add_method(
+        "ANY", integration, authorization_type=apigw.AuthorizationType.IAM
+    )
+    Validations.of(everything).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-COG4",
+            reason=(
+                "Authenticated with IAM (SigV4) instead of a Cognito user pool: the tenant is the calling "
+                "IAM principal, as the design specifies; callers are services, not end users."
+            ),
+        )
+    )

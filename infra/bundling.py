@@ -1,0 +1,132 @@
+"""The Lambda code asset, packaged without Docker.
+
+All three functions share one asset: the `scheduler` package from `functions/` plus the runtime
+dependencies from `pyproject.toml`'s `[project].dependencies` (the single list; not repeated here),
+installed by the local pip as wheels built for the Lambda platform (CPython 3.12 on manylinux aarch64).
+`--only-binary=:all:` makes pip refuse anything it would have to compile here, so a wheel built for this
+machine can never slip into the asset.
+
+CDK calls the local bundler only for stacks it is asked to bundle: the CLI bundles the stacks it deploys
+or synthesizes, and tests pass the context ``"aws:cdk:bundling-stacks": []`` so no pip download runs.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+
+from infra import FUNCTIONS_DIR, REPO_ROOT
+
+#: The Lambda runtime the asset is built for; `infra.lambda_function` pins the same one.
+PYTHON_VERSION = "3.12"
+#: pip platform tag matching Lambda's ARM_64 architecture (Amazon Linux 2023, glibc 2.34 >= 2.17).
+PIP_PLATFORM = "manylinux2014_aarch64"
+#: The package the handlers live in (`scheduler.handlers.*.lambda_handler`).
+PACKAGE = "scheduler"
+PYPROJECT = REPO_ROOT / "pyproject.toml"
+#: Never shipped: the local stack, caches and tests. Also keeps them out of the asset hash, so editing
+#: the local stack does not redeploy the functions.
+ASSET_EXCLUDE = (
+    "scheduler_local",
+    "scheduler_sim",
+    "**/__pycache__",
+    "**/*.pyc",
+    "tests",
+    "**/tests",
+    "**/.mypy_cache",
+)
+_COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "tests", ".mypy_cache")
+
+
+def runtime_dependencies(pyproject: Path = PYPROJECT) -> tuple[str, ...]:
+    """The requirement specifiers of `[project].dependencies`: what the functions import at run time."""
+    with pyproject.open("rb") as file:
+        project = tomllib.load(file)["project"]
+    return tuple(project.get("dependencies", ()))
+
+
+def pip_install_command(
+    output_dir: str | Path, dependencies: Sequence[str], *, python: str = sys.executable
+) -> list[str]:
+    """The pip command line that installs `dependencies` into `output_dir` for the Lambda platform."""
+    return [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--platform",
+        PIP_PLATFORM,
+        "--only-binary=:all:",
+        "--python-version",
+        PYTHON_VERSION,
+        "--implementation",
+        "cp",
+        "--target",
+        str(output_dir),
+        # Byte-code compiled by this machine's Python would not match the 3.12 runtime anyway.
+        "--no-compile",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--quiet",
+        *dependencies,
+    ]
+
+
+@jsii.implements(ILocalBundling)
+class LocalPipBundler:
+    """Builds the asset on this machine with pip; CDK calls `try_bundle` instead of starting Docker."""
+
+    def __init__(self, dependencies: Sequence[str], *, source_dir: Path = FUNCTIONS_DIR) -> None:
+        self._dependencies = tuple(dependencies)
+        self._source_dir = source_dir
+
+    def try_bundle(self, output_dir: str, *, image: DockerImage, **docker_options: Any) -> bool:
+        """Install the dependencies, then copy the package over them. Returning False would make CDK
+        fall back to Docker; a failure here is a real error (no network, a missing wheel), so raise it.
+
+        (jsii passes the BundlingOptions struct as keyword arguments; the Docker ones do not apply here.)
+        """
+        del image, docker_options
+        if self._dependencies:
+            command = pip_install_command(output_dir, self._dependencies)
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise RuntimeError(
+                    f"bundling the Lambda dependencies failed:\n  {' '.join(command)}\n{result.stdout}{result.stderr}"
+                )
+        # Copied last so our package wins over any same-named path a dependency might ship.
+        shutil.copytree(self._source_dir / PACKAGE, Path(output_dir) / PACKAGE, ignore=_COPY_IGNORE, dirs_exist_ok=True)
+        return True
+
+
+def function_code(dependencies: Sequence[str] | None = None) -> lambda_.Code:
+    """The shared asset for every function. One `Code` object, bound once per stack, so the stack has a
+    single asset however many functions use it."""
+    deps = runtime_dependencies() if dependencies is None else tuple(dependencies)
+    # The Docker command is the fallback the CDK API requires next to a local bundler; it also carries
+    # the dependency list into the asset hash, so changing a pin in pyproject.toml re-bundles (the
+    # source hash alone covers only functions/).
+    docker_command = (
+        f"pip install --no-compile --target /asset-output {shlex.join(deps)} && "
+        f"cp -r /asset-input/{PACKAGE} /asset-output/"
+    )
+    return lambda_.Code.from_asset(
+        str(FUNCTIONS_DIR),
+        exclude=list(ASSET_EXCLUDE),
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry(f"public.ecr.aws/sam/build-python{PYTHON_VERSION}"),
+            platform="linux/arm64",
+            command=["bash", "-c", docker_command],
+            local=LocalPipBundler(deps),
+        ),
+    )

@@ -1,0 +1,231 @@
+"""Typed, validated configuration of the deployment, read from CDK context.
+
+Where it comes from, in order (later wins):
+
+1. the object under the context key ``punctual`` (``cdk.json`` ships the defaults there);
+2. one flat context key per field, ``punctual.<field>``, so a single value can be overridden from the
+   command line: ``scripts/deploy -c punctual.stage=prod -c punctual.shard_count=16``.
+
+CLI values arrive as strings; pydantic coerces numbers and booleans, a list may be given as JSON
+(``'["arn:...","arn:..."]'``) or comma-separated, and ``null``/``none``/empty clears an optional value.
+Unknown keys are rejected, so a typo fails the synth instead of silently deploying a default. A
+``null`` in the context object means "not set" (CDK drops null context values), so the default applies.
+
+This module is plain pydantic (no CDK import), so it is cheap to test and the constraints read as a table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from collections.abc import Mapping
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+#: The context key holding the configuration object (and the prefix of the flat override keys).
+CONTEXT_KEY = "punctual"
+
+#: The values CloudWatch Logs accepts for RetentionInDays.
+LOG_RETENTION_DAYS = frozenset(
+    {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+)
+
+# Target ARNs are exact resources, never patterns: the worker's IAM policy grants exactly these. The
+# character classes exclude `*` and `?`, so a wildcard cannot slip in as a "name".
+_PARTITION = r"arn:aws(?:-[a-z]+)*"
+_REGION_ACCOUNT = r"[a-z]{2}(?:-[a-z]+)+-\d:\d{12}"
+SQS_QUEUE_ARN = rf"^{_PARTITION}:sqs:{_REGION_ACCOUNT}:[A-Za-z0-9_-]{{1,80}}(?:\.fifo)?$"
+SNS_TOPIC_ARN = rf"^{_PARTITION}:sns:{_REGION_ACCOUNT}:[A-Za-z0-9_-]{{1,256}}(?:\.fifo)?$"
+#: A function ARN, optionally qualified (version or alias): the grant covers exactly what is listed.
+LAMBDA_FUNCTION_ARN = (
+    rf"^{_PARTITION}:lambda:{_REGION_ACCOUNT}:function:[A-Za-z0-9_-]{{1,64}}(?::[A-Za-z0-9_$-]{{1,128}})?$"
+)
+STATE_MACHINE_ARN = rf"^{_PARTITION}:states:{_REGION_ACCOUNT}:stateMachine:[A-Za-z0-9_-]{{1,80}}$"
+EVENT_BUS_ARN = rf"^{_PARTITION}:events:{_REGION_ACCOUNT}:event-bus/[A-Za-z0-9._/-]{{1,256}}$"
+KMS_KEY_ARN = rf"^{_PARTITION}:kms:{_REGION_ACCOUNT}:key/[A-Za-z0-9-]{{1,64}}$"
+
+#: Target field -> (pattern, what it must look like), for a clear error message.
+TARGET_ARN_FIELDS: dict[str, tuple[str, str]] = {
+    "target_sqs_queue_arns": (SQS_QUEUE_ARN, "an SQS queue ARN arn:aws:sqs:<region>:<account>:<name>"),
+    "target_sns_topic_arns": (SNS_TOPIC_ARN, "an SNS topic ARN arn:aws:sns:<region>:<account>:<name>"),
+    "target_lambda_function_arns": (
+        LAMBDA_FUNCTION_ARN,
+        "a Lambda function ARN arn:aws:lambda:<region>:<account>:function:<name>[:<qualifier>]",
+    ),
+    "target_state_machine_arns": (
+        STATE_MACHINE_ARN,
+        "a state machine ARN arn:aws:states:<region>:<account>:stateMachine:<name>",
+    ),
+    "target_event_bus_arns": (
+        EVENT_BUS_ARN,
+        "an event bus ARN arn:aws:events:<region>:<account>:event-bus/<name>",
+    ),
+    "target_kms_key_arns": (KMS_KEY_ARN, "a KMS key ARN arn:aws:kms:<region>:<account>:key/<id>"),
+}
+
+
+class ConfigError(ValueError):
+    """The deployment configuration is invalid; the message names each offending key."""
+
+
+class PunctualConfig(BaseModel):
+    """Everything that differs between deployments. Defaults are what `cdk.json` ships."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Names the stack (`punctual-<stage>`), the API stage, the dashboard and the alarms.
+    stage: str = Field(default="dev", pattern=r"^[a-z][a-z0-9-]{0,19}$")
+
+    # --- scheduler tuning: becomes SCHEDULER_* environment of every function ------------------------
+    #: Partitions per bucket minute. Pick it at deploy time: changing it on a live system is safe for new
+    #: timers only while old buckets drain.
+    shard_count: int = Field(default=8, ge=1, le=256)
+    #: How far ahead the sweeper dispatches. SQS caps DelaySeconds at 900 s and a bucket spans 60 s, so a
+    #: bucket claimed `lookahead` early must still fit: lookahead + 60 + 60 <= 900.
+    lookahead_seconds: int = Field(default=300, ge=0, le=780)
+    #: The worker's lease on an occurrence; long targets heartbeat to extend it.
+    lease_seconds: int = Field(default=60, ge=5, le=900)
+    #: Optional overrides of handler defaults (None: the handler's own default applies).
+    bucket_lease_seconds: int | None = Field(default=None, ge=5, le=900)
+    misfire_grace_seconds: int | None = Field(default=None, ge=1)
+    catchup_window_seconds: int | None = Field(default=None, ge=60)
+    dispatch_budget: int | None = Field(default=None, ge=10)
+    #: Must leave the sweeper (60 s timeout) time to work: it stops starting buckets this long before.
+    sweep_safety_seconds: int | None = Field(default=None, ge=1, le=45)
+    max_active_jobs_per_tenant: int | None = Field(default=None, ge=1)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # --- capacity -------------------------------------------------------------------------------------
+    #: Messages per worker invocation. At most 10: larger batches need a batching window, which delays
+    #: starts, and the scheduler promises ~1 s start precision.
+    worker_batch_size: int = Field(default=5, ge=1, le=10)
+    #: Upper bound on concurrent worker invocations (the event source mapping's MaximumConcurrency).
+    worker_max_concurrency: int = Field(default=50, ge=2, le=1000)
+    #: Reserved concurrency of the sweeper (several may run at once; claims keep them disjoint). 0 leaves
+    #: it unreserved, for accounts whose concurrency quota is still the new-account 10 (Lambda's own
+    #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.
+    sweeper_reserved_concurrency: int = Field(default=2, ge=0, le=100)
+    #: API Gateway stage throttling: steady requests per second and burst.
+    api_throttle_rate_limit: float = Field(default=50.0, gt=0, le=10_000)
+    api_throttle_burst_limit: int = Field(default=100, ge=1, le=5_000)
+    #: Create the account-level role API Gateway needs to write logs. Turn off when the account's
+    #: API Gateway settings already name a CloudWatch role (it is one setting per account and region).
+    api_cloudwatch_role: bool = True
+
+    # --- operations -----------------------------------------------------------------------------------
+    #: Subscribe this address to the alarm topic (it must confirm the subscription e-mail).
+    alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    #: Keep tables, the signing secret and logs when the stack is deleted, and protect tables from
+    #: deletion. Turn off only for throwaway stages.
+    retain_data: bool = True
+    log_retention_days: int = 30
+
+    # --- targets the worker may call: exact ARNs, empty by default ------------------------------------
+    target_sqs_queue_arns: tuple[str, ...] = ()
+    target_sns_topic_arns: tuple[str, ...] = ()
+    target_lambda_function_arns: tuple[str, ...] = ()
+    target_state_machine_arns: tuple[str, ...] = ()
+    target_event_bus_arns: tuple[str, ...] = ()
+    #: Customer-managed keys of encrypted target queues/topics (the worker must use them to send).
+    target_kms_key_arns: tuple[str, ...] = ()
+
+    @field_validator(*TARGET_ARN_FIELDS)
+    @classmethod
+    def _exact_arns(cls, arns: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        pattern, shape = TARGET_ARN_FIELDS[str(info.field_name)]
+        for arn in arns:
+            if not re.match(pattern, arn):
+                raise ValueError(f"{arn!r} is not exactly one resource: expected {shape} (no wildcards)")
+        if len(set(arns)) != len(arns):
+            raise ValueError("lists an ARN twice")
+        return arns
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention_is_a_cloudwatch_value(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"must be one of CloudWatch's retention values {sorted(LOG_RETENTION_DAYS)}")
+        return value
+
+    @property
+    def stack_name(self) -> str:
+        return f"punctual-{self.stage}"
+
+    @property
+    def has_targets(self) -> bool:
+        return any(
+            (
+                self.target_sqs_queue_arns,
+                self.target_sns_topic_arns,
+                self.target_lambda_function_arns,
+                self.target_state_machine_arns,
+                self.target_event_bus_arns,
+            )
+        )
+
+
+class ContextReader(Protocol):
+    """What `load_config` needs of a construct node (`aws_cdk` `Node`), so tests can pass a dict."""
+
+    def try_get_context(self, key: str) -> typing.Any: ...
+
+
+def load_config(node: ContextReader) -> PunctualConfig:
+    """Read and validate the configuration from CDK context (see the module docstring for the sources)."""
+    base = node.try_get_context(CONTEXT_KEY)
+    if base is None:
+        base = {}
+    if not isinstance(base, Mapping):
+        raise ConfigError(f"context key {CONTEXT_KEY!r} must be an object, got {type(base).__name__}")
+    values = dict(base)
+    for name in PunctualConfig.model_fields:
+        override = node.try_get_context(f"{CONTEXT_KEY}.{name}")
+        if override is not None:
+            values[name] = _from_cli(name, override)
+    return parse_config(values)
+
+
+def parse_config(values: Mapping[str, object]) -> PunctualConfig:
+    """Validate `values`; raise ConfigError naming every offending key (not pydantic's raw dump)."""
+    try:
+        return PunctualConfig.model_validate(dict(values))
+    except ValidationError as error:
+        problems = []
+        for issue in error.errors():
+            key = ".".join(str(part) for part in issue["loc"])
+            got = f" (got {issue['input']!r})" if issue["type"] != "extra_forbidden" else ""
+            message = "unknown key" if issue["type"] == "extra_forbidden" else issue["msg"]
+            message = message.removeprefix("Value error, ")
+            problems.append(f"  {CONTEXT_KEY}.{key}: {message}{got}")
+        raise ConfigError("invalid deployment configuration:\n" + "\n".join(problems)) from None
+
+
+def _from_cli(name: str, value: object) -> object:
+    """Turn a `-c punctual.<name>=<string>` value into what the field expects; pass JSON types through."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if _is_sequence(name) and not text.startswith("["):
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    if text.lower() in {"", "null", "none"} and _is_optional(name):
+        return None
+    if text.startswith(("[", "{")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{CONTEXT_KEY}.{name}: not valid JSON: {error}") from None
+    return text
+
+
+def _annotation(name: str) -> object:
+    return PunctualConfig.model_fields[name].annotation
+
+
+def _is_optional(name: str) -> bool:
+    return type(None) in typing.get_args(_annotation(name))
+
+
+def _is_sequence(name: str) -> bool:
+    return typing.get_origin(_annotation(name)) is tuple

@@ -1,0 +1,318 @@
+"""Alarms (to an SNS topic, optionally e-mailed) and a CloudWatch dashboard.
+
+The handlers emit CloudWatch EMF metrics (Powertools) in namespace `Punctual` with the dimension
+`service=punctual`; the queue, Lambda and API Gateway metrics come from AWS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.config import PunctualConfig
+from infra.environment import METRICS_NAMESPACE, SERVICE_NAME
+
+#: The application metrics (EMF, emitted by the handlers).
+DISPATCH_LAG = "DispatchLagSeconds"
+OCCURRENCES_DISPATCHED = "OccurrencesDispatched"
+START_LATENESS = "StartLatenessSeconds"
+RETRIES = "Retries"
+DEAD_LETTERS = "DeadLetters"
+FENCED_WRITES = "FencedWrites"
+LEASE_LOST = "LeaseLost"
+OCCURRENCES_SKIPPED = "OccurrencesSkipped"
+MISFIRE_SKIPPED = "MisfireSkipped"
+TARGET_FAILURES = "TargetFailures"
+APPLICATION_METRICS = (
+    DISPATCH_LAG,
+    OCCURRENCES_DISPATCHED,
+    START_LATENESS,
+    RETRIES,
+    DEAD_LETTERS,
+    FENCED_WRITES,
+    LEASE_LOST,
+    OCCURRENCES_SKIPPED,
+    MISFIRE_SKIPPED,
+    TARGET_FAILURES,
+)
+
+PERIOD = Duration.minutes(1)
+#: The sweep watermark may trail by a minute or two in normal operation; three minutes running above
+#: this means buckets are not being finished.
+DISPATCH_LAG_THRESHOLD_SECONDS = 120
+DISPATCH_LAG_PERIODS = 3
+#: The longest legitimate wait in the ready queue is SQS's maximum DelaySeconds (900 s); beyond that plus
+#: slack, messages are waiting for a worker (or sitting out a long retry backoff).
+OLDEST_MESSAGE_THRESHOLD_SECONDS = 900 + 300
+OLDEST_MESSAGE_PERIODS = 3
+ERROR_RATE_PERIOD = Duration.minutes(5)
+ERROR_RATE_THRESHOLD_PERCENT = 1
+ERROR_RATE_PERIODS = 3
+ERROR_RATE_DATAPOINTS = 2
+
+
+def application_metric(name: str, statistic: str, period: Duration = PERIOD) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE_NAME},
+        statistic=statistic,
+        period=period,
+    )
+
+
+class Monitoring(Construct):
+    """The alarm topic (KMS-encrypted, TLS-only), the alarms, and the dashboard."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig,
+        ready_queue: sqs.IQueue,
+        dead_letter_queue: sqs.IQueue,
+        functions: Mapping[str, lambda_.IFunction],
+        rest_api: apigw.RestApi,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = _build_alarm_topic(self, config)
+        self.alarms = _build_alarms(self, config, ready_queue, dead_letter_queue, functions)
+        action = cloudwatch_actions.SnsAction(self.topic)
+        for alarm in self.alarms:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+        self.dashboard = _build_dashboard(
+            self, config, self.alarms, ready_queue, dead_letter_queue, functions, rest_api
+        )
+
+
+def _build_alarm_topic(scope: Construct, config: PunctualConfig) -> sns.Topic:
+    # CloudWatch cannot publish to a topic encrypted with the AWS-managed SNS key (its key policy cannot
+    # name cloudwatch.amazonaws.com), so the topic gets a key of its own that CloudWatch may use.
+    key = kms.Key(
+        scope,
+        "AlarmTopicKey",
+        description=f"punctual {config.stage}: encrypts the alarm topic",
+        enable_key_rotation=True,
+        # Holds no data at rest beyond messages in flight: nothing to keep after the stack is gone.
+        removal_policy=RemovalPolicy.DESTROY,
+        pending_window=Duration.days(7),
+    )
+    cloudwatch_principal = iam.ServicePrincipal("cloudwatch.amazonaws.com")
+    key.grant(cloudwatch_principal, "kms:Decrypt", "kms:GenerateDataKey*")
+    topic = sns.Topic(
+        scope,
+        "AlarmTopic",
+        display_name=f"punctual {config.stage} alarms",
+        master_key=key,
+        enforce_ssl=True,
+    )
+    # enforce_ssl gives the topic a policy of its own, which replaces SNS's default policy: allow this
+    # account's alarms to publish, explicitly and only them.
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AllowThisAccountsAlarms",
+            principals=[cloudwatch_principal],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions={
+                "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"},
+            },
+        )
+    )
+    if config.alarm_email:
+        topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+    return topic
+
+
+def _build_alarms(
+    scope: Construct,
+    config: PunctualConfig,
+    ready_queue: sqs.IQueue,
+    dead_letter_queue: sqs.IQueue,
+    functions: Mapping[str, lambda_.IFunction],
+) -> list[cloudwatch.Alarm]:
+    prefix = f"punctual-{config.stage}"
+    alarms = [
+        cloudwatch.Alarm(
+            scope,
+            "DeadLetterQueueNotEmpty",
+            alarm_name=f"{prefix}-dlq-not-empty",
+            alarm_description=(
+                "Occurrences were dead-lettered (retries exhausted, permanent failure, or too many "
+                "receives). Inspect the DLQ; each message carries its attempt history."
+            ),
+            metric=dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        ),
+        cloudwatch.Alarm(
+            scope,
+            "DispatchLag",
+            alarm_name=f"{prefix}-dispatch-lag",
+            alarm_description=(
+                f"The sweep watermark trails the clock by more than {DISPATCH_LAG_THRESHOLD_SECONDS} s: "
+                "due occurrences are not being dispatched. Also fires when the sweeper reports nothing."
+            ),
+            metric=application_metric(DISPATCH_LAG, "Maximum"),
+            threshold=DISPATCH_LAG_THRESHOLD_SECONDS,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=DISPATCH_LAG_PERIODS,
+            datapoints_to_alarm=DISPATCH_LAG_PERIODS,
+            # Silence is the worst case (the sweeper is not running at all), not the good one.
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        ),
+        cloudwatch.Alarm(
+            scope,
+            "ReadyQueueOldestMessage",
+            alarm_name=f"{prefix}-ready-queue-backlog",
+            alarm_description=(
+                f"A ready message is older than {OLDEST_MESSAGE_THRESHOLD_SECONDS} s (SQS's 900 s delay cap "
+                "plus slack): workers are not keeping up, or an occurrence sits in a long retry backoff."
+            ),
+            metric=ready_queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+            threshold=OLDEST_MESSAGE_THRESHOLD_SECONDS,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=OLDEST_MESSAGE_PERIODS,
+            datapoints_to_alarm=OLDEST_MESSAGE_PERIODS,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        ),
+        cloudwatch.Alarm(
+            scope,
+            "FencedWrites",
+            alarm_name=f"{prefix}-fenced-writes",
+            alarm_description=(
+                "Informational: a stale worker's write was rejected by its fencing token. The ledger did "
+                "its job; frequent occurrences mean leases are too short for the targets' run times."
+            ),
+            metric=application_metric(FENCED_WRITES, "Sum", Duration.minutes(5)),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        ),
+    ]
+    for name, function in functions.items():
+        alarms.append(_error_rate_alarm(scope, prefix, name, function))
+    return alarms
+
+
+def _error_rate_alarm(scope: Construct, prefix: str, name: str, function: lambda_.IFunction) -> cloudwatch.Alarm:
+    # A rate, not a count: the API's volume varies by orders of magnitude, the sweeper's does not.
+    # Unhandled errors only: the worker's per-item failures are partial batch responses, not errors.
+    error_rate = cloudwatch.MathExpression(
+        expression="IF(invocations > 0, 100 * errors / invocations, 0)",
+        using_metrics={
+            "errors": function.metric_errors(period=ERROR_RATE_PERIOD, statistic="Sum"),
+            "invocations": function.metric_invocations(period=ERROR_RATE_PERIOD, statistic="Sum"),
+        },
+        label=f"{name} error rate (%)",
+        period=ERROR_RATE_PERIOD,
+    )
+    return cloudwatch.Alarm(
+        scope,
+        f"{name.capitalize()}ErrorRate",
+        alarm_name=f"{prefix}-{name}-errors",
+        alarm_description=(
+            f"The {name} function fails (unhandled errors) in more than {ERROR_RATE_THRESHOLD_PERCENT}% of "
+            "invocations. See its log group."
+        ),
+        metric=error_rate,
+        threshold=ERROR_RATE_THRESHOLD_PERCENT,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluation_periods=ERROR_RATE_PERIODS,
+        datapoints_to_alarm=ERROR_RATE_DATAPOINTS,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
+
+
+def _build_dashboard(
+    scope: Construct,
+    config: PunctualConfig,
+    alarms: Sequence[cloudwatch.IAlarm],
+    ready_queue: sqs.IQueue,
+    dead_letter_queue: sqs.IQueue,
+    functions: Mapping[str, lambda_.IFunction],
+    rest_api: apigw.RestApi,
+) -> cloudwatch.Dashboard:
+    def graph(title: str, metrics: Sequence[cloudwatch.IMetric], width: int = 8) -> cloudwatch.GraphWidget:
+        return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
+
+    def app_sum(name: str) -> cloudwatch.Metric:
+        return application_metric(name, "Sum")
+
+    dashboard = cloudwatch.Dashboard(
+        scope,
+        "Dashboard",
+        # Dashboards are global to the account: the region keeps two regions' stages apart.
+        dashboard_name=f"punctual-{config.stage}-{Aws.REGION}",
+        default_interval=Duration.hours(3),
+    )
+    dashboard.add_widgets(cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms), width=24, height=3))
+    dashboard.add_widgets(
+        graph("Dispatch lag (s, max)", [application_metric(DISPATCH_LAG, "Maximum")]),
+        graph("Occurrences dispatched", [app_sum(OCCURRENCES_DISPATCHED)]),
+        graph(
+            "Start lateness (s)",
+            [application_metric(START_LATENESS, stat) for stat in ("p50", "p99", "Maximum")],
+        ),
+    )
+    dashboard.add_widgets(
+        graph(
+            "Retries, target failures, dead letters",
+            [app_sum(RETRIES), app_sum(TARGET_FAILURES), app_sum(DEAD_LETTERS)],
+        ),
+        graph("Fencing: fenced writes, leases lost", [app_sum(FENCED_WRITES), app_sum(LEASE_LOST)]),
+        graph("Skipped: by policy, misfires", [app_sum(OCCURRENCES_SKIPPED), app_sum(MISFIRE_SKIPPED)]),
+    )
+    dashboard.add_widgets(
+        graph(
+            "Ready queue depth",
+            [
+                ready_queue.metric_approximate_number_of_messages_visible(period=PERIOD),
+                ready_queue.metric_approximate_number_of_messages_not_visible(period=PERIOD),
+                ready_queue.metric("ApproximateNumberOfMessagesDelayed", period=PERIOD, statistic="Maximum"),
+            ],
+        ),
+        graph(
+            "Ready queue oldest message (s)",
+            [ready_queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum")],
+        ),
+        graph("DLQ messages", [dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD)]),
+    )
+    dashboard.add_widgets(
+        graph("Lambda invocations", [fn.metric_invocations(label=name) for name, fn in functions.items()]),
+        graph(
+            "Lambda errors and throttles",
+            [fn.metric_errors(label=f"{name} errors") for name, fn in functions.items()]
+            + [fn.metric_throttles(label=f"{name} throttles") for name, fn in functions.items()],
+        ),
+        graph(
+            "Lambda duration p99 (ms)",
+            [fn.metric_duration(label=name, statistic="p99") for name, fn in functions.items()],
+        ),
+    )
+    dashboard.add_widgets(
+        graph(
+            "API requests",
+            [rest_api.metric_count(), rest_api.metric_client_error(), rest_api.metric_server_error()],
+            12,
+        ),
+        graph("API latency (ms)", [rest_api.metric_latency(statistic=stat) for stat in ("p50", "p99")], 12),
+    )
+    return dashboard

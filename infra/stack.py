@@ -1,0 +1,118 @@
+"""The punctual stack: composes one construct per concern and exports what tests and scripts look up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Aws, CfnOutput, Stack
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.api import API_VERSION_PATH, HEALTH_PATH, SchedulerApi
+from infra.bundling import function_code
+from infra.config import PunctualConfig
+from infra.environment import scheduler_environment, with_signing_secret
+from infra.monitoring import Monitoring
+from infra.queues import Queues
+from infra.secrets import SigningSecret
+from infra.storage import Storage
+from infra.sweeper import Sweeper
+from infra.worker import Worker
+
+
+class PunctualStack(Stack):
+    """Tables, queues, the signing secret, the three functions, the API, and monitoring."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig,
+        code: lambda_.Code | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description=f"punctual ({config.stage}): serverless job scheduler with exactly-once effects",
+            **kwargs,
+        )
+        code = code or function_code()
+        storage = Storage(self, "Storage", config=config)
+        queues = Queues(self, "Queues")
+        signing = SigningSecret(self, "Signing", config=config)
+        environment = scheduler_environment(
+            config,
+            jobs_table_name=storage.jobs_table.table_name,
+            executions_table_name=storage.executions_table.table_name,
+            ready_queue_url=queues.ready_queue.queue_url,
+            dlq_url=queues.dead_letter_queue.queue_url,
+        )
+        signing_environment = with_signing_secret(environment, signing.secret.secret_arn)
+
+        sweeper = Sweeper(
+            self,
+            "Sweeper",
+            config=config,
+            code=code,
+            environment=environment,
+            jobs_table=storage.jobs_table,
+            ready_queue=queues.ready_queue,
+        )
+        worker = Worker(
+            self,
+            "Worker",
+            config=config,
+            code=code,
+            environment=signing_environment,
+            jobs_table=storage.jobs_table,
+            executions_table=storage.executions_table,
+            ready_queue=queues.ready_queue,
+            dead_letter_queue=queues.dead_letter_queue,
+            signing_secret=signing.secret,
+        )
+        api = SchedulerApi(
+            self,
+            "Api",
+            config=config,
+            code=code,
+            environment=signing_environment,
+            jobs_table=storage.jobs_table,
+            executions_table=storage.executions_table,
+            ready_queue=queues.ready_queue,
+            signing_secret=signing.secret,
+        )
+        monitoring = Monitoring(
+            self,
+            "Monitoring",
+            config=config,
+            ready_queue=queues.ready_queue,
+            dead_letter_queue=queues.dead_letter_queue,
+            functions={"api": api.function, "sweeper": sweeper.function, "worker": worker.function},
+            rest_api=api.rest_api,
+        )
+
+        self.storage, self.queues, self.signing = storage, queues, signing
+        self.sweeper, self.worker, self.api, self.monitoring = sweeper, worker, api, monitoring
+
+        outputs = {
+            "ApiUrl": (api.rest_api.url, "Base URL of the API stage (ends with /); sign requests for execute-api"),
+            "HealthUrl": (
+                f"{api.rest_api.url}{API_VERSION_PATH}/{HEALTH_PATH}",
+                "Unauthenticated liveness endpoint",
+            ),
+            "Region": (Aws.REGION, "Region to sign API requests for"),
+            "JobsTableName": (storage.jobs_table.table_name, "DynamoDB table: jobs, timers, buckets"),
+            "ExecutionsTableName": (storage.executions_table.table_name, "DynamoDB table: execution ledger"),
+            "ReadyQueueUrl": (queues.ready_queue.queue_url, "SQS ready queue"),
+            "DeadLetterQueueUrl": (queues.dead_letter_queue.queue_url, "SQS dead-letter queue"),
+            "AlarmTopicArn": (monitoring.topic.topic_arn, "SNS topic the alarms notify"),
+            "SigningSecretArn": (signing.secret.secret_arn, "Secrets Manager secret: webhook signing master key"),
+            "DashboardName": (monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+            "ApiFunctionName": (api.function.function_name, "Lambda: api"),
+            "SweeperFunctionName": (sweeper.function.function_name, "Lambda: sweeper"),
+            "WorkerFunctionName": (worker.function.function_name, "Lambda: worker"),
+        }
+        for key, (value, description) in outputs.items():
+            CfnOutput(self, key, value=value, description=description)

@@ -1,0 +1,103 @@
+"""The worker: consumes the ready queue, runs each occurrence against its target through the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+from scheduler.schema import READY_QUEUE
+
+from infra.config import PunctualConfig
+from infra.lambda_function import SchedulerFunction
+from infra.storage import acknowledge_index_grants
+
+HANDLER = "scheduler.handlers.worker.lambda_handler"
+#: The ready queue's visibility timeout is 6x this (scheduler.schema), so the two cannot disagree.
+TIMEOUT = Duration.seconds(READY_QUEUE.worker_timeout_seconds)
+MEMORY_MB = 512
+
+#: Actions per kind of target, granted only on the ARNs listed in the configuration.
+TARGET_ACTIONS: dict[str, tuple[str, ...]] = {
+    "target_sqs_queue_arns": ("sqs:SendMessage",),
+    "target_sns_topic_arns": ("sns:Publish",),
+    "target_lambda_function_arns": ("lambda:InvokeFunction",),
+    # The occurrence key is the execution name: a duplicate start is rejected by Step Functions itself.
+    "target_state_machine_arns": ("states:StartExecution",),
+    "target_event_bus_arns": ("events:PutEvents",),
+    # What SQS and SNS require of a sender to a queue/topic encrypted with a customer-managed key.
+    "target_kms_key_arns": ("kms:GenerateDataKey", "kms:Decrypt"),
+}
+
+
+class Worker(Construct):
+    """The worker function behind an SQS event source mapping with partial batch responses.
+
+    Grants: read/write the executions table (the ledger), read the jobs table, consume the ready queue
+    (receive, delete, change visibility), send to the DLQ, read the signing secret, and call exactly the
+    targets listed in the configuration.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig,
+        code: lambda_.Code,
+        environment: Mapping[str, str],
+        jobs_table: dynamodb.Table,
+        executions_table: dynamodb.Table,
+        ready_queue: sqs.IQueue,
+        dead_letter_queue: sqs.IQueue,
+        signing_secret: secretsmanager.ISecret,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler = SchedulerFunction(
+            self,
+            "Worker",
+            config=config,
+            handler=HANDLER,
+            description=f"punctual {config.stage} worker: runs occurrences from the ready queue",
+            code=code,
+            environment=environment,
+            timeout=TIMEOUT,
+            memory_size=MEMORY_MB,
+            # No reserved concurrency: below the mapping's maximum concurrency it would throttle batches,
+            # and every throttled receive counts towards the DLQ's maxReceiveCount.
+        )
+        self.function = self.handler.function
+        self.event_source = _build_event_source(ready_queue, config)
+        self.function.add_event_source(self.event_source)
+
+        executions_table.grant_read_write_data(self.function)
+        jobs_table.grant_read_data(self.function)
+        ready_queue.grant_consume_messages(self.function)
+        dead_letter_queue.grant_send_messages(self.function)
+        signing_secret.grant_read(self.function)
+        _grant_targets(self.function, config)
+        acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
+
+
+def _build_event_source(ready_queue: sqs.IQueue, config: PunctualConfig) -> event_sources.SqsEventSource:
+    return event_sources.SqsEventSource(
+        ready_queue,
+        batch_size=config.worker_batch_size,
+        # One failed occurrence must not send its whole batch back: the handler reports failures per item.
+        report_batch_item_failures=True,
+        max_concurrency=config.worker_max_concurrency,
+        # No batching window: it would hold messages back and cost start precision.
+    )
+
+
+def _grant_targets(function: lambda_.IFunction, config: PunctualConfig) -> None:
+    for field, actions in TARGET_ACTIONS.items():
+        arns: Sequence[str] = getattr(config, field)
+        if arns:
+            function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=list(arns)))

@@ -1,0 +1,132 @@
+"""Lambda packaging without Docker: the pip command line, the local bundler, the asset contents."""
+
+from __future__ import annotations
+
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from aws_cdk import App, DockerImage, Duration, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Template
+
+from infra import REPO_ROOT
+from infra.bundling import (
+    PIP_PLATFORM,
+    PYTHON_VERSION,
+    LocalPipBundler,
+    function_code,
+    pip_install_command,
+    runtime_dependencies,
+)
+from infra.lambda_function import ARCHITECTURE, RUNTIME
+
+IMAGE = DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")
+
+
+def _flag_value(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def test_pip_command_installs_lambda_platform_wheels_only() -> None:
+    # When the bundler builds its pip command line
+    command = pip_install_command("/asset-output", ["boto3==1.44.8", "pydantic==2.14.4"], python="/venv/python")
+
+    # Then pip installs wheels for CPython 3.12 on manylinux aarch64 into the asset folder, nothing built here
+    assert command[:4] == ["/venv/python", "-m", "pip", "install"]
+    assert _flag_value(command, "--platform") == "manylinux2014_aarch64"
+    assert "--only-binary=:all:" in command
+    assert _flag_value(command, "--python-version") == "3.12"
+    assert _flag_value(command, "--implementation") == "cp"
+    assert _flag_value(command, "--target") == "/asset-output"
+    assert "--no-compile" in command
+    assert command[-2:] == ["boto3==1.44.8", "pydantic==2.14.4"]
+
+
+def test_bundling_target_matches_the_lambda_runtime() -> None:
+    assert RUNTIME.name == f"python{PYTHON_VERSION}"
+    assert ARCHITECTURE.name == "arm64"
+    assert PIP_PLATFORM.endswith("_aarch64")
+
+
+def test_runtime_dependencies_are_pyprojects() -> None:
+    with (REPO_ROOT / "pyproject.toml").open("rb") as file:
+        declared = tomllib.load(file)["project"]["dependencies"]
+
+    assert runtime_dependencies() == tuple(declared)
+    assert declared  # the functions cannot run on the standard library alone
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """A functions/ folder with the package, its caches and tests, and the local stack."""
+    root = tmp_path / "functions"
+    (root / "scheduler" / "handlers").mkdir(parents=True)
+    (root / "scheduler" / "__init__.py").write_text("")
+    (root / "scheduler" / "handlers" / "api.py").write_text("def lambda_handler(event, context): ...\n")
+    (root / "scheduler" / "__pycache__").mkdir()
+    (root / "scheduler" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"")
+    (root / "scheduler" / "tests").mkdir()
+    (root / "scheduler" / "tests" / "test_x.py").write_text("")
+    (root / "scheduler_local").mkdir()
+    (root / "scheduler_local" / "__init__.py").write_text("")
+    return root
+
+
+def test_local_bundler_runs_pip_then_copies_only_the_package(source: Path, tmp_path: Path, monkeypatch) -> None:
+    # Given a bundler whose pip call is recorded instead of run
+    calls: list[list[str]] = []
+
+    def fake_run(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    output = tmp_path / "asset-output"
+    output.mkdir()
+
+    # When CDK asks it to bundle
+    bundled = LocalPipBundler(["croniter==7.0.0"], source_dir=source).try_bundle(str(output), image=IMAGE)
+
+    # Then it installed the dependencies with the Lambda-platform command and copied the package alone
+    assert bundled is True
+    assert calls == [pip_install_command(output, ["croniter==7.0.0"])]
+    assert (output / "scheduler" / "handlers" / "api.py").is_file()
+    assert not (output / "scheduler_local").exists()
+    assert not (output / "scheduler" / "__pycache__").exists()
+    assert not (output / "scheduler" / "tests").exists()
+
+
+def test_local_bundler_fails_loudly_when_pip_fails(source: Path, tmp_path: Path, monkeypatch) -> None:
+    # Returning False would make CDK fall back to Docker, which this project does not need or have.
+    monkeypatch.setattr(
+        subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 1, "", "no wheel")
+    )
+    with pytest.raises(RuntimeError, match="no wheel"):
+        LocalPipBundler(["croniter==7.0.0"], source_dir=source).try_bundle(str(tmp_path), image=IMAGE)
+
+
+def test_all_functions_share_one_asset(default) -> None:
+    keys = {f["Properties"]["Code"]["S3Key"] for f in default.resources("AWS::Lambda::Function").values()}
+    assert len(keys) == 1
+
+
+def _asset_key(dependencies: tuple[str, ...]) -> str:
+    app = App(context={"aws:cdk:bundling-stacks": []})
+    stack = Stack(app, "AssetHash")
+    lambda_.Function(
+        stack,
+        "Function",
+        runtime=RUNTIME,
+        handler="scheduler.handlers.api.lambda_handler",
+        code=function_code(dependencies),
+        timeout=Duration.seconds(3),
+    )
+    (function,) = Template.from_stack(stack).find_resources("AWS::Lambda::Function").values()
+    return function["Properties"]["Code"]["S3Key"]
+
+
+def test_changing_a_pin_changes_the_asset() -> None:
+    # The source hash covers functions/ only; without the pins in it a new pin would redeploy stale code.
+    assert _asset_key(("croniter==7.0.0",)) != _asset_key(("croniter==7.0.1",))

@@ -1,0 +1,33 @@
+"""The synth-time check of each function's environment against the handlers' own Settings model."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.config import PunctualConfig
+from infra.environment import check_against_handler_settings, scheduler_environment
+
+RESOURCES = {
+    "jobs_table_name": "jobs",
+    "executions_table_name": "executions",
+    "ready_queue_url": "https://sqs.eu-central-1.amazonaws.com/123456789012/ready",
+    "dlq_url": "https://sqs.eu-central-1.amazonaws.com/123456789012/dlq",
+}
+
+
+def test_the_default_environment_satisfies_the_handlers() -> None:
+    check_against_handler_settings("worker", scheduler_environment(PunctualConfig(), **RESOURCES))
+
+
+def test_a_value_the_handlers_would_reject_fails_the_synth() -> None:
+    env = {**scheduler_environment(PunctualConfig(), **RESOURCES), "SCHEDULER_LEASE_SECONDS": "1"}
+
+    with pytest.raises(ValueError, match="lease_seconds"):
+        check_against_handler_settings("worker", env)
+
+
+def test_the_synthesizing_machines_variables_do_not_leak_into_the_check(monkeypatch) -> None:
+    # A developer's shell may carry SCHEDULER_* values for the local stack; they are not what deploys.
+    monkeypatch.setenv("SCHEDULER_SHARD_COUNT", "999")
+
+    check_against_handler_settings("worker", scheduler_environment(PunctualConfig(), **RESOURCES))

@@ -1,0 +1,170 @@
+"""The three functions: pinned runtime, handlers, environment, the worker's event source, the sweeper's
+schedule and concurrency."""
+
+from __future__ import annotations
+
+import pytest
+from scheduler.schema import READY_QUEUE
+from scheduler.settings import Settings
+
+from infra.environment import SIGNING_SECRET_ARN_VARIABLE
+
+HANDLERS = ("api", "sweeper", "worker")
+COMMON_VARIABLES = {
+    "SCHEDULER_JOBS_TABLE",
+    "SCHEDULER_EXECUTIONS_TABLE",
+    "SCHEDULER_READY_QUEUE_URL",
+    "SCHEDULER_DLQ_URL",
+    "SCHEDULER_SHARD_COUNT",
+    "SCHEDULER_LOOKAHEAD_SECONDS",
+    "SCHEDULER_LEASE_SECONDS",
+    "SCHEDULER_ALLOW_PRIVATE_TARGETS",
+    "SCHEDULER_SERVICE_NAME",
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "POWERTOOLS_LOG_LEVEL",
+}
+
+
+def _variables(synthesized, handler: str) -> dict:
+    _, props = synthesized.function(handler)
+    return props["Environment"]["Variables"]
+
+
+def test_there_are_exactly_the_three_functions(default) -> None:
+    handlers = {props["Properties"]["Handler"] for props in default.resources("AWS::Lambda::Function").values()}
+    assert handlers == {f"scheduler.handlers.{name}.lambda_handler" for name in HANDLERS}
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_runtime_and_architecture_are_pinned(default, handler: str) -> None:
+    _, props = default.function(handler)
+    assert props["Runtime"] == "python3.12"
+    assert props["Architectures"] == ["arm64"]
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_every_function_gets_the_scheduler_environment(default, handler: str) -> None:
+    variables = _variables(default, handler)
+
+    assert set(variables) >= COMMON_VARIABLES
+    assert variables["SCHEDULER_JOBS_TABLE"] == {"Ref": default.logical_id(default.stack.storage.jobs_table)}
+    assert variables["SCHEDULER_EXECUTIONS_TABLE"] == {
+        "Ref": default.logical_id(default.stack.storage.executions_table)
+    }
+    assert variables["SCHEDULER_READY_QUEUE_URL"] == {"Ref": default.logical_id(default.stack.queues.ready_queue)}
+    assert variables["SCHEDULER_DLQ_URL"] == {"Ref": default.logical_id(default.stack.queues.dead_letter_queue)}
+    assert variables["SCHEDULER_SHARD_COUNT"] == "8"
+    assert variables["SCHEDULER_LOOKAHEAD_SECONDS"] == "300"
+    assert variables["SCHEDULER_LEASE_SECONDS"] == "60"
+    assert variables["SCHEDULER_ALLOW_PRIVATE_TARGETS"] == "false"
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "punctual"
+    assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Punctual"
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_scheduler_variables_are_ones_the_handlers_read(default, handler: str) -> None:
+    # A misspelt variable would be ignored by Settings (extra="ignore") and the default would apply.
+    known = {f"SCHEDULER_{field.upper()}" for field in Settings.model_fields} | {SIGNING_SECRET_ARN_VARIABLE}
+    scheduler_variables = {name for name in _variables(default, handler) if name.startswith("SCHEDULER_")}
+    assert scheduler_variables <= known
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_configuration_reaches_the_environment(configured, handler: str) -> None:
+    variables = _variables(configured, handler)
+
+    assert variables["SCHEDULER_SHARD_COUNT"] == "16"
+    assert variables["SCHEDULER_LOOKAHEAD_SECONDS"] == "600"
+    assert variables["SCHEDULER_LEASE_SECONDS"] == "90"
+    assert variables["SCHEDULER_BUCKET_LEASE_SECONDS"] == "180"
+
+
+def test_unset_optional_tunables_leave_the_handler_defaults(default) -> None:
+    assert "SCHEDULER_BUCKET_LEASE_SECONDS" not in _variables(default, "sweeper")
+
+
+def test_signing_secret_arn_goes_to_worker_and_api_only(default) -> None:
+    secret = {"Ref": default.logical_id(default.stack.signing.secret)}
+
+    assert _variables(default, "worker")[SIGNING_SECRET_ARN_VARIABLE] == secret
+    assert _variables(default, "api")[SIGNING_SECRET_ARN_VARIABLE] == secret
+    assert SIGNING_SECRET_ARN_VARIABLE not in _variables(default, "sweeper")
+    for handler in HANDLERS:
+        assert "SCHEDULER_SIGNING_SECRET" not in _variables(default, handler)  # never the value itself
+
+
+def test_worker_timeout_is_the_schema_worker_timeout(default) -> None:
+    _, props = default.function("worker")
+    assert props["Timeout"] == READY_QUEUE.worker_timeout_seconds
+
+
+def test_worker_consumes_the_ready_queue_with_partial_batch_responses(default) -> None:
+    worker_id, _ = default.function("worker")
+    mappings = default.resources("AWS::Lambda::EventSourceMapping")
+
+    assert len(mappings) == 1
+    (mapping,) = mappings.values()
+    props = mapping["Properties"]
+    assert props["FunctionName"] == {"Ref": worker_id}
+    assert props["EventSourceArn"] == {"Fn::GetAtt": [default.logical_id(default.stack.queues.ready_queue), "Arn"]}
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BatchSize"] == 5
+    assert props["ScalingConfig"] == {"MaximumConcurrency": 50}
+    assert "MaximumBatchingWindowInSeconds" not in props  # a window would delay starts
+
+
+def test_worker_batch_size_and_concurrency_are_configurable(configured) -> None:
+    (mapping,) = configured.resources("AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["BatchSize"] == 2
+    assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 200}
+
+
+def test_sweeper_runs_every_minute(default) -> None:
+    sweeper_id, _ = default.function("sweeper")
+    rules = default.resources("AWS::Events::Rule")
+
+    assert len(rules) == 1
+    (rule,) = rules.values()
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert [target["Arn"] for target in rule["Properties"]["Targets"]] == [{"Fn::GetAtt": [sweeper_id, "Arn"]}]
+    default.template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        {"FunctionName": {"Fn::GetAtt": [sweeper_id, "Arn"]}, "Principal": "events.amazonaws.com"},
+    )
+
+
+def test_sweeper_concurrency_is_bounded_and_stale_ticks_are_dropped(default) -> None:
+    sweeper_id, props = default.function("sweeper")
+
+    assert props["ReservedConcurrentExecutions"] == 2
+    default.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {"FunctionName": {"Ref": sweeper_id}, "MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
+    )
+
+
+def test_sweeper_reservation_can_be_turned_off(configured) -> None:
+    _, props = configured.function("sweeper")
+    assert "ReservedConcurrentExecutions" not in props
+
+
+def test_only_the_sweeper_reserves_concurrency(default) -> None:
+    # Reserved concurrency on the worker below the mapping's maximum would throttle batches into the DLQ.
+    for handler in ("api", "worker"):
+        _, props = default.function(handler)
+        assert "ReservedConcurrentExecutions" not in props
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_each_function_logs_to_its_own_retained_log_group(default, configured, handler: str) -> None:
+    _, props = default.function(handler)
+    log_group_id = props["LoggingConfig"]["LogGroup"]["Ref"]
+    log_group = default.json["Resources"][log_group_id]
+
+    assert log_group["Properties"]["RetentionInDays"] == 30
+    assert log_group["DeletionPolicy"] == "Retain"
+    _, props = configured.function(handler)
+    assert (
+        configured.json["Resources"][props["LoggingConfig"]["LogGroup"]["Ref"]]["Properties"]["RetentionInDays"] == 90
+    )

@@ -1,0 +1,117 @@
+"""Least privilege: each function may do what it needs, on its own resources, and nothing on `*`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+HANDLERS = ("api", "sweeper", "worker")
+WRITE = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+READ = {"dynamodb:GetItem", "dynamodb:Query"}
+TARGET_ACTIONS = {
+    "sqs:SendMessage",
+    "sns:Publish",
+    "lambda:InvokeFunction",
+    "states:StartExecution",
+    "events:PutEvents",
+}
+
+
+def _as_list(value):
+    return value if isinstance(value, list) else [value]
+
+
+def test_no_policy_statement_grants_on_every_resource(default, configured) -> None:
+    for synthesized in (default, configured):
+        for logical_id, policy in synthesized.resources("AWS::IAM::Policy").items():
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                assert "*" not in _as_list(statement["Resource"]), (logical_id, statement)
+                assert not any(action.endswith("*") for action in _as_list(statement["Action"])), statement
+
+
+def test_function_roles_carry_no_managed_policies(default) -> None:
+    for handler in HANDLERS:
+        _, props = default.function(handler)
+        role = default.json["Resources"][props["Role"]["Fn::GetAtt"][0]]
+        assert "ManagedPolicyArns" not in role["Properties"], handler
+
+
+def test_api_reads_and_writes_jobs_and_executions_and_sends_to_the_ready_queue(default) -> None:
+    stack = default.stack
+
+    assert default.actions_on("api", stack.storage.jobs_table) >= READ | WRITE
+    # The api settles RECONCILING runs (POST .../runs/{key}/resolve): a conditional write to the ledger.
+    assert default.actions_on("api", stack.storage.executions_table) >= READ | WRITE
+    assert "sqs:SendMessage" in default.actions_on("api", stack.queues.ready_queue)
+    assert not default.actions_on("api", stack.queues.ready_queue) & {"sqs:ReceiveMessage", "sqs:DeleteMessage"}
+    assert default.actions_on("api", stack.queues.dead_letter_queue) == set()
+
+
+def test_sweeper_reads_and_writes_jobs_and_sends_to_the_ready_queue_only(default) -> None:
+    stack = default.stack
+
+    assert default.actions_on("sweeper", stack.storage.jobs_table) >= READ | WRITE
+    assert default.actions_on("sweeper", stack.storage.executions_table) == set()
+    assert "sqs:SendMessage" in default.actions_on("sweeper", stack.queues.ready_queue)
+    assert "sqs:ReceiveMessage" not in default.actions_on("sweeper", stack.queues.ready_queue)
+    assert default.actions_on("sweeper", stack.queues.dead_letter_queue) == set()
+    assert default.actions_on("sweeper", stack.signing.secret) == set()
+
+
+def test_worker_owns_the_ledger_reads_jobs_consumes_and_dead_letters(default) -> None:
+    stack = default.stack
+
+    assert default.actions_on("worker", stack.storage.executions_table) >= READ | WRITE
+    assert default.actions_on("worker", stack.storage.jobs_table) >= READ
+    assert not default.actions_on("worker", stack.storage.jobs_table) & WRITE
+    assert default.actions_on("worker", stack.queues.ready_queue) >= {
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+    }
+    assert "sqs:SendMessage" in default.actions_on("worker", stack.queues.dead_letter_queue)
+
+
+@pytest.mark.parametrize("handler", ["api", "worker"])
+def test_signing_secret_is_readable_by_worker_and_api(default, handler: str) -> None:
+    assert "secretsmanager:GetSecretValue" in default.actions_on(handler, default.stack.signing.secret)
+
+
+def test_no_target_grants_without_configuration(default) -> None:
+    for handler in HANDLERS:
+        for statement in default.statements(handler):
+            actions = set(_as_list(statement["Action"]))
+            # sqs:SendMessage is granted on the stack's own queues; anything else is a target grant.
+            if actions & TARGET_ACTIONS - {"sqs:SendMessage"} or actions & {"kms:GenerateDataKey", "kms:Decrypt"}:
+                pytest.fail(f"{handler} has a target grant without configuration: {statement}")
+            if "sqs:SendMessage" in actions:
+                assert "Fn::GetAtt" in json.dumps(statement["Resource"]), statement
+
+
+def test_configured_targets_are_granted_to_the_worker_exactly(configured, targets) -> None:
+    granted: dict[str, set[str]] = {}
+    for statement in configured.statements("worker"):
+        for resource in _as_list(statement["Resource"]):
+            if isinstance(resource, str):
+                granted.setdefault(resource, set()).update(_as_list(statement["Action"]))
+
+    assert granted == {
+        targets["target_sqs_queue_arns"][0]: {"sqs:SendMessage"},
+        targets["target_sns_topic_arns"][0]: {"sns:Publish"},
+        targets["target_lambda_function_arns"][0]: {"lambda:InvokeFunction"},
+        targets["target_state_machine_arns"][0]: {"states:StartExecution"},
+        targets["target_event_bus_arns"][0]: {"events:PutEvents"},
+        targets["target_kms_key_arns"][0]: {"kms:GenerateDataKey", "kms:Decrypt"},
+    }
+
+
+@pytest.mark.parametrize("handler", ["api", "sweeper"])
+def test_targets_are_never_granted_to_api_or_sweeper(configured, handler: str) -> None:
+    literal = {
+        resource
+        for statement in configured.statements(handler)
+        for resource in _as_list(statement["Resource"])
+        if isinstance(resource, str)
+    }
+    assert literal == set()

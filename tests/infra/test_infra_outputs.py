@@ -1,0 +1,42 @@
+"""Everything tests and scripts look up is a stack output."""
+
+from __future__ import annotations
+
+import json
+
+EXPECTED = {
+    "ApiUrl",
+    "HealthUrl",
+    "Region",
+    "JobsTableName",
+    "ExecutionsTableName",
+    "ReadyQueueUrl",
+    "DeadLetterQueueUrl",
+    "AlarmTopicArn",
+    "SigningSecretArn",
+    "DashboardName",
+    "ApiFunctionName",
+    "SweeperFunctionName",
+    "WorkerFunctionName",
+}
+
+
+def test_outputs_are_exactly_the_documented_ones(default) -> None:
+    assert set(default.json["Outputs"]) == EXPECTED
+
+
+def test_outputs_point_at_the_right_resources(default) -> None:
+    outputs = {key: output["Value"] for key, output in default.json["Outputs"].items()}
+    stack = default.stack
+
+    assert outputs["JobsTableName"] == {"Ref": default.logical_id(stack.storage.jobs_table)}
+    assert outputs["ExecutionsTableName"] == {"Ref": default.logical_id(stack.storage.executions_table)}
+    assert outputs["ReadyQueueUrl"] == {"Ref": default.logical_id(stack.queues.ready_queue)}
+    assert outputs["DeadLetterQueueUrl"] == {"Ref": default.logical_id(stack.queues.dead_letter_queue)}
+    assert outputs["AlarmTopicArn"] == {"Ref": default.logical_id(stack.monitoring.topic)}
+    assert outputs["SigningSecretArn"] == {"Ref": default.logical_id(stack.signing.secret)}
+    assert default.logical_id(stack.api.rest_api) in json.dumps(outputs["ApiUrl"])
+    assert json.dumps(outputs["HealthUrl"]).endswith('"/v1/health"]]}')
+    for handler in ("api", "sweeper", "worker"):
+        function_id, _ = default.function(handler)
+        assert outputs[f"{handler.capitalize()}FunctionName"] == {"Ref": function_id}
