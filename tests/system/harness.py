@@ -73,7 +73,9 @@ class Receiver:
 class LocalStack:
     """`python -m scheduler_local` (what scripts/dev runs) in its own state folder and port."""
 
-    def __init__(self, state_dir: Path, env: dict[str, str], tokens: str = "t-alice=alice,t-bob=bob") -> None:
+    def __init__(
+        self, state_dir: Path, env: dict[str, str], tokens: str = "t-alice=alice,t-bob=bob,t-fuzz=fuzz"
+    ) -> None:
         self.state_dir = state_dir
         self.port = free_port()
         self.env = {

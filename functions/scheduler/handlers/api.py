@@ -141,7 +141,10 @@ def service() -> JobService:
 
 def json_body(required: bool = True) -> Any:
     event = app.current_event
-    raw = event.decoded_body or ""
+    try:
+        raw = event.decoded_body or ""
+    except (UnicodeDecodeError, ValueError):
+        raise Problem(400, "Bad Request", "the body is not UTF-8 text; send JSON encoded as UTF-8") from None
     if len(raw.encode()) > MAX_BODY_BYTES:
         raise Problem(413, "Payload Too Large", f"the request body is over {MAX_BODY_BYTES} bytes")
     content_type = (event.headers or {}).get("content-type") or (event.headers or {}).get("Content-Type") or ""
