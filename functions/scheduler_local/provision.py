@@ -8,7 +8,11 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
+
 from scheduler.schema import EXECUTIONS_TABLE, JOBS_TABLE, READY_QUEUE, TableSchema, create_table_request
+
+#: The table of the example handler target `payments.charge` (not part of the product's schema).
+EXAMPLE_TABLE = TableSchema("Example", ("PK", "S"), None, "expires_at", ())
 
 
 @dataclass(frozen=True)
@@ -17,6 +21,7 @@ class Resources:
     executions_table: str
     ready_queue_url: str
     dlq_url: str
+    example_table: str = ""
 
     def env(self) -> dict[str, str]:
         return {
@@ -24,6 +29,7 @@ class Resources:
             "SCHEDULER_EXECUTIONS_TABLE": self.executions_table,
             "SCHEDULER_READY_QUEUE_URL": self.ready_queue_url,
             "SCHEDULER_DLQ_URL": self.dlq_url,
+            "SCHEDULER_EXAMPLE_TABLE": self.example_table,
         }
 
 
@@ -50,6 +56,7 @@ def provision(prefix: str, dynamodb: Any | None = None, sqs: Any | None = None) 
     jobs, executions = f"{prefix}-jobs", f"{prefix}-executions"
     _create_table(dynamodb, JOBS_TABLE, jobs)
     _create_table(dynamodb, EXECUTIONS_TABLE, executions)
+    _create_table(dynamodb, EXAMPLE_TABLE, f"{prefix}-example-payments")
     dlq_url = sqs.create_queue(
         QueueName=f"{prefix}-dlq",
         Attributes={"MessageRetentionPeriod": str(READY_QUEUE.dlq_retention_days * 86400)},
@@ -64,4 +71,4 @@ def provision(prefix: str, dynamodb: Any | None = None, sqs: Any | None = None) 
             ),
         },
     )["QueueUrl"]
-    return Resources(jobs, executions, ready_url, dlq_url)
+    return Resources(jobs, executions, ready_url, dlq_url, f"{prefix}-example-payments")

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from harness import LocalStack, Receiver
+
 from scheduler.core.timefmt import rfc3339
 from scheduler_local.emulators import ROOT
 

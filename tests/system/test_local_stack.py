@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import boto3
 import pytest
 from harness import LocalStack, Receiver
+
 from scheduler.adapters.codec import dispatch_to_body
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import parse_rfc3339, rfc3339
@@ -137,3 +138,47 @@ def test_tenants_are_isolated_and_auth_is_required(stack: LocalStack, receiver: 
     assert stack.call("GET", "/v1/health", token=None)[0] == 200
     status, listing, _ = stack.call("GET", "/v1/jobs?limit=100", token="t-bob")
     assert status == 200 and all(j["job_id"] != job["job_id"] for j in listing["jobs"])
+
+
+def test_a_handler_target_runs_in_the_worker_and_writes_its_effect_once(
+    stack: LocalStack, aws_endpoints: dict[str, str]
+) -> None:
+    # Given a job whose target is the example handler `payments.charge`, and the same occurrence triggered twice
+    at = once_in(2)
+    status, job, _ = stack.call("POST", "/v1/jobs", {
+        "schedule": {"type": "once", "at": rfc3339(at)},
+        "target": {"type": "handler", "name": "payments.charge"},
+        "payload": {"account": "acct-42", "amount": "12.50", "currency": "EUR"},
+    })  # fmt: skip
+    assert status == 201, job
+
+    # When it has run
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        _, runs, _ = stack.call("GET", f"/v1/jobs/{job['job_id']}/runs")
+        if runs["runs"] and runs["runs"][0]["state"] == "SUCCEEDED":
+            break
+        time.sleep(0.3)
+
+    # Then it succeeded and exactly one payment item exists for its occurrence key
+    assert runs["runs"][0]["state"] == "SUCCEEDED", runs
+    dynamodb = boto3.client(
+        "dynamodb",
+        endpoint_url=aws_endpoints["AWS_ENDPOINT_URL_DYNAMODB"],
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    table = f"{stack.env['SCHEDULER_LOCAL_PREFIX']}-example-payments"
+    items = dynamodb.scan(TableName=table)["Items"]
+    assert [i["PK"]["S"] for i in items] == [f"PAYMENT#{job['job_id']}:{rfc3339(at)}"]
+
+
+def test_an_unknown_handler_name_is_refused_at_submit(stack: LocalStack) -> None:
+    status, problem, _ = stack.call("POST", "/v1/jobs", {
+        "schedule": {"type": "once", "delay_seconds": 60},
+        "target": {"type": "handler", "name": "payments.refund"},
+    })  # fmt: skip
+    assert status == 422
+    assert problem["errors"][0]["field"] == "target.name"
+    assert "payments.charge" in problem["detail"]

@@ -14,15 +14,19 @@ from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
+from scheduler.adapters.aws_targets import build_aws_targets
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.jobs import JobService
+from scheduler.core.model import HandlerTarget, JobSpec
 from scheduler.core.ports import TargetInvoker
 from scheduler.core.sweep import SweepConfig, Sweeper
 from scheduler.settings import Settings
+from scheduler.targets_registry import HandlerTargetInvoker, registry
 
 _BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20)
 
@@ -75,8 +79,18 @@ class Container:
             self.dispatcher,
             self.clock,
             max_active_jobs=self.settings.max_active_jobs_per_tenant,
-            check_target=self.guard.check_spec,
+            check_target=self.check_target,
         )
+
+    def check_target(self, spec: JobSpec) -> None:
+        """Submit-time checks of a target: the SSRF guard, and that a handler target names a registered handler."""
+        self.guard.check_spec(spec)
+        if isinstance(spec.target, HandlerTarget) and registry.lookup(spec.target.name) is None:
+            known = ", ".join(sorted(registry.names())) or "none"
+            raise InvalidRequest(
+                f"no handler named '{spec.target.name}' is registered in the worker (registered: {known})",
+                field="target.name",
+            )
 
     def sweeper(self, owner: str) -> Sweeper:
         s = self.settings
@@ -100,6 +114,8 @@ class Container:
     def _build_executor(self, worker_id: str) -> Executor:
         targets: dict[str, TargetInvoker] = {
             "http": HttpTargetInvoker(self.guard, _resolve_signing_secret(self.settings)),
+            **build_aws_targets(_BOTO_CONFIG),
+            "handler": HandlerTargetInvoker(),
         }
         config = ExecuteConfig(lease=timedelta(seconds=self.settings.lease_seconds))
         return Executor(self.jobs, self.ledger, self.queue, targets, self.clock, config, self.metrics, worker_id)

@@ -1,0 +1,491 @@
+"""The AWS targets: `sqs`, `sns`, `eventbridge`, `lambda` and `stepfunctions` (DESIGN.md section 2, "Targets").
+
+Every call carries the occurrence key and the fencing token, in the target's own dedupe mechanism where it has
+one, and the scheduler metadata (job id, scheduled instant, attempt) alongside the payload:
+
+| target          | dedupe                                              | key and token travel in          |
+|-----------------|-----------------------------------------------------|----------------------------------|
+| `sqs`           | FIFO queues: `MessageDeduplicationId` = the key     | message attributes; body = payload |
+| `sns`           | FIFO topics: `MessageDeduplicationId` = the key     | message attributes; message = payload |
+| `eventbridge`   | none (the receiver dedupes on `detail.occurrence_key`) | `detail` (the envelope)       |
+| `lambda`        | none (the function dedupes on `occurrence_key`)     | the event (the envelope)         |
+| `stepfunctions` | execution `name` derived from the key               | the execution input (the envelope) |
+
+Limits of the native dedupe, stated plainly: SQS and SNS FIFO remember a deduplication id for 5 minutes, so
+a retry after a longer backoff is delivered again and the consumer must dedupe on the `occurrence_key`
+attribute; Step Functions dedupes names only for STANDARD state machines (EXPRESS ones start every time).
+
+Failures are classified once, here, for every AWS target (`classify_aws_error`, DESIGN.md 3.4 step 6):
+throttling and 5xx are retryable; a request that never left (connection refused, connect timeout) is
+retryable; a request that left but whose answer never came (read timeout, connection closed) is ambiguous;
+every other refusal (access denied, not found, validation) is permanent and says what the operator must fix.
+
+The clients built here have the SDK's own retries turned off: botocore's standard mode silently re-sends a
+request after a read timeout, which would turn an ambiguous outcome into a possible duplicate effect behind the
+executor's back (fatal for `at_most_once` jobs). Every failure surfaces once and the executor decides, with its
+backoff, its attempt count and its ledger. Injected clients are used as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, ClassVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    IncompleteReadError,
+    NoRegionError,
+    ParamValidationError,
+    UnknownEndpointError,
+    ValidationError,
+)
+from botocore.exceptions import ConnectionError as RequestNotSentError
+
+from scheduler.core.model import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, StepFunctionsTarget
+from scheduler.core.ports import TargetCall, TargetFailure, TargetInvoker
+from scheduler.core.timefmt import rfc3339
+
+#: Error codes that mean "slow down": the request was refused before it took effect.
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "Throttled",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "AWS.SimpleQueueService.RequestThrottled",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceeded",
+        "ProvisionedThroughputExceededException",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "SlowDown",
+        "PriorRequestNotComplete",
+        "EC2ThrottledException",
+        "KMSThrottlingException",
+        "KMSThrottling",
+        "KmsThrottled",
+    }
+)
+
+#: Error codes of transient service-side conditions, whatever their HTTP status.
+TRANSIENT_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalError",
+        "InternalFailure",
+        "InternalException",
+        "InternalServerError",
+        "InternalServerException",
+        "ServiceException",
+        # Step Functions: too many running executions; starting again later succeeds.
+        "ExecutionLimitExceeded",
+        # Lambda: the function is being updated or is not ready yet (pending state).
+        "ResourceConflictException",
+        "ResourceNotReadyException",
+        # Clock skew or credentials that expired mid-flight: refreshed on the next attempt.
+        "RequestExpired",
+        "ExpiredToken",
+        "ExpiredTokenException",
+    }
+)
+
+#: The worker may not do this: its IAM policy (or a key policy) lacks the grant.
+ACCESS_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "AuthorizationError",
+        "AuthorizationErrorException",
+        "NotAuthorizedForSourceException",
+        "NotAuthorizedForDetailTypeException",
+        "KMSAccessDeniedException",
+        "KMSDisabledException",
+        "KMSInvalidStateException",
+        "KMSNotFoundException",
+        "KmsAccessDenied",
+        "KmsDisabled",
+        "KMS.AccessDeniedException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+    }
+)
+
+#: The target named in the job does not exist (in this account and region).
+NOT_FOUND_CODES = frozenset(
+    {
+        "ResourceNotFound",
+        "ResourceNotFoundException",
+        "NotFound",
+        "NotFoundException",
+        "QueueDoesNotExist",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "StateMachineDoesNotExist",
+        "StateMachineDeleting",
+    }
+)
+
+#: SQS/SNS `MessageDeduplicationId` and `MessageGroupId`: 1-128 of alphanumerics and punctuation.
+_MESSAGE_ID = re.compile(r"[!-~]{1,128}")
+MESSAGE_ID_MAX = 128
+#: Step Functions execution names: 1-80 characters; we keep to the set CloudWatch Logs also accepts.
+_EXECUTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+EXECUTION_NAME_MAX = 80
+#: Hex digits of SHA-256 appended to a sanitised or truncated name (80 bits: collisions are not a concern).
+_NAME_HASH_HEX = 20
+#: A synchronous Invoke lasts as long as the function runs (at most 15 minutes); a shorter read timeout would
+#: turn every long but healthy run into an ambiguous outcome.
+LAMBDA_READ_TIMEOUT_SECONDS = 900
+#: What is kept of a target's answer in the ledger's `result`.
+RESULT_MAX = 200
+
+_NO_SDK_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
+
+
+# -- what every target receives ---------------------------------------------------------------------------
+
+
+def envelope(call: TargetCall) -> dict[str, Any]:
+    """The scheduler metadata and the payload, as one JSON object (EventBridge detail, Lambda event, Step
+    Functions input)."""
+    return {
+        "occurrence_key": call.occurrence_key,
+        "fencing_token": call.fencing_token,
+        "job_id": call.job.job_id,
+        "scheduled_for": rfc3339(call.scheduled_for),
+        "attempt": call.attempt,
+        "payload": call.job.spec.payload,
+    }
+
+
+def message_attributes(call: TargetCall) -> dict[str, dict[str, str]]:
+    """The scheduler metadata as SQS/SNS message attributes (the body stays the bare payload)."""
+    return {
+        "occurrence_key": {"DataType": "String", "StringValue": call.occurrence_key},
+        "fencing_token": {"DataType": "Number", "StringValue": str(call.fencing_token)},
+        "job_id": {"DataType": "String", "StringValue": call.job.job_id},
+        "scheduled_for": {"DataType": "String", "StringValue": rfc3339(call.scheduled_for)},
+        "attempt": {"DataType": "Number", "StringValue": str(call.attempt)},
+    }
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_NAME_HASH_HEX]
+
+
+def message_id(value: str) -> str:
+    """`value` as an SQS/SNS `MessageDeduplicationId` or `MessageGroupId`: unchanged when it is one already,
+    else a readable prefix plus a hash of the whole value (deterministic, so every attempt maps alike)."""
+    if _MESSAGE_ID.fullmatch(value):
+        return value
+    prefix = re.sub(r"[^!-~]", "_", value)[: MESSAGE_ID_MAX - _NAME_HASH_HEX - 1]
+    return f"{prefix}-{_digest(value)}"
+
+
+def execution_name(occurrence_key: str) -> str:
+    """The Step Functions execution name of an occurrence: the key itself when it is a valid name, else the key
+    with every other character replaced by `_`, truncated, plus a hash of the whole key. Sanitising alone is
+    not injective (`a:b` and `a.b` would collide); the hash of the original key is what keeps names apart."""
+    if _EXECUTION_NAME.fullmatch(occurrence_key):
+        return occurrence_key
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", occurrence_key)[: EXECUTION_NAME_MAX - _NAME_HASH_HEX - 1]
+    return f"{prefix}-{_digest(occurrence_key)}"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= RESULT_MAX else text[: RESULT_MAX - 3] + "..."
+
+
+# -- one classification of AWS failures -------------------------------------------------------------------
+
+
+def _retry_after(response: dict[str, Any]) -> float | None:
+    """A service's own hint of when to come back (Lambda's `retryAfterSeconds`, or a Retry-After header)."""
+    headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    for value in (response.get("retryAfterSeconds"), headers.get("retry-after")):
+        try:
+            if value is not None:
+                return max(0.0, float(value))
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def classify_error_code(
+    code: str, message: str, status: int | None, target: str, grant: str, retry_after: float | None = None
+) -> TargetFailure:
+    """Classify an AWS error code (from an exception or a failed batch entry) as a TargetFailure.
+
+    `target` names what was called (for the message); `grant` tells the operator how to give the worker access.
+    Access and not-found codes are checked before the status, because some of them come with a 5xx (Lambda's
+    KMS errors are 502) yet no retry can fix them.
+    """
+    detail = f"{code}: {message}" if message else code
+    if code in ACCESS_CODES:
+        return TargetFailure("permanent", f"the worker may not call {target} ({detail}); {grant}")
+    if code in NOT_FOUND_CODES:
+        return TargetFailure(
+            "permanent",
+            f"{target} does not exist in the worker's account and region ({detail}); "
+            "fix the job's target or create the resource",
+        )
+    if code in THROTTLING_CODES:
+        return TargetFailure("retryable", f"{target} throttled the call ({detail})", retry_after)
+    if code in TRANSIENT_CODES or (status is not None and (status >= 500 or status in (408, 429))):
+        return TargetFailure("retryable", f"{target} failed transiently ({detail})", retry_after)
+    return TargetFailure(
+        "permanent",
+        f"{target} refused the call ({detail}); not retried: fix the job's target or payload",
+    )
+
+
+def classify_aws_error(exc: ClientError | BotoCoreError, target: str, grant: str) -> TargetFailure:
+    """Classify what boto3 raised for one target call (DESIGN.md 3.4 step 6).
+
+    - a service error (ClientError): by its code and HTTP status (`classify_error_code`);
+    - the request never left (connection refused, DNS, connect timeout, TLS handshake): retryable;
+    - the request left but the answer did not arrive (read timeout, connection closed, truncated answer):
+      ambiguous - the effect may have happened;
+    - the request could not be built (invalid parameters, no region or endpoint): permanent;
+    - anything else botocore raises before sending (e.g. credentials not yet available): retryable.
+    """
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return classify_error_code(
+            str(error.get("Code", "Unknown")),
+            str(error.get("Message", "")),
+            int(status) if status is not None else None,
+            target,
+            grant,
+            _retry_after(dict(exc.response)),
+        )
+    detail = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, RequestNotSentError):
+        return TargetFailure("retryable", f"could not reach {target}; nothing was sent ({detail})")
+    if isinstance(exc, HTTPClientError | IncompleteReadError):
+        return TargetFailure("ambiguous", f"the call to {target} was sent but its outcome is unknown ({detail})")
+    if isinstance(exc, ParamValidationError | ValidationError | NoRegionError | UnknownEndpointError):
+        return TargetFailure("permanent", f"cannot build the call to {target} ({detail}); fix the job's target")
+    return TargetFailure("retryable", f"the call to {target} failed before it was sent ({detail})")
+
+
+# -- the invokers ---------------------------------------------------------------------------------------
+
+
+class _AwsTargetInvoker:
+    """An invoker holding one boto3 client: the injected one, or one built on first use."""
+
+    service: ClassVar[str]
+    #: How the operator grants the worker access to this kind of target (infra/config.py field names).
+    grant: ClassVar[str]
+
+    def __init__(self, client: Any | None = None, config: Config | None = None) -> None:
+        self._client = client
+        self._config = config
+
+    def _client_config(self) -> Config:
+        return self._config.merge(_NO_SDK_RETRIES) if self._config is not None else _NO_SDK_RETRIES
+
+    @property
+    def client(self) -> Any:
+        """The boto3 client, created on first use: a worker that never calls this service never builds it."""
+        if self._client is None:
+            self._client = boto3.client(self.service, config=self._client_config())  # type: ignore[call-overload]
+        return self._client
+
+    def _failure(self, exc: ClientError | BotoCoreError, target: str) -> TargetFailure:
+        return classify_aws_error(exc, target, self.grant)
+
+
+class SqsTargetInvoker(_AwsTargetInvoker):
+    """`sqs`: SendMessage with the payload as body and the scheduler metadata as message attributes. A FIFO
+    queue gets the occurrence key as `MessageDeduplicationId`, grouped by `message_group_id` or the job id."""
+
+    service = "sqs"
+    grant = (
+        "add the queue's ARN to `target_sqs_queue_arns` in the deployment configuration (and its KMS key, if "
+        "the queue is encrypted with one, to `target_kms_key_arns`), then redeploy"
+    )
+
+    def invoke(self, call: TargetCall) -> str | None:
+        target = call.job.spec.target
+        assert isinstance(target, SqsTarget)
+        request: dict[str, Any] = {
+            "QueueUrl": target.queue_url,
+            "MessageBody": _json(call.job.spec.payload),
+            "MessageAttributes": message_attributes(call),
+        }
+        if target.queue_url.endswith(".fifo"):
+            request["MessageDeduplicationId"] = message_id(call.occurrence_key)
+            request["MessageGroupId"] = message_id(target.message_group_id or call.job.job_id)
+        try:
+            response = self.client.send_message(**request)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failure(exc, f"SQS queue {target.queue_url}") from exc
+        return _short(f"SQS message {response.get('MessageId', '?')}")
+
+
+class SnsTargetInvoker(_AwsTargetInvoker):
+    """`sns`: Publish the payload with the scheduler metadata as message attributes. A FIFO topic gets the
+    occurrence key as `MessageDeduplicationId`, grouped by job id."""
+
+    service = "sns"
+    grant = (
+        "add the topic's ARN to `target_sns_topic_arns` in the deployment configuration (and its KMS key, if "
+        "the topic is encrypted with one, to `target_kms_key_arns`), then redeploy"
+    )
+
+    def invoke(self, call: TargetCall) -> str | None:
+        target = call.job.spec.target
+        assert isinstance(target, SnsTarget)
+        request: dict[str, Any] = {
+            "TopicArn": target.topic_arn,
+            "Message": _json(call.job.spec.payload),
+            "MessageAttributes": message_attributes(call),
+        }
+        if target.topic_arn.endswith(".fifo"):
+            request["MessageDeduplicationId"] = message_id(call.occurrence_key)
+            request["MessageGroupId"] = message_id(call.job.job_id)
+        try:
+            response = self.client.publish(**request)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failure(exc, f"SNS topic {target.topic_arn}") from exc
+        return _short(f"SNS message {response.get('MessageId', '?')}")
+
+
+class EventBridgeTargetInvoker(_AwsTargetInvoker):
+    """`eventbridge`: PutEvents of one event whose detail is the envelope. PutEvents reports a refused entry in
+    its answer, not as an error: a non-zero FailedEntryCount is classified by the entry's ErrorCode."""
+
+    service = "events"
+    grant = "add the event bus's ARN to `target_event_bus_arns` in the deployment configuration, then redeploy"
+
+    def invoke(self, call: TargetCall) -> str | None:
+        target = call.job.spec.target
+        assert isinstance(target, EventBridgeTarget)
+        where = f"EventBridge bus {target.event_bus_name}"
+        entry = {
+            "EventBusName": target.event_bus_name,
+            "Source": target.source,
+            "DetailType": target.detail_type,
+            "Detail": _json(envelope(call)),
+        }
+        try:
+            response = self.client.put_events(Entries=[entry])
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failure(exc, where) from exc
+        entries = response.get("Entries") or [{}]
+        if response.get("FailedEntryCount", 0):
+            failed = next((e for e in entries if e.get("ErrorCode")), entries[0])
+            raise classify_error_code(
+                str(failed.get("ErrorCode", "Unknown")), str(failed.get("ErrorMessage", "")), None, where, self.grant
+            )
+        return _short(f"EventBridge event {entries[0].get('EventId', '?')}")
+
+
+class LambdaTargetInvoker(_AwsTargetInvoker):
+    """`lambda`: a synchronous Invoke (RequestResponse) with the envelope as the event.
+
+    The function receives the occurrence key and the fencing token and must dedupe on the key itself (Lambda
+    has no dedupe of its own). A function that raised (`FunctionError`) is retryable: it may succeed next
+    time. A read timeout after the request was sent is ambiguous: the function may be running or done.
+    """
+
+    service = "lambda"
+    grant = (
+        "add the function's ARN (with its qualifier, if the job names one) to `target_lambda_function_arns` in "
+        "the deployment configuration, then redeploy"
+    )
+
+    def _client_config(self) -> Config:
+        long_read = Config(read_timeout=LAMBDA_READ_TIMEOUT_SECONDS, tcp_keepalive=True)
+        return super()._client_config().merge(long_read)
+
+    def invoke(self, call: TargetCall) -> str | None:
+        target = call.job.spec.target
+        assert isinstance(target, LambdaTarget)
+        where = f"Lambda function {target.function_name}"
+        try:
+            response = self.client.invoke(
+                FunctionName=target.function_name,
+                InvocationType="RequestResponse",
+                Payload=_json(envelope(call)).encode(),
+            )
+            body = response["Payload"].read() if response.get("Payload") is not None else b""
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failure(exc, where) from exc
+        text = body.decode("utf-8", errors="replace")
+        if response.get("FunctionError"):
+            raise TargetFailure(
+                "retryable", f"{where} raised an error ({response['FunctionError']}): {_error_of(text)}"
+            )
+        return _short(f"{where} returned {text}" if text else f"{where} returned nothing")
+
+
+def _error_of(text: str) -> str:
+    """The `errorType: errorMessage` of a Lambda error payload, or the raw payload."""
+    try:
+        error = json.loads(text)
+    except ValueError:
+        return _short(text)
+    if isinstance(error, dict) and ("errorMessage" in error or "errorType" in error):
+        return _short(f"{error.get('errorType', 'Error')}: {error.get('errorMessage', '')}")
+    return _short(text)
+
+
+class StepFunctionsTargetInvoker(_AwsTargetInvoker):
+    """`stepfunctions`: StartExecution named after the occurrence key, with the envelope as input.
+
+    Step Functions refuses a second execution with the same name (`ExecutionAlreadyExists`), for 90 days after
+    the first one closed: that is the native dedupe at work, so it counts as success ("already started").
+    A same-name start with an identical input while the first is still running is answered with the first
+    execution itself - also success. Only STANDARD state machines dedupe names; EXPRESS ones must dedupe on
+    `occurrence_key` in their input.
+    """
+
+    service = "stepfunctions"
+    grant = "add the state machine's ARN to `target_state_machine_arns` in the deployment configuration, then redeploy"
+
+    def invoke(self, call: TargetCall) -> str | None:
+        target = call.job.spec.target
+        assert isinstance(target, StepFunctionsTarget)
+        name = execution_name(call.occurrence_key)
+        try:
+            self.client.start_execution(
+                stateMachineArn=target.state_machine_arn, name=name, input=_json(envelope(call))
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+                return _short(f"execution {name} already started")
+            raise self._failure(exc, f"state machine {target.state_machine_arn}") from exc
+        except BotoCoreError as exc:
+            raise self._failure(exc, f"state machine {target.state_machine_arn}") from exc
+        return _short(f"execution {name} started")
+
+
+def build_aws_targets(config: Config | None = None) -> dict[str, TargetInvoker]:
+    """The AWS target invokers by target type, for the executor's `targets` map. Each builds its client on first
+    use, from `config` (timeouts, connection pool) with the SDK's retries turned off (see the module docstring)."""
+    return {
+        "sqs": SqsTargetInvoker(config=config),
+        "sns": SnsTargetInvoker(config=config),
+        "eventbridge": EventBridgeTargetInvoker(config=config),
+        "lambda": LambdaTargetInvoker(config=config),
+        "stepfunctions": StepFunctionsTargetInvoker(config=config),
+    }
