@@ -19,7 +19,8 @@ from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
 from scheduler.examples import payments
 from scheduler.targets_registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker, registry
 
-T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+# In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past.
+T0 = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
 TENANT = "tenant-a"
 
 

@@ -22,3 +22,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     yield
+
+
+@pytest.fixture
+def world() -> Any:
+    """A fresh in-memory scheduler at Monday 2026-01-05 09:00 UTC (see tests/unit/fixtures.py)."""
+    from tests.unit.fixtures import World
+
+    return World.build()

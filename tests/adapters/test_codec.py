@@ -1,0 +1,230 @@
+"""The codec: how jobs, timers and executions are stored as DynamoDB items, and dispatches as SQS bodies.
+Pure functions: no emulator needed (the contract suites cover the same items through DynamoDB Local)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.adapters.codec import (
+    MalformedMessage,
+    dispatch_from_body,
+    dispatch_to_body,
+    execution_from_item,
+    history_entry,
+    job_from_item,
+    job_to_item,
+    n,
+    s,
+    timer_attributes,
+    timer_from_item,
+)
+from scheduler.adapters.dynamodb import late_item, timer_item
+from scheduler.core.dispatch import manual_timer, timer_for
+from scheduler.core.model import Job, JobSpec, JobState, RunState
+from scheduler.core.ports import Dispatch
+from scheduler.core.timefmt import to_ms
+
+T0 = datetime(2026, 3, 29, 0, 30, 15, 123000, tzinfo=UTC)
+
+
+def job(schedule: dict[str, Any], payload: Any = None, **changes: Any) -> Job:
+    spec = JobSpec.model_validate(
+        {
+            "name": "codec",
+            "schedule": schedule,
+            "target": {"type": "http", "url": "https://example.com/hook", "headers": {"X-Team": "billing"}},
+            "payload": payload,
+            "retry": {"max_attempts": 3},
+            "jitter_seconds": 30,
+            "misfire_policy": "run_all",
+            "delivery": "at_most_once",
+        }
+    )
+    fields: dict[str, Any] = {
+        "job_id": "j1",
+        "tenant": "arn:aws:iam::123456789012:role/team",
+        "spec": spec,
+        "version": 3,
+        "state": JobState.ACTIVE,
+        "created_at": T0,
+        "updated_at": T0 + timedelta(seconds=5),
+    }
+    return Job(**{**fields, **changes})
+
+
+SCHEDULES = {
+    "once-at": {"type": "once", "at": "2026-03-29T02:30:00+01:00"},
+    "once-delay": {"type": "once", "delay_seconds": 90},
+    "cron": {
+        "type": "cron",
+        "expression": "30 2 * * *",
+        "timezone": "Europe/Berlin",
+        "start_at": "2026-03-01T00:00:00Z",
+        "end_at": "2026-12-31T00:00:00Z",
+    },
+    "cron-macro": {"type": "cron", "expression": "@hourly"},
+    "rate": {"type": "rate", "every_seconds": 3600, "start_at": "2026-03-29T00:00:00.250Z"},
+}
+
+
+def test_job_round_trip_keeps_float_payloads_exactly() -> None:
+    payload = {"ratio": 0.1, "big": 1e300, "tiny": 5e-324, "third": 1 / 3, "list": [1.5, -0.0, 2], "s": "é"}
+    original = job(
+        SCHEDULES["rate"],
+        payload,
+        next_run_at=T0 + timedelta(hours=1),
+        last_dispatched_for=T0,
+        misfire_skipped=4,
+        state=JobState.PAUSED,
+    )
+
+    item = job_to_item(original)
+    back = job_from_item(item)
+
+    assert back == original
+    assert back.spec.payload == payload
+    assert json.dumps(back.spec.payload) == json.dumps(payload)
+    # instants are numbers (they are compared in conditions) and the list index key sorts by creation time
+    assert item["created_ms"] == n(to_ms(T0))
+    assert item["tenant_sk"]["S"].startswith(f"{to_ms(T0):015d}#")
+    assert item["state"] == s("PAUSED")
+
+
+def test_job_round_trip_without_optional_instants() -> None:
+    original = job(SCHEDULES["once-delay"], None, next_run_at=None, last_dispatched_for=None)
+    item = job_to_item(original)
+    assert "next_ms" not in item and "last_ms" not in item
+    assert job_from_item(item) == original
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_timer_round_trip_with_each_schedule_plan(name: str) -> None:
+    timer = timer_for(job(SCHEDULES[name]), T0 + timedelta(minutes=1))
+    assert timer.plan is not None and timer.plan.schedule.type == SCHEDULES[name]["type"]
+
+    assert timer_from_item(timer_attributes(timer)) == timer
+    assert timer_from_item(timer_item(timer, 8)) == timer
+    assert timer_from_item(late_item(timer, 8)) == timer
+
+
+def test_manual_timer_round_trip_has_no_plan() -> None:
+    timer = manual_timer(job(SCHEDULES["rate"]), T0)
+    item = timer_attributes(timer)
+    assert "plan" not in item
+    assert timer_from_item(item) == timer
+    assert timer_from_item(item).kind == "manual"
+
+
+def test_timer_items_sort_by_fire_at_within_a_bucket() -> None:
+    j = job(SCHEDULES["rate"])
+    early = timer_item(timer_for(j, T0), 8)
+    later = timer_item(timer_for(j, T0 + timedelta(milliseconds=1)), 8)
+    assert early["SK"]["S"] < later["SK"]["S"]
+    assert early["expires_at"]["N"].isdigit()
+
+
+def test_execution_from_item_with_history() -> None:
+    at1, at2 = T0 + timedelta(seconds=1), T0 + timedelta(seconds=40)
+    item = {
+        "PK": s("j1:2026-03-29T00:30:15.123Z"),
+        "job_id": s("j1"),
+        "tenant": s("tenant-a"),
+        "scheduled_ms": n(to_ms(T0)),
+        "scheduled_for": s("2026-03-29T00:30:15.123Z"),
+        "state": s("SUCCEEDED"),
+        "epoch": n(2),
+        "attempts": n(2),
+        "owner": s("w2"),
+        "last_error": s("HTTP 503"),
+        "result": s("HTTP 200"),
+        "created_ms": n(to_ms(T0)),
+        "updated_ms": n(to_ms(at2)),
+        "finished_ms": n(to_ms(at2)),
+        "dead_lettered": {"BOOL": False},
+        "history": {
+            "L": [
+                history_entry(1, RunState.RETRY_WAIT, at1, "HTTP 503"),
+                history_entry(2, RunState.SUCCEEDED, at2, None),
+            ]
+        },
+    }
+
+    execution = execution_from_item(item)
+
+    assert execution.key == "j1:2026-03-29T00:30:15.123Z"
+    assert (execution.state, execution.epoch, execution.attempts) == (RunState.SUCCEEDED, 2, 2)
+    assert execution.scheduled_for == T0 and execution.finished_at == at2 and execution.created_at == T0
+    assert (execution.owner, execution.result, execution.last_error) == ("w2", "HTTP 200", "HTTP 503")
+    assert execution.lease_until is None and execution.next_attempt_at is None
+    assert execution.history == [
+        {"epoch": 1, "state": "RETRY_WAIT", "at": "2026-03-29T00:30:16.123Z", "error": "HTTP 503"},
+        {"epoch": 2, "state": "SUCCEEDED", "at": "2026-03-29T00:30:55.123Z"},
+    ]
+
+
+def test_history_entry_caps_the_error() -> None:
+    entry = history_entry(1, RunState.DEAD, T0, "x" * 2000)
+    assert len(entry["M"]["error"]["S"]) == 500
+
+
+# -- dispatch bodies ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["scheduled", "manual"])
+def test_dispatch_body_round_trip(kind: str) -> None:
+    dispatch = Dispatch("j1", "tenant-a", T0, T0 + timedelta(seconds=12, milliseconds=7), 7, kind)  # type: ignore[arg-type]
+    body = dispatch_to_body(dispatch)
+    assert dispatch_from_body(body) == dispatch
+    raw = json.loads(body)
+    assert raw["v"] == 1
+    assert raw["occurrence_key"] == dispatch.key == "j1:2026-03-29T00:30:15.123Z"
+
+
+def _body(**changes: Any) -> str:
+    raw = json.loads(dispatch_to_body(Dispatch("j1", "tenant-a", T0, T0, 1)))
+    for key, value in changes.items():
+        if value is ...:
+            raw.pop(key)
+        else:
+            raw[key] = value
+    return json.dumps(raw)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        "not json",
+        "{",
+        "null",
+        "[]",
+        '"a string"',
+        "42",
+        _body(v=2),
+        _body(v=...),
+        _body(kind="cron"),
+        _body(kind=...),
+        _body(version="1"),
+        _body(version=1.0),
+        _body(version=True),
+        _body(version=None),
+        _body(job_id=""),
+        _body(job_id="a:b"),
+        _body(job_id=5),
+        _body(job_id=...),
+        _body(tenant=None),
+        _body(tenant=...),
+        _body(scheduled_for="2026-03-29T00:30:15"),  # no offset: ambiguous
+        _body(scheduled_for="yesterday"),
+        _body(scheduled_for=12345),
+        _body(fire_at=...),
+        _body(fire_at=None),
+    ],
+)
+def test_malformed_bodies_are_rejected(body: str) -> None:
+    with pytest.raises(MalformedMessage):
+        dispatch_from_body(body)

@@ -1,0 +1,130 @@
+"""Every public method of the DynamoDB adapters, called once against DynamoDB Local, on its success path and on
+its conditional-failure path. DynamoDB Local refuses reserved words (`state`, `owner`, `cursor`, `shard`, ...)
+used without placeholders where moto accepts them; the contract suites cover the behaviour, this test makes
+sure no method is left out (a method added later fails it until it is exercised here)."""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
+from scheduler.core.errors import ClaimLost, ClaimRefused, Fenced, LeaseLost, VersionConflict
+from scheduler.core.model import JobState, RunState
+from scheduler.core.ports import BucketClaim, IdempotencyRecord
+
+pytestmark = pytest.mark.emulator
+
+
+class Recording:
+    """Wraps an adapter and counts the calls of its methods."""
+
+    def __init__(self, adapter: Any) -> None:
+        self._adapter = adapter
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._adapter, name)
+        if callable(value):
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                self.calls[name] += 1
+                return value(*args, **kwargs)
+
+            return call
+        return value
+
+
+def public_methods(cls: type) -> set[str]:
+    return {name for name, member in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")}
+
+
+def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamodb_client, make) -> None:
+    jobs = Recording(DynamoJobStore(resources.jobs_table, 4, dynamodb_client))
+    timers = Recording(DynamoTimerStore(resources.jobs_table, 4, dynamodb_client))
+    ledger = Recording(DynamoLedger(resources.executions_table, dynamodb_client))
+    t0 = make.t0
+
+    # JobStore
+    job = make.job()
+    timer = make.timer(job)
+    jobs.create(job, timer, IdempotencyRecord(job.tenant, "k", "h", job.job_id, t0 + timedelta(days=1)), True, 5)
+    assert jobs.get(job.job_id) == job
+    assert jobs.list(job.tenant, None, 10, None)[0] == [job]
+    assert jobs.list(job.tenant, JobState.ACTIVE, 10, None)[0] == [job]
+    assert jobs.advance(timer, t0 + timedelta(minutes=2), timer.scheduled_for, 0).put_next  # UpdateItem path
+    current = jobs.get(job.job_id)
+    paused = current.model_copy(update={"version": 2, "state": JobState.PAUSED})
+    jobs.replace(paused, current, None, False)
+    with pytest.raises(VersionConflict):
+        jobs.replace(paused, current, None, False)
+    once = make.job(schedule={"type": "once", "at": (t0 + timedelta(minutes=1)).isoformat()})
+    jobs.create(once, make.timer(once), None, False, 5)
+    assert jobs.advance(make.timer(once), None, make.timer(once).scheduled_for, 0).proceed  # transaction path
+    assert not jobs.advance(timer, None, timer.scheduled_for, 0).proceed  # failed transaction path
+
+    # TimerStore
+    assert timers.bucket_of(timer).shard in range(4)
+    timers.put_timer(timer)
+    bucket = timers.bucket_of(timer)
+    assert not timers.is_sealed(bucket)
+    held = timers.claim_bucket(bucket, "a", t0, t0 + timedelta(minutes=2))
+    assert isinstance(held, BucketClaim) and timers.is_sealed(bucket)
+    assert timers.claim_bucket(bucket, "b", t0, t0 + timedelta(minutes=2)).done is False
+    assert [t for page, _ in timers.timers(bucket, None) for t in page] == [timer]
+    timers.checkpoint(held, "c", t0 + timedelta(minutes=3))
+    timers.release(held)
+    again = timers.claim_bucket(bucket, "b", t0, t0 + timedelta(minutes=2))
+    with pytest.raises(ClaimLost):
+        timers.checkpoint(held, "c", t0)
+    timers.complete_bucket(again, t0 + timedelta(days=2))
+    assert timers.watermark() is None
+    assert timers.init_watermark(t0) == t0
+    timers.advance_watermark(t0 + timedelta(minutes=1))
+    assert timers.watermark() == t0 + timedelta(minutes=1)
+    timers.put_late(timer)
+    assert timers.late_timers(10) == [timer]  # plus the late copy written by create, removed next
+    timers.remove_late(timer)
+    assert timers.late_timers(10) == []
+
+    # Ledger
+    d = make.dispatch(job.job_id, t0)
+    first = ledger.claim(d, "w1", t0, t0 + timedelta(minutes=1), True)
+    with pytest.raises(ClaimRefused):
+        ledger.claim(d, "w2", t0, t0 + timedelta(minutes=1), True)
+    assert ledger.get(d.key) == first
+    ledger.heartbeat(d.key, "w1", first.epoch, t0 + timedelta(minutes=2))
+    with pytest.raises(LeaseLost):
+        ledger.heartbeat(d.key, "w2", first.epoch, t0 + timedelta(minutes=2))
+    ledger.finish(d.key, "w1", first.epoch, RunState.RETRY_WAIT, t0, error="e", next_attempt_at=t0)
+    second = ledger.claim(d, "w2", t0, t0 + timedelta(minutes=1), False)
+    with pytest.raises(Fenced):
+        ledger.finish(d.key, "w1", first.epoch, RunState.SUCCEEDED, t0)
+    ledger.finish(d.key, "w2", second.epoch, RunState.DEAD, t0, result="r", error="e2")
+    ledger.mark_dead_lettered(d.key)
+    assert ledger.get(d.key).dead_lettered
+    assert ledger.revive(d.key, t0, "redriven")
+    assert not ledger.revive(d.key, t0, "redriven")
+    third = ledger.claim(d, "w4", t0, t0 + timedelta(minutes=1), False)
+    ledger.finish(d.key, "w4", third.epoch, RunState.RETRY_WAIT, t0, next_attempt_at=t0, refund_attempt=True)
+    skipped = make.dispatch(job.job_id, t0 + timedelta(minutes=1))
+    assert ledger.record_unclaimed(skipped, RunState.SKIPPED, t0, "paused")
+    assert not ledger.record_unclaimed(skipped, RunState.SKIPPED, t0, "paused")
+    lost = make.dispatch(job.job_id, t0 + timedelta(minutes=2))
+    held_run = ledger.claim(lost, "w3", t0, t0 + timedelta(seconds=1), False)
+    assert ledger.expire_to(lost.key, held_run.epoch, RunState.RECONCILING, t0 + timedelta(seconds=2), "lost")
+    assert not ledger.expire_to(lost.key, held_run.epoch, RunState.RECONCILING, t0 + timedelta(seconds=2), "x")
+    assert ledger.resolve(lost.key, RunState.SUCCEEDED, t0, "ok").state == RunState.SUCCEEDED
+    with pytest.raises(ClaimRefused):
+        ledger.resolve(lost.key, RunState.SUCCEEDED, t0, "ok")
+    runs, _ = ledger.runs(job.job_id, 10, None)
+    assert [r.key for r in runs] == [lost.key, skipped.key, d.key]
+
+    # every public method was called
+    assert set(jobs.calls) == public_methods(DynamoJobStore)
+    assert set(timers.calls) == public_methods(DynamoTimerStore)
+    assert set(ledger.calls) == public_methods(DynamoLedger)

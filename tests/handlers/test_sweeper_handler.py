@@ -1,0 +1,146 @@
+"""The sweeper Lambda with an EventBridge scheduled event: jobs created through the api handler reach the ready
+queue, with a delay that never lets them out more than the rounding second before their fire time."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.adapters.codec import dispatch_from_body
+from scheduler.core.ports import Dispatch
+from scheduler.core.timefmt import ONE_MINUTE, minute_of, parse_rfc3339, rfc3339, truncate_ms
+from scheduler.handlers import sweeper
+from scheduler_local.lambda_context import LocalContext
+
+pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
+
+TENANT = "arn:aws:iam::111111111111:user/alice"
+
+
+def scheduled_event() -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": rfc3339(datetime.now(UTC).replace(microsecond=0)),
+        "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/punctual-sweeper"],
+        "detail": {},
+    }
+
+
+def create_once(api_call: Any, at: datetime) -> str:
+    body = {"schedule": {"type": "once", "at": rfc3339(at)}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}}
+    response = api_call("POST", "/v1/jobs", body, tenant=TENANT)
+    assert response.status == 201, response.text
+    return str(response.body["job_id"])
+
+
+def receive(sqs_client: Any, queue_url: str, count: int, timeout: float) -> list[tuple[float, Dispatch]]:
+    """Poll until `count` messages arrived; returns (arrival time, dispatch) pairs."""
+    got: list[tuple[float, Dispatch]] = []
+    deadline = time.time() + timeout
+    while len(got) < count and time.time() < deadline:
+        for m in sqs_client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
+            got.append((time.time(), dispatch_from_body(m["Body"])))
+        time.sleep(0.05)
+    return got
+
+
+def test_sweep_sends_due_jobs_to_the_ready_queue(env, api_call, sqs_client) -> None:
+    # Given a one-shot job due in 2.5 s, and one that was cancelled before it fell due
+    at = truncate_ms(datetime.now(UTC) + timedelta(milliseconds=2500))
+    job = create_once(api_call, at)
+    cancelled = create_once(api_call, at)
+    assert api_call("DELETE", f"/v1/jobs/{cancelled}", tenant=TENANT).status == 200
+
+    # When the sweeper runs
+    started = datetime.now(UTC)
+    report = sweeper.lambda_handler(scheduled_event(), LocalContext("punctual-sweeper", 60))
+    finished = datetime.now(UTC)
+
+    # Then it dispatched the live job only, and moved the watermark past every bucket of its look-ahead
+    assert report["dispatched"] == 1
+    assert report["buckets_done"] > 0 and report["stopped_early"] is False
+    lookahead = timedelta(seconds=300)  # Settings().lookahead_seconds
+    watermark = parse_rfc3339(report["watermark"])
+    assert minute_of(started + lookahead) + ONE_MINUTE <= watermark <= minute_of(finished + lookahead) + ONE_MINUTE
+    [(arrived, dispatch)] = receive(sqs_client, env.ready_queue_url, 1, timeout=6)
+    assert dispatch == Dispatch(job, TENANT, at, at, 1, "scheduled")
+    # DelaySeconds rounds down: the message may come up to a second early (the worker waits), never sooner
+    assert arrived >= at.timestamp() - 1.2
+    # And the one-shot chain is complete
+    view = api_call("GET", f"/v1/jobs/{job}", tenant=TENANT).body
+    assert view["state"] == "COMPLETED"
+    assert view["last_dispatched_for"] == rfc3339(at)
+    assert receive(sqs_client, env.ready_queue_url, 1, timeout=0.5) == []
+
+
+def test_a_job_created_into_a_swept_bucket_is_dispatched_by_the_api(env, api_call, sqs_client) -> None:
+    # Given a sweep that sealed every bucket up to its look-ahead
+    report = sweeper.lambda_handler(scheduled_event(), LocalContext("punctual-sweeper", 60))
+    assert report["dispatched"] == 0
+
+    # When a job due in a second is created afterwards (its bucket is sealed: no sweep will query it again)
+    at = truncate_ms(datetime.now(UTC) + timedelta(seconds=1))
+    job = create_once(api_call, at)
+
+    # Then the API dispatched it itself (DESIGN.md 3.2), without another sweep
+    [(_, dispatch)] = receive(sqs_client, env.ready_queue_url, 1, timeout=5)
+    assert dispatch == Dispatch(job, TENANT, at, at, 1, "scheduled")
+    # and a later sweep sends nothing twice from the late lane (it was drained once sent)
+    again = sweeper.lambda_handler(scheduled_event(), LocalContext("punctual-sweeper", 60))
+    assert again["late_drained"] == 0
+
+
+def queue_depth(sqs_client: Any, queue_url: str) -> int:
+    attributes = sqs_client.get_queue_attributes(
+        QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+
+def test_a_recurring_job_is_dispatched_once_per_occurrence_and_its_chain_moves_on(
+    env, api_call, sqs_client, dynamodb_client
+) -> None:
+    # Given a job that runs every minute
+    body = {"schedule": {"type": "rate", "every_seconds": 60}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}}
+    created = api_call("POST", "/v1/jobs", body, tenant=TENANT).body
+    job, created_at = created["job_id"], parse_rfc3339(created["created_at"])
+
+    # When the sweeper runs twice in a row
+    first = sweeper.lambda_handler(scheduled_event(), LocalContext("punctual-sweeper", 60))
+    second = sweeper.lambda_handler(scheduled_event(), LocalContext("punctual-sweeper", 60))
+
+    # Then the first sent every occurrence of its look-ahead (300 s, up to the end of the last bucket minute),
+    # each once, and the second sent nothing again
+    sent = first["dispatched"]
+    assert 5 <= sent <= 6
+    assert second["dispatched"] == 0
+    assert queue_depth(sqs_client, env.ready_queue_url) == sent
+    # And the chain moved past them: the job remembers the last one, and the next timer waits in its bucket
+    view = api_call("GET", f"/v1/jobs/{job}", tenant=TENANT).body
+    last = created_at + timedelta(seconds=60 * sent)
+    assert (view["state"], view["last_dispatched_for"]) == ("ACTIVE", rfc3339(last))
+    listed = dynamodb_client.query(
+        TableName=env.jobs_table,
+        IndexName="by_tenant",
+        KeyConditionExpression="tenant_pk = :t",
+        ExpressionAttributeValues={":t": {"S": f"TENANT#{TENANT}"}},
+    )["Items"]
+    assert [j["job_id"]["S"] for j in listed] == [job]  # timers never show up in the tenant's job index
+    scanned = dynamodb_client.scan(
+        TableName=env.jobs_table,
+        FilterExpression="begins_with(PK, :due) AND job_id = :j",
+        ExpressionAttributeValues={":due": {"S": "DUE#"}, ":j": {"S": job}},
+        ConsistentRead=True,
+    )["Items"]
+    pending = sorted(int(t["sched_ms"]["N"]) for t in scanned)
+    next_ms = int((last + timedelta(seconds=60)).timestamp() * 1000)
+    assert pending[-1] == next_ms

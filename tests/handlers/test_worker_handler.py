@@ -1,0 +1,286 @@
+"""The worker Lambda with SQS events built from real messages of the moto ready queue, calling a real HTTP
+receiver that checks the signature and counts effects by Idempotency-Key."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from scheduler.adapters.codec import dispatch_from_body, dispatch_to_body
+from scheduler.core.ports import Dispatch
+from scheduler.core.timefmt import rfc3339
+from scheduler.handlers import worker
+from scheduler.settings import Settings
+from scheduler.signing import InvalidSignature, tenant_key, verify
+from scheduler_local.lambda_context import LocalContext
+
+pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
+
+TENANT = "arn:aws:iam::111111111111:user/alice"
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver: counts accepted calls per Idempotency-Key; `/status/NNN` answers NNN;
+    `/hangup-once` drops the connection without answering the first call of each key (an ambiguous outcome)."""
+
+    url: str
+    calls: Counter[str] = field(default_factory=Counter)
+    hung_up: set[str] = field(default_factory=set)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    bad_signatures: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    signing_key = tenant_key(Settings().signing_secret, TENANT)
+    state = Receiver("")
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            return None
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/status/") else 200
+            try:
+                verify(signing_key, self.headers.get("X-Scheduler-Signature"), body)
+            except InvalidSignature as exc:
+                with lock:
+                    state.bad_signatures.append(str(exc))
+                status = 401
+            occurrence = self.headers["Idempotency-Key"]
+            with lock:
+                state.headers.append({k.lower(): v for k, v in self.headers.items()} | {"body": body.decode()})
+                if self.path == "/hangup-once" and occurrence not in state.hung_up:
+                    state.hung_up.add(occurrence)
+                    self.close_connection = True
+                    return
+                if status == 200:
+                    state.calls[occurrence] += 1
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def create_job(api_call: Any, url: str, at: datetime, delivery: str = "at_least_once") -> str:
+    body = {
+        "schedule": {"type": "once", "at": rfc3339(at)},
+        "target": {"type": "http", "url": url, "timeout_seconds": 5},
+        "payload": {"invoice": 7, "amount": 12.5},
+        "retry": {"max_attempts": 3},
+        "delivery": delivery,
+    }
+    response = api_call("POST", "/v1/jobs", body, tenant=TENANT)
+    assert response.status == 201, response.text
+    return str(response.body["job_id"])
+
+
+def receive_records(sqs_client: Any, queue_url: str, bodies: list[str]) -> list[dict[str, Any]]:
+    """Send the bodies to the queue and receive them back: the SQS event records the ESM would deliver (with
+    real receipt handles), in the order the bodies were given."""
+    for body in bodies:
+        sqs_client.send_message(QueueUrl=queue_url, MessageBody=body)
+    records = collect_records(sqs_client, queue_url, len(bodies))
+    ordered: list[dict[str, Any]] = []
+    for body in bodies:
+        record = next(r for r in records if r["body"] == body and r not in ordered)
+        ordered.append(record)
+    return ordered
+
+
+def collect_records(sqs_client: Any, queue_url: str, count: int) -> list[dict[str, Any]]:
+    """Receive `count` messages as SQS event records."""
+    arn = sqs_client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    received: list[dict[str, Any]] = []
+    for _ in range(20):
+        got = sqs_client.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
+        ).get("Messages", [])
+        received += got
+        if len(received) >= count:
+            break
+    assert len(received) == count
+    return [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m["Attributes"],
+            "messageAttributes": {},
+            "md5OfBody": m["MD5OfBody"],
+            "eventSource": "aws:sqs",
+            "eventSourceARN": arn,
+            "awsRegion": "us-east-1",
+        }
+        for m in received
+    ]
+
+
+def invoke(records: list[dict[str, Any]]) -> dict[str, Any]:
+    return worker.lambda_handler({"Records": records}, LocalContext("punctual-worker", 120))
+
+
+def drain(sqs_client: Any, queue_url: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while got := sqs_client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
+        out += [json.loads(m["Body"]) for m in got]
+    return out
+
+
+def test_worker_batch_keeps_only_what_must_wait_and_dead_letters_the_rest(env, api_call, receiver, sqs_client):
+    # Given three jobs whose occurrence is due now (a target that accepts, one that refuses, one that is busy)
+    now = datetime.now(UTC).replace(microsecond=0)
+    due = now - timedelta(seconds=5)
+    ok = create_job(api_call, f"{receiver.url}/hook", due)
+    refused = create_job(api_call, f"{receiver.url}/status/400", due)
+    busy = create_job(api_call, f"{receiver.url}/status/503", due)
+    ok_dispatch = Dispatch(ok, TENANT, due, due, 1)
+    early = Dispatch(ok, TENANT, now + timedelta(minutes=2), now + timedelta(minutes=2), 1, "manual")
+    bodies = [
+        dispatch_to_body(ok_dispatch),
+        dispatch_to_body(early),
+        "{this is not a dispatch",
+        dispatch_to_body(Dispatch(refused, TENANT, due, due, 1)),
+        dispatch_to_body(Dispatch(busy, TENANT, due, due, 1)),
+        dispatch_to_body(ok_dispatch),  # the same occurrence delivered twice in one batch
+    ]
+    records = receive_records(sqs_client, env.ready_queue_url, bodies)
+
+    # When the worker handles the batch
+    response = invoke(records)
+
+    # Then only the early message and the retry are kept; everything else is acknowledged
+    kept = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    assert kept == {records[1]["messageId"], records[4]["messageId"]}
+
+    # And the target saw exactly one effect for the occurrence, correctly signed and labelled
+    assert receiver.bad_signatures == []
+    assert receiver.calls == Counter({ok_dispatch.key: 1})
+    hook = next(h for h in receiver.headers if h["idempotency-key"] == ok_dispatch.key)
+    assert hook["x-scheduler-job-id"] == ok
+    assert hook["x-scheduler-scheduled-for"] == rfc3339(due)
+    assert (hook["x-scheduler-attempt"], hook["x-scheduler-fencing-token"]) == ("1", "1")
+    assert json.loads(hook["body"]) == {"invoice": 7, "amount": 12.5}
+    assert hook["content-type"] == "application/json"
+
+    # And the malformed body and the refused occurrence (with its history) are on the DLQ
+    dead = drain(sqs_client, env.dlq_url)
+    assert len(dead) == 2
+    malformed = next(d for d in dead if "malformed" in d)
+    assert malformed["malformed"] == "{this is not a dispatch"
+    refused_dead = next(d for d in dead if "dispatch" in d)
+    assert refused_dead["dispatch"]["job_id"] == refused
+    assert refused_dead["state"] == "DEAD" and refused_dead["attempts"] == 1
+    assert [h["state"] for h in refused_dead["history"]] == ["DEAD"]
+    assert "HTTP 400" in refused_dead["last_error"]
+
+    # And the run history says so
+    runs = {job: api_call("GET", f"/v1/jobs/{job}/runs", tenant=TENANT).body["runs"] for job in (ok, refused, busy)}
+    assert [(r["state"], r["attempts"]) for r in runs[ok]] == [("SUCCEEDED", 1)]
+    assert runs[ok][0]["occurrence_key"] == ok_dispatch.key
+    assert [r["state"] for r in runs[refused]] == ["DEAD"]
+    assert [r["state"] for r in runs[busy]] == ["RETRY_WAIT"]
+    assert "503" in runs[busy][0]["last_error"]
+    assert runs[busy][0]["next_attempt_at"] is not None
+
+
+def test_redelivery_of_a_finished_occurrence_has_no_second_effect(env, api_call, receiver, sqs_client):
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    job = create_job(api_call, f"{receiver.url}/hook", due)
+    dispatch = Dispatch(job, TENANT, due, due, 1)
+    [record] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch)])
+
+    first = invoke([record])
+    # SQS redelivers the same message (e.g. the delete after the first invocation was lost)
+    redelivered = {**record, "attributes": {**record["attributes"], "ApproximateReceiveCount": "2"}}
+    second = invoke([redelivered])
+    # and a second message for the same occurrence arrives too (the sweeper re-sent it after a crash)
+    [duplicate] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch)])
+    third = invoke([duplicate])
+
+    assert first == second == third == {"batchItemFailures": []}
+    assert receiver.calls == Counter({dispatch.key: 1})
+    runs = api_call("GET", f"/v1/jobs/{job}/runs", tenant=TENANT).body["runs"]
+    assert [(r["state"], r["attempts"]) for r in runs] == [("SUCCEEDED", 1)]
+
+
+def test_an_occurrence_of_a_cancelled_job_is_recorded_not_run(env, api_call, receiver, sqs_client):
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    job = create_job(api_call, f"{receiver.url}/hook", due)
+    assert api_call("DELETE", f"/v1/jobs/{job}", tenant=TENANT).status == 200
+    dispatch = Dispatch(job, TENANT, due, due, 1)
+    records = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch)])
+
+    assert invoke(records) == {"batchItemFailures": []}
+
+    assert receiver.calls == Counter()
+    runs = api_call("GET", f"/v1/jobs/{job}/runs", tenant=TENANT).body["runs"]
+    assert [r["state"] for r in runs] == ["CANCELLED"]
+
+
+def test_a_dispatch_naming_another_tenant_runs_nothing(env, api_call, receiver, sqs_client):
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    job = create_job(api_call, f"{receiver.url}/hook", due)
+    forged = Dispatch(job, "arn:aws:iam::999999999999:user/mallory", due, due, 1)
+    records = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(forged)])
+
+    assert invoke(records) == {"batchItemFailures": []}
+    assert receiver.calls == Counter()
+
+
+def test_at_most_once_ambiguous_outcome_waits_for_an_operator(env, api_call, receiver, sqs_client):
+    # Given an at-most-once job whose target takes the request and drops the connection without an answer
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    job = create_job(api_call, f"{receiver.url}/hangup-once", due, delivery="at_most_once")
+    dispatch = Dispatch(job, TENANT, due, due, 1)
+    [record] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch)])
+
+    # When the worker runs it, and the message is delivered again
+    assert invoke([record]) == {"batchItemFailures": []}
+    assert invoke([record]) == {"batchItemFailures": []}
+
+    # Then it was tried once, and is RECONCILING, not retried blindly
+    assert receiver.hung_up == {dispatch.key}
+    assert len(receiver.headers) == 1
+    [run] = api_call("GET", f"/v1/jobs/{job}/runs", tenant=TENANT).body["runs"]
+    assert (run["state"], run["attempts"]) == ("RECONCILING", 1)
+    assert "ambiguous" in run["last_error"]
+
+    # When an operator resolves it as "run it again"
+    key = dispatch.key
+    resolved = api_call(
+        "POST", f"/v1/jobs/{job}/runs/{key}/resolve", {"outcome": "retry", "note": "not charged"}, tenant=TENANT
+    )
+    assert (resolved.status, resolved.body["state"]) == (200, "RETRY_WAIT")
+    assert resolved.body["history"][-1]["error"] == "not charged"
+
+    # Then the occurrence is on the ready queue again, under the same key, and runs once more
+    [redo] = collect_records(sqs_client, env.ready_queue_url, 1)
+    redispatch = dispatch_from_body(redo["body"])
+    assert (redispatch.key, redispatch.kind) == (key, "manual")
+    assert invoke([redo]) == {"batchItemFailures": []}
+    assert receiver.calls == Counter({key: 1})
+    [run] = api_call("GET", f"/v1/jobs/{job}/runs", tenant=TENANT).body["runs"]
+    assert (run["state"], run["attempts"]) == ("SUCCEEDED", 2)
+    again = api_call("POST", f"/v1/jobs/{job}/runs/{key}/resolve", {"outcome": "succeeded"}, tenant=TENANT)
+    assert again.status == 409

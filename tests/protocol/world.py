@@ -1,0 +1,199 @@
+"""A small world for protocol tests: the real core services over either backend (in memory, or DynamoDB
+Local), a fake clock, a MemoryQueue, a cooperating sink target, and crash injection at any port call."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
+from scheduler.adapters.memory import (
+    FakeClock,
+    MemoryJobStore,
+    MemoryLedger,
+    MemoryMessage,
+    MemoryQueue,
+    MemoryTimerStore,
+    RecordingMetrics,
+)
+from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.jobs import JobService
+from scheduler.core.model import JobSpec
+from scheduler.core.ports import TargetCall
+from scheduler.core.sweep import SweepConfig, Sweeper
+
+# In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past,
+# so a fake clock in the past would see its timers and ledger items vanish.
+T0 = datetime(2030, 3, 4, 9, 0, 0, tzinfo=UTC)
+SHARDS = 2
+LEASE = timedelta(seconds=30)
+BUCKET_LEASE = timedelta(seconds=20)
+LOOKAHEAD = timedelta(seconds=60)
+
+
+class Crash(BaseException):
+    """The process dies at this instruction (not an Exception: nothing in the core may catch it)."""
+
+
+class CrashAt:
+    """Proxy of a port object that crashes right before or right after the `nth` call of `method`."""
+
+    def __init__(self, target: Any, method: str, when: str, nth: int = 1) -> None:
+        self._target = target
+        self._method = method
+        self._when = when
+        self._left = nth
+        self.fired = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if name != self._method or not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.fired:
+                return attribute(*args, **kwargs)
+            self._left -= 1
+            if self._left == 0 and self._when == "before":
+                self.fired = True
+                raise Crash(f"before {name}")
+            result = attribute(*args, **kwargs)
+            if self._left == 0 and self._when == "after":
+                self.fired = True
+                raise Crash(f"after {name}")
+            return result
+
+        return call
+
+
+@dataclass
+class Sink:
+    """A cooperating target: applies each occurrence key at most once, refuses stale fencing tokens."""
+
+    calls: list[tuple[str, int]] = field(default_factory=list)
+    effects: Counter[str] = field(default_factory=Counter)
+    highest_token: dict[str, int] = field(default_factory=dict)
+    stale_refused: int = 0
+    before_effect: Callable[[TargetCall], None] | None = None
+    after_effect: Callable[[TargetCall], None] | None = None
+
+    def invoke(self, call: TargetCall) -> str | None:
+        if self.before_effect:
+            self.before_effect(call)
+        key, token = call.occurrence_key, call.fencing_token
+        self.calls.append((key, token))
+        if token < self.highest_token.get(key, 0):
+            self.stale_refused += 1
+            return "stale token refused"
+        self.highest_token[key] = token
+        if self.effects[key] == 0:
+            self.effects[key] += 1
+        if self.after_effect:
+            self.after_effect(call)
+        return "ok"
+
+
+@dataclass
+class World:
+    backend: str
+    clock: FakeClock
+    jobs: Any
+    timers: Any
+    ledger: Any
+    queue: MemoryQueue
+    metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
+    sink: Sink = field(default_factory=Sink)
+    created: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, backend: str, resources: Any = None, dynamodb: Any = None, start: datetime = T0) -> World:
+        clock = FakeClock(start)
+        if backend == "memory":
+            jobs, timers = MemoryJobStore(), MemoryTimerStore(SHARDS)
+            jobs.attach(timers)
+            ledger: Any = MemoryLedger()
+        else:
+            jobs = DynamoJobStore(resources.jobs_table, SHARDS, dynamodb)
+            timers = DynamoTimerStore(resources.jobs_table, SHARDS, dynamodb)
+            ledger = DynamoLedger(resources.executions_table, dynamodb)
+        return cls(backend, clock, jobs, timers, ledger, MemoryQueue(clock, visibility_timeout=120))
+
+    # -- services, each optionally over crash proxies ------------------------------------------------------
+
+    def dispatcher(self, jobs: Any = None, timers: Any = None, queue: Any = None) -> Dispatcher:
+        config = DispatchConfig(LOOKAHEAD, timedelta(seconds=60), timedelta(hours=6))
+        return Dispatcher(
+            jobs or self.jobs, timers or self.timers, queue or self.queue, self.clock, config, self.metrics
+        )
+
+    def service(self) -> JobService:
+        return JobService(self.jobs, self.ledger, self.dispatcher(), self.clock, max_active_jobs=1000)
+
+    def sweeper(self, owner: str = "s", timers: Any = None, dispatcher: Dispatcher | None = None) -> Sweeper:
+        config = SweepConfig(SHARDS, LOOKAHEAD, BUCKET_LEASE, 10_000, timedelta(seconds=1), initial_lag=timedelta(0))
+        return Sweeper(timers or self.timers, dispatcher or self.dispatcher(), self.clock, config, self.metrics, owner)
+
+    def executor(self, worker: str = "w", ledger: Any = None, queue: Any = None, target: Any = None) -> Executor:
+        config = ExecuteConfig(lease=LEASE, heartbeat_fraction=None)
+        return Executor(
+            self.jobs, ledger or self.ledger, queue or self.queue, {"http": target or self.sink}, self.clock, config,
+            self.metrics, worker, sleep=self.clock.advance,
+        )  # fmt: skip
+
+    # -- driving ---------------------------------------------------------------------------------------------
+
+    def create(self, schedule: dict[str, Any], **extra: Any) -> str:
+        spec = JobSpec.model_validate(
+            {"schedule": schedule, "target": {"type": "http", "url": "https://example.com/hook"}, **extra}
+        )
+        job_id = self.service().create("tenant", spec, None, {}).job.job_id
+        self.created.append(job_id)
+        return job_id
+
+    def deadline(self) -> datetime:
+        return self.clock.now() + timedelta(minutes=5)
+
+    def work(self, executor: Executor | None = None) -> int:
+        """Deliver every visible message once to a worker; returns how many were handled."""
+        executor = executor or self.executor()
+        handled = 0
+        for message in self.queue.receive(10):
+            handled += 1
+            outcome = executor.execute(message.dispatch, MemoryMessage(self.queue, message))
+            if outcome.ack:
+                self.queue.delete(message)
+            else:
+                self.queue.change_visibility(message, outcome.hide_seconds)
+        return handled
+
+    def run_until(self, end: datetime, step: float = 5.0) -> None:
+        """Sweep every `step` seconds of fake time and work the queue, fault-free, until `end`."""
+        sweeper = self.sweeper(f"recovery-{uuid.uuid4().hex[:6]}")
+        while self.clock.now() < end:
+            sweeper.sweep(self.deadline())
+            while self.work():
+                pass
+            self.clock.advance(step)
+
+    def runs_by_key(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for job_id in self.created:
+            cursor = None
+            while True:
+                page, cursor = self.ledger.runs(job_id, 100, cursor)
+                found.update({run.key: run for run in page})
+                if not cursor:
+                    break
+        return found
+
+
+def effects_by_job(world: World) -> dict[str, set[str]]:
+    grouped: dict[str, set[str]] = defaultdict(set)
+    for key in world.sink.effects:
+        grouped[key.split(":")[0]].add(key)
+    return grouped

@@ -1,0 +1,327 @@
+"""A small harness for unit tests of the core: fake clock, in-memory adapters, a scripted target.
+
+`World.build()` wires the same services the Lambda handlers wire (JobService, Dispatcher, Sweeper, Executor),
+on in-memory adapters, so a test can create jobs, sweep, deliver messages to workers and move time by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from scheduler.adapters.memory import (
+    FakeClock,
+    MemoryJobStore,
+    MemoryLedger,
+    MemoryMessage,
+    MemoryQueue,
+    MemoryTimerStore,
+    QueuedMessage,
+    RecordingMetrics,
+)
+from scheduler.core.dispatch import DispatchConfig, Dispatcher, timer_for
+from scheduler.core.execute import ExecuteConfig, Executor, Outcome
+from scheduler.core.jobs import JobService
+from scheduler.core.model import Job, JobSpec
+from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
+from scheduler.core.schedules import Schedule
+from scheduler.core.sweep import SweepConfig, Sweeper, SweepReport
+
+#: Monday 2026-01-05 09:00:00 UTC: the default start of every world.
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+TENANT = "acme"
+
+_SCHEDULE = TypeAdapter(Schedule)
+
+
+def at(text: str) -> datetime:
+    """`at("2026-01-05T09:10")` -> an aware UTC instant (seconds optional)."""
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def schedule(**fields: Any) -> Schedule:
+    """`schedule(type="cron", expression="0 9 * * *")` -> a validated Schedule."""
+    return _SCHEDULE.validate_python(fields)
+
+
+def spec_body(sched: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """The JSON body of a job whose target is the `handler` type (served by FakeTarget in tests)."""
+    return {"schedule": sched, "target": {"type": "handler", "name": "record"}, **fields}
+
+
+def job_spec(sched: dict[str, Any], **fields: Any) -> JobSpec:
+    return JobSpec.model_validate(spec_body(sched, **fields))
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One message handed to the ready queue."""
+
+    dispatch: Dispatch
+    sent_at: datetime
+    visible_at: datetime
+
+
+@dataclass
+class RecordingQueue(MemoryQueue):
+    """A MemoryQueue that also remembers every message ever sent (deleted ones included)."""
+
+    history: list[Sent] = field(default_factory=list)
+
+    def send(self, dispatches: Any, now: datetime) -> None:
+        before = set(self.messages)
+        super().send(dispatches, now)
+        for mid, msg in self.messages.items():
+            if mid not in before:
+                self.history.append(Sent(msg.dispatch, now, msg.visible_at))
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a FakeTarget saw on one invocation."""
+
+    key: str
+    token: int
+    attempt: int
+    at: datetime
+    scheduled_for: datetime
+    version: int
+    payload: Any
+
+
+Action = str | BaseException | Callable[[TargetCall], str | None]
+
+
+class FakeTarget:
+    """A TargetInvoker that records its calls and plays a script.
+
+    Each call takes the next action of the script (the last one repeats): a string is returned as the result,
+    an exception is raised, a callable is called with the TargetCall (it may heartbeat, move the clock, or run
+    another worker) and its return value is the result.
+    """
+
+    def __init__(self, clock: FakeClock, *script: Action) -> None:
+        self.clock = clock
+        self.script: list[Action] = list(script) or ["ok"]
+        self.calls: list[Call] = []
+
+    def invoke(self, call: TargetCall) -> str | None:
+        self.calls.append(
+            Call(
+                call.occurrence_key,
+                call.fencing_token,
+                call.attempt,
+                self.clock.now(),
+                call.scheduled_for,
+                call.job.version,
+                call.job.spec.payload,
+            )
+        )
+        action = self.script[min(len(self.calls), len(self.script)) - 1]
+        if isinstance(action, BaseException):
+            raise action
+        if callable(action):
+            return action(call)
+        return action
+
+
+def retryable(message: str = "503 Service Unavailable", retry_after: float | None = None) -> TargetFailure:
+    return TargetFailure("retryable", message, retry_after=retry_after)
+
+
+def permanent(message: str = "400 Bad Request") -> TargetFailure:
+    return TargetFailure("permanent", message)
+
+
+def ambiguous(message: str = "timed out after the request was sent") -> TargetFailure:
+    return TargetFailure("ambiguous", message)
+
+
+@dataclass
+class Delivery:
+    """One message handled by a worker, and what the worker decided."""
+
+    dispatch: Dispatch
+    outcome: Outcome
+    at: datetime
+
+
+class StubMessage:
+    """A MessageControl for calling an Executor directly, without a queue."""
+
+    def __init__(self, receive_count: int = 1) -> None:
+        self.receive_count = receive_count
+        self.extensions: list[int] = []
+
+    def extend_visibility(self, seconds: int) -> None:
+        self.extensions.append(seconds)
+
+
+@dataclass
+class World:
+    clock: FakeClock
+    jobs: MemoryJobStore
+    timers: MemoryTimerStore
+    ledger: MemoryLedger
+    queue: RecordingQueue
+    metrics: RecordingMetrics
+    dispatcher: Dispatcher
+    service: JobService
+    lookahead: timedelta
+    budget: int
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        start: datetime = T0,
+        shard_count: int = 1,
+        lookahead: timedelta = timedelta(minutes=5),
+        misfire_grace: timedelta = timedelta(seconds=60),
+        catchup_window: timedelta = timedelta(days=1),
+        max_active_jobs: int = 100,
+        budget: int = 10_000,
+    ) -> World:
+        clock = FakeClock(start)
+        jobs = MemoryJobStore()
+        timers = MemoryTimerStore(shard_count)
+        jobs.attach(timers)
+        ledger = MemoryLedger()
+        queue = RecordingQueue(clock)
+        metrics = RecordingMetrics()
+        dispatcher = Dispatcher(
+            jobs, timers, queue, clock, DispatchConfig(lookahead, misfire_grace, catchup_window), metrics
+        )
+        service = JobService(jobs, ledger, dispatcher, clock, max_active_jobs=max_active_jobs)
+        return cls(clock, jobs, timers, ledger, queue, metrics, dispatcher, service, lookahead, budget)
+
+    # -- time ---------------------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def set_time(self, when: datetime) -> None:
+        self.clock.set(when)
+
+    # -- jobs ---------------------------------------------------------------------------------------------
+
+    def create(self, sched: dict[str, Any], *, tenant: str = TENANT, key: str | None = None, **fields: Any) -> Job:
+        body = spec_body(sched, **fields)
+        return self.service.create(tenant, JobSpec.model_validate(body), key, body).job
+
+    def due(self, sched: dict[str, Any] | None = None, **fields: Any) -> tuple[Job, Dispatch]:
+        """Create a job (by default: once, in 10 s), move the clock to its first fire time, and return the
+        ready-queue message the sweeper would have sent for it."""
+        job = self.create(sched or {"type": "once", "delay_seconds": 10}, **fields)
+        assert job.next_run_at is not None
+        timer = timer_for(job, job.next_run_at)
+        self.set_time(timer.fire_at)
+        return job, Dispatch.of(timer)
+
+    def job(self, job_id: str) -> Job:
+        found = self.jobs.get(job_id)
+        assert found is not None
+        return found
+
+    # -- sweeping -----------------------------------------------------------------------------------------
+
+    def sweeper(self, owner: str = "sweeper-1", budget: int | None = None) -> Sweeper:
+        config = SweepConfig(
+            shard_count=self.timers.shard_count,
+            lookahead=self.lookahead,
+            bucket_lease=timedelta(minutes=2),
+            dispatch_budget=budget if budget is not None else self.budget,
+            safety=timedelta(seconds=5),
+        )
+        return Sweeper(self.timers, self.dispatcher, self.clock, config, self.metrics, owner)
+
+    def sweep(self, owner: str = "sweeper-1", budget: int | None = None) -> SweepReport:
+        return self.sweeper(owner, budget).sweep(deadline=self.now() + timedelta(minutes=1))
+
+    def watermark_passed(self, minute: datetime) -> bool:
+        mark = self.timers.watermark()
+        return mark is not None and mark > minute
+
+    def sent(self, job_id: str | None = None) -> list[Dispatch]:
+        return [s.dispatch for s in self.queue.history if job_id is None or s.dispatch.job_id == job_id]
+
+    def sent_for(self, job_id: str | None = None) -> list[datetime]:
+        """The scheduled instants sent to the queue, in send order."""
+        return [d.scheduled_for for d in self.sent(job_id)]
+
+    def pending_timers(self, job_id: str | None = None) -> list[Any]:
+        found = [t for items in self.timers.timer_items.values() for t in items.values()]
+        return [t for t in found if job_id is None or t.job_id == job_id]
+
+    # -- workers ------------------------------------------------------------------------------------------
+
+    def executor(
+        self,
+        target: Any = None,
+        *,
+        worker_id: str = "worker-1",
+        lease: timedelta = timedelta(seconds=60),
+        config: ExecuteConfig | None = None,
+        extra_targets: dict[str, Any] | None = None,
+    ) -> Executor:
+        target = target if target is not None else FakeTarget(self.clock)
+        return Executor(
+            self.jobs,
+            self.ledger,
+            self.queue,
+            {"handler": target, **(extra_targets or {})},
+            self.clock,
+            config or ExecuteConfig(lease=lease, heartbeat_fraction=None),
+            self.metrics,
+            worker_id,
+            sleep=self.clock.advance,  # waiting out a sub-second remainder moves the fake clock
+        )
+
+    def deliver(self, executor: Executor, limit: int = 1000) -> list[Delivery]:
+        """Receive every visible message and run it, applying the outcome as the worker handler does."""
+        done: list[Delivery] = []
+        while len(done) < limit:
+            batch = self.queue.receive(10)
+            if not batch:
+                return done
+            for msg in batch:
+                done.append(self.handle(executor, msg))
+        return done
+
+    def handle(self, executor: Executor, msg: QueuedMessage) -> Delivery:
+        outcome = executor.execute(msg.dispatch, MemoryMessage(self.queue, msg))
+        if outcome.ack:
+            self.queue.delete(msg)
+        else:
+            self.queue.change_visibility(msg, outcome.hide_seconds)
+        return Delivery(msg.dispatch, outcome, self.now())
+
+    def run(self, until: datetime, executor: Executor, step: timedelta = timedelta(minutes=1)) -> list[Delivery]:
+        """The whole system, minute by minute: sweep, then let the worker drain what is visible."""
+        done: list[Delivery] = []
+        while self.now() <= until:
+            self.sweep()
+            done += self.deliver(executor)
+            self.clock.advance(step.total_seconds())
+        return done
+
+    def deliver_until(self, until: datetime, executor: Executor, step: float = 1.0) -> list[Delivery]:
+        """Let the worker drain the queue second by second (no sweeps), up to `until`."""
+        done: list[Delivery] = []
+        while self.now() <= until:
+            done += self.deliver(executor)
+            self.clock.advance(step)
+        return done
+
+
+def keys_of(items: Iterable[Dispatch]) -> list[str]:
+    return [d.key for d in items]
+
+
+def ceil_seconds(delta: timedelta) -> int:
+    return math.ceil(delta.total_seconds())
