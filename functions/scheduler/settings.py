@@ -44,6 +44,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _lookahead_fits_sqs_delay(self) -> Settings:
-        if self.lookahead_seconds + 60 > 900 + 60:
-            raise ValueError("lookahead_seconds + one bucket minute must fit SQS's 900 s delay cap")
+        # A sweep dispatches up to the end of the look-ahead's last minute plus the seal margin (30 s), and
+        # every message's DelaySeconds must fit SQS's 900 s cap.
+        if self.lookahead_seconds + 60 + 30 > 900:
+            raise ValueError("lookahead_seconds + 90 s (one bucket minute and the seal margin) must fit 900 s")
         return self

@@ -243,11 +243,6 @@ def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: World) 
     assert world.sent_for(job.job_id) == [at("2026-01-05T10:00"), at("2026-01-05T10:15"), at("2026-01-05T11:15")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: update keeps last_dispatched_for of the old schedule; when the new next run is earlier than an "
-    "occurrence already dispatched ahead, advance_allowed refuses it and the chain is never continued",
-)
 def test_update_to_an_earlier_minute_after_a_look_ahead_dispatch_keeps_the_chain(world: World) -> None:
     # Given the sweeper already dispatched 10:00 ahead of time (at 09:56)
     job = world.create(HOURLY)
@@ -456,11 +451,6 @@ def test_a_paused_job_cannot_be_triggered(world: World) -> None:
         world.service.trigger(TENANT, job.job_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a trigger at the exact instant of a pending scheduled occurrence reuses its key and timer slot, "
-    "overwriting the scheduled timer and ending the chain",
-)
 def test_trigger_at_the_instant_of_a_pending_occurrence_does_not_end_the_chain(world: World) -> None:
     # Given an hourly job whose 10:00 timer has not been swept yet (the sweeper is behind)
     job = world.create(HOURLY)
@@ -509,11 +499,6 @@ def test_resolve_of_another_tenants_occurrence_is_not_found(world: World) -> Non
         world.service.resolve("globex", job_id, key, RunState.SUCCEEDED, "nope")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: JobService.resolve moves the ledger to RETRY_WAIT before sending the message, with no durable "
-    "copy; if the send fails the occurrence is stuck (and a second resolve is refused as not RECONCILING)",
-)
 def test_resolve_to_retry_survives_a_failed_send(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     job_id, key = reconciling(world)
 
@@ -582,11 +567,6 @@ def test_near_term_job_runs_once_end_to_end(world: World) -> None:
     assert run is not None and run.state == RunState.SUCCEEDED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Dispatcher.is_near ignores bucket granularity; a timer in the last sealed minute beyond "
-    "now+lookahead+seal_margin is written into a done bucket and never dispatched",
-)
 def test_job_in_the_last_sealed_minute_is_not_lost() -> None:
     # Given a sweep at 09:00:05 with a 5-minute look-ahead: it sealed and finished the 09:05 bucket (to 09:05:59)
     world = World.build(start=at("2026-01-05T09:00:05"))

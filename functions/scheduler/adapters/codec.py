@@ -99,8 +99,8 @@ def job_from_item(item: Item) -> Job:
 
 
 def timer_sk(timer: Timer) -> str:
-    """Timers sort by fire_at inside a bucket; job and scheduled instant make the key unique and stable."""
-    return f"{to_ms(timer.fire_at):015d}#{timer.job_id}#{to_ms(timer.scheduled_for):015d}"
+    """The sort key of a timer in its bucket (and in the late lane): its slot."""
+    return timer.slot
 
 
 def timer_attributes(timer: Timer) -> Item:

@@ -55,11 +55,6 @@ class FakeClock:
         self._now = when
 
 
-def timer_sort_key(timer: Timer) -> str:
-    """The order (and cursor) of timers inside a bucket: fire_at, then job, then scheduled instant."""
-    return f"{to_ms(timer.fire_at):015d}#{timer.job_id}#{to_ms(timer.scheduled_for):015d}"
-
-
 class MemoryJobStore:
     def __init__(self) -> None:
         self.jobs: dict[str, Job] = {}
@@ -179,7 +174,7 @@ class MemoryTimerStore:
 
     def put_timer(self, timer: Timer) -> None:
         with self.lock:
-            self.timer_items.setdefault(self.bucket_of(timer), {})[timer_sort_key(timer)] = timer
+            self.timer_items.setdefault(self.bucket_of(timer), {})[timer.slot] = timer
 
     def claim_bucket(
         self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
@@ -254,7 +249,7 @@ class MemoryTimerStore:
 
     def put_late(self, timer: Timer) -> None:
         with self.lock:
-            self.late[timer_sort_key(timer)] = timer
+            self.late[timer.slot] = timer
 
     def late_timers(self, limit: int) -> list[Timer]:
         with self.lock:
@@ -262,7 +257,7 @@ class MemoryTimerStore:
 
     def remove_late(self, timer: Timer) -> None:
         with self.lock:
-            self.late.pop(timer_sort_key(timer), None)
+            self.late.pop(timer.slot, None)
 
 
 class MemoryLedger:

@@ -83,9 +83,14 @@ class Dispatcher:
         self.config = config
         self.metrics = metrics
 
+    def seal_limit(self, now: datetime) -> datetime:
+        """Buckets before this instant may already be sealed: a sweep seals whole minutes up to the end of the
+        look-ahead's last minute, and a sweeper whose clock runs ahead may be a little further."""
+        return self.horizon_end(now) + self.config.seal_margin
+
     def is_near(self, timer: Timer, now: datetime) -> bool:
         """Whether the timer's bucket may already be sealed, so the seal check must follow its write."""
-        return timer.fire_at < now + self.config.lookahead + self.config.seal_margin
+        return timer.fire_at < self.seal_limit(now)
 
     def horizon_end(self, now: datetime) -> datetime:
         """The end of the buckets a sweep starting `now` seals: occurrences before it go out directly."""
@@ -172,7 +177,7 @@ class Dispatcher:
         # out now with their own delays; so the next timer written below is never in a sealed bucket.
         nxt = next_occurrence(chain.schedule, cursor, chain.anchor) if is_recurring(chain.schedule) else None
         while nxt is not None and len(due) < MAX_EXPANSION:
-            if fire(nxt) >= max(horizon_end, now + self.config.lookahead + self.config.seal_margin):
+            if fire(nxt) >= max(horizon_end, self.seal_limit(now)):
                 break
             due.append(nxt)
             cursor = nxt

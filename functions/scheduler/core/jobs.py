@@ -24,8 +24,8 @@ from scheduler.core.errors import (
     VersionConflict,
 )
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
-from scheduler.core.ports import Clock, Execution, IdempotencyRecord, JobStore, Ledger, Timer
-from scheduler.core.schedules import OnceSchedule, first_occurrence, next_occurrence, preview
+from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, JobStore, Ledger, Timer
+from scheduler.core.schedules import OnceSchedule, first_occurrence, is_occurrence, next_occurrence, preview
 from scheduler.core.timefmt import truncate_ms
 
 log = logging.getLogger(__name__)
@@ -214,42 +214,44 @@ class JobService:
         job = self.get(tenant, job_id)
         if job.state in (JobState.CANCELLED, JobState.PAUSED):
             raise InvalidState(f"a {job.state.value} job cannot be triggered")
-        timer = manual_timer(job, truncate_ms(self.clock.now()))
+        now = truncate_ms(self.clock.now())
+        if is_occurrence(job.spec.schedule, now, job.created_at):
+            now += timedelta(milliseconds=1)  # an extra occurrence has its own key, never a scheduled one's
+        timer = manual_timer(job, now)
         self.dispatcher.place(timer)
         return timer
 
     def resolve(self, tenant: str, job_id: str, key: str, outcome: RunState, note: str) -> Execution:
-        """Resolve a RECONCILING occurrence: SUCCEEDED (it did take effect) or RETRY_WAIT (run it again)."""
-        self.get(tenant, job_id)
+        """Settle a RECONCILING occurrence: SUCCEEDED (it did take effect) or RETRY_WAIT (run it again).
+
+        Retry is two steps, the ledger write and then the message; a failure between them leaves the occurrence
+        in RETRY_WAIT with no message, so resolving to retry again is accepted and sends the message again
+        (a duplicate message is absorbed by the ledger)."""
+        job = self.get(tenant, job_id)
         execution = self.ledger.get(key)
         if execution is None or execution.job_id != job_id:
             raise JobNotFound(key)
-        if execution.state != RunState.RECONCILING:
+        if execution.state == RunState.RECONCILING:
+            execution = self.ledger.resolve(key, outcome, self.clock.now(), note)
+        elif not (outcome == RunState.RETRY_WAIT and execution.state == RunState.RETRY_WAIT):
             raise InvalidState(f"occurrence is {execution.state.value}, not RECONCILING")
-        resolved = self.ledger.resolve(key, outcome, self.clock.now(), note)
         if outcome == RunState.RETRY_WAIT:
-            job = self.get(tenant, job_id)
-            timer = timer_for(job, execution.scheduled_for)
-            self.dispatcher.dispatch(
-                [
-                    Timer(
-                        timer.job_id,
-                        timer.tenant,
-                        timer.scheduled_for,
-                        timer.fire_at,
-                        timer.version,
-                        "manual",
-                        None,
-                    )
-                ],
-                self.clock.now(),
-            )
-        return resolved
+            now = self.clock.now()
+            again = Dispatch(job_id, job.tenant, execution.scheduled_for, now, job.version, "manual")
+            self.dispatcher.queue.send([again], now)
+        return execution
 
     # -- internals ---------------------------------------------------------------------------------------
 
     def _replace(self, old: Job, new: Job, *, schedule: bool) -> Job:
-        timer = timer_for(new, new.next_run_at) if schedule and new.next_run_at is not None else None
+        timer = None
+        pending = new.next_run_at
+        if schedule and pending is not None:
+            # A new chain starts at the new version. The old chain's progress must not judge it: its timers are
+            # refused by version, and keeping its `last_dispatched_for` would refuse the new chain's first
+            # advance when the new schedule runs earlier than occurrences the old one already dispatched.
+            new = new.model_copy(update={"last_dispatched_for": None})
+            timer = timer_for(new, pending)
         late_copy = timer is not None and self.dispatcher.is_near(timer, self.clock.now())
         self.jobs.replace(new, old, timer, late=late_copy)
         if timer is not None:

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import Job, JobState, MisfirePolicy, RunState
 from scheduler.core.schedules import Schedule
+from scheduler.core.timefmt import to_ms
 
 TimerKind = Literal["scheduled", "manual"]
 
@@ -48,6 +49,13 @@ class Timer:
     @property
     def key(self) -> str:
         return occurrence_key(self.job_id, self.scheduled_for)
+
+    @property
+    def slot(self) -> str:
+        """The timer's place (and cursor) in its bucket: ordered by fire_at; job, scheduled instant and kind make it
+        unique, so a manual trigger at the instant of a pending scheduled run does not overwrite that run's timer
+        (the chain's only link to its next occurrence)."""
+        return f"{to_ms(self.fire_at):015d}#{self.job_id}#{to_ms(self.scheduled_for):015d}#{self.kind[0]}"
 
 
 @dataclass(frozen=True)

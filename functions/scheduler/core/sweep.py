@@ -81,12 +81,12 @@ class Sweeper:
         new_watermark = watermark
         contiguous = True
         minute = watermark
-        while minute <= last_minute:
-            if report.dispatched >= self.config.dispatch_budget or self.clock.now() >= stop_at:
-                report.stopped_early = True
-                break
+        while minute <= last_minute and not report.stopped_early:
             minute_done = True
             for shard in range(self.config.shard_count):
+                if self._spent(report, stop_at):
+                    minute_done = False
+                    break
                 done = self._sweep_bucket(BucketId(minute, shard), horizon_end, stop_at, report)
                 minute_done = minute_done and done
             if minute_done and contiguous:
@@ -102,6 +102,12 @@ class Sweeper:
         report.lag_seconds = max(0.0, (minute_of(self.clock.now()) - new_watermark).total_seconds())
         self.metrics.count("DispatchLagSeconds", report.lag_seconds, unit="Seconds")
         return report
+
+    def _spent(self, report: SweepReport, stop_at: datetime) -> bool:
+        """The budget and the deadline bound a sweep: checked before every bucket and after every page."""
+        if report.dispatched >= self.config.dispatch_budget or self.clock.now() >= stop_at:
+            report.stopped_early = True
+        return report.stopped_early
 
     def _sweep_bucket(self, bucket: BucketId, horizon_end: datetime, stop_at: datetime, report: SweepReport) -> bool:
         """Claim, query page by page, dispatch, checkpoint; mark done. Returns whether the bucket is done."""
@@ -119,12 +125,11 @@ class Sweeper:
 
     def _drain(self, claim: BucketClaim, horizon_end: datetime, stop_at: datetime, report: SweepReport) -> bool:
         for page, cursor in self.timers.timers(claim.bucket, claim.cursor):
+            if self._spent(report, stop_at):  # before taking on another page: give the rest to the next sweep
+                self.timers.release(claim)
+                return False
             report.dispatched += self.dispatcher.dispatch(page, horizon_end)
             self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease)
-            if report.dispatched >= self.config.dispatch_budget or self.clock.now() >= stop_at:
-                self.timers.release(claim)
-                report.stopped_early = True
-                return False
         self.timers.complete_bucket(claim, expire_after=claim.bucket.minute + self.config.retention)
         report.buckets_done += 1
         return True
