@@ -115,10 +115,6 @@ def test_second_claimer_is_refused_while_the_lease_is_live(timers, make) -> None
 
 def test_claim_at_the_exact_end_of_the_lease_is_refused(timers, make, xfail_on) -> None:
     # everywhere else in the contract (ledger take-over, expire_to) a lease is expired only when lease < now
-    xfail_on(
-        "memory",
-        "BUG (minor): MemoryTimerStore.claim_bucket treats lease_until == now as expired; Dynamo needs lease < now",
-    )
     bucket = BucketId(make.t0, 1)
     claim(timers, bucket, "sweeper-a", make.t0)
     assert claim(timers, bucket, "sweeper-b", make.t0 + LEASE) == BucketBusy(done=False)
@@ -244,10 +240,6 @@ def test_watermark_never_moves_backwards(timers, make) -> None:
 
 
 def test_advance_watermark_without_one_creates_it(timers, make, xfail_on) -> None:
-    xfail_on(
-        "dynamodb",
-        "BUG (latent): DynamoTimerStore.advance_watermark silently does nothing when no watermark exists yet",
-    )
     timers.advance_watermark(make.t0)
     assert timers.watermark() == make.t0
 
@@ -274,10 +266,6 @@ def test_late_lane_lists_all_shards_oldest_first(timers, make) -> None:
 
 
 def test_late_lane_limit_returns_the_oldest(timers, make, xfail_on) -> None:
-    xfail_on(
-        "dynamodb",
-        "BUG: DynamoTimerStore.late_timers fills `limit` shard by shard, so it can miss the oldest late timers",
-    )
     late = _late_timers_across_shards(make, timers)
     for timer in late:
         timers.put_late(timer)

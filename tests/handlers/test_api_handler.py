@@ -143,10 +143,6 @@ def test_bad_create_is_a_clear_4xx_and_changes_nothing(api_call, snapshot, case,
     assert [j["job_id"] for j in listed["jobs"]] == [existing["job_id"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: json.loads accepts NaN/Infinity (not JSON); the API stores them as null and answers 201",
-)
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_non_json_number_constants_are_malformed_json(api_call, snapshot, constant) -> None:
     before = snapshot()
@@ -158,10 +154,6 @@ def test_non_json_number_constants_are_malformed_json(api_call, snapshot, consta
     assert snapshot() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: api.py checks numbers with str.isdigit(), which accepts '²' that int() refuses -> 500",
-)
 def test_unicode_digits_in_numeric_parameters_are_a_4xx(api_call, snapshot) -> None:
     job_id = create(api_call)["job_id"]
     before = snapshot()
@@ -301,10 +293,6 @@ def test_list_state_filter_and_query_validation(api_call) -> None:
     assert assert_problem(api_call("GET", f"/v1/jobs?cursor={garbage}"), 422)["errors"][0]["field"] == "cursor"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a cursor the query rejects (another tenant's, or forged) is a DynamoDB ValidationException -> 500",
-)
 def test_a_foreign_or_forged_cursor_is_a_4xx(api_call, snapshot) -> None:
     for _ in range(3):
         create(api_call)

@@ -8,6 +8,7 @@ Expressions name every attribute through placeholders: DynamoDB reserves words s
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -202,18 +203,24 @@ class DynamoJobStore:
         item = response.get("Item")
         return job_from_item(item) if item else None
 
-    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+    def list(
+        self, tenant: str, state: JobState | None, limit: int, cursor: str | None
+    ) -> tuple[builtins.list[Job], str | None]:
         """Oldest first from the by_tenant index (eventually consistent: a job created a moment ago may be
-        missing from a list for a moment; GET by id is always consistent)."""
-        found: list[Job] = []
+        missing from a list for a moment; GET by id is always consistent). Reads one matching job ahead, so a
+        page that ends at the tenant's last job carries no cursor."""
+        partition = s(f"TENANT#{tenant}")
         start = _decode_cursor(cursor)
-        while True:
+        if start is not None and start.get("tenant_pk") != partition:
+            raise ValueError("cursor is not one this API returned for this caller")
+        found: builtins.list[Item] = []
+        while len(found) <= limit:
             request: dict[str, Any] = {
                 "TableName": self.table,
                 "IndexName": "by_tenant",
                 "KeyConditionExpression": "tenant_pk = :t",
-                "ExpressionAttributeValues": {":t": s(f"TENANT#{tenant}")},
-                "Limit": limit - len(found) if state is None else max(limit, 25),
+                "ExpressionAttributeValues": {":t": partition},
+                "Limit": limit + 1 - len(found) if state is None else max(limit + 1, 25),
             }
             if state is not None:
                 request["FilterExpression"] = "#state = :state"
@@ -221,17 +228,20 @@ class DynamoJobStore:
                 request["ExpressionAttributeValues"][":state"] = s(state.value)
             if start:
                 request["ExclusiveStartKey"] = start
-            response = self.client.query(**request)
-            for item in response.get("Items", []):
-                found.append(job_from_item(item))
-                if len(found) == limit:
-                    last = item
-                    key = {k: last[k] for k in ("PK", "SK", "tenant_pk", "tenant_sk")}
-                    more = response.get("LastEvaluatedKey") is not None or item is not response["Items"][-1]
-                    return found, (_encode_cursor(key) if more else None)
+            try:
+                response = self.client.query(**request)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] == "ValidationException" and start:
+                    raise ValueError("cursor is not one this API returned") from exc
+                raise
+            found += response.get("Items", [])
             start = response.get("LastEvaluatedKey")
             if not start:
-                return found, None
+                break
+        page = found[:limit]
+        more = len(found) > limit
+        key = {k: page[-1][k] for k in ("PK", "SK", "tenant_pk", "tenant_sk")} if more and page else None
+        return [job_from_item(item) for item in page], _encode_cursor(key)
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
         items: list[dict[str, Any]] = [
@@ -484,7 +494,7 @@ class DynamoTimerStore:
                 TableName=self.table,
                 Key=WATERMARK_KEY,
                 UpdateExpression="SET minute_ms = :m, #minute = :label",
-                ConditionExpression="minute_ms < :m",
+                ConditionExpression="attribute_not_exists(minute_ms) OR minute_ms < :m",
                 ExpressionAttributeNames={"#minute": "minute"},
                 ExpressionAttributeValues={":m": n(to_ms(minute)), ":label": s(rfc3339(minute))},
             )
@@ -496,6 +506,7 @@ class DynamoTimerStore:
         self.client.put_item(TableName=self.table, Item=late_item(timer, self.shard_count))
 
     def late_timers(self, limit: int) -> list[Timer]:
+        # Each shard is ordered by fire_at; the oldest `limit` overall are among the oldest `limit` of each shard.
         found: list[Timer] = []
         for shard in range(self.shard_count):
             request: dict[str, Any] = {
@@ -504,14 +515,17 @@ class DynamoTimerStore:
                 "ExpressionAttributeValues": {":pk": s(f"LATE#{shard}")},
                 "ConsistentRead": True,
             }
-            while len(found) < limit:
-                request["Limit"] = min(PAGE_SIZE, limit - len(found))
+            in_shard = 0
+            while in_shard < limit:
+                request["Limit"] = min(PAGE_SIZE, limit - in_shard)
                 response = self.client.query(**request)
-                found += [timer_from_item(i) for i in response.get("Items", [])]
+                items = response.get("Items", [])
+                found += [timer_from_item(i) for i in items]
+                in_shard += len(items)
                 if not response.get("LastEvaluatedKey"):
                     break
                 request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return sorted(found, key=lambda t: t.fire_at)[:limit]
+        return sorted(found, key=lambda t: t.slot)[:limit]
 
     def remove_late(self, timer: Timer) -> None:
         key = late_item(timer, self.shard_count)
@@ -711,13 +725,17 @@ class DynamoLedger:
         return True
 
     def mark_dead_lettered(self, key: str) -> None:
-        self.client.update_item(
-            TableName=self.table,
-            Key={"PK": s(key)},
-            UpdateExpression="SET dead_lettered = :t",
-            ConditionExpression="attribute_exists(PK)",
-            ExpressionAttributeValues={":t": {"BOOL": True}},
-        )
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(key)},
+                UpdateExpression="SET dead_lettered = :t",
+                ConditionExpression="attribute_exists(PK)",
+                ExpressionAttributeValues={":t": {"BOOL": True}},
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise  # an unknown key has nothing to mark
 
     def revive(self, key: str, now: datetime, note: str) -> bool:
         current = self.get(key)
@@ -755,14 +773,26 @@ class DynamoLedger:
             "KeyConditionExpression": "job_id = :j",
             "ExpressionAttributeValues": {":j": s(job_id)},
             "ScanIndexForward": False,
-            "Limit": limit,
+            "Limit": limit + 1,  # one ahead, so a page that ends at the last run carries no cursor
         }
         start = _decode_cursor(cursor)
         if start:
+            if start.get("job_id") != s(job_id):
+                raise ValueError("cursor is not one this API returned for this job")
             request["ExclusiveStartKey"] = start
-        response = self.client.query(**request)
-        runs = [execution_from_item(i) for i in response.get("Items", [])]
-        return runs, _encode_cursor(response.get("LastEvaluatedKey"))
+        items = self._query(request)
+        page = items[:limit]
+        more = len(items) > limit
+        key = {k: page[-1][k] for k in ("PK", "job_id", "scheduled_ms")} if more and page else None
+        return [execution_from_item(i) for i in page], _encode_cursor(key)
+
+    def _query(self, request: dict[str, Any]) -> list[Item]:
+        try:
+            return list(self.client.query(**request).get("Items", []))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ValidationException" and "ExclusiveStartKey" in request:
+                raise ValueError("cursor is not one this API returned") from exc
+            raise
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
         current = self.get(key)
@@ -772,9 +802,13 @@ class DynamoLedger:
                 TableName=self.table,
                 Key={"PK": s(key)},
                 UpdateExpression=(
-                    "SET #state = :state, updated_ms = :now, next_ms = :now, "
+                    "SET #state = :state, updated_ms = :now, "
                     "history = list_append(if_not_exists(history, :empty), :entry)"
-                    + (", finished_ms = :now" if state.terminal else "")
+                    + (
+                        ", finished_ms = :now REMOVE next_ms"
+                        if state.terminal
+                        else ", next_ms = :now REMOVE finished_ms"
+                    )
                 ),
                 ConditionExpression="#state = :reconciling",
                 ExpressionAttributeNames={"#state": "state"},

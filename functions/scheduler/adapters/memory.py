@@ -183,7 +183,8 @@ class MemoryTimerStore:
             item = self.buckets.setdefault(bucket, _Bucket())
             if item.done:
                 return BucketBusy(done=True)
-            if item.owner is not None and item.lease_until is not None and item.lease_until > now:
+            # A lease is live until strictly after its end (as in DynamoDB: claimable when lease_until < now).
+            if item.owner is not None and item.lease_until is not None and item.lease_until >= now:
                 return BucketBusy(done=False)
             item.sealed = True
             item.owner = owner
@@ -385,6 +386,7 @@ class MemoryLedger:
                 return False
             item.state = state
             item.last_error = reason
+            item.lease_until = None
             item.updated_at = now
             item.finished_at = now
             item.history.append(_history_entry(epoch, state, now, reason))

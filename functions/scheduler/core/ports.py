@@ -309,7 +309,9 @@ class ReadyQueue(Protocol):
     """The SQS ready queue (and its DLQ) as the core sees it."""
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
-        """Send each dispatch with `DelaySeconds = clamp(fire_at - now, 0, 900)` (rounded up), in batches.
+        """Send each dispatch with `DelaySeconds = clamp(fire_at - now, 0, 900)`, in batches. Rounded down: a message
+        arrives at most a second early and the worker waits out the rest, so precision stays sub-second and no
+        occurrence ever starts before its fire time.
         Returns only when every message was accepted; raises otherwise (the caller re-runs)."""
         ...
 

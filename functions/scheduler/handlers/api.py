@@ -157,7 +157,9 @@ def json_body(required: bool = True) -> Any:
             raise Problem(400, "Bad Request", "the request body is empty; send a JSON object")
         return {}
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_not_json)
+    except _NotJson as exc:
+        raise Problem(400, "Bad Request", f"the body is not valid JSON: {exc} is not a JSON value") from None
     except json.JSONDecodeError as exc:
         detail = f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         raise Problem(400, "Bad Request", detail) from None
@@ -166,11 +168,25 @@ def json_body(required: bool = True) -> Any:
     return body
 
 
+class _NotJson(ValueError):
+    pass
+
+
+def _not_json(constant: str) -> Any:
+    """Python's json accepts NaN and Infinity; JSON does not (and DynamoDB could not store them)."""
+    raise _NotJson(constant)
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also accepts characters such as '²' that int() refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def int_query(name: str, default: int, low: int, high: int) -> int:
     raw = app.current_event.get_query_string_value(name, None)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not is_number(raw) or not low <= int(raw) <= high:
         raise Problem(
             422,
             "Unprocessable Content",
@@ -276,7 +292,7 @@ def update_job(job_id: str) -> Response[str]:
     expected = None
     if if_match is not None:
         cleaned = if_match.strip().removeprefix("W/").strip('"')
-        if not cleaned.isdigit():
+        if not is_number(cleaned):
             raise Problem(400, "Bad Request", f"If-Match must be a job version (e.g. \"3\"), not '{if_match}'")
         expected = int(cleaned)
     svc = service()
