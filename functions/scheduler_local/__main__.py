@@ -147,7 +147,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, shutdown)
     try:
         os.environ.update(emu.env())
-        resources = provision(prefix)
+        visibility = os.environ.get("SCHEDULER_LOCAL_VISIBILITY_TIMEOUT")  # crash tests only
+        resources = provision(prefix, visibility_timeout=int(visibility) if visibility else None)
         env = {
             **os.environ,
             **emu.env(),

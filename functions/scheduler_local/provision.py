@@ -22,6 +22,7 @@ class Resources:
     ready_queue_url: str
     dlq_url: str
     example_table: str = ""
+    event_bus_name: str = "default"
 
     def env(self) -> dict[str, str]:
         return {
@@ -30,6 +31,7 @@ class Resources:
             "SCHEDULER_READY_QUEUE_URL": self.ready_queue_url,
             "SCHEDULER_DLQ_URL": self.dlq_url,
             "SCHEDULER_EXAMPLE_TABLE": self.example_table,
+            "SCHEDULER_EVENT_BUS_NAME": self.event_bus_name,
         }
 
 
@@ -49,10 +51,30 @@ def _create_table(client: Any, schema: TableSchema, name: str) -> None:
             raise
 
 
-def provision(prefix: str, dynamodb: Any | None = None, sqs: Any | None = None) -> Resources:
-    """Create (idempotently) `{prefix}-jobs`, `{prefix}-executions`, `{prefix}-ready` and `{prefix}-dlq`."""
+def _create_event_bus(client: Any, name: str) -> str:
+    try:
+        client.create_event_bus(Name=name)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+            raise
+    return name
+
+
+def provision(
+    prefix: str,
+    dynamodb: Any | None = None,
+    sqs: Any | None = None,
+    visibility_timeout: int | None = None,
+    events: Any | None = None,
+) -> Resources:
+    """Create (idempotently) `{prefix}-jobs`, `{prefix}-executions`, `{prefix}-ready`, `{prefix}-dlq` and the
+    completion-event bus `{prefix}-events` (EventBridge on the moto server).
+
+    `visibility_timeout` overrides the ready queue's (6x the worker timeout), for local crash tests that cannot
+    wait 12 minutes for a killed worker's messages to come back."""
     dynamodb = dynamodb or boto3.client("dynamodb")
     sqs = sqs or boto3.client("sqs")
+    events = events or boto3.client("events", region_name=sqs.meta.region_name)
     jobs, executions = f"{prefix}-jobs", f"{prefix}-executions"
     _create_table(dynamodb, JOBS_TABLE, jobs)
     _create_table(dynamodb, EXECUTIONS_TABLE, executions)
@@ -65,10 +87,11 @@ def provision(prefix: str, dynamodb: Any | None = None, sqs: Any | None = None) 
     ready_url = sqs.create_queue(
         QueueName=f"{prefix}-ready",
         Attributes={
-            "VisibilityTimeout": str(READY_QUEUE.visibility_timeout_seconds),
+            "VisibilityTimeout": str(visibility_timeout or READY_QUEUE.visibility_timeout_seconds),
             "RedrivePolicy": json.dumps(
                 {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(READY_QUEUE.max_receive_count)}
             ),
         },
     )["QueueUrl"]
-    return Resources(jobs, executions, ready_url, dlq_url, f"{prefix}-example-payments")
+    bus = _create_event_bus(events, f"{prefix}-events")
+    return Resources(jobs, executions, ready_url, dlq_url, f"{prefix}-example-payments", bus)
