@@ -227,6 +227,14 @@ def health() -> Response[str]:
     return json_response(200, {"status": "ok"})
 
 
+@app.get("/v1/openapi.json")
+def openapi_document() -> Response[str]:
+    """The OpenAPI document of this API (generated from the request models; `docs/openapi.json`)."""
+    from scheduler.openapi import render
+
+    return Response(200, "application/json", render())
+
+
 @app.post("/v1/jobs")
 def create_job() -> Response[str]:
     who = tenant()

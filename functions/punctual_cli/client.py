@@ -1,0 +1,550 @@
+"""A typed client of the punctual API (v1), on the standard library's HTTP.
+
+Requests are built from the same models the API validates with (`scheduler.core.model.JobSpec`), so a
+definition is checked here before it is sent and fails with the messages the server would give. Responses
+come back as `JobView`/`RunView`, which carry the definition as a `JobSpec` and the states as the core's
+`JobState`/`RunState`.
+
+Auth is pluggable: `BearerAuth` for the local stack (dev tokens), `SigV4Auth` for API Gateway with IAM auth,
+signed with botocore from the standard AWS credential chain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
+
+from pydantic import ValidationError
+
+from scheduler.core.keys import split_occurrence_key
+from scheduler.core.model import MAX_PAYLOAD_BYTES, JobSpec, JobState, RunState, payload_size
+from scheduler.core.timefmt import parse_rfc3339
+
+if TYPE_CHECKING:
+    import boto3
+
+USER_AGENT = "punctual-cli/0.1"
+#: Tags of the schedule and target unions; pydantic puts them in error locations, the API leaves them out.
+_TYPE_TAGS = {"once", "cron", "rate", "http", "sqs", "sns", "eventbridge", "lambda", "stepfunctions", "handler"}
+#: `https://{api-id}.execute-api.{region}.amazonaws.com/{stage}/`: an API Gateway endpoint (IAM auth).
+EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+#: Statuses worth one more try of a request that is safe to repeat (a gateway or the network hiccupped).
+_TRANSIENT = {502, 503, 504}
+
+
+# -- errors -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One offending field of a rejected request (`errors[]` of the problem+json)."""
+
+    field: str
+    message: str
+
+
+class ApiError(Exception):
+    """The API refused a request: an RFC 9457 problem (status, title, detail and, for validation, fields)."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        errors: tuple[FieldError, ...] = (),
+        problem: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.errors = errors
+        self.problem: dict[str, Any] = dict(problem or {})
+
+    @classmethod
+    def from_response(cls, status: int, body: bytes) -> ApiError:
+        """Read a problem+json body; anything else (a proxy's HTML page) still gives a usable error."""
+        try:
+            problem = json.loads(body.decode() or "{}")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            problem = None
+        if not isinstance(problem, dict):
+            text = body.decode(errors="replace").strip()[:200]
+            return cls(status, f"HTTP {status}", text or f"the API answered {status} without a problem document")
+        errors = tuple(
+            FieldError(str(e.get("field", "body")), str(e.get("message", "")))
+            for e in problem.get("errors") or []
+            if isinstance(e, dict)
+        )
+        title = str(problem.get("title") or f"HTTP {status}")
+        detail = str(problem.get("detail") or problem.get("message") or title)
+        return cls(status, title, detail, errors, problem)
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.status}): {self.detail}"
+
+
+class InvalidDefinition(ApiError):
+    """A job definition refused here, before sending, with the same status and messages the API would give."""
+
+
+class TransportError(Exception):
+    """The API could not be reached or did not answer (DNS, refused connection, timeout, TLS)."""
+
+
+class AuthError(Exception):
+    """No credentials to sign with (no AWS credentials in the chain)."""
+
+
+def definition_problem(exc: ValidationError) -> InvalidDefinition:
+    """The 422 the API answers for this validation error: fields as the API names them, same messages."""
+    errors = []
+    for error in exc.errors():
+        path = [str(p) for p in error["loc"] if str(p) not in _TYPE_TAGS and not str(p).startswith("function-")]
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown field (not part of the job definition)"
+        errors.append(FieldError(".".join(path) or "body", message))
+    first = errors[0]
+    detail = f"{first.field}: {first.message}"
+    if len(errors) > 1:
+        detail += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return InvalidDefinition(422, "Unprocessable Content", detail, tuple(errors))
+
+
+def validate_definition(definition: Mapping[str, Any]) -> JobSpec:
+    """Validate a job definition as `POST /v1/jobs` does; raise `InvalidDefinition` with the API's messages."""
+    try:
+        spec = JobSpec.model_validate(dict(definition))
+    except ValidationError as exc:
+        raise definition_problem(exc) from None
+    size = payload_size(spec.payload)
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidDefinition(
+            413, "Payload Too Large", f"the payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
+        )
+    return spec
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (what `PATCH /v1/jobs/{id}` applies): objects merge, `null` removes."""
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+# -- responses --------------------------------------------------------------------------------------------
+
+
+def _instant(value: Any) -> datetime | None:
+    return parse_rfc3339(value) if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job as the API shows it: the definition plus what the scheduler tracks about it.
+
+    `spec` is None only when the server sends a definition this client's `JobSpec` does not know (a newer
+    server); `raw` always has the whole response.
+    """
+
+    job_id: str
+    state: JobState
+    version: int
+    spec: JobSpec | None
+    next_run_at: datetime | None
+    next_runs: tuple[datetime, ...]
+    created_at: datetime | None
+    updated_at: datetime | None
+    last_dispatched_for: datetime | None
+    misfire_skipped: int
+    replayed: bool
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def name(self) -> str | None:
+        return self.spec.name if self.spec else self.raw.get("name")
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        """The definition part of the response (the fields of `JobSpec`), as JSON."""
+        return {k: v for k, v in self.raw.items() if k in JobSpec.model_fields}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> JobView:
+        raw = dict(body)
+        try:
+            spec: JobSpec | None = JobSpec.model_validate({k: v for k, v in raw.items() if k in JobSpec.model_fields})
+        except ValidationError:
+            spec = None
+        return cls(
+            job_id=str(raw["job_id"]),
+            state=JobState(raw["state"]),
+            version=int(raw["version"]),
+            spec=spec,
+            next_run_at=_instant(raw.get("next_run_at")),
+            next_runs=tuple(t for t in (_instant(v) for v in raw.get("next_runs") or []) if t is not None),
+            created_at=_instant(raw.get("created_at")),
+            updated_at=_instant(raw.get("updated_at")),
+            last_dispatched_for=_instant(raw.get("last_dispatched_for")),
+            misfire_skipped=int(raw.get("misfire_skipped") or 0),
+            replayed=bool(raw.get("replayed", False)),
+            raw=raw,
+        )
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One occurrence's run: its key, ledger state, attempts, times, last error and attempt history."""
+
+    occurrence_key: str
+    scheduled_for: datetime | None
+    state: RunState
+    attempts: int
+    created_at: datetime | None
+    updated_at: datetime | None
+    finished_at: datetime | None
+    next_attempt_at: datetime | None
+    last_error: str | None
+    result: Any
+    history: list[Any]
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> RunView:
+        raw = dict(body)
+        return cls(
+            occurrence_key=str(raw["occurrence_key"]),
+            scheduled_for=_instant(raw.get("scheduled_for")),
+            state=RunState(raw["state"]),
+            attempts=int(raw.get("attempts") or 0),
+            created_at=_instant(raw.get("created_at")),
+            updated_at=_instant(raw.get("updated_at")),
+            finished_at=_instant(raw.get("finished_at")),
+            next_attempt_at=_instant(raw.get("next_attempt_at")),
+            last_error=raw.get("last_error"),
+            result=raw.get("result"),
+            history=list(raw.get("history") or []),
+            raw=raw,
+        )
+
+
+@dataclass(frozen=True)
+class Triggered:
+    """The extra occurrence `POST /v1/jobs/{id}/trigger` placed (it has its own occurrence key)."""
+
+    job_id: str
+    occurrence_key: str
+    scheduled_for: datetime | None
+    raw: dict[str, Any] = field(repr=False)
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a listing; pass `next_cursor` back to get the next one (None: this was the last)."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+# -- transport and auth -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes | None
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+Transport = Callable[[HttpRequest, float], HttpResponse]
+
+
+def urllib_transport(request: HttpRequest, timeout: float) -> HttpResponse:
+    """Send with urllib; every HTTP status comes back as a response, only a failure to talk raises."""
+    prepared = urllib.request.Request(request.url, data=request.body, method=request.method, headers=request.headers)
+    try:
+        with urllib.request.urlopen(prepared, timeout=timeout) as response:
+            return HttpResponse(response.status, dict(response.headers.items()), response.read())
+    except urllib.error.HTTPError as exc:
+        return HttpResponse(exc.code, dict(exc.headers.items()) if exc.headers else {}, exc.read())
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TransportError(f"cannot reach {request.url}: {reason}") from exc
+
+
+class Auth(Protocol):
+    """Adds credentials to a request that is otherwise ready to send."""
+
+    def sign(self, request: HttpRequest) -> HttpRequest: ...
+
+
+class BearerAuth:
+    """`Authorization: Bearer <token>`: the local stack maps dev tokens to tenants (SCHEDULER_DEV_TOKENS)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def sign(self, request: HttpRequest) -> HttpRequest:
+        return HttpRequest(
+            request.method, request.url, {**request.headers, "Authorization": f"Bearer {self.token}"}, request.body
+        )
+
+
+def region_of(url: str) -> str | None:
+    """The region of an `execute-api` URL, or None for any other host."""
+    match = EXECUTE_API_HOST.match(urlsplit(url).hostname or "")
+    return match[1] if match else None
+
+
+def is_execute_api(url: str) -> bool:
+    return region_of(url) is not None
+
+
+class SigV4Auth:
+    """Signs requests for API Gateway (`execute-api`) with SigV4 and the standard AWS credential chain.
+
+    Credentials are read at every request, so refreshed (assumed-role, SSO) credentials are picked up.
+    """
+
+    def __init__(self, region: str | None = None, session: boto3.Session | None = None) -> None:
+        if session is None:
+            import boto3
+
+            session = boto3.Session()
+        self.session = session
+        self.region = region or session.region_name
+
+    @classmethod
+    def for_url(cls, url: str, session: boto3.Session | None = None) -> SigV4Auth:
+        """Take the region from an `execute-api` URL, else from the session (AWS_REGION, profile)."""
+        return cls(region_of(url), session)
+
+    def sign(self, request: HttpRequest) -> HttpRequest:
+        from botocore.auth import SigV4Auth as BotocoreSigV4
+        from botocore.awsrequest import AWSRequest
+
+        credentials = self.session.get_credentials()
+        if credentials is None:
+            raise AuthError(
+                "no AWS credentials found: configure the standard chain (AWS_PROFILE, `aws sso login`, "
+                "environment variables or an instance role)"
+            )
+        if not self.region:
+            raise AuthError("no AWS region to sign for: pass --region or set AWS_REGION")
+        aws_request = AWSRequest(
+            method=request.method, url=request.url, data=request.body or b"", headers=dict(request.headers)
+        )
+        BotocoreSigV4(credentials.get_frozen_credentials(), "execute-api", self.region).add_auth(aws_request)
+        return HttpRequest(request.method, request.url, dict(aws_request.headers.items()), request.body)
+
+
+# -- the client -------------------------------------------------------------------------------------------
+
+
+Outcome = Literal["succeeded", "retry"]
+
+
+class SchedulerClient:
+    """Every endpoint of the punctual API (v1) as a typed method.
+
+    Errors: `ApiError` (the API answered with a problem; `InvalidDefinition` when refused before sending),
+    `TransportError` (no answer), `AuthError` (nothing to sign with). Reads, and creates that carry an
+    Idempotency-Key, are retried once after a network failure or a 502/503/504: both are safe to repeat.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        auth: Auth | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: Transport = urllib_transport,
+        retries: int = 1,
+        retry_delay: float = 0.5,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.auth = auth
+        self.timeout = timeout
+        self.transport = transport
+        self.retries = retries
+        self.retry_delay = retry_delay
+
+    # jobs
+
+    def create(self, spec: JobSpec | Mapping[str, Any], idempotency_key: str | None = None) -> JobView:
+        """`POST /v1/jobs`. With `idempotency_key`, a repeat returns the same job (`replayed=True`)."""
+        if not isinstance(spec, JobSpec):
+            spec = validate_definition(spec)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        body = self._call(
+            "POST",
+            "/v1/jobs",
+            body=spec.model_dump(mode="json", exclude_unset=True),
+            headers=headers,
+            repeatable=idempotency_key is not None,
+        )
+        return JobView.from_json(body)
+
+    def get(self, job_id: str, preview: int = 0) -> JobView:
+        """`GET /v1/jobs/{id}`; with `preview`, `next_runs` holds the next N occurrences (at most 50)."""
+        query = {"preview": str(preview)} if preview else None
+        return JobView.from_json(self._call("GET", f"/v1/jobs/{_segment(job_id)}", query=query))
+
+    def list_jobs(
+        self, state: JobState | str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> Page[JobView]:
+        """`GET /v1/jobs`: one page of the caller's jobs, oldest first."""
+        query: dict[str, str] = {}
+        if state:
+            query["state"] = str(state.value if isinstance(state, JobState) else state).upper()
+        if limit:
+            query["limit"] = str(limit)
+        if cursor:
+            query["cursor"] = cursor
+        body = self._call("GET", "/v1/jobs", query=query)
+        return Page([JobView.from_json(j) for j in body.get("jobs", [])], body.get("next_cursor"))
+
+    def iter_jobs(self, state: JobState | str | None = None, page_size: int = 100) -> Iterator[JobView]:
+        """Every job of the caller, following `next_cursor` page by page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_jobs(state, page_size, cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def update(self, job_id: str, patch: Mapping[str, Any], if_match: int | None = None) -> JobView:
+        """`PATCH /v1/jobs/{id}` with a JSON merge patch; `if_match` (a version) makes a stale edit fail 412."""
+        headers = {"If-Match": f'"{if_match}"'} if if_match is not None else {}
+        return JobView.from_json(self._call("PATCH", f"/v1/jobs/{_segment(job_id)}", body=dict(patch), headers=headers))
+
+    def cancel(self, job_id: str) -> JobView:
+        """`DELETE /v1/jobs/{id}`: a tombstone; cancelling twice is fine."""
+        return JobView.from_json(self._call("DELETE", f"/v1/jobs/{_segment(job_id)}"))
+
+    def pause(self, job_id: str) -> JobView:
+        return JobView.from_json(self._call("POST", f"/v1/jobs/{_segment(job_id)}/pause"))
+
+    def resume(self, job_id: str) -> JobView:
+        """Resume; missed occurrences are handled by the job's misfire policy."""
+        return JobView.from_json(self._call("POST", f"/v1/jobs/{_segment(job_id)}/resume"))
+
+    def trigger(self, job_id: str) -> Triggered:
+        """Fire one extra occurrence now; the schedule is not affected."""
+        body = self._call("POST", f"/v1/jobs/{_segment(job_id)}/trigger")
+        return Triggered(
+            str(body.get("job_id", job_id)), str(body["occurrence_key"]), _instant(body.get("scheduled_for")), body
+        )
+
+    # runs
+
+    def runs(self, job_id: str, limit: int | None = None, cursor: str | None = None) -> Page[RunView]:
+        """`GET /v1/jobs/{id}/runs`: one page of run history, newest first."""
+        query: dict[str, str] = {}
+        if limit:
+            query["limit"] = str(limit)
+        if cursor:
+            query["cursor"] = cursor
+        body = self._call("GET", f"/v1/jobs/{_segment(job_id)}/runs", query=query)
+        return Page([RunView.from_json(r) for r in body.get("runs", [])], body.get("next_cursor"))
+
+    def iter_runs(self, job_id: str, page_size: int = 100) -> Iterator[RunView]:
+        cursor: str | None = None
+        while True:
+            page = self.runs(job_id, page_size, cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def resolve(
+        self, occurrence_key: str, outcome: Outcome, note: str | None = None, job_id: str | None = None
+    ) -> RunView:
+        """Settle a RECONCILING run: `succeeded` (it did take effect) or `retry` (run it again, same key)."""
+        job_id = job_id or split_occurrence_key(occurrence_key)[0]
+        body: dict[str, Any] = {"outcome": outcome}
+        if note:
+            body["note"] = note
+        path = f"/v1/jobs/{_segment(job_id)}/runs/{_segment(occurrence_key)}/resolve"
+        return RunView.from_json(self._call("POST", path, body=body))
+
+    # service
+
+    def health(self) -> dict[str, Any]:
+        """`GET /v1/health` (no auth needed)."""
+        return self._call("GET", "/v1/health")
+
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI 3.1 document the server serves."""
+        return self._call("GET", "/v1/openapi.json")
+
+    # plumbing
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        repeatable: bool | None = None,
+    ) -> dict[str, Any]:
+        url = self.base_url + path + (f"?{urlencode(query)}" if query else "")
+        data = json.dumps(body).encode() if body is not None else None
+        base = {"Accept": "application/json", "User-Agent": USER_AGENT, **(headers or {})}
+        if data is not None:
+            base["Content-Type"] = "application/json"
+        request = HttpRequest(method, url, base, data)
+        if self.auth is not None:
+            request = self.auth.sign(request)
+        attempts = 1 + (self.retries if (method == "GET" if repeatable is None else repeatable) else 0)
+        for attempt in range(1, attempts + 1):
+            try:
+                response = self.transport(request, self.timeout)
+            except TransportError:
+                if attempt == attempts:
+                    raise
+            else:
+                if response.status in _TRANSIENT and attempt < attempts:
+                    pass
+                elif response.status >= 400:
+                    raise ApiError.from_response(response.status, response.body)
+                else:
+                    text = response.body.decode() if response.body else ""
+                    parsed = json.loads(text) if text.strip() else {}
+                    return parsed if isinstance(parsed, dict) else {"value": parsed}
+            time.sleep(self.retry_delay * attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _segment(value: str) -> str:
+    """One path segment, percent-encoded (occurrence keys carry ':'; nothing may carry '/')."""
+    return quote(value, safe="")

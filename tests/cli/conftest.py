@@ -1,0 +1,54 @@
+"""Fixtures of the CLI tests: the network blocked for unit tests, an environment free of the caller's
+PUNCTUAL_* settings, and (for the system tests) a local stack of their own, as tests/system starts one."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "system"))
+
+from harness import LocalStack, Receiver
+
+
+class NetworkBlocked(RuntimeError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI reads these; a developer's shell must not change what a test sees."""
+    for name in ("PUNCTUAL_API_URL", "PUNCTUAL_TOKEN", "SCHEDULER_STATE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise NetworkBlocked("CLI unit tests must not touch the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+@pytest.fixture(scope="session")
+def stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A local stack (as scripts/dev runs it) for the CLI's system tests, tokens t-alice, t-bob, t-fuzz."""
+    local = LocalStack(Path(tmp_path_factory.mktemp("cli-stack")), aws_endpoints).start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    rx = Receiver().start()
+    yield rx
+    rx.stop()
