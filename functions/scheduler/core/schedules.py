@@ -228,6 +228,9 @@ def next_occurrence(schedule: Schedule, after: datetime, created_at: datetime) -
     `created_at` anchors `once`+`delay_seconds` and `rate` schedules without a `start_at`.
     """
     after = utc(after)
+    # Occurrences are millisecond instants; an anchor finer than that would make a rate's truncated next
+    # occurrence land at or before `after`, and a caller walking the schedule would never move on.
+    created_at = truncate_ms(created_at)
     result: datetime | None
     if isinstance(schedule, OnceSchedule):
         at = first_once_instant(schedule, created_at)
