@@ -33,7 +33,6 @@ def scheduler_environment(
     executions_table_name: str,
     ready_queue_url: str,
     dlq_url: str,
-    event_bus_name: str = "default",
 ) -> dict[str, str]:
     """The variables common to every function (resource names are CloudFormation tokens here)."""
     env = {
@@ -44,8 +43,6 @@ def scheduler_environment(
         "SCHEDULER_SHARD_COUNT": str(config.shard_count),
         "SCHEDULER_LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
         "SCHEDULER_LEASE_SECONDS": str(config.lease_seconds),
-        "SCHEDULER_COMPLETION_EVENTS": "true" if config.completion_events else "false",
-        "SCHEDULER_EVENT_BUS_NAME": event_bus_name,
         # Explicit, so that no local-development default can open the SSRF guard on AWS.
         "SCHEDULER_ALLOW_PRIVATE_TARGETS": "false",
         "SCHEDULER_SERVICE_NAME": SERVICE_NAME,
