@@ -371,7 +371,23 @@ def test_advance_re_run_after_a_crash_proceeds_and_puts_next_again(jobs, make) -
     assert jobs.get(job.job_id).last_dispatched_for == first.scheduled_for
 
 
-def test_advance_of_a_timer_the_chain_moved_past_dispatches_but_puts_no_next(jobs, make) -> None:
+def test_advance_re_run_replays_the_recorded_plan(jobs, make) -> None:
+    job, first, _ = _recurring(jobs, make)
+    nxt = make.t0 + timedelta(minutes=2)
+    planned_at, horizon = make.t0 - timedelta(seconds=3), make.t0 + timedelta(minutes=6)
+    jobs.advance(first, nxt, first.scheduled_for, 0, planned_at=planned_at, planned_horizon=horizon)
+
+    # the run that advanced died before sending; a later re-run (with a later clock) must send what it planned
+    again = jobs.advance(first, nxt + timedelta(minutes=1), first.scheduled_for, 0, planned_at=make.t0,
+                         planned_horizon=horizon + timedelta(minutes=1))  # fmt: skip
+
+    assert again == AdvanceResult(True, True, JobState.ACTIVE, (planned_at, horizon))
+    assert jobs.get(job.job_id).next_run_at == nxt  # the recorded advance is not overwritten
+
+
+def test_advance_of_a_timer_the_chain_moved_past_does_nothing(jobs, make) -> None:
+    # A chain moves past a timer only through the next timer, which is written after the timer's sends: a late
+    # re-run of an older timer has nothing left to send or write.
     job, first, second = _recurring(jobs, make)
     jobs.advance(first, second.scheduled_for, first.scheduled_for, 0)
     jobs.advance(second, second.scheduled_for + timedelta(minutes=1), second.scheduled_for, 0)
@@ -379,7 +395,7 @@ def test_advance_of_a_timer_the_chain_moved_past_dispatches_but_puts_no_next(job
 
     late_rerun = jobs.advance(first, second.scheduled_for, first.scheduled_for, 0)
 
-    assert late_rerun == AdvanceResult(True, False, JobState.ACTIVE)
+    assert late_rerun == AdvanceResult(False, False, JobState.ACTIVE)
     assert jobs.get(job.job_id) == before
 
 
@@ -435,8 +451,8 @@ def test_completing_a_one_shot_frees_its_quota_slot_once(jobs, make) -> None:
     other = make.job()
     jobs.create(other, None, None, late=False, quota=1)
 
-    # And a crash re-run dispatches again but does not free a second slot
-    assert jobs.advance(timer, None, timer.scheduled_for, 0) == AdvanceResult(True, False, JobState.COMPLETED)
+    # And a crash re-run replays (dispatches again; a one-shot has no next timer) but does not free a second slot
+    assert jobs.advance(timer, None, timer.scheduled_for, 0) == AdvanceResult(True, True, JobState.COMPLETED)
     third = make.job()
     with pytest.raises(QuotaExceeded):
         jobs.create(third, None, None, late=False, quota=1)

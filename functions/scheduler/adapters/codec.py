@@ -74,6 +74,13 @@ def job_to_item(job: Job) -> Item:
         item["next_ms"] = n(to_ms(job.next_run_at))
     if job.last_dispatched_for is not None:
         item["last_ms"] = n(to_ms(job.last_dispatched_for))
+    for name, value in (
+        ("adv_ms", job.advanced_from),
+        ("plan_ms", job.planned_at),
+        ("horizon_ms", job.planned_horizon),
+    ):
+        if value is not None:
+            item[name] = n(to_ms(value))
     return item
 
 
@@ -92,6 +99,9 @@ def job_from_item(item: Item) -> Job:
         next_run_at=get_ms(item, "next_ms"),
         last_dispatched_for=get_ms(item, "last_ms"),
         misfire_skipped=get_n(item, "misfire_skipped") or 0,
+        advanced_from=get_ms(item, "adv_ms"),
+        planned_at=get_ms(item, "plan_ms"),
+        planned_horizon=get_ms(item, "horizon_ms"),
     )
 
 

@@ -269,7 +269,14 @@ class DynamoJobStore:
             raise
 
     def advance(
-        self, timer: Timer, next_run_at: datetime | None, dispatched_for: datetime, skipped: int
+        self,
+        timer: Timer,
+        next_run_at: datetime | None,
+        dispatched_for: datetime,
+        skipped: int,
+        *,
+        planned_at: datetime | None = None,
+        planned_horizon: datetime | None = None,
     ) -> AdvanceResult:
         completing = next_run_at is None
         names = {"#state": "state", "#version": "version", "#last": "last_ms", "#next": "next_ms"}
@@ -281,18 +288,21 @@ class DynamoJobStore:
             ":new_state": s(JobState.COMPLETED.value if completing else JobState.ACTIVE.value),
             ":k": n(skipped),
         }
-        expression = "SET #last = :d, #state = :new_state ADD misfire_skipped :k"
-        if next_run_at is None:
-            expression += " REMOVE #next"
-        else:
-            expression = "SET #last = :d, #state = :new_state, #next = :n ADD misfire_skipped :k"
+        sets = ["#last = :d", "#state = :new_state", "adv_ms = :sched"]
+        if next_run_at is not None:
+            sets.append("#next = :n")
             values[":n"] = n(to_ms(next_run_at))
+        if planned_at is not None and planned_horizon is not None:
+            sets += ["plan_ms = :planned", "horizon_ms = :horizon"]
+            values[":planned"] = n(to_ms(planned_at))
+            values[":horizon"] = n(to_ms(planned_horizon))
+        expression = f"SET {', '.join(sets)} ADD misfire_skipped :k" + (" REMOVE #next" if next_run_at is None else "")
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": {"PK": s(job_pk(timer.job_id)), "SK": s("DEF")},
             "UpdateExpression": expression,
             "ConditionExpression": (
-                "#version = :v AND #state = :active AND (attribute_not_exists(#last) OR #last < :sched OR #last = :d)"
+                "#version = :v AND #state = :active AND (attribute_not_exists(#last) OR #last < :sched)"
             ),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,

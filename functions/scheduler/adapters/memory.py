@@ -129,7 +129,14 @@ class MemoryJobStore:
                     self.timers.put_late(timer)
 
     def advance(
-        self, timer: Timer, next_run_at: datetime | None, dispatched_for: datetime, skipped: int
+        self,
+        timer: Timer,
+        next_run_at: datetime | None,
+        dispatched_for: datetime,
+        skipped: int,
+        *,
+        planned_at: datetime | None = None,
+        planned_horizon: datetime | None = None,
     ) -> AdvanceResult:
         with self.lock:
             job = self.jobs.get(timer.job_id)
@@ -144,6 +151,9 @@ class MemoryJobStore:
                         "next_run_at": next_run_at,
                         "state": JobState.ACTIVE if next_run_at is not None else JobState.COMPLETED,
                         "misfire_skipped": job.misfire_skipped + skipped,
+                        "advanced_from": timer.scheduled_for,
+                        "planned_at": planned_at,
+                        "planned_horizon": planned_horizon,
                     }
                 )
                 return AdvanceResult(True, True, JobState.ACTIVE)

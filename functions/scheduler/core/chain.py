@@ -18,24 +18,28 @@ def active_delta(before: Job, after: Job) -> int:
 
 
 def advance_allowed(job: Job, timer: Timer, dispatched_for: datetime) -> bool:
-    """The condition of the advance write (DESIGN.md 3.3): the job is ACTIVE at the timer's version, and its
-    chain has not moved past this timer - or it moved exactly here (our own advance, re-run after a crash)."""
+    """The condition of the advance write (DESIGN.md 3.3): the job is ACTIVE at the timer's version and its chain
+    has not yet moved past this timer."""
     last = job.last_dispatched_for
-    return (
-        job.version == timer.version
-        and job.state == JobState.ACTIVE
-        and (last is None or last < timer.scheduled_for or last == dispatched_for)
-    )
+    chain_behind = last is None or last < timer.scheduled_for
+    return job.version == timer.version and job.state == JobState.ACTIVE and chain_behind
 
 
 def already_advanced(job: Job | None, timer: Timer, dispatched_for: datetime) -> AdvanceResult:
-    """The advance's condition failed. If the same chain already moved to or past this point (a re-run after a
-    crash, or a bucket re-swept after its lease expired), dispatch again - the ledger absorbs it - but do not
-    write the next timer. Otherwise the job was paused, cancelled or edited: dispatch nothing."""
+    """The advance's condition failed. Why?
+
+    - The chain's last advance came from this very timer (a sweep or the API that advanced and then died, or a
+      duplicate of the timer): replay that run's plan - same sends (absorbed by the ledger), same next timer
+      (an idempotent put). The dispatcher sends before it writes the next timer, so a plan is never lost.
+    - The chain moved on from a later timer: this timer's plan was sent before its next timer existed; nothing to
+      do. Likewise when the job was paused, cancelled or edited since the timer was written.
+    """
     if job is None:
         return AdvanceResult(False, False, None)
-    last = job.last_dispatched_for
     same_chain = job.version == timer.version and job.state in (JobState.ACTIVE, JobState.COMPLETED)
-    if same_chain and last is not None and last >= dispatched_for:
-        return AdvanceResult(True, False, job.state)
+    if same_chain and job.advanced_from == timer.scheduled_for:
+        replay = None
+        if job.planned_at is not None and job.planned_horizon is not None:
+            replay = (job.planned_at, job.planned_horizon)
+        return AdvanceResult(True, True, job.state, replay)
     return AdvanceResult(False, False, job.state)

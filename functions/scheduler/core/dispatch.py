@@ -62,8 +62,12 @@ def manual_timer(job: Job, now: datetime) -> Timer:
 
 @dataclass(frozen=True)
 class Plan:
+    """What one due timer dispatches, and where its chain goes next."""
+
     dispatches: list[Dispatch]
-    skipped: int
+    skipped: int  # missed occurrences the misfire policy does not run
+    dispatched_for: datetime  # the last occurrence this plan covers (dispatched or skipped)
+    next_at: datetime | None  # the chain's next occurrence, None when the schedule has no more
 
 
 class Dispatcher:
@@ -85,8 +89,9 @@ class Dispatcher:
 
     def seal_limit(self, now: datetime) -> datetime:
         """Buckets before this instant may already be sealed: a sweep seals whole minutes up to the end of the
-        look-ahead's last minute, and a sweeper whose clock runs ahead may be a little further."""
-        return self.horizon_end(now) + self.config.seal_margin
+        look-ahead's last minute, by its own clock - which may run up to `seal_margin` ahead of ours, and so
+        reach a minute further. The margin goes in before rounding to the minute, not after."""
+        return self.horizon_end(now + self.config.seal_margin)
 
     def is_near(self, timer: Timer, now: datetime) -> bool:
         """Whether the timer's bucket may already be sealed, so the seal check must follow its write."""
@@ -123,23 +128,64 @@ class Dispatcher:
             self.timers.remove_late(timer)
 
     def dispatch(self, timers: Sequence[Timer], horizon_end: datetime) -> int:
-        """Plan each timer (advancing its chain), then send the resulting messages. Returns messages sent."""
+        """Dispatch due timers (DESIGN.md 3.3). Returns the messages sent. Do not reorder:
+
+        1. advance each timer's chain (a conditional write that also records the plan's instant and horizon),
+           so a paused, cancelled or edited job dispatches nothing;
+        2. send every planned occurrence;
+        3. only then write each chain's next timer.
+        A crash anywhere re-runs the timer: a chain that already advanced from it replays the recorded plan (the
+        same sends, absorbed by the ledger; the same idempotent put), and since the next timer is written after
+        the sends, the chain can never move past a plan whose messages were not sent.
+        """
         now = self.clock.now()
         dispatches: list[Dispatch] = []
+        next_timers: list[Timer] = []
         for timer in timers:
-            dispatches += self.plan(timer, now, horizon_end).dispatches
+            sends, following = self._take(timer, now, horizon_end)
+            dispatches += sends
+            next_timers += following
         if dispatches:
             self.queue.send(dispatches, self.clock.now())
             self.metrics.count("OccurrencesDispatched", len(dispatches))
+        for following_timer in next_timers:
+            self.place(following_timer)
         return len(dispatches)
 
-    def plan(self, timer: Timer, now: datetime, horizon_end: datetime) -> Plan:
-        """Decide what a due timer dispatches and advance its job (DESIGN.md 3.3, 3.5). Do not reorder: the
-        conditional advance comes first (so a paused, cancelled or edited job dispatches nothing), then the
-        next timer's idempotent put; the caller sends last. A crash anywhere re-runs the same steps, and every
-        one of them is idempotent or absorbed by the ledger."""
+    def _take(self, timer: Timer, now: datetime, horizon_end: datetime) -> tuple[list[Dispatch], list[Timer]]:
+        """Step 1 for one timer: its dispatches and its chain's next timer, once its advance is recorded."""
         if timer.plan is None:
-            return Plan([Dispatch.of(timer)], 0)
+            return [Dispatch.of(timer)], []  # a manual trigger: an extra occurrence outside the chain
+        plan = self.plan(timer, now, horizon_end)
+        result = self.jobs.advance(
+            timer, plan.next_at, plan.dispatched_for, plan.skipped, planned_at=now, planned_horizon=horizon_end
+        )
+        if not result.proceed:
+            log.info(
+                "timer superseded or already handled",
+                extra={"job_id": timer.job_id, "occurrence_key": timer.key, "job_state": result.job_state},
+            )
+            self.metrics.count("OccurrencesSkipped")
+            return [], []
+        if result.replay is not None:
+            plan = self.plan(timer, *result.replay)  # the run that advanced this chain may have died before sending
+        elif plan.skipped:
+            log.info(
+                "misfire", extra={"job_id": timer.job_id, "policy": timer.plan.misfire_policy, "skipped": plan.skipped}
+            )
+            self.metrics.count("MisfireSkipped", plan.skipped)
+        following = []
+        if plan.next_at is not None and result.put_next:
+            next_fire = fire_at(timer.job_id, plan.next_at, timer.plan.jitter_seconds)
+            following.append(
+                Timer(timer.job_id, timer.tenant, plan.next_at, next_fire, timer.version, "scheduled", timer.plan)
+            )
+        return plan.dispatches, following
+
+    def plan(self, timer: Timer, now: datetime, horizon_end: datetime) -> Plan:
+        """What a due scheduled timer dispatches at `now` (DESIGN.md 3.3, 3.5): a pure function of the timer, `now`
+        and the horizon, so a re-run with the recorded `now` and horizon reproduces it exactly."""
+        assert timer.plan is not None
         chain = timer.plan
 
         def fire(at: datetime) -> datetime:
@@ -164,17 +210,11 @@ class Dispatcher:
                 cutoff = now - self.config.catchup_window
                 due = [m for m in missed if m >= cutoff]
             skipped = len(missed) - len(due)
-            if skipped:
-                log.info(
-                    "misfire",
-                    extra={"job_id": timer.job_id, "policy": chain.misfire_policy, "skipped": skipped},
-                )
-                self.metrics.count("MisfireSkipped", skipped)
         else:
             due = [timer.scheduled_for]
 
         # Occurrences inside the buckets this pass seals, or near enough that their bucket might be sealed, go
-        # out now with their own delays; so the next timer written below is never in a sealed bucket.
+        # out now with their own delays; so the next timer is never written into a sealed bucket.
         nxt = next_occurrence(chain.schedule, cursor, chain.anchor) if is_recurring(chain.schedule) else None
         while nxt is not None and len(due) < MAX_EXPANSION:
             if fire(nxt) >= max(horizon_end, self.seal_limit(now)):
@@ -183,15 +223,5 @@ class Dispatcher:
             cursor = nxt
             nxt = next_occurrence(chain.schedule, cursor, chain.anchor)
 
-        result = self.jobs.advance(timer, next_run_at=nxt, dispatched_for=cursor, skipped=skipped)
-        if not result.proceed:
-            log.info(
-                "timer superseded",
-                extra={"job_id": timer.job_id, "occurrence_key": timer.key, "job_state": result.job_state},
-            )
-            self.metrics.count("OccurrencesSkipped")
-            return Plan([], skipped)
-        if nxt is not None and result.put_next:
-            self.place(Timer(timer.job_id, timer.tenant, nxt, fire(nxt), timer.version, "scheduled", chain))
         dispatches = [Dispatch(timer.job_id, timer.tenant, at, fire(at), timer.version, "scheduled") for at in due]
-        return Plan(dispatches, skipped)
+        return Plan(dispatches, skipped, cursor, nxt)

@@ -52,10 +52,12 @@ class Timer:
 
     @property
     def slot(self) -> str:
-        """The timer's place (and cursor) in its bucket: ordered by fire_at; job, scheduled instant and kind make it
-        unique, so a manual trigger at the instant of a pending scheduled run does not overwrite that run's timer
-        (the chain's only link to its next occurrence)."""
-        return f"{to_ms(self.fire_at):015d}#{self.job_id}#{to_ms(self.scheduled_for):015d}#{self.kind[0]}"
+        """The timer's place (and cursor) in its bucket: ordered by fire_at; job, scheduled instant, kind and version
+        make it unique, so neither a manual trigger at the instant of a pending scheduled run nor an older version's
+        timer written late (a sweep racing an edit) overwrites a chain's only link to its next occurrence."""
+        return (
+            f"{to_ms(self.fire_at):015d}#{self.job_id}#{to_ms(self.scheduled_for):015d}#{self.kind[0]}#{self.version}"
+        )
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,12 @@ class IdempotencyRecord:
 class AdvanceResult:
     """What the sweeper learnt from advancing a job past one of its timers."""
 
-    proceed: bool  # dispatch this occurrence (the job is ACTIVE at the timer's version, or already advanced)
-    put_next: bool  # write the next timer (False when a later sweep already moved the chain on)
+    proceed: bool  # the chain advanced from this timer, now or in an earlier run: send its plan, write its next timer
+    put_next: bool  # write the next timer
     job_state: JobState | None
+    #: (planned_at, planned_horizon) when this timer's advance happened in an earlier run that may have died before
+    #: sending: re-plan with these to send exactly what it planned.
+    replay: tuple[datetime, datetime] | None = None
 
 
 @dataclass
@@ -173,7 +178,14 @@ class JobStore(Protocol):
         ...
 
     def advance(
-        self, timer: Timer, next_run_at: datetime | None, dispatched_for: datetime, skipped: int
+        self,
+        timer: Timer,
+        next_run_at: datetime | None,
+        dispatched_for: datetime,
+        skipped: int,
+        *,
+        planned_at: datetime | None = None,
+        planned_horizon: datetime | None = None,
     ) -> AdvanceResult:
         """Move an ACTIVE job at `timer.version` past `dispatched_for` (conditional write; DESIGN.md 3.3).
 

@@ -1,0 +1,401 @@
+"""The checker: DESIGN.md section 6, judged after each run from the end state and what was recorded on the
+way (the sink's calls, the ledger writes as they were accepted, the first send of every key, the client's
+acknowledged calls).
+
+How "fell due" is decided (invariants 1 and 5). The client's acknowledged calls cut each job's life into
+eras: from the acknowledgement of a create, resume or edit that left the job ACTIVE, to the first attempt
+of the next call that changed it. Within an era the schedule's nominal occurrences are listed (from the
+era's first pending occurrence; the last era stops at the job's final `next_run_at`). An occurrence "ran"
+if the ledger has an item for it. A run of consecutive occurrences with no item is allowed only
+- at the end of an era that a pause, cancel or edit closed (they may not have been dispatched by then);
+- as the misfire policy says: never for `run_all` (the catch-up window is longer than a run); for
+  `run_once` and `skip`, only if the chain was found late, i.e. the next occurrence that ran was first sent
+  more than the misfire grace after the first missed one's fire time (and, for `run_once`, that one is
+  itself overdue when sent, being "the latest missed occurrence");
+- at the end of the last era for `skip`, when the job counted skipped occurrences.
+An ACTIVE job's chain must also be alive at the end: a timer for its `next_run_at` at its current version,
+in a bucket not yet done (at or after the watermark) or in the late lane.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from scheduler.core.errors import SchedulerError
+from scheduler.core.keys import occurrence_key
+from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState
+from scheduler.core.ports import Execution
+from scheduler.core.schedules import Schedule, first_occurrence
+from scheduler.core.timefmt import rfc3339
+from scheduler_sim.determinism import next_occurrence
+from scheduler_sim.workload import OTHER_TENANT, SCHEDULE_FIELDS, TENANT, InvalidCall
+
+if TYPE_CHECKING:
+    from scheduler.core.jobs import JobService
+    from scheduler_sim.world import JobRecord, Simulation
+
+INVARIANTS: dict[int, str] = {
+    0: "the run completes without unexpected errors",
+    1: "every occurrence of an accepted job that fell due reaches a terminal state (none lost)",
+    2: "each occurrence key produces at most one accepted effect at a cooperating target",
+    3: "no write from a worker whose epoch is stale is ever accepted",
+    4: "nothing fires after its cancellation was acknowledged (beyond occurrences already running)",
+    5: "a recurring job fires each of its occurrences once, and misses none beyond its misfire policy",
+    6: "bad input never changes stored state",
+}
+
+#: At most this many violations of one invariant are reported per run.
+MAX_PER_INVARIANT = 5
+#: Nominal occurrences listed per era at most (a run spans at most a couple of hours).
+MAX_NOMINAL = 500
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"({self.invariant}) {INVARIANTS[self.invariant]}: {self.message}"
+
+
+@dataclass
+class Era:
+    """A stretch of a job's life with one version, ACTIVE or not, per the client's acknowledged calls."""
+
+    version: int
+    active: bool
+    job: Job
+    first: datetime | None
+    started_by: str
+    end: datetime | None = None  # first attempt of the call that ended it (None: it lasts to the end)
+
+
+def check(sim: Simulation) -> list[Violation]:
+    """All invariants, in order. Returns the violations found (empty when the run is correct)."""
+    found: list[Violation] = []
+    found += [Violation(0, error) for error in sim.errors]
+    found += _terminal(sim)
+    found += _effects(sim)
+    found += [Violation(3, message) for message in sim.stale_writes]
+    found += _cancellations(sim)
+    found += _chains(sim)
+    found += _run_all_skips(sim)
+    found += _bad_input(sim)
+    counts: dict[int, int] = {}
+    kept: list[Violation] = []
+    for violation in found:
+        counts[violation.invariant] = counts.get(violation.invariant, 0) + 1
+        if counts[violation.invariant] <= MAX_PER_INVARIANT:
+            kept.append(violation)
+    return kept
+
+
+def _terminal(sim: Simulation) -> list[Violation]:
+    found: list[Violation] = []
+    items = sim.ledger.items
+    for key, item in items.items():
+        if not item.state.terminal:
+            found.append(
+                Violation(
+                    1,
+                    f"{key} is still {item.state.value} after quiescence (epoch {item.epoch}, "
+                    f"attempts {item.attempts}, owner {item.owner}, lease until {_t(item.lease_until)})",
+                )
+            )
+    for key in sim.first_send:
+        if key not in items:
+            found.append(Violation(1, f"{key} was dispatched but never reached the ledger"))
+    for record in sim.records:
+        for key, acked in record.triggers:
+            if key not in items:
+                found.append(
+                    Violation(1, f"trigger of job-{record.index} acknowledged at {_t(acked)}: {key} never ran")
+                )
+    return found
+
+
+def _effects(sim: Simulation) -> list[Violation]:
+    found: list[Violation] = []
+    for (job_id, scheduled_for), effects in sim.sink.effects.items():
+        if len(effects) > 1:
+            keys = ", ".join(f"{e.key} (token {e.token}, {e.actor} at {_t(e.at)})" for e in effects)
+            found.append(
+                Violation(2, f"occurrence {job_id} @ {_t(scheduled_for)} took effect {len(effects)} times: {keys}")
+            )
+    acted: dict[tuple[str, datetime], int] = {}
+    for call in sim.sink.calls:
+        derived = occurrence_key(call.job_id, call.scheduled_for)
+        if call.key != derived:
+            found.append(Violation(2, f"{call.actor} called the target with key {call.key}, not the derived {derived}"))
+        if call.reached and call.delivery == "at_most_once":
+            ident = (call.job_id, call.scheduled_for)
+            acted[ident] = acted.get(ident, 0) + 1
+    for (job_id, scheduled_for), times in acted.items():
+        if times > 1:
+            found.append(
+                Violation(
+                    2,
+                    f"at-most-once occurrence {job_id} @ {_t(scheduled_for)} reached the target {times} times "
+                    "(a target that cannot deduplicate would have acted twice)",
+                )
+            )
+    return found
+
+
+def _cancellations(sim: Simulation) -> list[Violation]:
+    cancelled = {r.job_id: r.cancel_acked for r in sim.records if r.job_id and r.cancel_acked}
+    found: list[Violation] = []
+    for call in sim.sink.calls:
+        acked = cancelled.get(call.job_id)
+        if acked is None or call.at <= acked:
+            continue
+        # "Already running" = its worker had checked the job before the cancellation was acknowledged.
+        if call.job_read_at is not None and call.job_read_at >= acked:
+            found.append(
+                Violation(
+                    4,
+                    f"{call.actor} called the target for {call.key} at {_t(call.at)}, after reading the job at "
+                    f"{_t(call.job_read_at)}; its cancellation was acknowledged at {_t(acked)}",
+                )
+            )
+    return found
+
+
+def _chains(sim: Simulation) -> list[Violation]:
+    ran: dict[str, dict[datetime, Execution]] = {}
+    for item in sim.ledger.items.values():
+        ran.setdefault(item.job_id, {})[item.scheduled_for] = item
+    found: list[Violation] = []
+    for record in sim.records:
+        if record.job_id is None or not record.changes:
+            continue
+        final = sim.jobs.jobs.get(record.job_id)
+        if final is None:
+            found.append(Violation(1, f"job-{record.index} ({record.job_id}) was accepted and is gone"))
+            continue
+        found += _chain_alive(sim, record, final)
+        eras = _eras(record)
+        if not eras:
+            continue
+        last = eras[-1]
+        if record.uncertain_from is None and last.version != final.version:
+            found.append(
+                Violation(
+                    5,
+                    f"job-{record.index} is at version {final.version} ({final.state.value}) but the last "
+                    f"acknowledged call left it at version {last.version}",
+                )
+            )
+            continue
+        for era in eras:
+            if era.active:
+                found += _gaps(sim, record, final, era, ran.get(record.job_id, {}))
+    return found
+
+
+def _eras(record: JobRecord) -> list[Era]:
+    eras: list[Era] = []
+    for change in record.changes:
+        if record.uncertain_from is not None and change.started >= record.uncertain_from:
+            break
+        job = change.job
+        if eras and eras[-1].version == job.version:
+            continue  # a call that changed nothing (pause of a paused job, a replayed create)
+        if eras:
+            eras[-1].end = change.started
+        first = first_occurrence(job.spec.schedule, job.created_at) if change.kind == "create" else job.next_run_at
+        eras.append(Era(job.version, job.state == JobState.ACTIVE, job, first, change.kind))
+    if record.uncertain_from is not None and eras and eras[-1].end is None:
+        eras[-1].end = record.uncertain_from
+    return eras
+
+
+def _nominal(
+    schedule: Schedule, first: datetime | None, created_at: datetime, bound: datetime | None
+) -> list[datetime]:
+    out: list[datetime] = []
+    at = first
+    while at is not None and len(out) < MAX_NOMINAL:
+        if bound is not None and at >= bound:
+            break
+        out.append(at)
+        at = next_occurrence(schedule, at, created_at)
+    return out
+
+
+def _gaps(sim: Simulation, record: JobRecord, final: Job, era: Era, ran: dict[datetime, Execution]) -> list[Violation]:
+    job = era.job
+    spec = job.spec
+    if era.end is not None:
+        bound: datetime | None = era.end
+    elif final.state == JobState.ACTIVE:
+        bound = final.next_run_at
+    else:
+        bound = sim.clock.now()
+    nominal = _nominal(spec.schedule, era.first, job.created_at, bound)
+    name = f"job-{record.index} v{era.version} ({record.job_id}, {spec.misfire_policy})"
+    found: list[Violation] = []
+    missed: list[datetime] = []
+    for at in [*nominal, None]:
+        if at is not None and at not in ran:
+            missed.append(at)
+            continue
+        if missed and not (at is None and era.end is not None) and not _misfired(sim, job, era, missed):
+            after = f"the next one ({_t(at)}) ran" if at is not None else f"the job moved on to {_t(final.next_run_at)}"
+            found.append(
+                Violation(
+                    5,
+                    f"{name}: {_span(missed)} never ran and {after}; no misfire decision covers them "
+                    f"(policy {spec.misfire_policy}, grace {sim.config.misfire_grace.total_seconds():g}s)",
+                )
+            )
+        missed = []
+    return found
+
+
+def _misfired(sim: Simulation, job: Job, era: Era, missed: list[datetime]) -> bool:
+    """Whether the core decided, for a chain timer it found late, to skip these occurrences, under a policy
+    that skips (`run_all` skips nothing within its catch-up window of a day, longer than any run)."""
+    grace = sim.config.misfire_grace
+    decisions = [m for m in sim.misfires.get(job.job_id, []) if m.policy != "run_all" and m.now - m.fire_at > grace]
+    return all(
+        any(
+            m.version >= era.version  # an edit that keeps the schedule carries the pending occurrence on
+            and m.scheduled_for <= at <= m.dispatched_for
+            for m in decisions
+        )
+        for at in missed
+    )
+
+
+def _run_all_skips(sim: Simulation) -> list[Violation]:
+    found: list[Violation] = []
+    window = sim.config.catchup_window
+    for job_id, decisions in sim.misfires.items():
+        for m in decisions:
+            if m.policy == "run_all" and m.now - m.scheduled_for < window:
+                found.append(
+                    Violation(
+                        5,
+                        f"{job_id} v{m.version} (run_all) skipped {m.skipped} occurrence(s) found late at {_t(m.now)}, "
+                        f"all inside the catch-up window",
+                    )
+                )
+    return found
+
+
+def _chain_alive(sim: Simulation, record: JobRecord, final: Job) -> list[Violation]:
+    if final.state != JobState.ACTIVE:
+        return []
+    name = f"job-{record.index} ({final.job_id}) v{final.version}"
+    due = final.next_run_at
+    if due is None:
+        return [Violation(1, f"{name} is ACTIVE with no next run")]
+    timers = sim.timers
+    watermark = timers.watermark()
+    where: list[str] = []
+    for timer in timers.late.values():
+        if timer.job_id == final.job_id and timer.scheduled_for == due and timer.version == final.version:
+            return []
+    for bucket, items in timers.timer_items.items():
+        for timer in items.values():
+            if timer.job_id != final.job_id or timer.scheduled_for != due or timer.version != final.version:
+                continue
+            state = timers.buckets.get(bucket)
+            if state is not None and state.done:
+                where.append(f"bucket {bucket.minute:%H:%M}/{bucket.shard} is done")
+            elif watermark is not None and bucket.minute < watermark:
+                where.append(f"bucket {bucket.minute:%H:%M}/{bucket.shard} is behind the watermark")
+            else:
+                return []
+    detail = "; ".join(where) if where else "no timer holds it"
+    return [Violation(1, f"{name}: its next run {_t(due)} will never be dispatched ({detail})")]
+
+
+def _bad_input(sim: Simulation) -> list[Violation]:
+    found: list[Violation] = []
+    for outcome in sim.invalid_outcomes:
+        if outcome.changed:
+            found.append(Violation(6, f"request '{outcome.name}' ({outcome.outcome}) changed stored state"))
+        if outcome.outcome.startswith("error"):
+            found.append(Violation(6, f"request '{outcome.name}' failed unexpectedly: {outcome.outcome}"))
+        elif outcome.must_reject and outcome.outcome == "accepted":
+            found.append(Violation(6, f"request '{outcome.name}' was accepted"))
+    return found
+
+
+def invalid_request(sim: Simulation, call: InvalidCall, service: JobService) -> tuple[str, str, bool]:
+    """Make the request named by `call` (or `unknown-job` when it needs a job that is not there); returns the
+    request made, its outcome and whether it must be rejected (the no-op requests, like resuming an ACTIVE
+    job, must be accepted and change nothing)."""
+    record = sim.records[call.job]
+    body = copy.deepcopy(next(c.body for c in sim.workload.calls if c.job == call.job and c.kind == "create"))
+    assert body is not None
+    job_id = record.job_id
+    job = sim.jobs.get(job_id) if job_id else None
+    name = call.name
+    if name in ("idempotency-conflict", "resume-active") and (
+        job is None or (name == "resume-active" and job.state != JobState.ACTIVE)
+    ):
+        name = "unknown-job"  # those need a job in a given state; fall back to one that needs none
+    now = sim.clock.now()
+    must_reject = name != "resume-active"
+    try:
+        if name == "payload-too-large":
+            body["payload"] = {"blob": "x" * (MAX_PAYLOAD_BYTES + 1)}
+            service.create(TENANT, JobSpec.model_validate(body), None, body)
+        elif name == "no-future-occurrence":
+            body["schedule"] = {
+                "type": "rate",
+                "every_seconds": 60,
+                "start_at": rfc3339(now - timedelta(hours=2)),
+                "end_at": rfc3339(now - timedelta(hours=1)),
+            }
+            service.create(TENANT, JobSpec.model_validate(body), None, body)
+        elif name == "bad-cron":
+            body["schedule"] = {"type": "cron", "expression": "61 * * * *"}
+            service.create(TENANT, JobSpec.model_validate(body), None, body)
+        elif name == "unknown-zone":
+            body["schedule"] = {"type": "cron", "expression": "0 9 * * *", "timezone": "Mars/Olympus_Mons"}
+            service.create(TENANT, JobSpec.model_validate(body), None, body)
+        elif name == "unknown-job":
+            service.update(TENANT, "ffffffffff", {"payload": {"x": 1}}, None)
+        elif name == "other-tenant-update":
+            service.update(OTHER_TENANT, job_id or "ffffffffff", {"payload": {"x": 1}}, None)
+        elif name == "other-tenant-trigger":
+            service.trigger(OTHER_TENANT, job_id or "ffffffffff")
+        elif name == "stale-if-match":
+            version = job.version if job else 1
+            service.update(TENANT, job_id or "ffffffffff", {"payload": {"x": 2}}, version + 7)
+        elif name == "invalid-patch":
+            schedule = dict.fromkeys(SCHEDULE_FIELDS) | {"type": "rate", "every_seconds": 0}
+            service.update(TENANT, job_id or "ffffffffff", {"schedule": schedule}, None)
+        elif name == "idempotency-conflict":
+            body["payload"] = {"different": True}
+            service.create(TENANT, JobSpec.model_validate(body), f"create-{call.job}", body)
+        elif name == "resume-active":
+            assert job_id is not None
+            service.resume(TENANT, job_id)
+        else:
+            raise AssertionError(f"unknown invalid request {name}")
+    except (SchedulerError, ValidationError) as exc:
+        return name, f"rejected: {type(exc).__name__}", must_reject
+    except Exception as exc:
+        return name, f"error: {type(exc).__name__}: {exc}", must_reject
+    return name, "accepted", must_reject
+
+
+def _t(at: datetime | None) -> str:
+    return rfc3339(at) if at is not None else "-"
+
+
+def _span(instants: list[datetime]) -> str:
+    if len(instants) == 1:
+        return _t(instants[0])
+    return f"{len(instants)} occurrences {_t(instants[0])} .. {_t(instants[-1])}"

@@ -1,0 +1,486 @@
+"""The faults the simulator injects, and the ports that inject them.
+
+Every actor (API, sweeper, worker) talks to the shared in-memory stores through its own set of proxies. Each
+port call passes a `Gate` twice: before delegating (crash, throttling error, or a pause while another actor
+runs a step: the conditional-write races) and after it (crash: the write happened, the caller never learns).
+A `Crash` is a `BaseException`, as a killed process is: the core's `except Exception` blocks, right for real
+errors, must not be able to swallow it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.ports import (
+    AdvanceResult,
+    BucketBusy,
+    BucketClaim,
+    BucketId,
+    Dispatch,
+    Execution,
+    IdempotencyRecord,
+    JobStore,
+    Ledger,
+    ReadyQueue,
+    Timer,
+    TimerStore,
+)
+
+
+class Crash(BaseException):
+    """The actor's process dies at this instruction; whatever it held is abandoned."""
+
+
+class Throttled(Exception):
+    """A transient error from a port, like DynamoDB's ProvisionedThroughputExceeded or an SQS 5xx."""
+
+
+@dataclass(frozen=True)
+class FaultProfile:
+    """How often each fault strikes in one run. Rates are per port call, per message or per target call."""
+
+    crash: float = 0.0  #: per port call, half before delegating and half after
+    throttle: float = 0.0  #: per port call: a transient error before delegating (a partial send for the queue)
+    preempt: float = 0.0  #: per port call: the actor pauses while another actor runs a whole step
+    duplicate: float = 0.0  #: per sent message: SQS delivers it twice
+    late_copy: float = 0.0  #: per sent or acknowledged message: a copy arrives minutes later
+    target_retryable: float = 0.0  #: the target answers 503/429 (not applied)
+    target_permanent: float = 0.0  #: the target answers 400 (not applied)
+    target_ambiguous: float = 0.0  #: the call times out, the effect applied or not (half each)
+    target_pause: float = 0.0  #: the worker freezes inside the target past its lease; others take over
+    outage: float = 0.0  #: probability that the run contains an outage (the clock jumps up to an hour)
+    skew_seconds: float = 0.0  #: each actor's clock is off by up to this much, and jumps within it
+
+    @classmethod
+    def calm(cls) -> FaultProfile:
+        """No faults at all (the simulator still interleaves actors and reorders messages)."""
+        return cls()
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> FaultProfile:
+        """One seed's mix: sometimes calm, usually a few faults at modest rates, sometimes a storm."""
+        mood = rng.random()
+        if mood < 0.08:
+            return cls()
+        scale = 1.0 if mood < 0.85 else 2.5
+
+        def pick(high: float) -> float:
+            return rng.choice((0.0, high * 0.3, high)) * scale
+
+        return cls(
+            crash=pick(0.01),
+            throttle=pick(0.01),
+            preempt=pick(0.03),
+            duplicate=pick(0.1),
+            late_copy=pick(0.04),
+            target_retryable=pick(0.1),
+            target_permanent=pick(0.02),
+            target_ambiguous=pick(0.06),
+            target_pause=pick(0.08),
+            outage=rng.choice((0.0, 0.0, 0.35)),
+            skew_seconds=rng.choice((0.0, 2.0, 5.0)),
+        )
+
+    def describe(self) -> str:
+        parts = [f"{f.name}={getattr(self, f.name):g}" for f in fields(self) if getattr(self, f.name)]
+        return ", ".join(parts) if parts else "calm"
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """How much of the fault model and the workload a run uses. `Exposure()` is all of it. `KNOWN_BUGS_AVOIDED`
+    stays out of the windows where the core bugs this simulator found strike (see the package README), so that
+    everything else remains a regression guard while they are open."""
+
+    #: Crashes, throttling and preemption between a chain advance (`JobStore.advance`) and the send of what it
+    #: planned (bugs A and D: a re-run after a crash there is refused; a stale next-timer put lands late).
+    chain_window_faults: bool = True
+    #: The dispatcher's seal margin (bug C: the default 30 s does not cover the rest of a sealed bucket minute).
+    seal_margin: timedelta = timedelta(seconds=30)
+
+
+KNOWN_BUGS_AVOIDED = Exposure(chain_window_faults=False, seal_margin=timedelta(seconds=90))
+
+
+class GateHost(Protocol):
+    """What a gate needs from the simulation (kept abstract to avoid an import cycle)."""
+
+    rng: random.Random
+    profile: FaultProfile
+    exposure: Exposure
+    faults_on: bool
+    trace_calls: bool
+
+    def trace(self, actor: str, text: str) -> None: ...
+
+    def preempt(self, actor: str) -> None: ...
+
+    def job_read(self, actor: str) -> None: ...
+
+    def advanced(
+        self, timer: Timer, dispatched_for: datetime, skipped: int, result: AdvanceResult, now: datetime
+    ) -> None: ...
+
+    def ledger_claimed(self, key: str, epoch: int) -> None: ...
+
+    def ledger_write(self, op: str, key: str, epoch: int, owner: str | None) -> None: ...
+
+    def queue_send(self, actor: str, dispatches: Sequence[Dispatch], now: datetime) -> None: ...
+
+
+class Gate:
+    """The fault point in front of every port call of one actor."""
+
+    def __init__(self, host: GateHost, actor: str) -> None:
+        self.host = host
+        self.actor = actor
+        #: Between a chain advance and its send; faults there are held back unless the exposure allows them.
+        self.in_chain_window = False
+
+    def _quiet(self) -> bool:
+        host = self.host
+        return not host.faults_on or (self.in_chain_window and not host.exposure.chain_window_faults)
+
+    def before(self, op: str, *detail: object) -> None:
+        host = self.host
+        if host.trace_calls:
+            host.trace(self.actor, f"{op}({', '.join(_brief(d) for d in detail)})" if detail else op)
+        if self._quiet():
+            return
+        profile = host.profile
+        roll = host.rng.random()
+        if roll < profile.crash / 2:
+            raise Crash(f"before {op}")
+        roll -= profile.crash / 2
+        if roll < profile.throttle:
+            raise Throttled(f"{op} throttled")
+        roll -= profile.throttle
+        if roll < profile.preempt:
+            host.preempt(self.actor)
+
+    def result(self, op: str, value: object) -> None:
+        """Trace what a call returned (only when tracing port calls)."""
+        if self.host.trace_calls:
+            self.host.trace(self.actor, f"  -> {_brief(value)}")
+
+    def after(self, op: str) -> None:
+        host = self.host
+        if not self._quiet() and host.rng.random() < host.profile.crash / 2:
+            raise Crash(f"after {op}")
+
+    def throttled_part(self, op: str, total: int) -> int | None:
+        """For batch writes: how many items go through before a throttling error (None: no error)."""
+        host = self.host
+        if not self._quiet() and total and host.rng.random() < host.profile.throttle:
+            return host.rng.randrange(total)
+        return None
+
+
+def _brief(value: object) -> str:
+    """Short forms of the values port calls carry, for traces."""
+    if isinstance(value, Timer):
+        return f"timer {value.key} v{value.version} fire {value.fire_at:%H:%M:%S.%f}"[:-3] + f" {value.kind}"
+    if isinstance(value, Dispatch):
+        return f"{value.key} v{value.version}"
+    if isinstance(value, BucketId):
+        return f"bucket {value.minute:%H:%M}/{value.shard}"
+    if isinstance(value, BucketClaim):
+        return f"claim {_brief(value.bucket)} epoch {value.epoch} cursor {value.cursor}"
+    if isinstance(value, Job):
+        last = value.last_dispatched_for
+        return (
+            f"job {value.job_id} v{value.version} {value.state.value} next {value.next_run_at} "
+            f"last {last and f'{last:%H:%M:%S}'}"
+        )
+    if isinstance(value, Execution):
+        return f"{value.key} {value.state.value} epoch {value.epoch} attempts {value.attempts}"
+    if isinstance(value, datetime):
+        return f"{value:%H:%M:%S.%f}"[:-3]
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_brief(v) for v in value) + "]"
+    return str(value)
+
+
+class FaultyJobStore:
+    """JobStore (and JobReader) of one actor, through its gate."""
+
+    def __init__(self, inner: JobStore, gate: Gate, clock: _TrueClock) -> None:
+        self.inner = inner
+        self.gate = gate
+        self.clock = clock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create(
+        self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
+    ) -> None:
+        self.gate.before("jobs.create", job, timer, late)
+        self.inner.create(job, timer, idempotency, late, quota)
+        self.gate.after("jobs.create")
+
+    def get(self, job_id: str) -> Job | None:
+        self.gate.before("jobs.get", job_id)
+        job = self.inner.get(job_id)
+        self.gate.result("jobs.get", job)
+        self.gate.host.job_read(self.gate.actor)
+        self.gate.after("jobs.get")
+        return job
+
+    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        self.gate.before("jobs.list")
+        return self.inner.list(tenant, state, limit, cursor)
+
+    def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
+        self.gate.before("jobs.replace", job, timer, late)
+        self.inner.replace(job, previous, timer, late)
+        self.gate.after("jobs.replace")
+
+    def advance(
+        self,
+        timer: Timer,
+        next_run_at: datetime | None,
+        dispatched_for: datetime,
+        skipped: int,
+        *,
+        planned_at: datetime | None = None,
+        planned_horizon: datetime | None = None,
+    ) -> AdvanceResult:
+        self.gate.before("jobs.advance", timer, next_run_at, dispatched_for, skipped)
+        result = self.inner.advance(
+            timer, next_run_at, dispatched_for, skipped, planned_at=planned_at, planned_horizon=planned_horizon
+        )
+        self.gate.result("jobs.advance", result)
+        self.gate.host.advanced(timer, dispatched_for, skipped, result, self.clock.now())
+        self.gate.in_chain_window = True
+        self.gate.after("jobs.advance")
+        return result
+
+
+class FaultyTimerStore:
+    """TimerStore of one actor, through its gate."""
+
+    def __init__(self, inner: TimerStore, gate: Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+        self.shard_count = inner.shard_count
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def bucket_of(self, timer: Timer) -> BucketId:
+        return self.inner.bucket_of(timer)
+
+    def put_timer(self, timer: Timer) -> None:
+        self.gate.before("timers.put_timer", timer)
+        self.inner.put_timer(timer)
+        self.gate.after("timers.put_timer")
+
+    def claim_bucket(
+        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
+    ) -> BucketClaim | BucketBusy:
+        self.gate.before("timers.claim_bucket", bucket, owner, lease_until)
+        claim = self.inner.claim_bucket(bucket, owner, now, lease_until)
+        self.gate.result("timers.claim_bucket", claim)
+        self.gate.after("timers.claim_bucket")
+        return claim
+
+    def is_sealed(self, bucket: BucketId) -> bool:
+        self.gate.before("timers.is_sealed", bucket)
+        sealed = self.inner.is_sealed(bucket)
+        self.gate.result("timers.is_sealed", sealed)
+        return sealed
+
+    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
+        self.gate.before("timers.query", bucket, after)
+        for page, cursor in self.inner.timers(bucket, after):
+            self.gate.result("timers.query", page)
+            yield page, cursor
+
+    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
+        self.gate.before("timers.checkpoint", claim, cursor)
+        self.inner.checkpoint(claim, cursor, lease_until)
+        self.gate.after("timers.checkpoint")
+
+    def release(self, claim: BucketClaim) -> None:
+        self.gate.before("timers.release", claim)
+        self.inner.release(claim)
+        self.gate.after("timers.release")
+
+    def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
+        self.gate.before("timers.complete_bucket", claim)
+        self.inner.complete_bucket(claim, expire_after)
+        self.gate.after("timers.complete_bucket")
+
+    def watermark(self) -> datetime | None:
+        self.gate.before("timers.watermark")
+        return self.inner.watermark()
+
+    def init_watermark(self, minute: datetime) -> datetime:
+        self.gate.before("timers.init_watermark")
+        result = self.inner.init_watermark(minute)
+        self.gate.after("timers.init_watermark")
+        return result
+
+    def advance_watermark(self, minute: datetime) -> None:
+        self.gate.before("timers.advance_watermark", minute)
+        self.inner.advance_watermark(minute)
+        self.gate.after("timers.advance_watermark")
+
+    def put_late(self, timer: Timer) -> None:
+        self.gate.before("timers.put_late", timer)
+        self.inner.put_late(timer)
+        self.gate.after("timers.put_late")
+
+    def late_timers(self, limit: int) -> list[Timer]:
+        self.gate.before("timers.late_timers")
+        return self.inner.late_timers(limit)
+
+    def remove_late(self, timer: Timer) -> None:
+        self.gate.before("timers.remove_late", timer)
+        self.inner.remove_late(timer)
+        self.gate.after("timers.remove_late")
+
+
+class FaultyLedger:
+    """Ledger of one actor, through its gate. It also reports every accepted write to the host, which keeps
+    the highest epoch claimed per occurrence: a write accepted from a lower epoch breaks invariant 3.
+    Methods it does not wrap (the completion-event outbox) go straight through."""
+
+    def __init__(self, inner: Ledger, gate: Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def claim(
+        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+    ) -> Execution:
+        self.gate.before("ledger.claim", dispatch, owner, lease_until)
+        execution = self.inner.claim(dispatch, owner, now, lease_until, take_over_expired)
+        self.gate.result("ledger.claim", execution)
+        self.gate.host.ledger_claimed(execution.key, execution.epoch)
+        self.gate.after("ledger.claim")
+        return execution
+
+    def get(self, key: str) -> Execution | None:
+        self.gate.before("ledger.get", key)
+        return self.inner.get(key)
+
+    def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
+        self.gate.before("ledger.heartbeat", key, owner, epoch)
+        self.inner.heartbeat(key, owner, epoch, lease_until)
+        self.gate.host.ledger_write("heartbeat", key, epoch, owner)
+        self.gate.after("ledger.heartbeat")
+
+    def finish(
+        self,
+        key: str,
+        owner: str,
+        epoch: int,
+        state: RunState,
+        now: datetime,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        next_attempt_at: datetime | None = None,
+        refund_attempt: bool = False,
+    ) -> Execution | None:
+        self.gate.before("ledger.finish", key, owner, epoch, state.value)
+        recorded = self.inner.finish(
+            key,
+            owner,
+            epoch,
+            state,
+            now,
+            result=result,
+            error=error,
+            next_attempt_at=next_attempt_at,
+            refund_attempt=refund_attempt,
+        )
+        self.gate.host.ledger_write(f"finish {state.value}", key, epoch, owner)
+        self.gate.after("ledger.finish")
+        return recorded
+
+    def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
+        self.gate.before("ledger.record_unclaimed", dispatch, state.value, reason)
+        created = self.inner.record_unclaimed(dispatch, state, now, reason)
+        self.gate.after("ledger.record_unclaimed")
+        return created
+
+    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+        self.gate.before("ledger.expire_to", key, epoch, state.value)
+        done = self.inner.expire_to(key, epoch, state, now, reason)
+        if done:
+            self.gate.host.ledger_write(f"expire_to {state.value}", key, epoch, None)
+        self.gate.after("ledger.expire_to")
+        return done
+
+    def mark_dead_lettered(self, key: str) -> None:
+        self.gate.before("ledger.mark_dead_lettered")
+        self.inner.mark_dead_lettered(key)
+        self.gate.after("ledger.mark_dead_lettered")
+
+    def revive(self, key: str, now: datetime, note: str) -> bool:
+        self.gate.before("ledger.revive")
+        revived = self.inner.revive(key, now, note)
+        self.gate.after("ledger.revive")
+        return revived
+
+    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+        self.gate.before("ledger.runs")
+        return self.inner.runs(job_id, limit, cursor)
+
+    def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
+        self.gate.before("ledger.resolve")
+        execution = self.inner.resolve(key, state, now, note)
+        self.gate.after("ledger.resolve")
+        return execution
+
+
+class FaultyQueue:
+    """The ready queue as one actor sends to it. A throttled send may deliver part of the batch first (as a
+    SendMessageBatch with some failed entries does); the duplicates and late copies are added by the host."""
+
+    def __init__(self, inner: ReadyQueue, gate: Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        self.gate.before("queue.send", list(dispatches))
+        part = self.gate.throttled_part("queue.send", len(dispatches))
+        if part is not None:
+            self.gate.host.queue_send(self.gate.actor, dispatches[:part], now)
+            raise Throttled(f"queue.send: {len(dispatches) - part} of {len(dispatches)} messages not accepted")
+        self.gate.host.queue_send(self.gate.actor, dispatches, now)
+        self.gate.in_chain_window = False
+        self.gate.after("queue.send")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
+        self.gate.before("queue.dead_letter")
+        self.inner.dead_letter(dispatch, execution)
+        self.gate.after("queue.dead_letter")
+
+
+class SkewedClock:
+    """One actor's view of time: the simulation's true clock plus the actor's own offset (which may jump)."""
+
+    def __init__(self, true_clock: _TrueClock) -> None:
+        self.true_clock = true_clock
+        self.offset = timedelta(0)
+
+    def now(self) -> datetime:
+        return self.true_clock.now() + self.offset
+
+
+class _TrueClock(Protocol):
+    def now(self) -> datetime: ...

@@ -1,0 +1,128 @@
+"""The sink: a target that cooperates the way DESIGN.md section 1 asks of targets, and remembers everything.
+
+It accepts a given occurrence key once (idempotency: a repeat is answered as a duplicate, with no new effect)
+and refuses a call whose fencing token is lower than one it has already seen for that key. Every raw call is
+recorded too, with whether it reached the point where a non-cooperating target would have acted: that is
+what at-most-once jobs are judged by.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from scheduler.core.ports import TargetCall, TargetFailure
+
+if TYPE_CHECKING:
+    from scheduler_sim.world import Simulation
+
+Fate = Literal["ok", "retryable", "throttled", "permanent", "timeout-before", "timeout-after", "pause"]
+Verdict = Literal["accepted", "duplicate", "stale"]
+
+
+@dataclass
+class RawCall:
+    """One call that reached the target."""
+
+    at: datetime  # true time
+    actor: str
+    key: str
+    job_id: str
+    scheduled_for: datetime
+    token: int
+    attempt: int
+    delivery: str
+    job_read_at: datetime | None  # true time of the worker's last read of the job before this call
+    fate: Fate
+    reached: bool = False  # the call got to the point of acting (a target without dedupe would have acted)
+    verdict: Verdict | None = None
+
+
+@dataclass
+class KeyState:
+    max_token: int = 0
+    accepted: bool = False
+
+
+@dataclass
+class SinkTarget:
+    """A `TargetInvoker` standing in for a cooperating downstream system."""
+
+    sim: Simulation
+    calls: list[RawCall] = field(default_factory=list)
+    keys: dict[str, KeyState] = field(default_factory=dict)
+    #: Accepted effects, by (job_id, scheduled_for): the true identity of an occurrence, whatever key it carried.
+    effects: dict[tuple[str, datetime], list[RawCall]] = field(default_factory=dict)
+
+    def invoke(self, call: TargetCall) -> str | None:
+        sim = self.sim
+        actor = sim.current_actor()
+        fate = self._fate()
+        raw = RawCall(
+            at=sim.clock.now(),
+            actor=actor.name,
+            key=call.occurrence_key,
+            job_id=call.job.job_id,
+            scheduled_for=call.scheduled_for,
+            token=call.fencing_token,
+            attempt=call.attempt,
+            delivery=call.job.spec.delivery,
+            job_read_at=actor.job_read_at,
+            fate=fate,
+        )
+        self.calls.append(raw)
+        sim.trace(actor.name, f"target {call.occurrence_key} token {call.fencing_token}: {fate}")
+        if fate == "retryable":
+            raise TargetFailure("retryable", "HTTP 503 (not applied)")
+        if fate == "throttled":
+            raise TargetFailure("retryable", "HTTP 429 (not applied)", retry_after=sim.rng.uniform(1, 30))
+        if fate == "permanent":
+            raise TargetFailure("permanent", "HTTP 400 (refused, not applied)")
+        if fate == "timeout-before":
+            raise TargetFailure("ambiguous", "timed out before the target acted")
+        if fate == "pause":
+            sim.freeze(actor, "in the target")
+            if sim.rng.random() < 0.5:
+                # A fencing-aware handler checks its lease before acting (LeaseLost aborts the attempt).
+                call.heartbeat()
+        verdict = self._apply(raw)
+        if fate == "timeout-after":
+            raise TargetFailure("ambiguous", "timed out after the target acted")
+        if verdict == "stale":
+            raise TargetFailure("permanent", "HTTP 409: stale fencing token")
+        return verdict
+
+    def _fate(self) -> Fate:
+        sim = self.sim
+        if not sim.faults_on:
+            return "ok"
+        p = sim.profile
+        roll = sim.rng.random()
+        for fate, rate in (
+            ("retryable", p.target_retryable * 0.6),
+            ("throttled", p.target_retryable * 0.4),
+            ("permanent", p.target_permanent),
+            ("timeout-before", p.target_ambiguous / 2),
+            ("timeout-after", p.target_ambiguous / 2),
+            ("pause", p.target_pause),
+        ):
+            if roll < rate:
+                return fate  # type: ignore[return-value]
+            roll -= rate
+        return "ok"
+
+    def _apply(self, raw: RawCall) -> Verdict:
+        raw.reached = True
+        state = self.keys.setdefault(raw.key, KeyState())
+        if raw.token < state.max_token:
+            raw.verdict = "stale"
+            return "stale"
+        state.max_token = raw.token
+        if state.accepted:
+            raw.verdict = "duplicate"
+            return "duplicate"
+        state.accepted = True
+        raw.verdict = "accepted"
+        self.effects.setdefault((raw.job_id, raw.scheduled_for), []).append(raw)
+        return "accepted"

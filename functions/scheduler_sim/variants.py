@@ -1,0 +1,83 @@
+"""Deliberately broken protocols. The simulator must catch each of them: a checker that passes these would
+be passing anything."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from scheduler.adapters.memory import MemoryLedger
+from scheduler.core.errors import Fenced
+from scheduler.core.model import RunState
+from scheduler.core.ports import Dispatch
+
+
+class UnfencedLedger(MemoryLedger):
+    """BROKEN on purpose: `finish` records the outcome without its `epoch = e AND owner = me` condition, so
+    a worker that paused past its lease can overwrite the outcome written by the worker that took over.
+
+    It runs the real `finish` as if the caller held the lease (an unconditional write), then puts the item's
+    owner and epoch back: an update without a condition does not change who holds the occurrence."""
+
+    def finish(self, key: str, owner: str, epoch: int, state: RunState, now: datetime, **options: Any) -> Any:
+        with self.lock:
+            item = self.items.get(key)
+            if item is None:
+                raise Fenced(key)
+            held = item.owner, item.epoch
+            item.owner, item.epoch, item.state = owner, epoch, RunState.RUNNING
+            try:
+                return super().finish(key, owner, epoch, state, now, **options)
+            finally:
+                item.owner, item.epoch = held
+
+
+@dataclass(frozen=True)
+class RandomKeyDispatch(Dispatch):
+    """BROKEN on purpose: the occurrence key is a fresh random value per attempt instead of being derived from
+    the job and the scheduled instant, so neither the ledger nor the target can recognise a repeat."""
+
+    nonce: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.job_id}:{self.nonce}"
+
+
+def random_key_per_attempt(dispatch: Dispatch, rng: random.Random) -> Dispatch:
+    return RandomKeyDispatch(
+        dispatch.job_id,
+        dispatch.tenant,
+        dispatch.scheduled_for,
+        dispatch.fire_at,
+        dispatch.version,
+        dispatch.kind,
+        nonce=f"{rng.getrandbits(64):016x}",
+    )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A change to the protocol under test: a different ledger, or a rewrite of each received dispatch."""
+
+    name: str
+    description: str
+    ledger: Callable[[], MemoryLedger] = MemoryLedger
+    rewrite: Callable[[Dispatch, random.Random], Dispatch] | None = None
+
+
+VARIANTS: dict[str, Variant] = {
+    "unfenced-finish": Variant(
+        "unfenced-finish",
+        "Ledger.finish ignores the epoch/owner condition (a stale worker's completion is accepted)",
+        ledger=UnfencedLedger,
+    ),
+    "random-key": Variant(
+        "random-key",
+        "the worker uses a random occurrence key per attempt instead of the derived one",
+        rewrite=random_key_per_attempt,
+    ),
+}

@@ -1,0 +1,202 @@
+"""One seed's workload: a handful of jobs and the API calls that create, change, pause, cancel and trigger
+them, plus a few requests that must be rejected without changing anything."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, Literal
+
+from scheduler.core.timefmt import rfc3339
+
+TENANT = "tenant-a"
+OTHER_TENANT = "tenant-b"
+
+#: Where a run starts. Two of them put the window across a Europe/Berlin DST transition at 01:00Z.
+START_POINTS: tuple[datetime, ...] = (
+    datetime(2026, 3, 29, 0, 41, 17, tzinfo=UTC),  # spring forward: local 02:00-03:00 does not exist
+    datetime(2026, 10, 25, 0, 23, 41, tzinfo=UTC),  # fall back: local 02:00-03:00 happens twice
+    datetime(2026, 1, 5, 8, 51, 3, tzinfo=UTC),
+)
+
+SCHEDULE_FIELDS = ("at", "delay_seconds", "every_seconds", "start_at", "end_at", "expression", "timezone")
+
+CallKind = Literal["create", "cancel", "pause", "resume", "update", "trigger"]
+
+#: Requests that must be refused (or, for the no-ops, accepted) without changing stored state.
+INVALID_CALLS: tuple[str, ...] = (
+    "payload-too-large",
+    "no-future-occurrence",
+    "bad-cron",
+    "unknown-zone",
+    "unknown-job",
+    "other-tenant-update",
+    "other-tenant-trigger",
+    "stale-if-match",
+    "invalid-patch",
+    "idempotency-conflict",
+    "resume-active",
+)
+
+
+@dataclass
+class PlannedCall:
+    """One API call of the workload, made at `at` (true time), about workload job number `job`."""
+
+    seq: int
+    at: datetime
+    kind: CallKind
+    job: int
+    body: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class InvalidCall:
+    seq: int
+    at: datetime
+    name: str
+    job: int
+
+
+@dataclass
+class Workload:
+    start: datetime
+    window: timedelta
+    calls: list[PlannedCall]
+    invalid: list[InvalidCall]
+    jobs: int
+
+    def describe(self, index: int) -> str:
+        create = next(c for c in self.calls if c.job == index and c.kind == "create")
+        assert create.body is not None
+        return describe_body(create.body)
+
+
+def describe_body(body: dict[str, Any]) -> str:
+    schedule = body["schedule"]
+    if schedule["type"] == "once":
+        what = f"once at {schedule['at']}" if "at" in schedule else f"once in {schedule['delay_seconds']}s"
+    elif schedule["type"] == "rate":
+        what = f"every {schedule['every_seconds']}s"
+        if "start_at" in schedule:
+            what += f" from {schedule['start_at']}"
+        if "end_at" in schedule:
+            what += f" to {schedule['end_at']}"
+    else:
+        what = f"cron '{schedule['expression']}' {schedule.get('timezone', 'UTC')}"
+    return (
+        f"{what}, jitter {body.get('jitter_seconds', 0)}s, {body.get('misfire_policy', 'run_once')}, "
+        f"{body.get('delivery', 'at_least_once')}, {body.get('retry', {}).get('max_attempts', 5)} attempts"
+    )
+
+
+def _instant(rng: random.Random, at: datetime) -> str:
+    """RFC 3339 with a `Z` or with an explicit non-UTC offset (both must mean the same instant)."""
+    if rng.random() < 0.3:
+        return at.astimezone(timezone(timedelta(hours=2))).isoformat()
+    return rfc3339(at)
+
+
+def draw_schedule(rng: random.Random, start: datetime, cron_allowed: bool) -> dict[str, Any]:
+    """A schedule: one-shot (`at` or `delay_seconds`), rate (optionally bounded) or cron (UTC or Berlin)."""
+    kinds = ["once_delay", "once_at", "rate"] + (["cron", "cron"] if cron_allowed else [])
+    kind = rng.choice(kinds)
+    if kind == "once_delay":
+        # Bias towards the edge of the sweep horizon (lookahead + seal margin), where the seal matters.
+        delay = rng.choice((rng.randint(0, 40), rng.randint(280, 400), rng.randint(0, 900)))
+        return {"type": "once", "delay_seconds": delay}
+    if kind == "once_at":
+        at = start + timedelta(milliseconds=rng.randint(-300_000, 1_200_000))
+        return {"type": "once", "at": _instant(rng, at)}
+    if kind == "rate":
+        schedule: dict[str, Any] = {"type": "rate", "every_seconds": rng.choice((45, 60, 90, 150, 300))}
+        if rng.random() < 0.3:
+            begin = start + timedelta(seconds=rng.randint(0, 900))
+            schedule["start_at"] = _instant(rng, begin)
+            if rng.random() < 0.5:
+                schedule["end_at"] = _instant(rng, begin + timedelta(seconds=rng.randint(300, 1800)))
+        return schedule
+    if rng.random() < 0.6:
+        # Around the DST transitions these exercise the gap (spring) and the repeated hour (autumn).
+        expression = rng.choice(("*/10 2 * * *", "30 2 * * *", "*/15 * * * *", "*/5 * * * *"))
+        return {"type": "cron", "expression": expression, "timezone": "Europe/Berlin"}
+    return {"type": "cron", "expression": rng.choice(("*/5 * * * *", "*/3 * * * *", "7,23,41 * * * *"))}
+
+
+def draw_body(rng: random.Random, index: int, start: datetime, cron_allowed: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": f"job-{index}",
+        "schedule": draw_schedule(rng, start, cron_allowed),
+        "target": {"type": "handler", "name": "sink"},
+        "payload": {"job": index},
+        "retry": {
+            "max_attempts": rng.randint(1, 4),
+            "initial_backoff_seconds": rng.choice((1, 2, 5, 10)),
+            "max_backoff_seconds": 60,
+            "max_event_age_seconds": rng.choice((120, 3600)),
+        },
+        "jitter_seconds": rng.choice((0, 0, 5, 45)),
+        "misfire_policy": rng.choice(("run_once", "skip", "run_all")),
+        "overlap_policy": rng.choice(("skip", "buffer_one", "allow")),
+        "delivery": rng.choice(("at_least_once", "at_least_once", "at_most_once")),
+    }
+    return body
+
+
+def draw_update(rng: random.Random, start: datetime, cron_allowed: bool) -> dict[str, Any]:
+    """A JSON merge patch: a new schedule (most often), or a payload, jitter or policy change."""
+    roll = rng.random()
+    if roll < 0.6:
+        # A merge patch merges objects: clear every schedule field the new schedule does not set.
+        schedule: dict[str, Any] = dict.fromkeys(SCHEDULE_FIELDS)
+        schedule.update(draw_schedule(rng, start, cron_allowed))
+        return {"schedule": schedule}
+    if roll < 0.75:
+        return {"payload": {"edited": rng.randint(1, 99)}}
+    if roll < 0.9:
+        return {"jitter_seconds": rng.choice((0, 7, 30))}
+    return {"misfire_policy": rng.choice(("run_once", "skip", "run_all"))}
+
+
+def draw_workload(rng: random.Random) -> Workload:
+    """The jobs (3-5, at most two cron: croniter is the slow part) and their calls over a 15-35 min window."""
+    start = rng.choice(START_POINTS) + timedelta(milliseconds=rng.randint(0, 59_999))
+    window = timedelta(minutes=rng.randint(15, 35))
+    span = window.total_seconds()
+    count = rng.randint(3, 5)
+    calls: list[PlannedCall] = []
+    seq = 0
+    crons = 0
+
+    def at(offset: float) -> datetime:
+        return start + timedelta(milliseconds=round(offset * 1000))
+
+    for index in range(count):
+        body = draw_body(rng, index, start, cron_allowed=crons < 2)
+        if body["schedule"]["type"] == "cron":
+            crons += 1
+        created = rng.uniform(0, span / 3)
+        calls.append(PlannedCall(seq, at(created), "create", index, body, f"create-{index}"))
+        seq += 1
+        later: list[tuple[float, CallKind, dict[str, Any] | None]] = []
+        if rng.random() < 0.2:
+            later.append((rng.uniform(created, span), "cancel", None))
+        if rng.random() < 0.25:
+            paused = rng.uniform(created, span)
+            later.append((paused, "pause", None))
+            if rng.random() < 0.8:
+                later.append((rng.uniform(paused, span + 60), "resume", None))
+        if rng.random() < 0.35:
+            later.append((rng.uniform(created, span), "update", draw_update(rng, start, crons < 2)))
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            later.append((rng.uniform(created, span), "trigger", None))
+        for offset, kind, patch in sorted(later, key=lambda item: item[0]):
+            calls.append(PlannedCall(seq, at(offset), kind, index, patch))
+            seq += 1
+    invalid = [
+        InvalidCall(seq + n, at(rng.uniform(0, span)), rng.choice(INVALID_CALLS), rng.randrange(count))
+        for n in range(rng.randint(1, 3))
+    ]
+    return Workload(start, window, calls, invalid, count)

@@ -1,0 +1,91 @@
+"""The checker must be able to fail: each invariant check, fed a tampered end state, reports its violation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from scheduler.core.model import JobState, RunState
+from scheduler_sim import FaultProfile, Simulation
+from scheduler_sim.checker import check
+from scheduler_sim.world import InvalidOutcome
+
+
+@pytest.fixture
+def finished() -> Simulation:
+    """A calm run that passes, to tamper with. Seed 3 has recurring jobs still ACTIVE at the end."""
+    sim = Simulation(3, profile=FaultProfile.calm())
+    result = sim.run()
+    assert result.ok
+    assert any(job.state == JobState.ACTIVE for job in sim.jobs.jobs.values())
+    return sim
+
+
+def _invariants(sim: Simulation) -> set[int]:
+    return {v.invariant for v in check(sim)}
+
+
+def test_an_occurrence_left_running_is_lost(finished: Simulation) -> None:
+    item = next(iter(finished.ledger.items.values()))
+    item.state = RunState.RUNNING
+    assert 1 in _invariants(finished)
+
+
+def test_a_recurring_job_without_a_live_timer_is_lost(finished: Simulation) -> None:
+    active = {job.job_id for job in finished.jobs.jobs.values() if job.state == JobState.ACTIVE}
+    for items in finished.timers.timer_items.values():
+        for slot in [s for s, timer in items.items() if timer.job_id in active]:
+            del items[slot]
+    assert 1 in _invariants(finished)
+
+
+def test_a_second_accepted_effect_is_a_duplicate(finished: Simulation) -> None:
+    effects = next(iter(finished.sink.effects.values()))
+    effects.append(replace(effects[0], key=effects[0].key, token=effects[0].token + 1))
+    assert 2 in _invariants(finished)
+
+
+def test_an_at_most_once_occurrence_that_reached_the_target_twice_is_a_duplicate(finished: Simulation) -> None:
+    call = finished.sink.calls[0]
+    twice = replace(call, delivery="at_most_once", reached=True)
+    finished.sink.calls += [twice, replace(twice)]
+    assert 2 in _invariants(finished)
+
+
+def test_a_write_from_a_stale_epoch_is_reported(finished: Simulation) -> None:
+    key = next(iter(finished.ledger.items))
+    finished.ledger_claimed(key, 7)
+    finished.ledger_write("finish SUCCEEDED", key, 6, "worker-9/old")
+    assert 3 in _invariants(finished)
+
+
+def test_a_call_after_a_cancellation_was_acknowledged_and_seen_is_reported(finished: Simulation) -> None:
+    record = finished.records[0]
+    assert record.job_id is not None
+    acked = finished.clock.now()
+    record.cancel_acked = acked
+    # A worker read the job after the cancellation was acknowledged, and still called the target.
+    late = replace(
+        finished.sink.calls[0],
+        job_id=record.job_id,
+        job_read_at=acked + timedelta(milliseconds=500),
+        at=acked + timedelta(seconds=1),
+    )
+    finished.sink.calls.append(late)
+    assert 4 in _invariants(finished)
+
+
+def test_a_missed_occurrence_without_a_misfire_decision_is_reported(finished: Simulation) -> None:
+    ran = [item for item in finished.ledger.items.values() if item.state == RunState.SUCCEEDED]
+    job_ids = {job.job_id for job in finished.jobs.jobs.values() if job.state == JobState.ACTIVE}
+    victim = next(item for item in ran if item.job_id in job_ids)
+    del finished.ledger.items[victim.key]
+    finished.first_send.pop(victim.key, None)
+    assert 5 in _invariants(finished)
+
+
+def test_bad_input_that_changed_state_is_reported(finished: Simulation) -> None:
+    finished.invalid_outcomes.append(InvalidOutcome("payload-too-large", "accepted", True, True))
+    assert 6 in _invariants(finished)

@@ -1,0 +1,201 @@
+"""Core bugs the simulator found, each reduced to a deterministic reproduction on the real core and the
+in-memory adapters (no seeds, so they stay put while the code around them changes).
+
+They are `xfail(strict=True)`: the suite stays green while a bug is open, and turns red the day it is fixed,
+so that its test is promoted to a plain regression test. Two more bugs the simulator found (an edit keeping
+`last_dispatched_for`, `is_near` ignoring bucket granularity) were fixed in the core while it was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.adapters.memory import (
+    FakeClock,
+    MemoryJobStore,
+    MemoryLedger,
+    MemoryQueue,
+    MemoryTimerStore,
+    RecordingMetrics,
+)
+from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.core.jobs import JobService
+from scheduler.core.model import Job, JobSpec
+from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueue, Timer, TimerStore
+from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler_sim.faults import Crash, SkewedClock
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+TENANT = "tenant-a"
+LOOKAHEAD = timedelta(seconds=300)
+
+
+class World:
+    """The production settings that matter here (5 min look-ahead, 60 s grace, 2 min bucket lease), one shard."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.clock = FakeClock(start)
+        self.jobs = MemoryJobStore()
+        self.timers = MemoryTimerStore(1)
+        self.jobs.attach(self.timers)
+        self.ledger = MemoryLedger()
+        self.queue = MemoryQueue(self.clock)
+        self.metrics = RecordingMetrics()
+        self.config = DispatchConfig(LOOKAHEAD, timedelta(seconds=60), timedelta(days=1))
+
+    def service(self, clock: Clock | None = None) -> JobService:
+        clock = clock or self.clock
+        dispatcher = Dispatcher(self.jobs, self.timers, self.queue, clock, self.config, self.metrics)
+        return JobService(self.jobs, self.ledger, dispatcher, clock, max_active_jobs=10)
+
+    def sweeper(
+        self,
+        owner: str,
+        *,
+        clock: Clock | None = None,
+        timers: TimerStore | None = None,
+        queue: ReadyQueue | None = None,
+    ) -> Sweeper:
+        clock = clock or self.clock
+        timers = timers or self.timers
+        dispatcher = Dispatcher(self.jobs, timers, queue or self.queue, clock, self.config, self.metrics)
+        config = SweepConfig(1, LOOKAHEAD, timedelta(seconds=120), dispatch_budget=1000, safety=timedelta(seconds=20))
+        return Sweeper(timers, dispatcher, clock, config, self.metrics, owner)
+
+    def create(self, schedule: dict[str, Any], clock: Clock | None = None) -> Job:
+        body = {"schedule": schedule, "target": {"type": "handler", "name": "sink"}, "misfire_policy": "run_all"}
+        return self.service(clock).create(TENANT, JobSpec.model_validate(body), None, body).job
+
+    def sweep_every_minute(self, sweeper: Sweeper, minutes: int) -> None:
+        for _ in range(minutes):
+            sweeper.sweep(sweeper.clock.now() + timedelta(seconds=60))
+            self.clock.advance(60)
+
+    def sent(self, job: Job) -> set[datetime]:
+        """Every occurrence of `job` ever sent (nothing consumes the queue here)."""
+        return {m.dispatch.scheduled_for for m in self.queue.messages.values() if m.dispatch.job_id == job.job_id}
+
+
+def minutes(first: datetime, count: int) -> list[datetime]:
+    return [first + timedelta(minutes=n) for n in range(count)]
+
+
+class DiesOnSend:
+    """A sweeper's ready queue whose process is killed when it sends."""
+
+    def __init__(self, inner: ReadyQueue) -> None:
+        self.inner = inner
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        raise Crash("the sweeper is killed before SendMessageBatch")
+
+    def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
+        self.inner.dead_letter(dispatch, execution)
+
+
+def test_a_sweeper_killed_between_advancing_a_chain_and_sending_loses_no_occurrence() -> None:
+    # Given a job every minute from 09:04
+    world = World()
+    job = world.create({"type": "rate", "every_seconds": 60, "start_at": "2026-01-05T09:04:00Z"})
+
+    # When the sweeper that plans 09:04-09:06 is killed before it sends them
+    with pytest.raises(Crash):
+        world.sweeper("sweeper-1", queue=DiesOnSend(world.queue)).sweep(T0 + timedelta(seconds=60))
+    # and another sweeper takes the bucket over once the lease has run out, then sweeps every minute
+    world.clock.advance(121)
+    world.sweep_every_minute(world.sweeper("sweeper-2"), 10)
+
+    # Then every occurrence was sent
+    missing = [at for at in minutes(datetime(2026, 1, 5, 9, 4, tzinfo=UTC), 8) if at not in world.sent(job)]
+    assert not missing, f"never dispatched: {[f'{m:%H:%M}' for m in missing]}"
+
+
+def test_a_job_created_into_a_bucket_a_slightly_fast_sweeper_already_sealed_is_dispatched() -> None:
+    # Given a sweeper whose clock runs 1.9 s ahead and an API whose clock runs 0.6 s behind (NTP-synced)
+    world = World(T0 + timedelta(milliseconds=100))
+    sweeper_clock, api_clock = SkewedClock(world.clock), SkewedClock(world.clock)
+    sweeper_clock.offset = timedelta(seconds=1.9)
+    api_clock.offset = timedelta(seconds=-0.6)
+    sweeper = world.sweeper("sweeper-1", clock=sweeper_clock)
+
+    # When the sweeper (reading 09:00:02) seals the buckets up to 09:05, and right after the API (reading
+    # 08:59:59.5) creates a job due at 09:05:45.5
+    sweeper.sweep(sweeper_clock.now() + timedelta(seconds=60))
+    job = world.create({"type": "once", "delay_seconds": 346}, clock=api_clock)
+    assert job.next_run_at is not None
+    world.sweep_every_minute(sweeper, 10)
+
+    # Then the occurrence was dispatched
+    assert world.sent(job) == {job.next_run_at}
+
+
+class EditLandsFirst:
+    """The sweeper's timer store: its next-timer put is delayed until `edit` has run (a slow request)."""
+
+    def __init__(self, inner: MemoryTimerStore, edit: Callable[[], object]) -> None:
+        self.inner = inner
+        self.edit: Callable[[], object] | None = edit
+        self.shard_count = inner.shard_count
+
+    def put_timer(self, timer: Timer) -> None:
+        if self.edit is not None:
+            edit, self.edit = self.edit, None
+            edit()
+        self.inner.put_timer(timer)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def bucket_of(self, timer: Timer) -> BucketId:
+        return self.inner.bucket_of(timer)
+
+    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
+        return self.inner.timers(bucket, after)
+
+
+def test_an_edit_racing_the_sweepers_next_timer_put_keeps_the_chain_alive() -> None:
+    # Given a job every minute, and an edit (a new payload) that lands while the sweeper's next-timer put is
+    # in flight
+    world = World()
+    job = world.create({"type": "rate", "every_seconds": 60})
+    service = world.service()
+
+    def edit() -> object:
+        return service.update(TENANT, job.job_id, {"payload": {"edited": True}}, None)
+
+    # When the sweeper dispatches 09:01-09:06 and writes the 09:07 timer after the edit wrote its own
+    world.sweeper("sweeper-1", timers=EditLandsFirst(world.timers, edit)).sweep(T0 + timedelta(seconds=60))
+    world.clock.advance(60)
+    world.sweep_every_minute(world.sweeper("sweeper-2"), 10)
+
+    # Then the chain goes on after 09:06
+    missing = [at for at in minutes(datetime(2026, 1, 5, 9, 7, tzinfo=UTC), 5) if at not in world.sent(job)]
+    assert not missing, f"never dispatched: {[f'{m:%H:%M}' for m in missing]}"
+
+
+def test_the_reproductions_pass_without_their_fault() -> None:
+    """Control: the same scenarios with no crash, no skew and no race dispatch everything (so the xfails above
+    fail because of the fault, not because the scenario is wrong)."""
+    world = World()
+    job = world.create({"type": "rate", "every_seconds": 60, "start_at": "2026-01-05T09:04:00Z"})
+    world.sweep_every_minute(world.sweeper("sweeper-1"), 12)
+    assert set(minutes(datetime(2026, 1, 5, 9, 4, tzinfo=UTC), 8)) <= world.sent(job)
+
+    world = World(T0 + timedelta(milliseconds=100))
+    sweeper = world.sweeper("sweeper-1")
+    sweeper.sweep(world.clock.now() + timedelta(seconds=60))
+    once = world.create({"type": "once", "delay_seconds": 346})
+    world.sweep_every_minute(sweeper, 10)
+    assert once.next_run_at is not None
+    assert world.sent(once) == {once.next_run_at}
+
+    world = World()
+    job = world.create({"type": "rate", "every_seconds": 60})
+    world.sweep_every_minute(world.sweeper("sweeper-1"), 12)
+    world.service().update(TENANT, job.job_id, {"payload": {"edited": True}}, None)
+    world.sweep_every_minute(world.sweeper("sweeper-1"), 3)
+    assert set(minutes(datetime(2026, 1, 5, 9, 7, tzinfo=UTC), 5)) <= world.sent(job)
