@@ -391,9 +391,9 @@ class FaultyLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
-    ) -> Execution | None:
+    ) -> None:
         self.gate.before("ledger.finish", key, owner, epoch, state.value)
-        recorded = self.inner.finish(
+        self.inner.finish(
             key,
             owner,
             epoch,
@@ -406,7 +406,6 @@ class FaultyLedger:
         )
         self.gate.host.ledger_write(f"finish {state.value}", key, epoch, owner)
         self.gate.after("ledger.finish")
-        return recorded
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
         self.gate.before("ledger.record_unclaimed", dispatch, state.value, reason)
