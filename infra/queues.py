@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
 from scheduler.schema import READY_QUEUE, QueueSchema
 
 #: The maximum. The default (4 days) would silently drop dispatched occurrences if the workers were

@@ -6,10 +6,10 @@ from __future__ import annotations
 from aws_cdk import Acknowledgment, CfnElement, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct, IConstruct
-from scheduler.schema import EXECUTIONS_TABLE, JOBS_TABLE, TableSchema
 
 from infra.config import PunctualConfig
 from infra.lambda_function import data_removal_policy
+from scheduler.schema import EXECUTIONS_TABLE, JOBS_TABLE, TableSchema
 
 _ATTRIBUTE_TYPES = {
     "S": dynamodb.AttributeType.STRING,

@@ -12,11 +12,11 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
-from scheduler.schema import READY_QUEUE
 
 from infra.config import PunctualConfig
 from infra.lambda_function import SchedulerFunction
 from infra.storage import acknowledge_index_grants
+from scheduler.schema import READY_QUEUE
 
 HANDLER = "scheduler.handlers.worker.lambda_handler"
 #: The ready queue's visibility timeout is 6x this (scheduler.schema), so the two cannot disagree.

@@ -4,10 +4,10 @@ schedule and concurrency."""
 from __future__ import annotations
 
 import pytest
-from scheduler.schema import READY_QUEUE
-from scheduler.settings import Settings
 
 from infra.environment import SIGNING_SECRET_ARN_VARIABLE
+from scheduler.schema import READY_QUEUE
+from scheduler.settings import Settings
 
 HANDLERS = ("api", "sweeper", "worker")
 COMMON_VARIABLES = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk.assertions import Match
+
 from scheduler.schema import READY_QUEUE
 
 FOURTEEN_DAYS = 14 * 24 * 3600

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from aws_cdk.assertions import Match
+
 from scheduler.schema import EXECUTIONS_TABLE, JOBS_TABLE, TableSchema, attribute_definitions
 
 
