@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_apigateway as apigw
@@ -70,6 +70,7 @@ class SchedulerApi(Construct):
         executions_table: dynamodb.Table,
         ready_queue: sqs.IQueue,
         signing_secret: secretsmanager.ISecret,
+        lanes: Sequence[sqs.IQueue] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = SchedulerFunction(
@@ -92,7 +93,9 @@ class SchedulerApi(Construct):
 
         jobs_table.grant_read_write_data(self.function)
         executions_table.grant_read_write_data(self.function)
-        ready_queue.grant_send_messages(self.function)
+        # Triggers and near-term occurrences go out from the API, to their job's lane.
+        for queue in [ready_queue, *(lane for lane in lanes if lane is not ready_queue)]:
+            queue.grant_send_messages(self.function)
         signing_secret.grant_read(self.function)
         acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
 

@@ -95,7 +95,19 @@ class PunctualConfig(BaseModel):
     #: Must leave the sweeper (60 s timeout) time to work: it stops starting buckets this long before.
     sweep_safety_seconds: int | None = Field(default=None, ge=1, le=45)
     max_active_jobs_per_tenant: int | None = Field(default=None, ge=1)
+    #: Backfill: occurrences sent per backfill per sweep (the rate of a backfill), and the most one may cover.
+    backfill_wave_size: int | None = Field(default=None, ge=1, le=10_000)
+    backfill_max_occurrences: int | None = Field(default=None, ge=1, le=100_000)
+    #: Per-tenant dispatch budget: occurrences per second (0 turns budgets off) and burst.
+    tenant_dispatch_rate: float | None = Field(default=None, ge=0)
+    tenant_dispatch_burst: int | None = Field(default=None, ge=1)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # --- completion events ----------------------------------------------------------------------------
+    #: Publish every terminal outcome of an occurrence to an EventBridge bus.
+    completion_events: bool = True
+    #: An existing bus to publish to (e.g. `default`); none: the stack creates `punctual-<stage>-events`.
+    event_bus_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._/-]{1,256}$")
 
     # --- capacity -------------------------------------------------------------------------------------
     #: Messages per worker invocation. At most 10: larger batches need a batching window, which delays
@@ -103,6 +115,10 @@ class PunctualConfig(BaseModel):
     worker_batch_size: int = Field(default=5, ge=1, le=10)
     #: Upper bound on concurrent worker invocations (the event source mapping's MaximumConcurrency).
     worker_max_concurrency: int = Field(default=50, ge=2, le=1000)
+    #: The same for the `high` and `low` priority lanes (each lane has its own event source mapping, so a
+    #: burst in one lane never takes the capacity reserved for another).
+    worker_max_concurrency_high: int = Field(default=20, ge=2, le=1000)
+    worker_max_concurrency_low: int = Field(default=5, ge=2, le=1000)
     #: Reserved concurrency of the sweeper (several may run at once; claims keep them disjoint). 0 leaves
     #: it unreserved, for accounts whose concurrency quota is still the new-account 10 (Lambda's own
     #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.
@@ -148,6 +164,12 @@ class PunctualConfig(BaseModel):
         if value not in LOG_RETENTION_DAYS:
             raise ValueError(f"must be one of CloudWatch's retention values {sorted(LOG_RETENTION_DAYS)}")
         return value
+
+    def lane_max_concurrency(self, priority: str) -> int:
+        """The worker's maximum concurrency on one priority lane."""
+        return {"high": self.worker_max_concurrency_high, "low": self.worker_max_concurrency_low}.get(
+            priority, self.worker_max_concurrency
+        )
 
     @property
     def stack_name(self) -> str:

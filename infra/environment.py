@@ -33,6 +33,9 @@ def scheduler_environment(
     executions_table_name: str,
     ready_queue_url: str,
     dlq_url: str,
+    event_bus_name: str = "default",
+    ready_queue_high_url: str = "",
+    ready_queue_low_url: str = "",
 ) -> dict[str, str]:
     """The variables common to every function (resource names are CloudFormation tokens here)."""
     env = {
@@ -40,9 +43,13 @@ def scheduler_environment(
         "SCHEDULER_EXECUTIONS_TABLE": executions_table_name,
         "SCHEDULER_READY_QUEUE_URL": ready_queue_url,
         "SCHEDULER_DLQ_URL": dlq_url,
+        "SCHEDULER_READY_QUEUE_HIGH_URL": ready_queue_high_url,
+        "SCHEDULER_READY_QUEUE_LOW_URL": ready_queue_low_url,
         "SCHEDULER_SHARD_COUNT": str(config.shard_count),
         "SCHEDULER_LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
         "SCHEDULER_LEASE_SECONDS": str(config.lease_seconds),
+        "SCHEDULER_COMPLETION_EVENTS": "true" if config.completion_events else "false",
+        "SCHEDULER_EVENT_BUS_NAME": event_bus_name,
         # Explicit, so that no local-development default can open the SSRF guard on AWS.
         "SCHEDULER_ALLOW_PRIVATE_TARGETS": "false",
         "SCHEDULER_SERVICE_NAME": SERVICE_NAME,
@@ -57,6 +64,10 @@ def scheduler_environment(
         "SCHEDULER_DISPATCH_BUDGET": config.dispatch_budget,
         "SCHEDULER_SWEEP_SAFETY_SECONDS": config.sweep_safety_seconds,
         "SCHEDULER_MAX_ACTIVE_JOBS_PER_TENANT": config.max_active_jobs_per_tenant,
+        "SCHEDULER_BACKFILL_WAVE_SIZE": config.backfill_wave_size,
+        "SCHEDULER_BACKFILL_MAX_OCCURRENCES": config.backfill_max_occurrences,
+        "SCHEDULER_TENANT_DISPATCH_RATE": config.tenant_dispatch_rate,
+        "SCHEDULER_TENANT_DISPATCH_BURST": config.tenant_dispatch_burst,
     }
     env.update({name: str(value) for name, value in optional.items() if value is not None})
     return env

@@ -34,6 +34,12 @@ LEASE_LOST = "LeaseLost"
 OCCURRENCES_SKIPPED = "OccurrencesSkipped"
 MISFIRE_SKIPPED = "MisfireSkipped"
 TARGET_FAILURES = "TargetFailures"
+OUTBOX_BACKLOG = "OutboxBacklog"
+COMPLETION_EVENTS_PUBLISHED = "CompletionEventsPublished"
+COMPLETION_EVENT_FAILURES = "CompletionEventFailures"
+TENANT_THROTTLED = "TenantThrottledSeconds"
+TENANT_DEFERRED = "TenantDeferred"
+BACKFILL_DISPATCHED = "BackfillDispatched"
 APPLICATION_METRICS = (
     DISPATCH_LAG,
     OCCURRENCES_DISPATCHED,
@@ -45,6 +51,12 @@ APPLICATION_METRICS = (
     OCCURRENCES_SKIPPED,
     MISFIRE_SKIPPED,
     TARGET_FAILURES,
+    OUTBOX_BACKLOG,
+    COMPLETION_EVENTS_PUBLISHED,
+    COMPLETION_EVENT_FAILURES,
+    TENANT_THROTTLED,
+    TENANT_DEFERRED,
+    BACKFILL_DISPATCHED,
 )
 
 PERIOD = Duration.minutes(1)
@@ -56,6 +68,9 @@ DISPATCH_LAG_PERIODS = 3
 #: slack, messages are waiting for a worker (or sitting out a long retry backoff).
 OLDEST_MESSAGE_THRESHOLD_SECONDS = 900 + 300
 OLDEST_MESSAGE_PERIODS = 3
+#: Workers publish each outcome right after recording it, so the sweeper's drain normally finds nothing; finding
+#: some sweep after sweep for this long means completion events are not getting out.
+OUTBOX_BACKLOG_PERIODS = 5
 ERROR_RATE_PERIOD = Duration.minutes(5)
 ERROR_RATE_THRESHOLD_PERCENT = 1
 ERROR_RATE_PERIODS = 3
@@ -85,10 +100,14 @@ class Monitoring(Construct):
         dead_letter_queue: sqs.IQueue,
         functions: Mapping[str, lambda_.IFunction],
         rest_api: apigw.RestApi,
+        lanes: Mapping[str, sqs.IQueue] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = _build_alarm_topic(self, config)
         self.alarms = _build_alarms(self, config, ready_queue, dead_letter_queue, functions)
+        for priority, queue in (lanes or {}).items():
+            if queue is not ready_queue:
+                self.alarms.append(_lane_backlog_alarm(self, config, priority, queue))
         action = cloudwatch_actions.SnsAction(self.topic)
         for alarm in self.alarms:
             alarm.add_alarm_action(action)
@@ -96,6 +115,29 @@ class Monitoring(Construct):
         self.dashboard = _build_dashboard(
             self, config, self.alarms, ready_queue, dead_letter_queue, functions, rest_api
         )
+        if lanes:
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="Priority lanes: oldest message (s)",
+                    left=[
+                        queue.metric_approximate_age_of_oldest_message(
+                            period=PERIOD, statistic="Maximum", label=priority
+                        )
+                        for priority, queue in lanes.items()
+                    ],
+                    width=12,
+                    height=6,
+                ),
+                cloudwatch.GraphWidget(
+                    title="Priority lanes: visible messages",
+                    left=[
+                        queue.metric_approximate_number_of_messages_visible(period=PERIOD, label=priority)
+                        for priority, queue in lanes.items()
+                    ],
+                    width=12,
+                    height=6,
+                ),
+            )
 
 
 def _build_alarm_topic(scope: Construct, config: PunctualConfig) -> sns.Topic:
@@ -194,6 +236,22 @@ def _build_alarms(
         ),
         cloudwatch.Alarm(
             scope,
+            "OutboxBacklog",
+            alarm_name=f"{prefix}-outbox-backlog",
+            alarm_description=(
+                f"Completion events have waited in the outbox for {OUTBOX_BACKLOG_PERIODS} minutes: the event bus "
+                "refuses them (permissions, throttling) or the sweeper cannot publish. Outcomes are recorded; "
+                "their events go out once the bus accepts them."
+            ),
+            metric=application_metric(OUTBOX_BACKLOG, "Minimum"),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=OUTBOX_BACKLOG_PERIODS,
+            datapoints_to_alarm=OUTBOX_BACKLOG_PERIODS,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        ),
+        cloudwatch.Alarm(
+            scope,
             "FencedWrites",
             alarm_name=f"{prefix}-fenced-writes",
             alarm_description=(
@@ -210,6 +268,25 @@ def _build_alarms(
     for name, function in functions.items():
         alarms.append(_error_rate_alarm(scope, prefix, name, function))
     return alarms
+
+
+def _lane_backlog_alarm(scope: Construct, config: PunctualConfig, priority: str, queue: sqs.IQueue) -> cloudwatch.Alarm:
+    return cloudwatch.Alarm(
+        scope,
+        f"Ready{priority.capitalize()}OldestMessage",
+        alarm_name=f"punctual-{config.stage}-ready-{priority}-backlog",
+        alarm_description=(
+            f"A message of the {priority} priority lane is older than {OLDEST_MESSAGE_THRESHOLD_SECONDS} s: its "
+            "workers do not keep up (raise that lane's worker_max_concurrency_*) or an occurrence sits in a long "
+            "retry backoff."
+        ),
+        metric=queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+        threshold=OLDEST_MESSAGE_THRESHOLD_SECONDS,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluation_periods=OLDEST_MESSAGE_PERIODS,
+        datapoints_to_alarm=OLDEST_MESSAGE_PERIODS,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
 
 
 def _error_rate_alarm(scope: Construct, prefix: str, name: str, function: lambda_.IFunction) -> cloudwatch.Alarm:
@@ -279,6 +356,21 @@ def _build_dashboard(
         ),
         graph("Fencing: fenced writes, leases lost", [app_sum(FENCED_WRITES), app_sum(LEASE_LOST)]),
         graph("Skipped: by policy, misfires", [app_sum(OCCURRENCES_SKIPPED), app_sum(MISFIRE_SKIPPED)]),
+    )
+    dashboard.add_widgets(
+        graph(
+            "Completion events: published, failed, outbox backlog",
+            [
+                app_sum(COMPLETION_EVENTS_PUBLISHED),
+                app_sum(COMPLETION_EVENT_FAILURES),
+                application_metric(OUTBOX_BACKLOG, "Maximum"),
+            ],
+        ),
+        graph(
+            "Fairness: tenant delay by budget (s, max), deferred",
+            [application_metric(TENANT_THROTTLED, "Maximum"), app_sum(TENANT_DEFERRED)],
+        ),
+        graph("Backfill: occurrences dispatched", [app_sum(BACKFILL_DISPATCHED)]),
     )
     dashboard.add_widgets(
         graph(

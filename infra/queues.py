@@ -1,12 +1,14 @@
-"""The ready queue and its dead-letter queue, sized from `scheduler.schema.READY_QUEUE`."""
+"""The ready queues (one per priority lane) and their dead-letter queue, sized from `scheduler.schema.READY_LANES`."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from scheduler.schema import READY_QUEUE, QueueSchema
+from scheduler.schema import READY_LANES, READY_QUEUE, QueueSchema
 
 #: The maximum. The default (4 days) would silently drop dispatched occurrences if the workers were
 #: down for longer, which breaks the "an accepted job is never lost" promise; retention costs nothing.
@@ -17,12 +19,23 @@ ENCRYPTION = sqs.QueueEncryption.SQS_MANAGED
 
 
 class Queues(Construct):
-    """The ready queue (standard; the sweeper and the API send, the worker consumes) and its DLQ."""
+    """The ready queues (standard; the sweeper and the API send, the worker consumes), one per priority lane, and
+    the DLQ they share. `ready_queue` is the `normal` lane (the ready queue from before lanes existed)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, schema: QueueSchema = READY_QUEUE) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        schema: QueueSchema = READY_QUEUE,
+        lanes: Mapping[str, QueueSchema] = READY_LANES,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.dead_letter_queue = _build_dead_letter_queue(self, schema)
-        self.ready_queue = _build_ready_queue(self, schema, self.dead_letter_queue)
+        self.lanes: dict[str, sqs.Queue] = {
+            priority: _build_ready_queue(self, lane, self.dead_letter_queue) for priority, lane in lanes.items()
+        }
+        self.ready_queue = self.lanes["normal"]
 
 
 def _build_dead_letter_queue(scope: Construct, schema: QueueSchema) -> sqs.Queue:

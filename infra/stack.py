@@ -12,6 +12,7 @@ from infra.api import API_VERSION_PATH, HEALTH_PATH, SchedulerApi
 from infra.bundling import function_code
 from infra.config import PunctualConfig
 from infra.environment import scheduler_environment, with_signing_secret
+from infra.events import CompletionEvents
 from infra.monitoring import Monitoring
 from infra.queues import Queues
 from infra.secrets import SigningSecret
@@ -42,13 +43,18 @@ class PunctualStack(Stack):
         storage = Storage(self, "Storage", config=config)
         queues = Queues(self, "Queues")
         signing = SigningSecret(self, "Signing", config=config)
+        completion = CompletionEvents(self, "CompletionEvents", config=config)
         environment = scheduler_environment(
             config,
             jobs_table_name=storage.jobs_table.table_name,
             executions_table_name=storage.executions_table.table_name,
             ready_queue_url=queues.ready_queue.queue_url,
             dlq_url=queues.dead_letter_queue.queue_url,
+            event_bus_name=completion.bus.event_bus_name,
+            ready_queue_high_url=queues.lanes["high"].queue_url,
+            ready_queue_low_url=queues.lanes["low"].queue_url,
         )
+        lanes = list(queues.lanes.values())
         signing_environment = with_signing_secret(environment, signing.secret.secret_arn)
 
         sweeper = Sweeper(
@@ -59,6 +65,7 @@ class PunctualStack(Stack):
             environment=environment,
             jobs_table=storage.jobs_table,
             ready_queue=queues.ready_queue,
+            lanes=lanes,
         )
         worker = Worker(
             self,
@@ -71,7 +78,13 @@ class PunctualStack(Stack):
             ready_queue=queues.ready_queue,
             dead_letter_queue=queues.dead_letter_queue,
             signing_secret=signing.secret,
+            lanes=queues.lanes,
         )
+        if config.completion_events:
+            # The worker publishes right after recording an outcome; the sweeper drains what is left.
+            completion.grant_publish(worker.function)
+            completion.grant_publish(sweeper.function)
+            completion.grant_drain(sweeper.function, storage.executions_table)
         api = SchedulerApi(
             self,
             "Api",
@@ -82,18 +95,20 @@ class PunctualStack(Stack):
             executions_table=storage.executions_table,
             ready_queue=queues.ready_queue,
             signing_secret=signing.secret,
+            lanes=lanes,
         )
         monitoring = Monitoring(
             self,
             "Monitoring",
             config=config,
             ready_queue=queues.ready_queue,
+            lanes=queues.lanes,
             dead_letter_queue=queues.dead_letter_queue,
             functions={"api": api.function, "sweeper": sweeper.function, "worker": worker.function},
             rest_api=api.rest_api,
         )
 
-        self.storage, self.queues, self.signing = storage, queues, signing
+        self.storage, self.queues, self.signing, self.completion = storage, queues, signing, completion
         self.sweeper, self.worker, self.api, self.monitoring = sweeper, worker, api, monitoring
 
         outputs = {
@@ -105,11 +120,15 @@ class PunctualStack(Stack):
             "Region": (Aws.REGION, "Region to sign API requests for"),
             "JobsTableName": (storage.jobs_table.table_name, "DynamoDB table: jobs, timers, buckets"),
             "ExecutionsTableName": (storage.executions_table.table_name, "DynamoDB table: execution ledger"),
-            "ReadyQueueUrl": (queues.ready_queue.queue_url, "SQS ready queue"),
+            "ReadyQueueUrl": (queues.ready_queue.queue_url, "SQS ready queue (the normal priority lane)"),
+            "ReadyQueueHighUrl": (queues.lanes["high"].queue_url, "SQS ready queue of the high priority lane"),
+            "ReadyQueueLowUrl": (queues.lanes["low"].queue_url, "SQS ready queue of the low priority lane"),
             "DeadLetterQueueUrl": (queues.dead_letter_queue.queue_url, "SQS dead-letter queue"),
             "AlarmTopicArn": (monitoring.topic.topic_arn, "SNS topic the alarms notify"),
             "SigningSecretArn": (signing.secret.secret_arn, "Secrets Manager secret: webhook signing master key"),
             "DashboardName": (monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+            "EventBusName": (completion.bus.event_bus_name, "EventBridge bus of the completion events"),
+            "EventBusArn": (completion.bus.event_bus_arn, "EventBridge bus of the completion events (ARN)"),
             "ApiFunctionName": (api.function.function_name, "Lambda: api"),
             "SweeperFunctionName": (sweeper.function.function_name, "Lambda: sweeper"),
             "WorkerFunctionName": (worker.function.function_name, "Lambda: worker"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
@@ -45,6 +45,7 @@ class Sweeper(Construct):
         environment: Mapping[str, str],
         jobs_table: dynamodb.Table,
         ready_queue: sqs.IQueue,
+        lanes: Sequence[sqs.IQueue] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = SchedulerFunction(
@@ -67,7 +68,8 @@ class Sweeper(Construct):
         self.function = self.handler.function
         self.schedule = _build_schedule(self, self.function)
         jobs_table.grant_read_write_data(self.function)
-        ready_queue.grant_send_messages(self.function)
+        for queue in [ready_queue, *(lane for lane in lanes if lane is not ready_queue)]:
+            queue.grant_send_messages(self.function)
         acknowledge_index_grants(self.handler.role, jobs_table)
 
 

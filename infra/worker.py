@@ -57,6 +57,7 @@ class Worker(Construct):
         ready_queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
         signing_secret: secretsmanager.ISecret,
+        lanes: Mapping[str, sqs.IQueue] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = SchedulerFunction(
@@ -73,25 +74,35 @@ class Worker(Construct):
             # and every throttled receive counts towards the DLQ's maxReceiveCount.
         )
         self.function = self.handler.function
-        self.event_source = _build_event_source(ready_queue, config)
-        self.function.add_event_source(self.event_source)
+        # One event source mapping per priority lane, each with its own maximum concurrency: the capacity
+        # reserved for `high` is there however long the `low` lane's backlog is.
+        self.event_sources = {
+            priority: _build_event_source(queue, config, config.lane_max_concurrency(priority))
+            for priority, queue in (lanes or {"normal": ready_queue}).items()
+        }
+        self.event_source = self.event_sources.get("normal") or next(iter(self.event_sources.values()))
+        for source in self.event_sources.values():
+            self.function.add_event_source(source)
 
         executions_table.grant_read_write_data(self.function)
         jobs_table.grant_read_data(self.function)
-        ready_queue.grant_consume_messages(self.function)
+        for queue in (lanes or {"normal": ready_queue}).values():
+            queue.grant_consume_messages(self.function)
         dead_letter_queue.grant_send_messages(self.function)
         signing_secret.grant_read(self.function)
         _grant_targets(self.function, config)
         acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
 
 
-def _build_event_source(ready_queue: sqs.IQueue, config: PunctualConfig) -> event_sources.SqsEventSource:
+def _build_event_source(
+    ready_queue: sqs.IQueue, config: PunctualConfig, max_concurrency: int
+) -> event_sources.SqsEventSource:
     return event_sources.SqsEventSource(
         ready_queue,
         batch_size=config.worker_batch_size,
         # One failed occurrence must not send its whole batch back: the handler reports failures per item.
         report_batch_item_failures=True,
-        max_concurrency=config.worker_max_concurrency,
+        max_concurrency=max_concurrency,
         # No batching window: it would hold messages back and cost start precision.
     )
 

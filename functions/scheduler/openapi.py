@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from scheduler.core.model import JobSpec, JobState, RunState
+from scheduler.core.model import BackfillRequest, BackfillState, JobSpec, JobState, RunState
 
 REF = "#/components/schemas/{model}"
 
@@ -110,6 +110,27 @@ def document() -> dict[str, Any]:
             "required": ["outcome"],
             "additionalProperties": False,
             "properties": {"outcome": {"enum": ["succeeded", "retry"]}, "note": {"type": "string"}},
+        },
+        "BackfillRequest": TypeAdapter(BackfillRequest).json_schema(ref_template=REF, by_alias=True),
+        "Backfill": {
+            "type": "object",
+            "description": "A backfill and its progress: it is sent in waves of at most wave_size per sweep",
+            "properties": {
+                "backfill_id": {"type": "string"},
+                "job_id": {"type": "string"},
+                "from": {"type": "string", "format": "date-time"},
+                "to": {"type": "string", "format": "date-time"},
+                "state": {"type": "string", "enum": [s.value for s in BackfillState]},
+                "total": {"type": "integer", "description": "occurrences in [from, to)"},
+                "dispatched": {"type": "integer"},
+                "remaining": {"type": "integer", "description": "0 once cancelled"},
+                "waves": {"type": "integer", "description": "waves sent so far"},
+                "wave_size": {"type": "integer", "description": "occurrences per wave (one wave per sweep)"},
+                "waves_left": {"type": "integer"},
+                "last_dispatched_for": {"type": ["string", "null"], "format": "date-time"},
+                "created_at": {"type": "string", "format": "date-time"},
+                "updated_at": {"type": "string", "format": "date-time"},
+            },
         },
         "Problem": {
             "type": "object",
@@ -245,6 +266,39 @@ def document() -> dict[str, Any]:
                     "content": {"application/json": {"schema": {"$ref": REF.format(model="Resolve")}}},
                 },
                 "responses": {"200": _json("the run", "Run"), "409": _problem("not RECONCILING"), **COMMON_ERRORS},
+            },
+        },
+    }
+    backfill_id = {"name": "backfill_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    paths["/v1/jobs/{job_id}/backfill"] = {
+        "post": {
+            "summary": "materialise the job's occurrences in a past range (in waves; what already ran is not re-run)",
+            "parameters": [JOB_ID],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": REF.format(model="BackfillRequest")}}},
+            },
+            "responses": {
+                "202": _json("accepted; Location names the backfill", "Backfill"),
+                "409": _problem("the job is cancelled"),
+                "422": _problem("bad range: in the future, too many occurrences, none, or a one-shot job"),
+                **COMMON_ERRORS,
+            },
+        },
+    }
+    paths["/v1/jobs/{job_id}/backfill/{backfill_id}"] = {
+        "get": {
+            "summary": "a backfill and its progress",
+            "parameters": [JOB_ID, backfill_id],
+            "responses": {"200": _json("the backfill", "Backfill"), **COMMON_ERRORS},
+        },
+        "delete": {
+            "summary": "cancel: no further waves (idempotent; occurrences already sent still run)",
+            "parameters": [JOB_ID, backfill_id],
+            "responses": {
+                "200": _json("the cancelled backfill", "Backfill"),
+                "409": _problem("already completed"),
+                **COMMON_ERRORS,
             },
         },
     }

@@ -35,7 +35,12 @@ EXECUTIONS_TABLE = TableSchema(
     partition_key=("PK", "S"),
     sort_key=None,
     ttl_attribute="expires_at",
-    indexes=(Index("by_job", ("job_id", "S"), ("scheduled_ms", "N")),),
+    indexes=(
+        Index("by_job", ("job_id", "S"), ("scheduled_ms", "N")),
+        # Sparse: only items with unpublished completion events carry `event_pending` (an outbox shard), so the
+        # sweeper's drain reads just those (scheduler.core.events).
+        Index("outbox", ("event_pending", "S"), ("event_ms", "N")),
+    ),
 )
 
 TABLES = (JOBS_TABLE, EXECUTIONS_TABLE)
@@ -55,6 +60,14 @@ class QueueSchema:
 
 
 READY_QUEUE = QueueSchema(logical_name="Ready")
+
+#: One ready queue per priority lane (scheduler.core.model.Priority), all sharing the one DLQ. `normal` is the
+#: original ready queue, so a deployment from before lanes keeps its queue (and the messages in it).
+READY_LANES: dict[str, QueueSchema] = {
+    "high": QueueSchema(logical_name="ReadyHigh"),
+    "normal": READY_QUEUE,
+    "low": QueueSchema(logical_name="ReadyLow"),
+}
 
 
 def attribute_definitions(table: TableSchema) -> list[dict[str, str]]:

@@ -6,8 +6,15 @@ composition roots) build a Settings; the core receives plain values.
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class TenantBudgetSetting(BaseModel):
+    """One tenant's dispatch budget (SCHEDULER_TENANT_BUDGETS: a JSON object of tenant -> {"rate", "burst"})."""
+
+    rate: float = Field(gt=0)
+    burst: int = Field(ge=1)
 
 
 class Settings(BaseSettings):
@@ -17,6 +24,9 @@ class Settings(BaseSettings):
     executions_table: str = "punctual-executions"
     ready_queue_url: str = ""
     dlq_url: str = ""
+    #: The `high` and `low` priority lanes; empty: that lane's occurrences go to the (normal) ready queue.
+    ready_queue_high_url: str = ""
+    ready_queue_low_url: str = ""
 
     #: Partitions per bucket minute; spreads a hot minute. Changing it on a live system is safe for new
     #: timers only while old buckets drain, so pick it at deploy time.
@@ -31,9 +41,23 @@ class Settings(BaseSettings):
     catchup_window_seconds: int = Field(default=86_400, ge=60)
     #: Occurrences one sweeper invocation dispatches at most, so a backlog drains steadily.
     dispatch_budget: int = Field(default=20_000, ge=10)
+    #: Backfill: occurrences one sweep sends of each backfill at most (its rate: this many per sweep period).
+    backfill_wave_size: int = Field(default=500, ge=1, le=10_000)
+    #: Backfill: occurrences one backfill may cover at most; a larger range is refused (split it).
+    backfill_max_occurrences: int = Field(default=10_000, ge=1, le=100_000)
     #: Stop starting new buckets this long before the invocation's deadline.
     sweep_safety_seconds: int = Field(default=20, ge=1)
     max_active_jobs_per_tenant: int = Field(default=10_000, ge=1)
+    #: Per-tenant dispatch budget (scheduler.core.fairness): occurrences per second on average; 0 turns budgets off.
+    tenant_dispatch_rate: float = Field(default=100.0, ge=0)
+    #: ... and at once: what a tenant may release in one instant before its rate applies.
+    tenant_dispatch_burst: int = Field(default=3000, ge=1)
+    #: Budgets of particular tenants, overriding the two above.
+    tenant_budgets: dict[str, TenantBudgetSetting] = Field(default_factory=dict)
+    #: Publish every terminal outcome of an occurrence as a completion event (scheduler.core.events).
+    completion_events: bool = True
+    #: The EventBridge bus completion events go to (a name or an ARN; "default" is the account's default bus).
+    event_bus_name: str = "default"
     #: Allow `http` targets on private/loopback/link-local addresses (local development only).
     allow_private_targets: bool = False
     #: Master secret from which each tenant's HMAC signing key is derived.

@@ -9,7 +9,14 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from scheduler.schema import EXECUTIONS_TABLE, JOBS_TABLE, READY_QUEUE, TableSchema, create_table_request
+from scheduler.schema import (
+    EXECUTIONS_TABLE,
+    JOBS_TABLE,
+    READY_LANES,
+    READY_QUEUE,
+    TableSchema,
+    create_table_request,
+)
 
 #: The table of the example handler target `payments.charge` (not part of the product's schema).
 EXAMPLE_TABLE = TableSchema("Example", ("PK", "S"), None, "expires_at", ())
@@ -23,9 +30,13 @@ class Resources:
     dlq_url: str
     example_table: str = ""
     event_bus_name: str = "default"
+    ready_queue_high_url: str = ""
+    ready_queue_low_url: str = ""
 
     def env(self) -> dict[str, str]:
         return {
+            "SCHEDULER_READY_QUEUE_HIGH_URL": self.ready_queue_high_url,
+            "SCHEDULER_READY_QUEUE_LOW_URL": self.ready_queue_low_url,
             "SCHEDULER_JOBS_TABLE": self.jobs_table,
             "SCHEDULER_EXECUTIONS_TABLE": self.executions_table,
             "SCHEDULER_READY_QUEUE_URL": self.ready_queue_url,
@@ -67,8 +78,9 @@ def provision(
     visibility_timeout: int | None = None,
     events: Any | None = None,
 ) -> Resources:
-    """Create (idempotently) `{prefix}-jobs`, `{prefix}-executions`, `{prefix}-ready`, `{prefix}-dlq` and the
-    completion-event bus `{prefix}-events` (EventBridge on the moto server).
+    """Create (idempotently) `{prefix}-jobs`, `{prefix}-executions`, the ready queues of the priority lanes
+    (`{prefix}-ready-high`, `{prefix}-ready`, `{prefix}-ready-low`), `{prefix}-dlq` and the completion-event bus
+    `{prefix}-events` (EventBridge on the moto server).
 
     `visibility_timeout` overrides the ready queue's (6x the worker timeout), for local crash tests that cannot
     wait 12 minutes for a killed worker's messages to come back."""
@@ -84,14 +96,26 @@ def provision(
         Attributes={"MessageRetentionPeriod": str(READY_QUEUE.dlq_retention_days * 86400)},
     )["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    ready_url = sqs.create_queue(
-        QueueName=f"{prefix}-ready",
-        Attributes={
-            "VisibilityTimeout": str(visibility_timeout or READY_QUEUE.visibility_timeout_seconds),
-            "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(READY_QUEUE.max_receive_count)}
-            ),
-        },
-    )["QueueUrl"]
+    lanes: dict[str, str] = {}
+    for priority, lane in READY_LANES.items():
+        suffix = "" if priority == "normal" else f"-{priority}"
+        lanes[priority] = sqs.create_queue(
+            QueueName=f"{prefix}-ready{suffix}",
+            Attributes={
+                "VisibilityTimeout": str(visibility_timeout or lane.visibility_timeout_seconds),
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(lane.max_receive_count)}
+                ),
+            },
+        )["QueueUrl"]
     bus = _create_event_bus(events, f"{prefix}-events")
-    return Resources(jobs, executions, ready_url, dlq_url, f"{prefix}-example-payments", bus)
+    return Resources(
+        jobs,
+        executions,
+        lanes["normal"],
+        dlq_url,
+        f"{prefix}-example-payments",
+        bus,
+        ready_queue_high_url=lanes["high"],
+        ready_queue_low_url=lanes["low"],
+    )

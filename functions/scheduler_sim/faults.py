@@ -391,9 +391,9 @@ class FaultyLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
-    ) -> None:
+    ) -> Execution | None:
         self.gate.before("ledger.finish", key, owner, epoch, state.value)
-        self.inner.finish(
+        recorded = self.inner.finish(
             key,
             owner,
             epoch,
@@ -406,6 +406,7 @@ class FaultyLedger:
         )
         self.gate.host.ledger_write(f"finish {state.value}", key, epoch, owner)
         self.gate.after("ledger.finish")
+        return recorded
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
         self.gate.before("ledger.record_unclaimed", dispatch, state.value, reason)

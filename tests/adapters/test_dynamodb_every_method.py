@@ -123,6 +123,10 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
         ledger.resolve(lost.key, RunState.SUCCEEDED, t0, "ok")
     runs, _ = ledger.runs(job.job_id, 10, None)
     assert [r.key for r in runs] == [lost.key, skipped.key, d.key]
+    pending = {e.key: e.outbox for e in ledger.pending_outbox(10)}
+    assert set(pending) == {d.key, skipped.key, lost.key}
+    assert ledger.clear_outbox(skipped.key, pending[skipped.key])
+    assert not ledger.clear_outbox(skipped.key, pending[skipped.key])
 
     # every public method was called
     assert set(jobs.calls) == public_methods(DynamoJobStore)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -50,6 +51,22 @@ def test_put_timer_is_idempotent_and_round_trips(timers, make) -> None:
     timers.put_timer(timer)
     timers.put_timer(timer)
     assert bucket_timers(timers, timers.bucket_of(timer)) == [timer]
+
+
+def test_a_deferred_timer_lives_in_the_bucket_of_its_retry_instant_and_round_trips(timers, make) -> None:
+    # A timer its tenant's dispatch budget held back: outside the chain, due again later, in that later bucket
+    job = make.job()
+    scheduled = make.timer(job)
+    retry_at = scheduled.fire_at + timedelta(minutes=17, seconds=3)
+    deferred = replace(scheduled, plan=None, priority="high", defer_until=retry_at)
+
+    timers.put_timer(deferred)
+
+    assert timers.bucket_of(deferred).minute == minute_of(retry_at)
+    assert bucket_timers(timers, timers.bucket_of(deferred)) == [deferred]
+    assert bucket_timers(timers, timers.bucket_of(scheduled)) == []
+    timers.put_late(deferred)
+    assert timers.late_timers(10) == [deferred]
 
 
 def test_timers_of_other_buckets_are_not_listed(timers, make) -> None:

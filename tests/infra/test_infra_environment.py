@@ -31,3 +31,22 @@ def test_the_synthesizing_machines_variables_do_not_leak_into_the_check(monkeypa
     monkeypatch.setenv("SCHEDULER_SHARD_COUNT", "999")
 
     check_against_handler_settings("worker", scheduler_environment(PunctualConfig(), **RESOURCES))
+
+
+def test_backfill_settings_reach_the_functions_only_when_set() -> None:
+    default = scheduler_environment(PunctualConfig(), **RESOURCES)
+    assert "SCHEDULER_BACKFILL_WAVE_SIZE" not in default  # the handlers' own default applies
+
+    env = scheduler_environment(PunctualConfig(backfill_wave_size=200, backfill_max_occurrences=5000), **RESOURCES)
+
+    assert (env["SCHEDULER_BACKFILL_WAVE_SIZE"], env["SCHEDULER_BACKFILL_MAX_OCCURRENCES"]) == ("200", "5000")
+    check_against_handler_settings("sweeper", env)
+
+
+def test_tenant_budgets_reach_the_functions_only_when_set() -> None:
+    assert "SCHEDULER_TENANT_DISPATCH_RATE" not in scheduler_environment(PunctualConfig(), **RESOURCES)
+
+    env = scheduler_environment(PunctualConfig(tenant_dispatch_rate=25.5, tenant_dispatch_burst=400), **RESOURCES)
+
+    assert (env["SCHEDULER_TENANT_DISPATCH_RATE"], env["SCHEDULER_TENANT_DISPATCH_BURST"]) == ("25.5", "400")
+    check_against_handler_settings("sweeper", env)

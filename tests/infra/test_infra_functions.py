@@ -3,6 +3,8 @@ schedule and concurrency."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from infra.environment import SIGNING_SECRET_ARN_VARIABLE
@@ -99,25 +101,47 @@ def test_worker_timeout_is_the_schema_worker_timeout(default) -> None:
     assert props["Timeout"] == READY_QUEUE.worker_timeout_seconds
 
 
-def test_worker_consumes_the_ready_queue_with_partial_batch_responses(default) -> None:
+def _mappings_by_lane(synthesized) -> dict[str, dict]:
+    """The worker's event source mappings, by the priority lane of the queue each consumes."""
+    by_arn = {
+        json.dumps({"Fn::GetAtt": [synthesized.logical_id(queue), "Arn"]}): priority
+        for priority, queue in synthesized.stack.queues.lanes.items()
+    }
+    return {
+        by_arn[json.dumps(m["Properties"]["EventSourceArn"])]: m["Properties"]
+        for m in synthesized.resources("AWS::Lambda::EventSourceMapping").values()
+    }
+
+
+def test_worker_consumes_every_lane_with_partial_batch_responses(default) -> None:
     worker_id, _ = default.function("worker")
-    mappings = default.resources("AWS::Lambda::EventSourceMapping")
 
-    assert len(mappings) == 1
-    (mapping,) = mappings.values()
-    props = mapping["Properties"]
-    assert props["FunctionName"] == {"Ref": worker_id}
-    assert props["EventSourceArn"] == {"Fn::GetAtt": [default.logical_id(default.stack.queues.ready_queue), "Arn"]}
-    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert props["BatchSize"] == 5
-    assert props["ScalingConfig"] == {"MaximumConcurrency": 50}
-    assert "MaximumBatchingWindowInSeconds" not in props  # a window would delay starts
+    mappings = _mappings_by_lane(default)
+
+    assert set(mappings) == {"high", "normal", "low"}
+    for props in mappings.values():
+        assert props["FunctionName"] == {"Ref": worker_id}
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert props["BatchSize"] == 5
+        assert "MaximumBatchingWindowInSeconds" not in props  # a window would delay starts
+    # Each lane has capacity of its own: a backlog in one never takes another's
+    assert {lane: props["ScalingConfig"] for lane, props in mappings.items()} == {
+        "high": {"MaximumConcurrency": 20},
+        "normal": {"MaximumConcurrency": 50},
+        "low": {"MaximumConcurrency": 5},
+    }
+    assert mappings["normal"]["EventSourceArn"] == {
+        "Fn::GetAtt": [default.logical_id(default.stack.queues.ready_queue), "Arn"]
+    }
 
 
-def test_worker_batch_size_and_concurrency_are_configurable(configured) -> None:
-    (mapping,) = configured.resources("AWS::Lambda::EventSourceMapping").values()
-    assert mapping["Properties"]["BatchSize"] == 2
-    assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 200}
+def test_worker_batch_size_and_concurrency_are_configurable(configured, synth) -> None:
+    mappings = _mappings_by_lane(configured)
+    assert {props["BatchSize"] for props in mappings.values()} == {2}
+    assert mappings["normal"]["ScalingConfig"] == {"MaximumConcurrency": 200}
+    lanes = _mappings_by_lane(synth({"worker_max_concurrency_high": 100, "worker_max_concurrency_low": 3}))
+    assert lanes["high"]["ScalingConfig"] == {"MaximumConcurrency": 100}
+    assert lanes["low"]["ScalingConfig"] == {"MaximumConcurrency": 3}
 
 
 def test_sweeper_runs_every_minute(default) -> None:

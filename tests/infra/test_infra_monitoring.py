@@ -83,7 +83,7 @@ def test_every_alarm_notifies_the_alarm_topic(default) -> None:
     topic = {"Ref": default.logical_id(default.stack.monitoring.topic)}
     alarms = _alarms(default)
 
-    assert len(alarms) == 7
+    assert len(alarms) == 10
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [topic], name
         assert alarm["OKActions"] == [topic], name

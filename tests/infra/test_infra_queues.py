@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from aws_cdk.assertions import Match
 
-from scheduler.schema import READY_QUEUE
+from scheduler.schema import READY_LANES, READY_QUEUE
 
 FOURTEEN_DAYS = 14 * 24 * 3600
 
@@ -43,9 +44,9 @@ def test_ready_queue_outlives_a_long_worker_outage(default) -> None:
     assert _queue(default, default.stack.queues.ready_queue)["MessageRetentionPeriod"] == FOURTEEN_DAYS
 
 
-def test_both_queues_are_encrypted_and_refuse_plain_http(default) -> None:
+def test_every_queue_is_encrypted_and_refuses_plain_http(default) -> None:
     queues = default.resources("AWS::SQS::Queue")
-    assert len(queues) == 2
+    assert len(queues) == 4  # three priority lanes and the DLQ
     for queue in queues.values():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True
 
@@ -58,9 +59,53 @@ def test_both_queues_are_encrypted_and_refuse_plain_http(default) -> None:
     assert protected == set(queues)
 
 
+def test_every_lane_is_a_ready_queue_sharing_the_dlq(default) -> None:
+    dlq_id = default.logical_id(default.stack.queues.dead_letter_queue)
+    lanes = default.stack.queues.lanes
+
+    assert set(lanes) == set(READY_LANES) == {"high", "normal", "low"}
+    assert lanes["normal"] is default.stack.queues.ready_queue
+    for priority, queue in lanes.items():
+        props = _queue(default, queue)
+        assert props["VisibilityTimeout"] == READY_LANES[priority].visibility_timeout_seconds
+        assert props["MessageRetentionPeriod"] == FOURTEEN_DAYS
+        assert props["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": [dlq_id, "Arn"]}
+
+
+@pytest.mark.parametrize("handler", ["api", "sweeper"])
+def test_api_and_sweeper_send_to_every_lane_and_the_worker_consumes_them(default, handler: str) -> None:
+    for queue in default.stack.queues.lanes.values():
+        assert "sqs:SendMessage" in default.actions_on(handler, queue)
+        assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= default.actions_on(
+            "worker", queue
+        )
+
+
+def test_each_lane_has_a_backlog_alarm(default) -> None:
+    alarms = {
+        a["Properties"]["AlarmName"]: a["Properties"] for a in default.resources("AWS::CloudWatch::Alarm").values()
+    }
+    lanes = default.stack.queues.lanes
+    for name, lane in (("ready-queue", "normal"), ("ready-high", "high"), ("ready-low", "low")):
+        alarm = alarms[f"punctual-dev-{name}-backlog"]
+        assert alarm["MetricName"] == "ApproximateAgeOfOldestMessage"
+        assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": [default.logical_id(lanes[lane]), "QueueName"]}
+        assert alarm["Threshold"] == 900 + 300
+
+
 def test_queue_names_are_generated_not_fixed(default) -> None:
     default.template.has_resource_properties("AWS::SQS::Queue", {"QueueName": Match.absent()})
 
 
 def _as_list(value):
     return value if isinstance(value, list) else [value]
+
+
+@pytest.mark.parametrize("handler", ["api", "sweeper", "worker"])
+def test_every_function_knows_the_lane_queues(default, handler: str) -> None:
+    _, props = default.function(handler)
+    variables = props["Environment"]["Variables"]
+    lanes = default.stack.queues.lanes
+
+    assert variables["SCHEDULER_READY_QUEUE_HIGH_URL"] == {"Ref": default.logical_id(lanes["high"])}
+    assert variables["SCHEDULER_READY_QUEUE_LOW_URL"] == {"Ref": default.logical_id(lanes["low"])}

@@ -13,6 +13,7 @@ from typing import Any
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.adapters.memory import (
     FakeClock,
+    MemoryEventPublisher,
     MemoryJobStore,
     MemoryLedger,
     MemoryMessage,
@@ -21,6 +22,7 @@ from scheduler.adapters.memory import (
     RecordingMetrics,
 )
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.jobs import JobService
 from scheduler.core.model import JobSpec
@@ -109,6 +111,10 @@ class World:
     metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
     sink: Sink = field(default_factory=Sink)
     created: list[str] = field(default_factory=list)
+    events: MemoryEventPublisher = field(default_factory=MemoryEventPublisher)
+
+    def outbox(self, ledger: Any = None) -> Outbox:
+        return Outbox(ledger or self.ledger, self.events, self.metrics)
 
     @classmethod
     def build(cls, backend: str, resources: Any = None, dynamodb: Any = None, start: datetime = T0) -> World:
@@ -136,13 +142,16 @@ class World:
 
     def sweeper(self, owner: str = "s", timers: Any = None, dispatcher: Dispatcher | None = None) -> Sweeper:
         config = SweepConfig(SHARDS, LOOKAHEAD, BUCKET_LEASE, 10_000, timedelta(seconds=1), initial_lag=timedelta(0))
-        return Sweeper(timers or self.timers, dispatcher or self.dispatcher(), self.clock, config, self.metrics, owner)
+        return Sweeper(
+            timers or self.timers, dispatcher or self.dispatcher(), self.clock, config, self.metrics, owner,
+            outbox=self.outbox(),
+        )  # fmt: skip
 
     def executor(self, worker: str = "w", ledger: Any = None, queue: Any = None, target: Any = None) -> Executor:
         config = ExecuteConfig(lease=LEASE, heartbeat_fraction=None)
         return Executor(
             self.jobs, ledger or self.ledger, queue or self.queue, {"http": target or self.sink}, self.clock, config,
-            self.metrics, worker, sleep=self.clock.advance,
+            self.metrics, worker, sleep=self.clock.advance, outbox=self.outbox(ledger),
         )  # fmt: skip
 
     # -- driving ---------------------------------------------------------------------------------------------

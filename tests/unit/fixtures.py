@@ -16,16 +16,22 @@ from pydantic import TypeAdapter
 
 from scheduler.adapters.memory import (
     FakeClock,
+    MemoryBackfillStore,
+    MemoryEventPublisher,
     MemoryJobStore,
     MemoryLedger,
     MemoryMessage,
     MemoryQueue,
+    MemoryTenantBudgets,
     MemoryTimerStore,
     QueuedMessage,
     RecordingMetrics,
 )
+from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.dispatch import DispatchConfig, Dispatcher, timer_for
+from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor, Outcome
+from scheduler.core.fairness import FairnessConfig, TenantAdmission
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
@@ -174,6 +180,24 @@ class World:
     service: JobService
     lookahead: timedelta
     budget: int
+    events: MemoryEventPublisher = field(default_factory=MemoryEventPublisher)
+    backfills: MemoryBackfillStore = field(default_factory=MemoryBackfillStore)
+    backfill_config: BackfillConfig = field(default_factory=lambda: BackfillConfig(max_occurrences=1000, wave_size=50))
+    tenant_budgets: MemoryTenantBudgets = field(default_factory=MemoryTenantBudgets)
+
+    @property
+    def backfill(self) -> BackfillService:
+        return BackfillService(self.jobs, self.backfills, self.clock, self.backfill_config)
+
+    def backfill_runner(self) -> BackfillRunner:
+        return BackfillRunner(
+            self.backfills, self.jobs, self.dispatcher, self.clock, self.backfill_config, self.metrics
+        )
+
+    @property
+    def outbox(self) -> Outbox:
+        """Completion events: the worker publishes after each terminal write, the sweep drains leftovers."""
+        return Outbox(self.ledger, self.events, self.metrics)
 
     @classmethod
     def build(
@@ -186,7 +210,9 @@ class World:
         catchup_window: timedelta = timedelta(days=1),
         max_active_jobs: int = 100,
         budget: int = 10_000,
+        fairness: FairnessConfig | None = None,
     ) -> World:
+        """`fairness`: per-tenant dispatch budgets (None: none)."""
         clock = FakeClock(start)
         jobs = MemoryJobStore()
         timers = MemoryTimerStore(shard_count)
@@ -194,11 +220,14 @@ class World:
         ledger = MemoryLedger()
         queue = RecordingQueue(clock)
         metrics = RecordingMetrics()
-        dispatcher = Dispatcher(
-            jobs, timers, queue, clock, DispatchConfig(lookahead, misfire_grace, catchup_window), metrics
-        )
+        tenant_budgets = MemoryTenantBudgets()
+        admission = TenantAdmission(tenant_budgets, clock, fairness, metrics) if fairness is not None else None
+        config = DispatchConfig(lookahead, misfire_grace, catchup_window)
+        dispatcher = Dispatcher(jobs, timers, queue, clock, config, metrics, admission=admission)
         service = JobService(jobs, ledger, dispatcher, clock, max_active_jobs=max_active_jobs)
-        return cls(clock, jobs, timers, ledger, queue, metrics, dispatcher, service, lookahead, budget)
+        world = cls(clock, jobs, timers, ledger, queue, metrics, dispatcher, service, lookahead, budget)
+        world.tenant_budgets = tenant_budgets
+        return world
 
     # -- time ---------------------------------------------------------------------------------------------
 
@@ -238,7 +267,16 @@ class World:
             dispatch_budget=budget if budget is not None else self.budget,
             safety=timedelta(seconds=5),
         )
-        return Sweeper(self.timers, self.dispatcher, self.clock, config, self.metrics, owner)
+        return Sweeper(
+            self.timers,
+            self.dispatcher,
+            self.clock,
+            config,
+            self.metrics,
+            owner,
+            outbox=self.outbox,
+            backfills=self.backfill_runner(),
+        )
 
     def sweep(self, owner: str = "sweeper-1", budget: int | None = None) -> SweepReport:
         return self.sweeper(owner, budget).sweep(deadline=self.now() + timedelta(minutes=1))
@@ -280,6 +318,7 @@ class World:
             self.metrics,
             worker_id,
             sleep=self.clock.advance,  # waiting out a sub-second remainder moves the fake clock
+            outbox=self.outbox,
         )
 
     def deliver(self, executor: Executor, limit: int = 1000) -> list[Delivery]:

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from scheduler.core.model import Job, JobSpec, JobState, RunState
-from scheduler.core.ports import ChainPlan, Dispatch, Execution, Timer
+from scheduler.core.model import BackfillState, Job, JobSpec, JobState, Priority, RunState
+from scheduler.core.ports import Backfill, ChainPlan, Dispatch, Execution, OutboxEntry, Timer, TimerKind
 from scheduler.core.schedules import Schedule
 from scheduler.core.timefmt import from_ms, parse_rfc3339, rfc3339, to_ms
 
@@ -120,30 +120,55 @@ def timer_attributes(timer: Timer) -> Item:
         "tenant": s(timer.tenant),
         "sched_ms": n(to_ms(timer.scheduled_for)),
         "fire_ms": n(to_ms(timer.fire_at)),
+        **({"defer_ms": n(to_ms(timer.defer_until))} if timer.defer_until is not None else {}),
         "version": n(timer.version),
         "timer_kind": s(timer.kind),
+        "priority": s(timer.priority),
     }
     if timer.plan is not None:
-        plan = {
-            "schedule": _SCHEDULE.dump_python(timer.plan.schedule, mode="json", exclude_none=True),
-            "anchor_ms": to_ms(timer.plan.anchor),
-            "jitter_seconds": timer.plan.jitter_seconds,
-            "misfire_policy": timer.plan.misfire_policy,
-        }
-        item["plan"] = s(json.dumps(plan, separators=(",", ":")))
+        item["plan"] = s(plan_to_json(timer.plan))
     return item
 
 
+def _priority(value: object) -> Priority:
+    """A stored or sent priority; anything written before lanes existed (or unknown) is `normal`."""
+    if value == "high":
+        return "high"
+    if value == "low":
+        return "low"
+    return "normal"
+
+
+def _timer_kind(value: str) -> TimerKind:
+    if value == "manual":
+        return "manual"
+    if value == "backfill":
+        return "backfill"
+    return "scheduled"
+
+
+def plan_to_json(plan: ChainPlan) -> str:
+    raw = {
+        "schedule": _SCHEDULE.dump_python(plan.schedule, mode="json", exclude_none=True),
+        "anchor_ms": to_ms(plan.anchor),
+        "jitter_seconds": plan.jitter_seconds,
+        "misfire_policy": plan.misfire_policy,
+    }
+    return json.dumps(raw, separators=(",", ":"))
+
+
+def plan_from_json(text: str) -> ChainPlan:
+    raw = json.loads(text)
+    return ChainPlan(
+        schedule=_SCHEDULE.validate_python(raw["schedule"]),
+        anchor=from_ms(raw["anchor_ms"]),
+        jitter_seconds=raw["jitter_seconds"],
+        misfire_policy=raw["misfire_policy"],
+    )
+
+
 def timer_from_item(item: Item) -> Timer:
-    plan = None
-    if "plan" in item:
-        raw = json.loads(item["plan"]["S"])
-        plan = ChainPlan(
-            schedule=_SCHEDULE.validate_python(raw["schedule"]),
-            anchor=from_ms(raw["anchor_ms"]),
-            jitter_seconds=raw["jitter_seconds"],
-            misfire_policy=raw["misfire_policy"],
-        )
+    plan = plan_from_json(item["plan"]["S"]) if "plan" in item else None
     scheduled = get_ms(item, "sched_ms")
     fire = get_ms(item, "fire_ms")
     assert scheduled is not None and fire is not None
@@ -153,8 +178,10 @@ def timer_from_item(item: Item) -> Timer:
         scheduled_for=scheduled,
         fire_at=fire,
         version=int(item["version"]["N"]),
-        kind="manual" if item["timer_kind"]["S"] == "manual" else "scheduled",
+        kind=_timer_kind(item["timer_kind"]["S"]),
         plan=plan,
+        priority=_priority(get_s(item, "priority")),
+        defer_until=get_ms(item, "defer_ms"),
     )
 
 
@@ -181,6 +208,33 @@ def history_entry(epoch: int, state: RunState, now: datetime, error: str | None)
     return {"M": entry}
 
 
+def outbox_entry_to_attribute(entry: OutboxEntry) -> dict[str, Any]:
+    """One outbox entry as a map in the item's `outbox` list."""
+    value: dict[str, Any] = {
+        "eid": s(entry.event_id),
+        "state": s(entry.state.value),
+        "epoch": n(entry.epoch),
+        "at": n(to_ms(entry.at)),
+    }
+    if entry.error:
+        value["error"] = s(entry.error)
+    if entry.result:
+        value["result"] = s(entry.result)
+    return {"M": value}
+
+
+def outbox_entry_from_attribute(value: dict[str, Any]) -> OutboxEntry:
+    entry = value["M"]
+    return OutboxEntry(
+        event_id=entry["eid"]["S"],
+        state=RunState(entry["state"]["S"]),
+        epoch=int(entry["epoch"]["N"]),
+        at=from_ms(int(entry["at"]["N"])),
+        error=get_s(entry, "error"),
+        result=get_s(entry, "result"),
+    )
+
+
 def execution_from_item(item: Item) -> Execution:
     scheduled = get_ms(item, "scheduled_ms")
     assert scheduled is not None
@@ -203,6 +257,7 @@ def execution_from_item(item: Item) -> Execution:
         finished_at=get_ms(item, "finished_ms"),
         dead_lettered=bool(item.get("dead_lettered", {}).get("BOOL", False)),
         history=history,
+        outbox=[outbox_entry_from_attribute(v) for v in item.get("outbox", {}).get("L", [])],
     )
 
 
@@ -220,6 +275,7 @@ def dispatch_to_body(dispatch: Dispatch) -> str:
             "fire_at": rfc3339(dispatch.fire_at),
             "version": dispatch.version,
             "kind": dispatch.kind,
+            "priority": dispatch.priority,
         },
         separators=(",", ":"),
     )
@@ -235,7 +291,7 @@ def dispatch_from_body(body: str) -> Dispatch:
         if not isinstance(raw, dict) or raw.get("v") != 1:
             raise MalformedMessage("not a version-1 dispatch message")
         kind = raw["kind"]
-        if kind not in ("scheduled", "manual"):
+        if kind not in ("scheduled", "manual", "backfill"):
             raise MalformedMessage(f"unknown kind {kind!r}")
         version = raw["version"]
         if not isinstance(version, int) or isinstance(version, bool):
@@ -243,6 +299,9 @@ def dispatch_from_body(body: str) -> Dispatch:
         job_id, tenant = raw["job_id"], raw["tenant"]
         if not isinstance(job_id, str) or not isinstance(tenant, str) or not job_id or ":" in job_id:
             raise MalformedMessage("job_id and tenant must be strings")
+        priority = raw.get("priority", "normal")  # absent in messages sent before lanes existed
+        if priority not in ("high", "normal", "low"):
+            raise MalformedMessage(f"unknown priority {priority!r}")
         return Dispatch(
             job_id=job_id,
             tenant=tenant,
@@ -250,8 +309,61 @@ def dispatch_from_body(body: str) -> Dispatch:
             fire_at=parse_rfc3339(raw["fire_at"]),
             version=version,
             kind=kind,
+            priority=_priority(priority),
         )
     except MalformedMessage:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
+
+
+# -- backfills -------------------------------------------------------------------------------------------
+
+BACKFILL_PK = "BACKFILL"
+
+
+def backfill_to_item(backfill: Backfill) -> Item:
+    item: Item = {
+        "PK": s(BACKFILL_PK),
+        "SK": s(backfill.backfill_id),
+        "kind": s("backfill"),
+        "job_id": s(backfill.job_id),
+        "tenant": s(backfill.tenant),
+        "from_ms": n(to_ms(backfill.range_from)),
+        "to_ms": n(to_ms(backfill.range_to)),
+        "plan": s(plan_to_json(backfill.plan)),
+        "version": n(backfill.version),
+        "total": n(backfill.total),
+        "dispatched": n(backfill.dispatched),
+        "waves": n(backfill.waves),
+        "state": s(backfill.state.value),
+        "created_ms": n(to_ms(backfill.created_at)),
+        "updated_ms": n(to_ms(backfill.updated_at)),
+    }
+    if backfill.cursor is not None:
+        item["cursor_ms"] = n(to_ms(backfill.cursor))
+    return item
+
+
+def backfill_from_item(item: Item) -> Backfill:
+    def instant(name: str) -> datetime:
+        value = get_ms(item, name)
+        assert value is not None
+        return value
+
+    return Backfill(
+        backfill_id=item["SK"]["S"],
+        job_id=item["job_id"]["S"],
+        tenant=item["tenant"]["S"],
+        range_from=instant("from_ms"),
+        range_to=instant("to_ms"),
+        plan=plan_from_json(item["plan"]["S"]),
+        version=int(item["version"]["N"]),
+        total=int(item["total"]["N"]),
+        state=BackfillState(item["state"]["S"]),
+        created_at=instant("created_ms"),
+        updated_at=instant("updated_ms"),
+        dispatched=get_n(item, "dispatched") or 0,
+        waves=get_n(item, "waves") or 0,
+        cursor=get_ms(item, "cursor_ms"),
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import builtins
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,13 +18,17 @@ import boto3
 from botocore.exceptions import ClientError
 
 from scheduler.adapters.codec import (
+    BACKFILL_PK,
     Item,
+    backfill_from_item,
+    backfill_to_item,
     execution_from_item,
     history_entry,
     job_from_item,
     job_pk,
     job_to_item,
     n,
+    outbox_entry_to_attribute,
     s,
     timer_attributes,
     timer_from_item,
@@ -41,16 +45,20 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
+from scheduler.core.events import OUTBOX_SHARDS, outbox_entry, outbox_shard
 from scheduler.core.keys import shard_of
-from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.ports import (
     AdvanceResult,
+    Backfill,
     BucketBusy,
     BucketClaim,
     BucketId,
+    BudgetCalendar,
     Dispatch,
     Execution,
     IdempotencyRecord,
+    OutboxEntry,
     Timer,
 )
 from scheduler.core.timefmt import from_ms, minute_key, minute_of, rfc3339, to_ms
@@ -63,7 +71,13 @@ PAGE_SIZE = 100
 #: message 14 days), so a late duplicate or a redrive always finds its ledger item.
 EXECUTION_RETENTION = timedelta(days=90)
 TIMER_RETENTION = timedelta(days=2)
+#: A finished backfill stays readable (GET .../backfill/{id}) this long.
+BACKFILL_RETENTION = timedelta(days=30)
 WATERMARK_KEY = {"PK": s("WATERMARK"), "SK": s("WATERMARK")}
+#: The sparse index of the executions table that holds items with unpublished outcomes (scheduler.schema).
+OUTBOX_INDEX = "outbox"
+#: What a terminal write adds to its SET clause: the outbox entry, and the keys that put the item in the index.
+OUTBOX_SET = "outbox = list_append(if_not_exists(outbox, :empty), :ob), event_pending = :eshard, event_ms = :now"
 
 
 def _condition_failed(exc: ClientError) -> bool:
@@ -102,6 +116,11 @@ def _decode_cursor(cursor: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise ValueError("cursor is not one this API returned")
     return value
+
+
+def _outbox_values(entry: OutboxEntry, key: str) -> dict[str, Any]:
+    """The values OUTBOX_SET refers to (besides `:empty` and `:now`, which every terminal write has)."""
+    return {":ob": {"L": [outbox_entry_to_attribute(entry)]}, ":eshard": s(str(outbox_shard(key)))}
 
 
 def _quota_key(tenant: str) -> dict[str, dict[str, str]]:
@@ -340,8 +359,8 @@ def _due_pk(bucket: BucketId) -> str:
 
 
 def timer_item(timer: Timer, shard_count: int) -> Item:
-    bucket = BucketId(minute_of(timer.fire_at), shard_of(timer.job_id, shard_count))
-    expires = max(timer.fire_at, timer.scheduled_for) + TIMER_RETENTION
+    bucket = BucketId(minute_of(timer.due_at), shard_of(timer.job_id, shard_count))
+    expires = max(timer.due_at, timer.scheduled_for) + TIMER_RETENTION
     return {
         "PK": s(_due_pk(bucket)),
         "SK": s(timer_sk(timer)),
@@ -365,7 +384,7 @@ class DynamoTimerStore:
         self.client: Any = client or boto3.client("dynamodb")
 
     def bucket_of(self, timer: Timer) -> BucketId:
-        return BucketId(minute_of(timer.fire_at), shard_of(timer.job_id, self.shard_count))
+        return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
 
     def put_timer(self, timer: Timer) -> None:
         self.client.put_item(TableName=self.table, Item=timer_item(timer, self.shard_count))
@@ -630,7 +649,7 @@ class DynamoLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
-    ) -> None:
+    ) -> Execution:
         sets = [
             "#state = :state",
             "updated_ms = :now",
@@ -659,12 +678,14 @@ class DynamoLedger:
             removes.append("next_ms")
         if state.terminal:
             sets.append("finished_ms = :now")
+            sets.append(OUTBOX_SET)
+            values.update(_outbox_values(outbox_entry(key, epoch, state, now, error=error, result=result), key))
         adds = ""
         if refund_attempt:
             adds = " ADD attempts :refund"
             values[":refund"] = n(-1)
         try:
-            self.client.update_item(
+            response = self.client.update_item(
                 TableName=self.table,
                 Key={"PK": s(key)},
                 UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}{adds}",
@@ -673,11 +694,13 @@ class DynamoLedger:
                 if result is not None
                 else {"#state": "state", "#owner": "owner"},
                 ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
             if _condition_failed(exc):
                 raise Fenced(key) from exc
             raise
+        return execution_from_item(response["Attributes"])
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
         try:
@@ -698,6 +721,11 @@ class DynamoLedger:
                     "finished_ms": n(to_ms(now)),
                     "history": {"L": [history_entry(0, state, now, reason)]},
                     "expires_at": _epoch_seconds(now + EXECUTION_RETENTION),
+                    "outbox": {
+                        "L": [outbox_entry_to_attribute(outbox_entry(dispatch.key, 0, state, now, error=reason))]
+                    },
+                    "event_pending": s(str(outbox_shard(dispatch.key))),
+                    "event_ms": n(to_ms(now)),
                 },
                 ConditionExpression="attribute_not_exists(PK)",
             )
@@ -714,7 +742,7 @@ class DynamoLedger:
                 Key={"PK": s(key)},
                 UpdateExpression=(
                     "SET #state = :state, last_error = :reason, updated_ms = :now, finished_ms = :now, "
-                    "history = list_append(if_not_exists(history, :empty), :entry) REMOVE lease_ms"
+                    f"history = list_append(if_not_exists(history, :empty), :entry), {OUTBOX_SET} REMOVE lease_ms"
                 ),
                 ConditionExpression="epoch = :e AND #state = :running AND lease_ms < :now",
                 ExpressionAttributeNames={"#state": "state"},
@@ -726,6 +754,7 @@ class DynamoLedger:
                     ":entry": {"L": [history_entry(epoch, state, now, reason)]},
                     ":e": n(epoch),
                     ":running": s(RunState.RUNNING.value),
+                    **_outbox_values(outbox_entry(key, epoch, state, now, error=reason), key),
                 },
             )
         except ClientError as exc:
@@ -807,6 +836,15 @@ class DynamoLedger:
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
         current = self.get(key)
         epoch = current.epoch if current else 0
+        values: dict[str, Any] = {
+            ":state": s(state.value),
+            ":now": n(to_ms(now)),
+            ":reconciling": s(RunState.RECONCILING.value),
+            ":empty": {"L": []},
+            ":entry": {"L": [history_entry(epoch, state, now, note)]},
+        }
+        if state.terminal:
+            values.update(_outbox_values(outbox_entry(key, epoch, state, now, error=note), key))
         try:
             response = self.client.update_item(
                 TableName=self.table,
@@ -815,20 +853,15 @@ class DynamoLedger:
                     "SET #state = :state, updated_ms = :now, "
                     "history = list_append(if_not_exists(history, :empty), :entry)"
                     + (
-                        ", finished_ms = :now REMOVE next_ms"
+                        f", finished_ms = :now, {OUTBOX_SET} REMOVE next_ms"
                         if state.terminal
                         else ", next_ms = :now REMOVE finished_ms"
                     )
                 ),
+                # No claim moves a RECONCILING item, so the epoch read above is still its epoch.
                 ConditionExpression="#state = :reconciling",
                 ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={
-                    ":state": s(state.value),
-                    ":now": n(to_ms(now)),
-                    ":reconciling": s(RunState.RECONCILING.value),
-                    ":empty": {"L": []},
-                    ":entry": {"L": [history_entry(epoch, state, now, note)]},
-                },
+                ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -838,3 +871,187 @@ class DynamoLedger:
                 raise ClaimRefused(execution_from_item(old) if old else None) from exc
             raise
         return execution_from_item(response["Attributes"])
+
+    def pending_outbox(self, limit: int) -> list[Execution]:
+        found: list[Item] = []
+        for shard in range(OUTBOX_SHARDS):
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": OUTBOX_INDEX,
+                "KeyConditionExpression": "event_pending = :p",
+                "ExpressionAttributeValues": {":p": s(str(shard))},
+                "Limit": min(PAGE_SIZE, limit),
+            }
+            in_shard = 0
+            while in_shard < limit:
+                response = self.client.query(**request)
+                items = response.get("Items", [])
+                found += items
+                in_shard += len(items)
+                if not response.get("LastEvaluatedKey"):
+                    break
+                request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        executions = [execution_from_item(i) for i in found]
+        # The index is eventually consistent: an item cleared a moment ago may still show, with its outbox.
+        pending = sorted((e for e in executions if e.outbox), key=lambda e: e.outbox[-1].at)
+        return pending[:limit]
+
+    def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
+        if not published:
+            return False
+        last = len(published) - 1
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(key)},
+                UpdateExpression="REMOVE #ob, event_pending, event_ms",
+                ConditionExpression=f"size(#ob) = :n AND #ob[{last}].#eid = :eid",
+                ExpressionAttributeNames={"#ob": "outbox", "#eid": "eid"},
+                ExpressionAttributeValues={":n": n(len(published)), ":eid": s(published[-1].event_id)},
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
+
+class DynamoBackfillStore:
+    """Backfills in the jobs table: `PK=BACKFILL`, `SK={backfill_id}` (ids sort by creation). Few and short-lived,
+    so one partition; finished ones expire by TTL after BACKFILL_RETENTION."""
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.client: Any = client or boto3.client("dynamodb")
+
+    def _key(self, backfill_id: str) -> dict[str, Any]:
+        return {"PK": s(BACKFILL_PK), "SK": s(backfill_id)}
+
+    def create(self, backfill: Backfill) -> None:
+        self.client.put_item(
+            TableName=self.table, Item=backfill_to_item(backfill), ConditionExpression="attribute_not_exists(PK)"
+        )
+
+    def get(self, backfill_id: str) -> Backfill | None:
+        item = self.client.get_item(TableName=self.table, Key=self._key(backfill_id), ConsistentRead=True).get("Item")
+        return backfill_from_item(item) if item else None
+
+    def running(self, limit: int) -> builtins.list[Backfill]:
+        found: builtins.list[Backfill] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "PK = :pk",
+            "FilterExpression": "#state = :running",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": {":pk": s(BACKFILL_PK), ":running": s(BackfillState.RUNNING.value)},
+            "ConsistentRead": True,
+        }
+        while len(found) < limit:
+            response = self.client.query(**request)
+            found += [backfill_from_item(i) for i in response.get("Items", [])]
+            if not response.get("LastEvaluatedKey"):
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return found[:limit]
+
+    def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
+        values: dict[str, Any] = {
+            ":cursor": n(to_ms(cursor)),
+            ":dispatched": n(dispatched),
+            ":one": n(1),
+            ":now": n(to_ms(now)),
+            ":running": s(BackfillState.RUNNING.value),
+            ":state": s((BackfillState.COMPLETED if done else BackfillState.RUNNING).value),
+        }
+        expression = "SET cursor_ms = :cursor, dispatched = :dispatched, updated_ms = :now, #state = :state"
+        if done:
+            expression += ", expires_at = :exp"
+            values[":exp"] = _epoch_seconds(now + BACKFILL_RETENTION)
+        condition = "#state = :running AND "
+        if backfill.cursor is None:
+            condition += "attribute_not_exists(cursor_ms)"
+        else:
+            condition += "cursor_ms = :old"
+            values[":old"] = n(to_ms(backfill.cursor))
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=self._key(backfill.backfill_id),
+                UpdateExpression=expression + " ADD waves :one",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def finish(self, backfill: Backfill, state: BackfillState, now: datetime) -> Backfill | None:
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key=self._key(backfill.backfill_id),
+                UpdateExpression="SET #state = :state, updated_ms = :now, expires_at = :exp",
+                ConditionExpression="#state = :running",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":state": s(state.value),
+                    ":now": n(to_ms(now)),
+                    ":exp": _epoch_seconds(now + BACKFILL_RETENTION),
+                    ":running": s(BackfillState.RUNNING.value),
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                old = _old_item(exc)
+                return backfill_from_item(old) if old else None
+            raise
+        return backfill_from_item(response["Attributes"])
+
+
+class DynamoTenantBudgets:
+    """Each tenant's dispatch-budget calendar in the jobs table: `PK=TENANT#{tenant}`, `SK=BUDGET`, next to the
+    tenant's quota counter; `slots` maps a window index to the releases booked in it. Replaced with a conditional
+    write on `version`, so concurrent sweepers never both fill the same window; an idle tenant's item expires."""
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.client: Any = client or boto3.client("dynamodb")
+
+    @staticmethod
+    def _key(tenant: str) -> dict[str, Any]:
+        return {"PK": s(f"TENANT#{tenant}"), "SK": s("BUDGET")}
+
+    def load(self, tenant: str) -> BudgetCalendar | None:
+        item = self.client.get_item(TableName=self.table, Key=self._key(tenant), ConsistentRead=True).get("Item")
+        if not item:
+            return None
+        slots = {int(window): int(count["N"]) for window, count in item.get("slots", {}).get("M", {}).items()}
+        return BudgetCalendar(int(item["version"]["N"]), int(item["window_ms"]["N"]), slots)
+
+    def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
+        item = {
+            **self._key(tenant),
+            "version": n(calendar.version),
+            "window_ms": n(calendar.window_ms),
+            "slots": {"M": {str(window): n(count) for window, count in calendar.slots.items()}},
+            "expires_at": _epoch_seconds(expires),
+        }
+        request: dict[str, Any] = {"TableName": self.table, "Item": item}
+        if expected is None:
+            request["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            request["ConditionExpression"] = "#version = :v"
+            request["ExpressionAttributeNames"] = {"#version": "version"}
+            request["ExpressionAttributeValues"] = {":v": n(expected)}
+        try:
+            self.client.put_item(**request)
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True

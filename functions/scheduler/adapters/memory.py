@@ -15,6 +15,7 @@ from scheduler.core.chain import active_delta, advance_allowed, already_advanced
 from scheduler.core.errors import (
     ClaimLost,
     ClaimRefused,
+    EventPublishFailed,
     Fenced,
     IdempotencyConflict,
     IdempotentReplay,
@@ -22,16 +23,21 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
+from scheduler.core.events import outbox_entry
 from scheduler.core.keys import shard_of
-from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.ports import (
     AdvanceResult,
+    Backfill,
     BucketBusy,
     BucketClaim,
     BucketId,
+    BudgetCalendar,
     Dispatch,
     Execution,
     IdempotencyRecord,
+    OutboxEntry,
+    OutcomeEvent,
     Timer,
 )
 from scheduler.core.timefmt import minute_of, to_ms
@@ -180,7 +186,7 @@ class MemoryTimerStore:
         self.lock = threading.RLock()
 
     def bucket_of(self, timer: Timer) -> BucketId:
-        return BucketId(minute_of(timer.fire_at), shard_of(timer.job_id, self.shard_count))
+        return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
 
     def put_timer(self, timer: Timer) -> None:
         with self.lock:
@@ -344,7 +350,7 @@ class MemoryLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
-    ) -> None:
+    ) -> Execution:
         with self.lock:
             item = self._held(key, owner, epoch)
             if item is None:
@@ -361,7 +367,9 @@ class MemoryLedger:
                 item.last_error = error
             if state.terminal:
                 item.finished_at = now
+                item.outbox.append(outbox_entry(key, epoch, state, now, error=error, result=result))
             item.history.append(_history_entry(epoch, state, now, error))
+            return copy.deepcopy(item)
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
         with self.lock:
@@ -380,6 +388,7 @@ class MemoryLedger:
                 updated_at=now,
                 finished_at=now,
                 history=[_history_entry(0, state, now, reason)],
+                outbox=[outbox_entry(dispatch.key, 0, state, now, error=reason)],
             )
             return True
 
@@ -400,6 +409,7 @@ class MemoryLedger:
             item.updated_at = now
             item.finished_at = now
             item.history.append(_history_entry(epoch, state, now, reason))
+            item.outbox.append(outbox_entry(key, epoch, state, now, error=reason))
             return True
 
     def mark_dead_lettered(self, key: str) -> None:
@@ -446,7 +456,24 @@ class MemoryLedger:
             item.next_attempt_at = now if state == RunState.RETRY_WAIT else None
             item.finished_at = now if state.terminal else None
             item.history.append(_history_entry(item.epoch, state, now, note))
+            if state.terminal:
+                item.outbox.append(outbox_entry(key, item.epoch, state, now, error=note))
             return copy.deepcopy(item)
+
+    def pending_outbox(self, limit: int) -> list[Execution]:
+        with self.lock:
+            pending = sorted((i for i in self.items.values() if i.outbox), key=lambda e: e.outbox[-1].at)
+            return [copy.deepcopy(e) for e in pending[:limit]]
+
+    def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
+        with self.lock:
+            item = self.items.get(key)
+            if item is None or not published or len(item.outbox) != len(published):
+                return False
+            if item.outbox[-1].event_id != published[-1].event_id:
+                return False
+            item.outbox = []
+            return True
 
 
 def _history_entry(epoch: int, state: RunState, now: datetime, error: str | None) -> dict[str, Any]:
@@ -481,7 +508,7 @@ class MemoryQueue:
         with self.lock:
             for d in dispatches:
                 self.sent += 1
-                delay = min(900, max(0, math.floor((d.fire_at - now).total_seconds())))
+                delay = min(900, max(0, math.floor((d.send_at - now).total_seconds())))
                 mid = f"m{self.sent}"
                 self.messages[mid] = QueuedMessage(mid, d, now + timedelta(seconds=delay))
 
@@ -531,6 +558,84 @@ class MemoryMessage:
 
     def extend_visibility(self, seconds: int) -> None:
         self.queue.change_visibility(self.message, seconds)
+
+
+class MemoryBackfillStore:
+    def __init__(self) -> None:
+        self.items: dict[str, Backfill] = {}
+        self.lock = threading.RLock()
+
+    def create(self, backfill: Backfill) -> None:
+        with self.lock:
+            if backfill.backfill_id in self.items:
+                raise ValueError(f"backfill {backfill.backfill_id} exists")
+            self.items[backfill.backfill_id] = backfill
+
+    def get(self, backfill_id: str) -> Backfill | None:
+        with self.lock:
+            return self.items.get(backfill_id)
+
+    def running(self, limit: int) -> list[Backfill]:
+        with self.lock:
+            found = [b for _, b in sorted(self.items.items()) if b.state == BackfillState.RUNNING]
+            return found[:limit]
+
+    def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
+        with self.lock:
+            current = self.items.get(backfill.backfill_id)
+            if current is None or current.state != BackfillState.RUNNING or current.cursor != backfill.cursor:
+                return False
+            self.items[backfill.backfill_id] = replace(
+                current,
+                cursor=cursor,
+                dispatched=dispatched,
+                waves=current.waves + 1,
+                updated_at=now,
+                state=BackfillState.COMPLETED if done else BackfillState.RUNNING,
+            )
+            return True
+
+    def finish(self, backfill: Backfill, state: BackfillState, now: datetime) -> Backfill | None:
+        with self.lock:
+            current = self.items.get(backfill.backfill_id)
+            if current is None or current.state != BackfillState.RUNNING:
+                return current
+            self.items[backfill.backfill_id] = replace(current, state=state, updated_at=now)
+            return self.items[backfill.backfill_id]
+
+
+class MemoryTenantBudgets:
+    def __init__(self) -> None:
+        self.calendars: dict[str, BudgetCalendar] = {}
+        self.lock = threading.RLock()
+
+    def load(self, tenant: str) -> BudgetCalendar | None:
+        with self.lock:
+            current = self.calendars.get(tenant)
+            return copy.deepcopy(current) if current is not None else None
+
+    def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
+        with self.lock:
+            current = self.calendars.get(tenant)
+            if (current.version if current is not None else None) != expected:
+                return False
+            self.calendars[tenant] = copy.deepcopy(calendar)
+            return True
+
+
+class MemoryEventPublisher:
+    """An event bus that keeps what it was given; `failing` makes it refuse (as an unreachable bus would)."""
+
+    def __init__(self) -> None:
+        self.published: list[OutcomeEvent] = []
+        self.failing = False
+        self.lock = threading.RLock()
+
+    def publish(self, events: Sequence[OutcomeEvent]) -> None:
+        with self.lock:
+            if self.failing:
+                raise EventPublishFailed(f"{len(events)} events refused")
+            self.published.extend(events)
 
 
 class RecordingMetrics:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,18 +34,46 @@ def delay_seconds(fire_at: datetime, now: datetime) -> int:
 
 
 class SqsReadyQueue:
-    def __init__(self, queue_url: str, dlq_url: str, client: SQSClient | None = None) -> None:
+    """The ready queues: one per priority lane (`lanes`: priority -> queue URL; a lane without a URL uses
+    `queue_url`, the normal lane), and the DLQ they share."""
+
+    def __init__(
+        self,
+        queue_url: str,
+        dlq_url: str,
+        client: SQSClient | None = None,
+        lanes: Mapping[str, str] | None = None,
+    ) -> None:
         self.queue_url = queue_url
         self.dlq_url = dlq_url
         self.client: Any = client or boto3.client("sqs")
+        self.lanes = {priority: url for priority, url in (lanes or {}).items() if url}
+
+    def lane_url(self, priority: str) -> str:
+        return self.lanes.get(priority, self.queue_url)
+
+    def queue_url_of(self, queue_arn: str) -> str:
+        """The URL of the lane a message came from (its event source ARN), for visibility changes."""
+        name = queue_arn.rsplit(":", 1)[-1]
+        for url in (self.queue_url, *self.lanes.values()):
+            if url.rstrip("/").rsplit("/", 1)[-1] == name:
+                return url
+        return self.queue_url
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        by_lane: dict[str, list[Dispatch]] = {}
+        for dispatch in dispatches:
+            by_lane.setdefault(self.lane_url(dispatch.priority), []).append(dispatch)
+        for url, lane in by_lane.items():
+            self._send(url, lane, now)
+
+    def _send(self, queue_url: str, dispatches: Sequence[Dispatch], now: datetime) -> None:
         for start in range(0, len(dispatches), BATCH):
             pending = {
                 str(i): {
                     "Id": str(i),
                     "MessageBody": dispatch_to_body(d),
-                    "DelaySeconds": delay_seconds(d.fire_at, now),
+                    "DelaySeconds": delay_seconds(d.send_at, now),
                     "MessageAttributes": {
                         "occurrence_key": {"DataType": "String", "StringValue": d.key},
                         "tenant": {"DataType": "String", "StringValue": d.tenant},
@@ -54,7 +82,7 @@ class SqsReadyQueue:
                 for i, d in enumerate(dispatches[start : start + BATCH])
             }
             for _ in range(SEND_ATTEMPTS):
-                response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=list(pending.values()))
+                response = self.client.send_message_batch(QueueUrl=queue_url, Entries=list(pending.values()))
                 for ok in response.get("Successful", []):
                     pending.pop(ok["Id"], None)
                 if not pending:

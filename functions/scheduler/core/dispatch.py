@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scheduler.core.fairness import TenantAdmission
 from scheduler.core.keys import jitter_offset, occurrence_key
 from scheduler.core.model import Job
 from scheduler.core.ports import ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
 from scheduler.core.schedules import is_recurring, next_occurrence
-from scheduler.core.timefmt import ONE_MINUTE, minute_of
+from scheduler.core.timefmt import ONE_MINUTE, minute_of, truncate_ms
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,13 @@ def timer_for(job: Job, scheduled_for: datetime) -> Timer:
         version=job.version,
         kind="scheduled",
         plan=plan,
+        priority=spec.priority,
     )
 
 
 def manual_timer(job: Job, now: datetime) -> Timer:
     """An extra occurrence fired now (trigger); it has its own key and does not touch the chain."""
-    return Timer(job.job_id, job.tenant, now, now, job.version, kind="manual", plan=None)
+    return Timer(job.job_id, job.tenant, now, now, job.version, kind="manual", plan=None, priority=job.spec.priority)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class Dispatcher:
         clock: Clock,
         config: DispatchConfig,
         metrics: Metrics,
+        admission: TenantAdmission | None = None,
     ) -> None:
         self.jobs = jobs
         self.timers = timers
@@ -86,6 +89,8 @@ class Dispatcher:
         self.clock = clock
         self.config = config
         self.metrics = metrics
+        #: Per-tenant dispatch budgets (scheduler.core.fairness); None: no budgets.
+        self.admission = admission
 
     def seal_limit(self, now: datetime) -> datetime:
         """Buckets before this instant may already be sealed: a sweep seals whole minutes up to the end of the
@@ -95,7 +100,7 @@ class Dispatcher:
 
     def is_near(self, timer: Timer, now: datetime) -> bool:
         """Whether the timer's bucket may already be sealed, so the seal check must follow its write."""
-        return timer.fire_at < self.seal_limit(now)
+        return timer.due_at < self.seal_limit(now)
 
     def horizon_end(self, now: datetime) -> datetime:
         """The end of the buckets a sweep starting `now` seals: occurrences before it go out directly."""
@@ -145,12 +150,46 @@ class Dispatcher:
             sends, following = self._take(timer, now, horizon_end)
             dispatches += sends
             next_timers += following
-        if dispatches:
-            self.queue.send(dispatches, self.clock.now())
-            self.metrics.count("OccurrencesDispatched", len(dispatches))
+        sent = self.send(dispatches)
         for following_timer in next_timers:
             self.place(following_timer)
-        return len(dispatches)
+        return len(sent)
+
+    def send(self, dispatches: Sequence[Dispatch], *, defer: bool = True) -> list[Dispatch]:
+        """Hand messages to the ready queue, each with its own delay, through their tenants' dispatch budgets.
+        Returns the ones sent. Do not reorder: what a budget holds back is written as deferred timers (`defer`;
+        a backfill keeps its own cursor instead) after the sends and before the caller records its progress
+        (bucket checkpoint, late-lane removal), so a crash anywhere re-runs it and loses nothing."""
+        if not dispatches:
+            return []
+        sent, deferred = list(dispatches), []
+        if self.admission is not None:
+            admitted = self.admission.admit(dispatches)
+            sent, deferred = admitted.sent, admitted.deferred
+        if sent:
+            self.queue.send(sent, self.clock.now())
+            self.metrics.count("OccurrencesDispatched", len(sent))
+        if defer:
+            floor = self.seal_limit(self.clock.now()) + ONE_MINUTE  # a bucket no sweep can have sealed yet
+            for dispatch, retry_at in deferred:
+                self.place(self._deferred_timer(dispatch, max(retry_at, floor)))
+        return sent
+
+    @staticmethod
+    def _deferred_timer(dispatch: Dispatch, retry_at: datetime) -> Timer:
+        """An occurrence held back by its tenant's budget, as a timer in the bucket of `retry_at` (outside any
+        chain: its chain already moved on)."""
+        return Timer(
+            dispatch.job_id,
+            dispatch.tenant,
+            dispatch.scheduled_for,
+            dispatch.fire_at,
+            dispatch.version,
+            dispatch.kind,
+            None,
+            dispatch.priority,
+            truncate_ms(retry_at),
+        )
 
     def _take(self, timer: Timer, now: datetime, horizon_end: datetime) -> tuple[list[Dispatch], list[Timer]]:
         """Step 1 for one timer: its dispatches and its chain's next timer, once its advance is recorded."""
@@ -178,7 +217,16 @@ class Dispatcher:
         if plan.next_at is not None and result.put_next:
             next_fire = fire_at(timer.job_id, plan.next_at, timer.plan.jitter_seconds)
             following.append(
-                Timer(timer.job_id, timer.tenant, plan.next_at, next_fire, timer.version, "scheduled", timer.plan)
+                Timer(
+                    timer.job_id,
+                    timer.tenant,
+                    plan.next_at,
+                    next_fire,
+                    timer.version,
+                    "scheduled",
+                    timer.plan,
+                    timer.priority,
+                )
             )
         return plan.dispatches, following
 
@@ -223,5 +271,7 @@ class Dispatcher:
             cursor = nxt
             nxt = next_occurrence(chain.schedule, cursor, chain.anchor)
 
-        dispatches = [Dispatch(timer.job_id, timer.tenant, at, fire(at), timer.version, "scheduled") for at in due]
+        dispatches = [
+            Dispatch(timer.job_id, timer.tenant, at, fire(at), timer.version, "scheduled", timer.priority) for at in due
+        ]
         return Plan(dispatches, skipped, cursor, nxt)

@@ -76,3 +76,11 @@ class LeaseLost(SchedulerError):
 
 class Fenced(SchedulerError):
     """A write carried a stale epoch (fencing token) and was rejected."""
+
+
+class EventPublishFailed(SchedulerError):
+    """The event bus did not accept every completion event; they stay in the outbox for the next attempt."""
+
+
+class BackfillNotFound(JobNotFound):
+    """No such backfill of this job for this tenant."""

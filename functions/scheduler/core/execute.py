@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
+from scheduler.core.events import Outbox
 from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
     Clock,
@@ -115,6 +116,7 @@ class Executor:
         metrics: Metrics,
         worker_id: str,
         sleep: Callable[[float], None] = time.sleep,
+        outbox: Outbox | None = None,
     ) -> None:
         self.jobs = jobs
         self.ledger = ledger
@@ -125,6 +127,9 @@ class Executor:
         self.metrics = metrics
         self.worker_id = worker_id
         self.sleep = sleep
+        #: Publishes completion events right after the write that records a terminal outcome (None: the
+        #: sweeper's outbox drain publishes them all).
+        self.outbox = outbox
 
     def execute(self, dispatch: Dispatch, message: MessageControl) -> Outcome:
         key = dispatch.key
@@ -140,7 +145,8 @@ class Executor:
 
         job = self.jobs.get(dispatch.job_id)
         if job is None or job.tenant != dispatch.tenant:
-            self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist")
+            if self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
+                self._announce(dispatch.key)
             return Outcome.acknowledge("no such job")
 
         # Step 1: claim. Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
@@ -163,7 +169,8 @@ class Executor:
             return overlap
 
         lateness = (now - dispatch.fire_at).total_seconds()
-        self.metrics.count("StartLatenessSeconds", max(0.0, lateness), unit="Seconds")
+        if dispatch.kind != "backfill":  # a backfilled occurrence is late by design: it would drown the metric
+            self.metrics.count("StartLatenessSeconds", max(0.0, lateness), unit="Seconds")
         log.info("occurrence started", extra={**ctx, "attempt": execution.attempts, "lateness_s": lateness})
         return self._run(job, dispatch, execution, owner, message)
 
@@ -172,6 +179,10 @@ class Executor:
         if current is None:
             return Outcome.hide(1, "claim refused without an item")
         if current.state.terminal:
+            if current.outbox:
+                # The holder recorded the outcome but may have died before publishing it: publish it now
+                # rather than at the next sweep (a duplicate event is deduped by its consumers).
+                self._announce(current.key, current)
             if current.state == RunState.DEAD and not current.dead_lettered:
                 # The holder recorded DEAD but may have died before the DLQ send: finish its job.
                 self.queue.dead_letter(dispatch, current)
@@ -188,11 +199,22 @@ class Executor:
                 current.key, current.epoch, RunState.RECONCILING, now, "worker lost mid-run; outcome unknown"
             ):
                 self.metrics.count("Reconciling")
+                self._announce(current.key)
                 return Outcome.acknowledge("reconciling")
             return Outcome.hide(1, "raced")
         if current.state == RunState.RETRY_WAIT and current.next_attempt_at is not None:
             return Outcome.hide((current.next_attempt_at - now).total_seconds(), "retry not due")
         return Outcome.hide(1, f"not claimable in {current.state.value}")
+
+    def _announce(self, key: str, recorded: Execution | None = None) -> None:
+        """Publish the outcome just recorded for `key`. Never fails the occurrence: whatever is not published
+        here stays in the outbox, which the sweeper drains."""
+        if self.outbox is None:
+            return
+        try:
+            self.outbox.flush(recorded if recorded is not None else self.ledger.get(key))
+        except Exception:
+            log.exception("completion event left to the outbox drain", extra={"occurrence_key": key})
 
     def _skip_reason(self, job: Job, dispatch: Dispatch) -> tuple[RunState, str] | None:
         if job.state == JobState.CANCELLED:
@@ -332,9 +354,10 @@ class Executor:
         reason: str | None = None,
         next_attempt_at: datetime | None = None,
     ) -> Outcome:
-        """Step 5: a write conditioned on our epoch and owner. A stale worker's write is rejected (fenced)."""
+        """Step 5: a write conditioned on our epoch and owner. A stale worker's write is rejected (fenced).
+        A terminal outcome is then announced (its outbox entry was recorded by the same write)."""
         try:
-            self.ledger.finish(
+            recorded = self.ledger.finish(
                 execution.key,
                 owner,
                 execution.epoch,
@@ -352,6 +375,8 @@ class Executor:
             "occurrence recorded",
             extra={"occurrence_key": execution.key, "state": state.value, "reason": reason, "error": error},
         )
+        if state.terminal:
+            self._announce(execution.key, recorded)
         if state == RunState.RETRY_WAIT:
             return Outcome(False, "recorded")
         return Outcome(True, "recorded")

@@ -237,7 +237,7 @@ class JobService:
             raise InvalidState(f"occurrence is {execution.state.value}, not RECONCILING")
         if outcome == RunState.RETRY_WAIT:
             now = self.clock.now()
-            again = Dispatch(job_id, job.tenant, execution.scheduled_for, now, job.version, "manual")
+            again = Dispatch(job_id, job.tenant, execution.scheduled_for, now, job.version, "manual", job.spec.priority)
             self.dispatcher.queue.send([again], now)
         return execution
 

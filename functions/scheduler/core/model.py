@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AnyHttpUrl, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from scheduler.core.schedules import Schedule
 
@@ -37,6 +37,12 @@ class RunState(StrEnum):
     @property
     def terminal(self) -> bool:
         return self in TERMINAL_RUN_STATES
+
+
+class BackfillState(StrEnum):
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
 
 
 TERMINAL_RUN_STATES = frozenset(
@@ -124,6 +130,9 @@ class RetryPolicy(_Strict):
 
 
 MisfirePolicy = Literal["run_once", "skip", "run_all"]
+#: Which ready queue (lane) a job's occurrences go to; each lane has its own reserved worker capacity.
+Priority = Literal["high", "normal", "low"]
+PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
 OverlapPolicy = Literal["skip", "buffer_one", "allow"]
 Delivery = Literal["at_least_once", "at_most_once"]
 
@@ -140,12 +149,28 @@ class JobSpec(_Strict):
     misfire_policy: MisfirePolicy = "run_once"
     overlap_policy: OverlapPolicy = "skip"
     delivery: Delivery = "at_least_once"
+    priority: Priority = "normal"
 
     @field_validator("payload")
     @classmethod
     def _payload_is_json(cls, value: Any) -> Any:
         json.dumps(value)  # raises for values that JSON cannot carry
         return value
+
+
+class BackfillRequest(BaseModel):
+    """The body of `POST /v1/jobs/{job_id}/backfill`: materialise the job's occurrences in [from, to)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    range_from: AwareDatetime = Field(alias="from", description="the first instant of the range (inclusive)")
+    to: AwareDatetime = Field(description="the end of the range (exclusive); not in the future")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BackfillRequest:
+        if self.to <= self.range_from:
+            raise ValueError("'to' must be after 'from'")
+        return self
 
 
 def payload_size(payload: Any) -> int:

@@ -7,16 +7,18 @@ memory (`scheduler.adapters.memory`); one contract test suite runs against every
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from scheduler.core.keys import occurrence_key
-from scheduler.core.model import Job, JobState, MisfirePolicy, RunState
+from scheduler.core.model import BackfillState, Job, JobState, MisfirePolicy, Priority, RunState
 from scheduler.core.schedules import Schedule
 from scheduler.core.timefmt import to_ms
 
-TimerKind = Literal["scheduled", "manual"]
+#: `scheduled`: an occurrence of the job's chain; `manual`: an extra one (trigger); `backfill`: an occurrence of a
+#: past range materialised on request (its key is the normal occurrence key: anything that ran is not run again).
+TimerKind = Literal["scheduled", "manual", "backfill"]
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,20 @@ class Timer:
     version: int
     kind: TimerKind = "scheduled"
     plan: ChainPlan | None = None
+    #: The lane of the occurrence (the job's priority at the timer's version).
+    priority: Priority = "normal"
+    #: A deferred timer: an occurrence its tenant's dispatch budget held back, due again at this instant. It lives in
+    #: the bucket of this instant (not of `fire_at`); its chain has already moved on (`plan` is None).
+    defer_until: datetime | None = None
 
     @property
     def key(self) -> str:
         return occurrence_key(self.job_id, self.scheduled_for)
+
+    @property
+    def due_at(self) -> datetime:
+        """When the timer is due: its fire time, or when a deferred one may be tried again. Its bucket's minute."""
+        return self.defer_until if self.defer_until is not None else self.fire_at
 
     @property
     def slot(self) -> str:
@@ -93,14 +105,36 @@ class Dispatch:
     fire_at: datetime
     version: int
     kind: TimerKind = "scheduled"
+    #: The ready queue (lane) it goes to.
+    priority: Priority = "normal"
+    #: Not released before this instant (its tenant's dispatch budget delayed it). Not part of the message: the
+    #: queue holds it back (DelaySeconds); the worker only ever checks the fire time.
+    not_before: datetime | None = None
 
     @property
     def key(self) -> str:
         return occurrence_key(self.job_id, self.scheduled_for)
 
+    @property
+    def send_at(self) -> datetime:
+        """When the message should become visible: its fire time, or later if its tenant's budget says so."""
+        return self.fire_at if self.not_before is None else max(self.fire_at, self.not_before)
+
+    def deferred_to(self, instant: datetime) -> Dispatch:
+        return replace(self, not_before=instant)
+
     @classmethod
     def of(cls, timer: Timer) -> Dispatch:
-        return cls(timer.job_id, timer.tenant, timer.scheduled_for, timer.fire_at, timer.version, timer.kind)
+        return cls(
+            timer.job_id,
+            timer.tenant,
+            timer.scheduled_for,
+            timer.fire_at,
+            timer.version,
+            timer.kind,
+            timer.priority,
+            timer.defer_until,
+        )
 
 
 @dataclass(frozen=True)
@@ -124,6 +158,24 @@ class AdvanceResult:
     replay: tuple[datetime, datetime] | None = None
 
 
+@dataclass(frozen=True)
+class OutboxEntry:
+    """One recorded terminal outcome of an occurrence, waiting on the ledger item to be published.
+
+    The ledger appends it in the same conditional write that records the outcome (so a recorded outcome always
+    has its entry), and `Ledger.clear_outbox` removes it once the event was accepted by the bus.
+    `event_id` names the outcome: an occurrence can have several (RECONCILING, then SUCCEEDED once resolved;
+    DEAD, then SUCCEEDED after a redrive), each with its own id.
+    """
+
+    event_id: str
+    state: RunState
+    epoch: int
+    at: datetime
+    error: str | None = None
+    result: str | None = None
+
+
 @dataclass
 class Execution:
     """One ledger item: the state of one occurrence, keyed by its occurrence key."""
@@ -145,6 +197,53 @@ class Execution:
     finished_at: datetime | None = None
     dead_lettered: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: Terminal outcomes recorded but not yet published as completion events (the transactional outbox).
+    outbox: list[OutboxEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OutcomeEvent:
+    """A completion event: one terminal outcome of one occurrence, as published to the event bus.
+
+    Publishing is at-least-once: consumers dedupe on `event_id` (or on `occurrence_key` and `state`)."""
+
+    event_id: str
+    occurrence_key: str
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    state: RunState
+    fencing_token: int
+    attempts: int
+    finished_at: datetime
+    error: str | None = None
+    result: str | None = None
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """A request to materialise a recurring job's occurrences in [range_from, range_to), drained in waves by the
+    sweeper. `cursor` is the last occurrence dispatched (None before the first wave): the backfill itself is the
+    durable record of what is left, as a timer is for one occurrence."""
+
+    backfill_id: str
+    job_id: str
+    tenant: str
+    range_from: datetime
+    range_to: datetime
+    plan: ChainPlan  # the schedule at the job's version when the backfill was requested
+    version: int
+    total: int
+    state: BackfillState
+    created_at: datetime
+    updated_at: datetime
+    dispatched: int = 0
+    waves: int = 0
+    cursor: datetime | None = None
+
+    @property
+    def remaining(self) -> int:
+        return 0 if self.state == BackfillState.CANCELLED else max(0, self.total - self.dispatched)
 
 
 class Clock(Protocol):
@@ -288,17 +387,20 @@ class Ledger(Protocol):
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
-    ) -> None:
+    ) -> Execution | None:
         """Record the outcome of the attempt held at `epoch` (RETRY_WAIT or a terminal state); Fenced if stale.
-        `refund_attempt` gives the attempt back (a wait that ran nothing, e.g. an overlap buffer)."""
+        `refund_attempt` gives the attempt back (a wait that ran nothing, e.g. an overlap buffer).
+        A terminal state also appends its outbox entry, in the same write. Returns the item as written."""
         ...
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
-        """Record a terminal state for an occurrence nobody claimed (e.g. SKIPPED); False if it already exists."""
+        """Record a terminal state (and its outbox entry) for an occurrence nobody claimed (e.g. SKIPPED);
+        False if it already exists."""
         ...
 
     def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
-        """Move an expired RUNNING item at `epoch` to a terminal state (at-most-once jobs: RECONCILING)."""
+        """Move an expired RUNNING item at `epoch` to a terminal state (at-most-once jobs: RECONCILING), with its
+        outbox entry."""
         ...
 
     def mark_dead_lettered(self, key: str) -> None: ...
@@ -313,7 +415,27 @@ class Ledger(Protocol):
         ...
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
-        """Resolve a RECONCILING occurrence to SUCCEEDED or RETRY_WAIT (conditional on RECONCILING)."""
+        """Resolve a RECONCILING occurrence to SUCCEEDED (with its outbox entry) or RETRY_WAIT (conditional on
+        RECONCILING)."""
+        ...
+
+    def pending_outbox(self, limit: int) -> list[Execution]:
+        """Up to `limit` executions whose outbox is not empty, oldest outcome first. Read from a sparse index, so
+        it may lag a write by a moment (an entry published a moment ago can show up again: at-least-once)."""
+        ...
+
+    def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
+        """Empty the outbox if it still holds exactly `published` (same count, same last entry): an outcome
+        appended since is never cleared unpublished. False when the condition fails."""
+        ...
+
+
+class EventPublisher(Protocol):
+    """The completion-event bus (EventBridge on AWS and locally on the moto server)."""
+
+    def publish(self, events: Sequence[OutcomeEvent]) -> None:
+        """Put every event on the bus. Returns only when all were accepted; raises EventPublishFailed otherwise
+        (the outbox keeps them, and the next attempt publishes them again)."""
         ...
 
 
@@ -329,6 +451,53 @@ class ReadyQueue(Protocol):
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
         """Put the occurrence, with its attempt history, on the dead-letter queue."""
+        ...
+
+
+class BackfillStore(Protocol):
+    """Backfill requests (in the jobs table)."""
+
+    def create(self, backfill: Backfill) -> None: ...
+
+    def get(self, backfill_id: str) -> Backfill | None:
+        """Strongly consistent."""
+        ...
+
+    def running(self, limit: int) -> list[Backfill]:
+        """Up to `limit` RUNNING backfills, oldest first (strongly consistent)."""
+        ...
+
+    def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
+        """Record a wave: move the cursor, count it, COMPLETED when `done`. Conditional on the backfill still being
+        RUNNING at `backfill.cursor` (a concurrent sweeper's wave, or a cancel, wins); False if not."""
+        ...
+
+    def finish(self, backfill: Backfill, state: BackfillState, now: datetime) -> Backfill | None:
+        """Move a RUNNING backfill to CANCELLED or COMPLETED (conditional on RUNNING). Returns the stored backfill
+        (as it is after the write, or as another writer left it), None if there is none."""
+        ...
+
+
+@dataclass(frozen=True)
+class BudgetCalendar:
+    """A tenant's booked releases (scheduler.core.fairness): releases per window of `window_ms`, by window index
+    (epoch ms // window_ms). `version` orders writes."""
+
+    version: int
+    window_ms: int
+    slots: dict[int, int]
+
+
+class TenantBudgetStore(Protocol):
+    """Each tenant's dispatch-budget calendar: one item per tenant, replaced with conditional writes."""
+
+    def load(self, tenant: str) -> BudgetCalendar | None:
+        """The tenant's calendar, strongly consistent; None for a tenant with nothing booked."""
+        ...
+
+    def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
+        """Store `calendar` if the stored one is still at version `expected` (None: absent); False if another writer
+        got there first. `expires`: when an idle tenant's calendar may go (nothing in it matters by then)."""
         ...
 
 

@@ -10,8 +10,10 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from scheduler.core.backfill import BackfillRunner
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.errors import ClaimLost
+from scheduler.core.events import Outbox
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, Metrics, TimerStore
 from scheduler.core.timefmt import ONE_MINUTE, minute_of
 
@@ -31,6 +33,8 @@ class SweepConfig:
     retention: timedelta = timedelta(days=2)
     #: A first sweep starts this far back, so a timer written by an API whose clock lags is never behind it.
     initial_lag: timedelta = timedelta(minutes=10)
+    #: Completion events the outbox drain publishes per sweep at most (what workers left unpublished).
+    outbox_drain_limit: int = 1000
 
 
 @dataclass
@@ -43,6 +47,9 @@ class SweepReport:
     lag_seconds: float = 0.0
     stopped_early: bool = False
     errors: list[str] = field(default_factory=list)
+    outbox_backlog: int = 0
+    events_published: int = 0
+    backfill_dispatched: int = 0
 
 
 class Sweeper:
@@ -54,6 +61,8 @@ class Sweeper:
         config: SweepConfig,
         metrics: Metrics,
         owner: str,
+        outbox: Outbox | None = None,
+        backfills: BackfillRunner | None = None,
     ) -> None:
         self.timers = timers
         self.dispatcher = dispatcher
@@ -61,6 +70,8 @@ class Sweeper:
         self.config = config
         self.metrics = metrics
         self.owner = owner
+        self.outbox = outbox
+        self.backfills = backfills
 
     def sweep(self, deadline: datetime) -> SweepReport:
         """One sweeper invocation: drain the late lane, then the buckets from the watermark to the look-ahead."""
@@ -97,10 +108,22 @@ class Sweeper:
 
         if new_watermark > watermark:
             self.timers.advance_watermark(new_watermark)
+
+        # Backfill waves take what is left of the budget, after the buckets: on-time work never waits behind them.
+        if self.backfills is not None and not report.stopped_early:
+            waves = self.backfills.run(self.config.dispatch_budget - report.dispatched, stop_at)
+            report.backfill_dispatched = waves.dispatched
+            report.dispatched += waves.dispatched
         report.watermark = new_watermark
         # Dispatch lag: how far the oldest minute not fully swept is behind now (0 while we are ahead).
         report.lag_seconds = max(0.0, (minute_of(self.clock.now()) - new_watermark).total_seconds())
         self.metrics.count("DispatchLagSeconds", report.lag_seconds, unit="Seconds")
+
+        # Last, so that dispatching never waits on the event bus: completion events whose worker died between
+        # recording the outcome and publishing it, or whose publish the bus refused (DESIGN: outbox).
+        if self.outbox is not None:
+            drained = self.outbox.drain(self.config.outbox_drain_limit)
+            report.outbox_backlog, report.events_published = drained.found, drained.published
         return report
 
     def _spent(self, report: SweepReport, stop_at: datetime) -> bool:

@@ -16,7 +16,9 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import (
+    BackfillNotFound,
     IdempotencyConflict,
     InvalidRequest,
     InvalidState,
@@ -26,8 +28,8 @@ from scheduler.core.errors import (
     VersionConflict,
 )
 from scheduler.core.jobs import JobService
-from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState
-from scheduler.core.ports import Execution
+from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, Job, JobSpec, JobState, RunState
+from scheduler.core.ports import Backfill, Execution
 from scheduler.core.schedules import InvalidSchedule
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring
@@ -49,6 +51,8 @@ _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/jobs/[^/]+/(pause|resume|trigger)$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs$"), {"GET"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs/[^/]+/resolve$"), {"POST"}),
+    (re.compile(r"^/v1/jobs/[^/]+/backfill$"), {"POST"}),
+    (re.compile(r"^/v1/jobs/[^/]+/backfill/[^/]+$"), {"GET", "DELETE"}),
 ]
 
 
@@ -112,6 +116,25 @@ def run_view(run: Execution) -> dict[str, Any]:
         "last_error": run.last_error,
         "result": run.result,
         "history": run.history,
+    }
+
+
+def backfill_view(backfill: Backfill, service: BackfillService) -> dict[str, Any]:
+    return {
+        "backfill_id": backfill.backfill_id,
+        "job_id": backfill.job_id,
+        "from": rfc3339(backfill.range_from),
+        "to": rfc3339(backfill.range_to),
+        "state": backfill.state.value,
+        "total": backfill.total,
+        "dispatched": backfill.dispatched,
+        "remaining": backfill.remaining,
+        "waves": backfill.waves,
+        "wave_size": service.config.wave_size,
+        "waves_left": service.waves_left(backfill),
+        "last_dispatched_for": rfc3339(backfill.cursor) if backfill.cursor else None,
+        "created_at": rfc3339(backfill.created_at),
+        "updated_at": rfc3339(backfill.updated_at),
     }
 
 
@@ -373,6 +396,38 @@ def resolve_run(job_id: str, key: str) -> Response[str]:
     return json_response(200, run_view(run))
 
 
+def backfills() -> BackfillService:
+    return wiring.container(metrics).backfill_service()
+
+
+@app.post("/v1/jobs/<job_id>/backfill")
+def start_backfill(job_id: str) -> Response[str]:
+    who = tenant()
+    body = json_body()
+    try:
+        request = BackfillRequest.model_validate(body)
+    except ValidationError as exc:
+        raise validation_problem(exc) from None
+    svc = backfills()
+    backfill = svc.start(who, job_id, request.range_from, request.to)
+    location = f"/v1/jobs/{job_id}/backfill/{backfill.backfill_id}"
+    return json_response(202, backfill_view(backfill, svc), {"Location": location})
+
+
+@app.get("/v1/jobs/<job_id>/backfill/<backfill_id>")
+def get_backfill(job_id: str, backfill_id: str) -> Response[str]:
+    who = tenant()
+    svc = backfills()
+    return json_response(200, backfill_view(svc.get(who, job_id, backfill_id), svc))
+
+
+@app.delete("/v1/jobs/<job_id>/backfill/<backfill_id>")
+def cancel_backfill(job_id: str, backfill_id: str) -> Response[str]:
+    who = tenant()
+    svc = backfills()
+    return json_response(200, backfill_view(svc.cancel(who, job_id, backfill_id), svc))
+
+
 # -- errors -----------------------------------------------------------------------------------------------
 
 
@@ -407,6 +462,11 @@ def on_problem(exc: Problem) -> Response[str]:
 @app.exception_handler(JobNotFound)
 def on_not_found(exc: JobNotFound) -> Response[str]:
     return problem_response(404, "Not Found", f"no job '{exc}' exists for this caller")
+
+
+@app.exception_handler(BackfillNotFound)
+def on_backfill_not_found(exc: BackfillNotFound) -> Response[str]:
+    return problem_response(404, "Not Found", f"no backfill '{exc}' of this job exists for this caller")
 
 
 @app.exception_handler(VersionConflict)

@@ -29,6 +29,9 @@ def sweep_once(remaining_ms: int, owner: str) -> dict[str, Any]:
         "watermark": rfc3339(report.watermark) if report.watermark else None,
         "dispatch_lag_seconds": report.lag_seconds,
         "stopped_early": report.stopped_early,
+        "outbox_backlog": report.outbox_backlog,
+        "completion_events_published": report.events_published,
+        "backfill_dispatched": report.backfill_dispatched,
     }
     logger.info("sweep finished", extra=summary)
     return summary

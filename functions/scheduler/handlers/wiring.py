@@ -15,12 +15,22 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
 from scheduler.adapters.aws_targets import build_aws_targets
-from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
+from scheduler.adapters.dynamodb import (
+    DynamoBackfillStore,
+    DynamoJobStore,
+    DynamoLedger,
+    DynamoTenantBudgets,
+    DynamoTimerStore,
+)
+from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
 from scheduler.adapters.sqs import SqsReadyQueue
+from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.errors import InvalidRequest
+from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.jobs import JobService
 from scheduler.core.model import HandlerTarget, JobSpec
 from scheduler.core.ports import TargetInvoker
@@ -67,6 +77,18 @@ class Container:
     ledger: DynamoLedger
     queue: SqsReadyQueue
     dispatcher: Dispatcher
+    outbox: Outbox | None = None
+    backfills: DynamoBackfillStore | None = None
+
+    @property
+    def backfill_config(self) -> BackfillConfig:
+        return BackfillConfig(
+            max_occurrences=self.settings.backfill_max_occurrences, wave_size=self.settings.backfill_wave_size
+        )
+
+    def backfill_service(self) -> BackfillService:
+        assert self.backfills is not None
+        return BackfillService(self.jobs, self.backfills, self.clock, self.backfill_config)
 
     @property
     def guard(self) -> AddressGuard:
@@ -101,7 +123,14 @@ class Container:
             dispatch_budget=s.dispatch_budget,
             safety=timedelta(seconds=s.sweep_safety_seconds),
         )
-        return Sweeper(self.timers, self.dispatcher, self.clock, config, self.metrics, owner)
+        runner = None
+        if self.backfills is not None:
+            runner = BackfillRunner(
+                self.backfills, self.jobs, self.dispatcher, self.clock, self.backfill_config, self.metrics
+            )
+        return Sweeper(
+            self.timers, self.dispatcher, self.clock, config, self.metrics, owner, outbox=self.outbox, backfills=runner
+        )
 
     def executor(self, worker_id: str) -> Executor:
         """The executor of this container (built once: it resolves the signing secret)."""
@@ -118,7 +147,17 @@ class Container:
             "handler": HandlerTargetInvoker(),
         }
         config = ExecuteConfig(lease=timedelta(seconds=self.settings.lease_seconds))
-        return Executor(self.jobs, self.ledger, self.queue, targets, self.clock, config, self.metrics, worker_id)
+        return Executor(
+            self.jobs,
+            self.ledger,
+            self.queue,
+            targets,
+            self.clock,
+            config,
+            self.metrics,
+            worker_id,
+            outbox=self.outbox,
+        )
 
 
 def build(settings: Settings, metrics: Metrics) -> Container:
@@ -129,14 +168,27 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     jobs = DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb)
     timers = DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb)
     ledger = DynamoLedger(settings.executions_table, dynamodb)
-    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs)
+    lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
+    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes)
     dispatch_config = DispatchConfig(
         lookahead=timedelta(seconds=settings.lookahead_seconds),
         misfire_grace=timedelta(seconds=settings.misfire_grace_seconds),
         catchup_window=timedelta(seconds=settings.catchup_window_seconds),
     )
-    dispatcher = Dispatcher(jobs, timers, queue, clock, dispatch_config, port_metrics)
-    return Container(settings, clock, port_metrics, jobs, timers, ledger, queue, dispatcher)
+    admission = None
+    if settings.tenant_dispatch_rate > 0:
+        fairness = FairnessConfig(
+            Budget(settings.tenant_dispatch_rate, settings.tenant_dispatch_burst),
+            {tenant: Budget(b.rate, b.burst) for tenant, b in settings.tenant_budgets.items()},
+        )
+        admission = TenantAdmission(DynamoTenantBudgets(settings.jobs_table, dynamodb), clock, fairness, port_metrics)
+    dispatcher = Dispatcher(jobs, timers, queue, clock, dispatch_config, port_metrics, admission=admission)
+    outbox = None
+    if settings.completion_events:
+        events: Any = boto3.client("events", config=_BOTO_CONFIG)
+        outbox = Outbox(ledger, EventBridgePublisher(settings.event_bus_name, events), port_metrics)
+    backfills = DynamoBackfillStore(settings.jobs_table, dynamodb)
+    return Container(settings, clock, port_metrics, jobs, timers, ledger, queue, dispatcher, outbox, backfills)
 
 
 @functools.cache

@@ -42,9 +42,9 @@ def handle_record(record: SQSRecord) -> str:
         return "malformed"
     logger.append_keys(job_id=dispatch.job_id, occurrence_key=dispatch.key)
     receive_count = int(record.attributes.approximate_receive_count or 1)
-    message = SqsMessage(
-        container.queue.client, container.settings.ready_queue_url, record.receipt_handle, receive_count
-    )
+    # The message's own lane: its visibility is changed on the queue it came from.
+    queue_url = container.queue.queue_url_of(record.event_source_arn or "")
+    message = SqsMessage(container.queue.client, queue_url, record.receipt_handle, receive_count)
     outcome = container.executor(wiring.instance_id()).execute(dispatch, message)
     if outcome.ack:
         return outcome.reason

@@ -154,7 +154,13 @@ def _one(
     if state == RunState.DEAD:
         ledger.revive(dispatch.key, now(), "redriven from the dead-letter queue")
     redriven = Dispatch(
-        dispatch.job_id, dispatch.tenant, dispatch.scheduled_for, now(), dispatch.version, dispatch.kind
+        dispatch.job_id,
+        dispatch.tenant,
+        dispatch.scheduled_for,
+        now(),
+        dispatch.version,
+        dispatch.kind,
+        dispatch.priority,
     )
     queue.send([redriven], now())
     letters.delete(letter)
@@ -178,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     letters = SqsDeadLetters(settings.dlq_url)
     ledger = DynamoLedger(settings.executions_table)
-    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url)
+    lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
+    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, lanes=lanes)
 
     def show(line: RedriveLine) -> None:
         if args.json:
