@@ -1,0 +1,298 @@
+"""Scenario 3: a burst of jobs due in the same second, through the local stack's real processes.
+
+The jobs are created ahead through the JobService on fresh tables (in this process, on real time), all due at
+one instant T (or at T plus their deterministic jitter); then `python -m scheduler_local` - what scripts/dev
+runs: the api, the sweeper every second and the worker pollers as separate processes - is started on the same
+tables. Its sweeper sees the due buckets within its look-ahead and hands the messages to SQS with their delays;
+the workers call a receiver in this process. Measured: time to dispatch all (the ready queue's depth, polled),
+start lateness at the receiver (arrival - fire_at, fire_at including jitter), and duplicates.
+
+Locally the workers are a few processes on a shared machine in front of a moto server: lateness here is the
+local stack's throughput, not AWS's. The same run against real AWS needs the endpoints of a real account.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from scheduler.core.dispatch import fire_at
+from scheduler.core.model import JobSpec
+from scheduler.core.timefmt import rfc3339
+from scheduler.settings import Settings
+from scheduler_bench.environment import ROOT, create_resources, delete_resources
+from scheduler_bench.receiver import Receiver
+from scheduler_bench.services import SystemClock, build, client, settings_for
+from scheduler_local.emulators import free_port
+
+SUBMIT_THREADS = 8
+TENANTS = 32
+STACK_START_SECONDS = 6.0
+MIN_DISPATCH_RATE = 20.0
+
+
+@dataclass(frozen=True)
+class BurstConfig:
+    """Jobs in each burst, the jitter settings to run, the local stack's worker processes, its state folder."""
+
+    jobs: int = 1000
+    jitters: tuple[int, ...] = (0, 10)
+    workers: int = 2
+    state_dir: Path = ROOT / "bench" / "tmp"
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(p / 100 * len(ordered))))
+    return ordered[rank - 1]
+
+
+class StackProcess:
+    """`python -m scheduler_local` on this run's tables and the current endpoints, in its own state folder."""
+
+    def __init__(self, state_dir: Path, prefix: str, workers: int) -> None:
+        self.state_dir = state_dir
+        self.port = free_port()
+        self.env = {
+            **os.environ,
+            "SCHEDULER_API_PORT": str(self.port),
+            "SCHEDULER_STATE_DIR": str(state_dir),
+            "SCHEDULER_LOCAL_PREFIX": prefix,
+            "SCHEDULER_LOCAL_WORKERS": str(workers),
+            "SCHEDULER_SWEEP_INTERVAL_SECONDS": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "functions"), os.environ.get("PYTHONPATH")])),
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120) -> None:
+        """Start it and wait for its `API:` line (the api answers; sweeper and workers are running)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.log = self.state_dir / "stack.out"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "scheduler_local"],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the local stack exited: {self.log.read_text()[-2000:]}")
+            if any(line.startswith("API: ") for line in self.log.read_text().splitlines()):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"the local stack printed no API line within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        """SIGTERM (the stack stops its api, sweeper and workers, then its emulators); SIGINT would be ignored
+        when this benchmark itself was started in the background by a non-interactive shell."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+    def sweeps(self) -> list[dict[str, Any]]:
+        """The sweeper's "sweep finished" log records (JSON lines)."""
+        records = []
+        path = self.state_dir / "logs" / "sweeper.log"
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+            if '"sweep finished"' not in line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+        return records
+
+
+def _queue_depth(sqs: Any, url: str) -> int:
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesDelayed",
+        "ApproximateNumberOfMessagesNotVisible",
+    ]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return sum(int(attributes.get(n, 0)) for n in names)
+
+
+def _calibrate(services: Any, spec_at: Callable[[datetime], tuple[JobSpec, dict[str, Any]]], count: int) -> float:
+    """Seconds one JobService.create takes here, sequentially (far-future jobs that never fire)."""
+    spec, body = spec_at(datetime.now(UTC) + timedelta(days=365))
+    began = time.perf_counter()
+    for _ in range(count):
+        services.job_service.create("calibration", spec, None, body)
+    return (time.perf_counter() - began) / count
+
+
+def run_one(config: BurstConfig, jitter: int, receiver: Receiver, log: Callable[[str], None]) -> dict[str, Any]:
+    """One burst of `config.jobs` jobs due at one instant, with `jitter` seconds of jitter."""
+    prefix = f"bb{uuid.uuid4().hex[:10]}"
+    plain_ddb, plain_sqs, plain_events = client("dynamodb"), client("sqs"), client("events")
+    resources = create_resources(prefix, plain_ddb, plain_sqs, plain_events)
+    stack = StackProcess(config.state_dir / prefix, prefix, config.workers)
+    try:
+        settings = settings_for(resources, Settings().signing_secret, 10_000_000)
+        services = build(settings, plain_ddb, plain_sqs, plain_events, SystemClock(), settings.signing_secret)
+
+        def spec_at(at: datetime) -> tuple[JobSpec, dict[str, Any]]:
+            body = {
+                "schedule": {"type": "once", "at": rfc3339(at)},
+                "target": {"type": "http", "url": receiver.url},
+                "payload": {"bench": "burst"},
+                "jitter_seconds": jitter,
+            }
+            return JobSpec.model_validate(body), body
+
+        per_job = _calibrate(services, spec_at, 20)
+        # Room to create the jobs (threads), start the stack, and let its sweeper dispatch them all before T.
+        submit_estimate = config.jobs * per_job / 3
+        dispatch_estimate = config.jobs * per_job * 4  # a sweep's completion transaction + sends, measured ~4x
+        lead = submit_estimate + STACK_START_SECONDS + dispatch_estimate + 5
+        # A sequential create is a poor predictor on a busy machine: assume at least the sweeper's slowest
+        # dispatch rate seen locally (about 20 occurrences a second, under load) too.
+        lead = max(lead, STACK_START_SECONDS + config.jobs / MIN_DISPATCH_RATE + 5)
+        lead = min(lead, settings.lookahead_seconds)  # the first sweep must see T's bucket
+        due = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0) + timedelta(seconds=1)
+        spec, body = spec_at(due)
+        log(f"burst: creating {config.jobs} jobs due at {rfc3339(due)} (jitter {jitter}s; in {lead:.0f}s)")
+        began = time.time()
+        with ThreadPoolExecutor(SUBMIT_THREADS) as pool:
+            job_ids = list(
+                pool.map(
+                    lambda i: services.job_service.create(f"burst{i % TENANTS}", spec, None, body).job.job_id,
+                    range(config.jobs),
+                )
+            )
+        submit_seconds = time.time() - began
+        expected = {job_id: fire_at(job_id, due, jitter) for job_id in job_ids}
+
+        log("burst: starting the local stack (api, sweeper, workers) on these tables")
+        stack_began = time.time()
+        stack.start()
+        stack_started = time.time()
+        first_seen = all_seen = None
+        # Bounded: on a slow or busy machine the run ends (and reports what it saw) rather than waiting on.
+        deadline = due.timestamp() + jitter + max(120.0, config.jobs * 0.05)
+        while time.time() < deadline:
+            depth = _queue_depth(plain_sqs, resources.ready_queue_url)
+            dispatched = depth + len({c.key for c in receiver.calls if c.job_id in expected})
+            now = time.time()
+            if first_seen is None and dispatched > 0:
+                first_seen = now
+            if all_seen is None and dispatched >= config.jobs:
+                all_seen = now
+                break
+            time.sleep(0.25)
+        keys = {f"{j}:{rfc3339(due)}" for j in job_ids}
+        log("burst: waiting for every occurrence to reach the receiver")
+        arrived = receiver.wait_for(keys, timeout=max(1.0, deadline - time.time()))
+        time.sleep(1.5)  # a little longer, to catch a late duplicate
+        stack.stop()
+        sweeps = stack.sweeps()
+
+        first_call: dict[str, float] = {}
+        for call in receiver.calls:
+            if call.job_id in expected:
+                first_call[call.job_id] = min(call.at, first_call.get(call.job_id, call.at))
+        lateness = [first_call[j] - expected[j].timestamp() for j in first_call]
+        states = _ledger_states(plain_ddb, resources.executions_table)
+        dispatching = [s for s in sweeps if s.get("dispatched", 0) > 0]
+        result: dict[str, Any] = {
+            "jobs": config.jobs,
+            "jitter_seconds": jitter,
+            "workers": config.workers,
+            "due_at": rfc3339(due),
+            "lead_seconds": lead,
+            "create_seconds_per_job_sequential": per_job,
+            "submit_seconds": submit_seconds,
+            "submit_finished_before_due_seconds": due.timestamp() - (began + submit_seconds),
+            "stack_start_seconds": stack_started - stack_began,
+            "dispatch": {
+                "first_message_at_minus_due": (first_seen - due.timestamp()) if first_seen else None,
+                "all_dispatched_at_minus_due": (all_seen - due.timestamp()) if all_seen else None,
+                "seconds_to_dispatch_all": (all_seen - first_seen) if all_seen and first_seen else None,
+                "sweeps_that_dispatched": len(dispatching),
+                "dispatched_by_sweeps": sum(int(s.get("dispatched", 0)) for s in dispatching),
+                "sweeps_stopped_early": sum(1 for s in dispatching if s.get("stopped_early")),
+            },
+            "arrived": arrived,
+            "lateness_seconds": _summary(lateness),
+            "early_starts": sum(1 for x in lateness if x < 0),
+            "receiver": receiver.summary(keys),
+            "ledger_states": states,
+            "lateness_samples": sorted(round(x, 4) for x in lateness),
+        }
+        log(
+            f"burst: jitter {jitter}s: {len(first_call)}/{config.jobs} arrived; lateness p50 "
+            f"{result['lateness_seconds'].get('p50', float('nan')):.2f}s p99 "
+            f"{result['lateness_seconds'].get('p99', float('nan')):.2f}s"
+        )
+        shutil.rmtree(stack.state_dir, ignore_errors=True)  # its logs are kept only when the run failed
+        return result
+    finally:
+        stack.stop()
+        delete_resources(resources, plain_ddb, plain_sqs, plain_events)
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {
+        "count": len(values),
+        "min": min(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "max": max(values),
+        "mean": sum(values) / len(values),
+    }
+
+
+def _ledger_states(dynamodb: Any, table: str) -> dict[str, int]:
+    """How many occurrences the ledger holds in each state (a Scan after the run; not metered)."""
+    states: dict[str, int] = {}
+    request: dict[str, Any] = {
+        "TableName": table,
+        "ProjectionExpression": "#s",
+        "ExpressionAttributeNames": {"#s": "state"},
+    }
+    while True:
+        response = dynamodb.scan(**request)
+        for item in response.get("Items", []):
+            state = item.get("state", {}).get("S", "?")
+            states[state] = states.get(state, 0) + 1
+        if not response.get("LastEvaluatedKey"):
+            return states
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    """One burst per jitter setting, each on its own tables and its own local stack."""
+    receiver = Receiver().start()
+    try:
+        return {
+            "config": {"jobs": config.jobs, "jitters": list(config.jitters), "workers": config.workers},
+            "runs": [run_one(config, jitter, receiver, log) for jitter in config.jitters],
+        }
+    finally:
+        receiver.stop()

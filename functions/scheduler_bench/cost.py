@@ -1,0 +1,236 @@
+"""Scenario 1: AWS request units per fired occurrence, from submit to SUCCEEDED, priced per million fires.
+
+The real services run in this process on metered clients with a virtual clock: the API creates the jobs, the
+sweeper runs once per virtual minute (as EventBridge triggers it), and the worker handles each SQS batch at its
+fire time. SQS delays are zeroed because the clock is virtual (a request costs the same whatever its delay).
+
+Each timeline runs twice on fresh tables: with the jobs, and without them (same sweeps). The difference is the
+marginal spend of the jobs; the run without them is the fixed cost of sweeping every minute.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler.core.keys import occurrence_key
+from scheduler.core.model import JobSpec, RunState
+from scheduler.core.schedules import next_occurrence
+from scheduler.core.timefmt import rfc3339
+from scheduler_bench import prices
+from scheduler_bench.environment import create_resources, delete_resources
+from scheduler_bench.metering import Meter, Totals
+from scheduler_bench.receiver import Receiver
+from scheduler_bench.services import VirtualClock, build, client, drain, settings_for, sweep, utc_minute
+
+PHASES = ("api", "sweeper", "worker")
+SIGNING_SECRET = "bench-signing-secret"
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    """How many jobs of each kind, how many fires per recurring job, and the worker batch sizes to price."""
+
+    one_shot_jobs: int = 50
+    recurring_jobs: int = 10
+    recurring_occurrences: int = 10
+    #: Messages per worker invocation: 10 when busy (a full SQS batch), 1 when quiet.
+    batch_sizes: tuple[int, ...] = (10, 1)
+
+
+def _spec(kind: str, url: str, first: datetime, occurrences: int) -> tuple[JobSpec, dict[str, Any]]:
+    if kind == "one_shot":
+        schedule: dict[str, Any] = {"type": "once", "at": rfc3339(first)}
+    else:
+        end = first + timedelta(minutes=occurrences - 1)
+        schedule = {"type": "rate", "every_seconds": 60, "start_at": rfc3339(first), "end_at": rfc3339(end)}
+    body = {"schedule": schedule, "target": {"type": "http", "url": url}, "payload": {"bench": kind}}
+    return JobSpec.model_validate(body), body
+
+
+def _timeline(
+    kind: str, jobs: int, occurrences: int, batch_size: int, receiver: Receiver, with_jobs: bool
+) -> dict[str, Any]:
+    """One virtual timeline on fresh tables; returns per-phase totals and what fired."""
+    meter = Meter()
+    meter.zero_delays = True
+    dynamodb, sqs, events = client("dynamodb", meter), client("sqs", meter), client("events", meter)
+    plain = client("dynamodb")
+    resources = create_resources(f"bc{uuid.uuid4().hex[:10]}", plain, client("sqs"), client("events"))
+    try:
+        settings = settings_for(resources, SIGNING_SECRET, 1_000_000)
+        start = utc_minute(datetime.now(UTC))
+        clock = VirtualClock(start)
+        services = build(settings, dynamodb, sqs, events, clock, SIGNING_SECRET)
+        # Warm up to the steady state: a watermark at the start (a first sweep would begin 10 minutes back).
+        services.timers.init_watermark(start)
+        with meter.phase("warmup"):
+            services.sweeper.sweep(clock.now() + timedelta(seconds=60))
+        # Far enough ahead that the API writes the timer to its bucket (not near: beyond look-ahead + margin).
+        first = start + timedelta(minutes=9)
+        last = first + timedelta(minutes=(occurrences - 1) if kind == "recurring" else 0)
+        meter.reset()
+        clock.set(start + timedelta(minutes=1, seconds=5))
+        job_ids: list[str] = []
+        spec, body = _spec(kind, receiver.url, first, occurrences)
+        if with_jobs:
+            for _ in range(jobs):
+                with meter.invocation("api"):
+                    created = services.job_service.create("bench", spec, None, body)
+                job_ids.append(created.job.job_id)
+        sweeps = 0
+        minute = start + timedelta(minutes=2, seconds=1)
+        end = last + timedelta(minutes=1)
+        while minute <= end:
+            clock.set(minute)
+            sweep(services, meter)
+            sweeps += 1
+            drain(services, meter, batch_size)
+            minute += timedelta(minutes=1)
+        # What fired: every expected occurrence reached SUCCEEDED (read without the meter).
+        expected = []
+        for job_id in job_ids:
+            at: datetime | None = first
+            while at is not None and at <= last:
+                expected.append(occurrence_key(job_id, at))
+                at = next_occurrence(spec.schedule, at, first) if kind == "recurring" else None
+        states: dict[str, int] = {}
+        for key in expected:
+            item = plain.get_item(TableName=settings.executions_table, Key={"PK": {"S": key}}, ConsistentRead=True)
+            state = item.get("Item", {}).get("state", {}).get("S", "MISSING")
+            states[state] = states.get(state, 0) + 1
+        durations = [(i.seconds, i.records) for i in meter.invocations.get("sweeper", [])]
+        return {
+            "totals": {phase: meter.totals({phase}) for phase in PHASES},
+            "sweeper_durations": durations,
+            "sweeps": sweeps,
+            "expected_occurrences": len(expected),
+            "succeeded": states.get(RunState.SUCCEEDED.value, 0),
+            "states": states,
+            "kept_messages": services.kept,
+        }
+    finally:
+        delete_resources(resources, plain, client("sqs"), client("events"))
+
+
+def _per_fire(marginal: dict[str, Totals], fires: int) -> dict[str, Any]:
+    """Per-fire quantities by function, and their sum."""
+    by_function = {phase: totals.scaled(1 / fires) for phase, totals in marginal.items()}
+    out: dict[str, Any] = {"by_function": by_function}
+    for name in ("read_units", "write_units", "transactional_write_units", "index_write_units", "estimated_units",
+                 "items_read", "dynamodb_calls", "sqs_requests", "sqs_billed_requests", "events_billed"):  # fmt: skip
+        out[name] = sum(by_function[p][name] for p in PHASES)
+    out["lambda_invocations"] = {p: by_function[p]["invocations"].get(p, 0.0) for p in PHASES}
+    out["lambda_billed_seconds"] = {p: by_function[p]["billed_seconds"].get(p, 0.0) for p in PHASES}
+    return out
+
+
+def _priced(per_fire: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Dollars per million fires: the fire path (sweeper + worker) and with the submission (api + API Gateway)."""
+    fire_path = ("sweeper", "worker")
+    bf = per_fire["by_function"]
+
+    def part(phases: tuple[str, ...], api_requests: float) -> dict[str, float]:
+        return prices.per_million(
+            read_units=sum(bf[p]["read_units"] for p in phases),
+            write_units=sum(bf[p]["write_units"] for p in phases),
+            sqs_requests=sum(bf[p]["sqs_billed_requests"] for p in phases),
+            lambda_requests=sum(per_fire["lambda_invocations"][p] for p in phases),
+            lambda_seconds=sum(per_fire["lambda_billed_seconds"][p] for p in phases),
+            api_requests=api_requests,
+            completion_events=sum(bf[p]["events_billed"] for p in phases),
+        )
+
+    return {
+        "fire_path": part(fire_path, 0.0),
+        "with_submission": part(PHASES, per_fire["lambda_invocations"]["api"]),
+    }
+
+
+def run(config: CostConfig, log: Any) -> dict[str, Any]:
+    """Both job kinds, each at every batch size, plus the job-less baselines; returns the results section."""
+    receiver = Receiver().start()
+    try:
+        results: dict[str, Any] = {"config": config.__dict__ | {"batch_sizes": list(config.batch_sizes)}}
+        fixed: dict[str, Any] | None = None
+        for kind, jobs, occurrences in (
+            ("one_shot", config.one_shot_jobs, 1),
+            ("recurring", config.recurring_jobs, config.recurring_occurrences),
+        ):
+            log(f"cost: {kind}: baseline timeline without jobs")
+            baseline = _timeline(kind, 0, occurrences, 10, receiver, with_jobs=False)
+            if fixed is None:
+                fixed = _fixed(baseline)
+            runs = []
+            for batch_size in config.batch_sizes:
+                log(f"cost: {kind}: {jobs} jobs x {occurrences} occurrence(s), worker batches of {batch_size}")
+                measured = _timeline(kind, jobs, occurrences, batch_size, receiver, with_jobs=True)
+                fires = measured["succeeded"]
+                marginal = {p: measured["totals"][p].minus(baseline["totals"][p]) for p in PHASES}
+                marginal["sweeper"].billed_seconds["sweeper"] = _marginal_sweep_seconds(measured["sweeper_durations"])
+                per_fire = _per_fire(marginal, max(1, fires))
+                runs.append(
+                    {
+                        "batch_size": batch_size,
+                        "jobs": jobs,
+                        "occurrences_per_job": occurrences,
+                        "expected_occurrences": measured["expected_occurrences"],
+                        "fires": fires,
+                        "states": measured["states"],
+                        "kept_messages": measured["kept_messages"],
+                        "sweeps": measured["sweeps"],
+                        "per_fire": per_fire,
+                        "per_million_fires_usd": _priced(per_fire),
+                    }
+                )
+            results[kind] = runs
+        assert fixed is not None
+        results["fixed"] = fixed
+        quiet = min(
+            (r for r in results["one_shot"] if r["batch_size"] == min(config.batch_sizes)),
+            key=lambda r: r["batch_size"],
+        )
+        worker_seconds = quiet["per_fire"]["lambda_billed_seconds"]["worker"]
+        results["alternatives"] = prices.eventbridge_rows(worker_seconds)
+        results["duplicates_at_receiver"] = receiver.summary()
+        return results
+    finally:
+        receiver.stop()
+
+
+def _fixed(baseline: dict[str, Any]) -> dict[str, Any]:
+    """The cost of sweeping every minute with nothing due, per sweep and per month."""
+    sweeper: Totals = baseline["totals"]["sweeper"]
+    sweeps = max(1, baseline["sweeps"])
+    per_sweep = sweeper.scaled(1 / sweeps)
+    seconds = per_sweep["billed_seconds"].get("sweeper", 0.0)
+    per_month = prices.per_million(
+        read_units=per_sweep["read_units"],
+        write_units=per_sweep["write_units"],
+        sqs_requests=per_sweep["sqs_billed_requests"],
+        lambda_requests=1,
+        lambda_seconds=seconds,
+        completion_events=per_sweep["events_billed"],
+    )
+    scale = prices.MINUTES_PER_MONTH / 1e6
+    sweeper_month = {k: v * scale for k, v in per_month.items()}
+    idle_polls = prices.IDLE_POLLS_PER_MINUTE * prices.MINUTES_PER_MONTH
+    return {
+        "sweeps_measured": sweeps,
+        "per_sweep": per_sweep,
+        "sweeper_per_month_usd": sweeper_month,
+        "idle_worker_polling_per_month_usd": idle_polls * prices.PRICES["sqs_request"],
+        "idle_worker_polling_assumption": (
+            f"{prices.IDLE_POLLS_PER_MINUTE} empty long polls a minute (5 event source mapping pollers, 20 s each)"
+        ),
+    }
+
+
+def _marginal_sweep_seconds(durations: list[tuple[float, int]]) -> float:
+    """The sweeper time the jobs added: each sweep that dispatched, less the median sweep that did not, in
+    the same run. (Subtracting the job-less run's time instead would mostly measure the machine's noise.)"""
+    empty = sorted(seconds for seconds, dispatched in durations if dispatched == 0)
+    typical = empty[len(empty) // 2] if empty else 0.0
+    return sum(max(0.0, seconds - typical) for seconds, dispatched in durations if dispatched > 0)

@@ -1,0 +1,96 @@
+"""On-demand list prices (us-east-1) and the conversion of measured units into dollars per million fires.
+
+Prices change; these are the ones the figures were computed with, and they are written into results.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PRICES: dict[str, float] = {
+    #: DynamoDB on-demand, per unit (transactional writes are already doubled in the units).
+    "dynamodb_write_request_unit": 0.625 / 1e6,
+    "dynamodb_read_request_unit": 0.125 / 1e6,
+    #: SQS standard queue, per request; every 64 KB chunk of a request's payload is a request.
+    "sqs_request": 0.40 / 1e6,
+    #: Lambda, per request and per GB-second (arm64).
+    "lambda_request": 0.20 / 1e6,
+    "lambda_gb_second_arm64": 0.0000133334,
+    #: API Gateway REST API, per request (the first 333 million a month).
+    "api_gateway_rest_request": 3.50 / 1e6,
+    #: EventBridge custom events (PutEvents), per event (each 64 KB chunk of an event): completion events.
+    "eventbridge_custom_event": 1.00 / 1e6,
+    #: EventBridge Scheduler, per scheduled invocation.
+    "eventbridge_scheduler_invocation": 1.00 / 1e6,
+}
+LAMBDA_MEMORY_GB = 128 / 1024
+MINUTES_PER_MONTH = 30 * 24 * 60
+#: Assumed idle polling of the worker's SQS event source mapping: 5 pollers long-polling 20 s each.
+IDLE_POLLS_PER_MINUTE = 5 * 3
+
+#: Powertools idempotency per call (items under 1 KB): a conditional PutItem (INPROGRESS) and an UpdateItem
+#: (COMPLETED), 1 write unit each. A repeat adds a failed conditional PutItem (1 write unit) and a
+#: strongly consistent GetItem (1 read unit); the headline figure assumes no repeats.
+POWERTOOLS_WRITE_UNITS_PER_CALL = 2
+POWERTOOLS_REPEAT_WRITE_UNITS = 1
+POWERTOOLS_REPEAT_READ_UNITS = 1
+
+
+def lambda_seconds_cost(seconds: float) -> float:
+    """Dollars for `seconds` of a 128 MB arm64 Lambda."""
+    return seconds * LAMBDA_MEMORY_GB * PRICES["lambda_gb_second_arm64"]
+
+
+def per_million(
+    read_units: float,
+    write_units: float,
+    sqs_requests: float,
+    lambda_requests: float,
+    lambda_seconds: float,
+    api_requests: float = 0.0,
+    eventbridge_invocations: float = 0.0,
+    completion_events: float = 0.0,
+) -> dict[str, float]:
+    """Dollars per million fires, by service, from per-fire quantities."""
+    dynamodb = read_units * PRICES["dynamodb_read_request_unit"] + write_units * PRICES["dynamodb_write_request_unit"]
+    parts = {
+        "dynamodb": dynamodb * 1e6,
+        "sqs": sqs_requests * PRICES["sqs_request"] * 1e6,
+        "lambda_requests": lambda_requests * PRICES["lambda_request"] * 1e6,
+        "lambda_duration": lambda_seconds_cost(lambda_seconds) * 1e6,
+        "api_gateway": api_requests * PRICES["api_gateway_rest_request"] * 1e6,
+        "eventbridge_scheduler": eventbridge_invocations * PRICES["eventbridge_scheduler_invocation"] * 1e6,
+        "completion_events": completion_events * PRICES["eventbridge_custom_event"] * 1e6,
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def eventbridge_rows(worker_seconds_per_fire: float) -> list[dict[str, Any]]:
+    """The alternatives, priced from their documented per-call work (see the assumptions in each row)."""
+    alone = per_million(0, 0, 0, 0, 0, eventbridge_invocations=1)
+    with_lambda = per_million(
+        0, POWERTOOLS_WRITE_UNITS_PER_CALL, 0, 1, worker_seconds_per_fire, eventbridge_invocations=1
+    )
+    return [
+        {
+            "design": "EventBridge Scheduler alone",
+            "per_million": alone,
+            "assumptions": [
+                "$1.00 per million scheduled invocations; creating schedules is not charged",
+                "the target's own cost is extra; delivery is at-least-once with no deduplication",
+            ],
+        },
+        {
+            "design": "EventBridge Scheduler + Lambda + Powertools idempotency",
+            "per_million": with_lambda,
+            "assumptions": [
+                "1 scheduler invocation + 1 Lambda invocation (128 MB arm64) per fire",
+                f"Lambda duration per fire = our worker's measured execution time per occurrence "
+                f"({worker_seconds_per_fire * 1000:.1f} ms): the same target call, fewer table calls",
+                "Powertools idempotency: conditional PutItem (INPROGRESS) + UpdateItem (COMPLETED) = 2 write units "
+                "per fire; a repeat would add 1 write unit (failed put) + 1 read unit (GetItem); 0 % repeats assumed",
+                "no run history, no fencing token, no misfire or overlap policy",
+            ],
+        },
+    ]

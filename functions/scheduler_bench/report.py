@@ -1,0 +1,297 @@
+"""`bench/results.md`: the tables the README shows, rendered from results.json's content."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def _cost(cost: dict[str, Any]) -> list[str]:
+    lines = ["## Cost per million fires", ""]
+    if "error" in cost:
+        return [*lines, f"Not measured: {cost['error'].splitlines()[-1]}", ""]
+    headers = [
+        "Design",
+        "Msgs per worker call",
+        "Read units / fire",
+        "Write units / fire (tx, index)",
+        "SQS requests / fire",
+        "Events / fire",
+        "Lambda calls / fire",
+        "Lambda ms / fire",
+        "$ / M fires (fire path)",
+        "$ / M fires (with submit)",
+    ]
+    rows = []
+    names = {"one_shot": "punctual, one-shot job", "recurring": "punctual, recurring job"}
+    for kind in ("one_shot", "recurring"):
+        for run in cost.get(kind, []):
+            pf = run["per_fire"]
+            label = names[kind]
+            if kind == "recurring":
+                label += f" (rate 1/min, {run['occurrences_per_job']} fires per job)"
+            calls = sum(pf["lambda_invocations"].values())
+            ms = 1000 * sum(pf["lambda_billed_seconds"].values())
+            usd = run["per_million_fires_usd"]
+            rows.append(
+                [
+                    label,
+                    str(run["batch_size"]),
+                    _f(pf["read_units"]),
+                    f"{_f(pf['write_units'])} ({_f(pf['transactional_write_units'])}, {_f(pf['index_write_units'])})",
+                    _f(pf["sqs_billed_requests"]),
+                    _f(pf["events_billed"]),
+                    _f(calls),
+                    _f(ms, 1),
+                    _usd(usd["fire_path"]["total"]),
+                    _usd(usd["with_submission"]["total"]),
+                ]
+            )
+    for alternative in cost.get("alternatives", []):
+        total = alternative["per_million"]["total"]
+        rows.append([alternative["design"], "1", "", "", "", "", "", "", _usd(total), _usd(total)])
+    lines += _table(headers, rows)
+    lines += [
+        "",
+        "Fire path = sweeper + worker (what EventBridge Scheduler's invocation price compares with); with submit adds "
+        "the api Lambda, its DynamoDB transaction and an API Gateway REST request ($3.50/M), once per job "
+        "(a recurring job's submission is shared by its fires).",
+        "",
+    ]
+    first = next(iter(cost.get("one_shot", [])), None)
+    if first is not None:
+        lines += ["Where a one-shot fire's units go (busy batches):", ""]
+        op_rows = []
+        for function, row in first["per_fire"]["by_function"].items():
+            for operation, figures in sorted(row["by_operation"].items()):
+                if abs(figures.get("calls", 0.0)) < 1e-9 and abs(figures.get("write_units", 0.0)) < 1e-9:
+                    continue
+                op_rows.append(
+                    [
+                        function,
+                        operation,
+                        _f(figures.get("calls", 0.0)),
+                        _f(figures.get("read_units", 0.0)),
+                        _f(figures.get("write_units", 0.0)),
+                        _f(figures.get("billed_requests", 0.0)),
+                    ]
+                )
+        headers = ["Function", "Operation", "Calls / fire", "Read units", "Write units", "SQS requests / events"]
+        lines += _table(headers, op_rows)
+        lines.append("")
+    fixed = cost.get("fixed")
+    if fixed:
+        per_sweep = fixed["per_sweep"]
+        month = fixed["sweeper_per_month_usd"]
+        lines += [
+            "Fixed cost, whatever the load: one sweep a minute with nothing due reads "
+            f"{_f(per_sweep['read_units'], 1)} and writes {_f(per_sweep['write_units'], 1)} units in "
+            f"{_f(per_sweep['dynamodb_calls'], 0)} DynamoDB calls: {_usd(month['total'])} a month with its Lambda; "
+            "the worker's idle SQS polling adds about "
+            f"{_usd(fixed['idle_worker_polling_per_month_usd'])} a month ({fixed['idle_worker_polling_assumption']}).",
+            "",
+        ]
+    for alternative in cost.get("alternatives", []):
+        lines.append(f"- {alternative['design']}: " + "; ".join(alternative["assumptions"]) + ".")
+    lines.append("")
+    return lines
+
+
+def _sweep(sweep: dict[str, Any]) -> list[str]:
+    lines = ["## Sweep cost vs. pending set (and the Scan baseline)", ""]
+    if "error" in sweep:
+        return [*lines, f"Not measured: {sweep['error'].splitlines()[-1]}", ""]
+    rows = []
+    for r in sweep.get("rounds", []):
+        s, scan = r["sweep"], r["scan"]
+        rows.append(
+            [
+                _f(r["pending"]),
+                _f(s["dispatched"]),
+                _f(s["query_items_read_per_dispatched"]),
+                _f(s["query_read_units_per_dispatched"], 3),
+                f"{_f(s['per_dispatched']['read_units'], 3)} / {_f(s['per_dispatched']['write_units'])}",
+                _f(scan["items_read_per_found"], 1),
+                _f(scan["read_units_per_found"], 3),
+                f"{_f(r['scan_to_sweep_read_units'], 1)}x",
+                f"{_f(s['seconds'], 1)} / {_f(scan['seconds'], 1)}",
+            ]
+        )
+    lines += _table(
+        [
+            "Pending jobs",
+            "Due now",
+            "Sweep: items read / dispatched",
+            "Sweep: query read units / dispatched",
+            "Sweep: all read / write units per dispatched",
+            "Scan: items read / due",
+            "Scan: read units / due",
+            "Scan / sweep read units",
+            "Seconds: sweep / scan",
+        ],
+        rows,
+    )
+    lines += [
+        "",
+        "The sweep claims, seals and queries only the due minute's buckets: what it reads per dispatched occurrence "
+        "does not grow with the pending set. The Scan baseline reads every job to find the due ones. The sweep's "
+        "write units are the work of dispatching (claims, checkpoints, and each one-shot job's completion).",
+        "",
+    ]
+    return lines
+
+
+def _burst(burst: dict[str, Any]) -> list[str]:
+    lines = ["## Burst: jobs due in the same second (local stack)", ""]
+    if "error" in burst:
+        return [*lines, f"Not measured: {burst['error'].splitlines()[-1]}", ""]
+    rows = []
+    late_dispatch = False
+    for r in burst.get("runs", []):
+        late, rx, d = r["lateness_seconds"], r["receiver"], r["dispatch"]
+        done = d["all_dispatched_at_minus_due"]
+        if done is None:
+            when = "not within the run"
+            late_dispatch = True
+        else:
+            when = f"{abs(done):.1f} s {'after' if done > 0 else 'before'}"
+            late_dispatch |= done > 0
+        seconds = d["seconds_to_dispatch_all"]
+        rows.append(
+            [
+                f"{r['jitter_seconds']} s",
+                _f(r["jobs"]),
+                _f(seconds, 1),
+                _f(r["jobs"] / seconds if seconds else None, 0),
+                when,
+                _f(late.get("p50")),
+                _f(late.get("p95")),
+                _f(late.get("p99")),
+                _f(late.get("max")),
+                _f(r["early_starts"]),
+                f"{_f(rx['raw_calls'])} / {_f(rx['duplicate_calls'])}",
+                _f(rx["max_effects_per_key"]),
+                _f(rx.get("missing_keys")),
+                _f(r["ledger_states"].get("SUCCEEDED", 0)),
+            ]
+        )
+    lines += _table(
+        [
+            "Jitter",
+            "Jobs",
+            "Dispatch all (s)",
+            "Dispatch rate (/s)",
+            "Last dispatch vs. due",
+            "Lateness p50 (s)",
+            "p95",
+            "p99",
+            "max",
+            "Early starts",
+            "Raw calls / duplicates",
+            "Max effects per key",
+            "Missing",
+            "SUCCEEDED",
+        ],
+        rows,
+    )
+    workers = burst.get("config", {}).get("workers")
+    dispatch_note = (
+        "Where the last dispatch came after the fire time, the sweeper (one process, one completion transaction per "
+        "one-shot job, on DynamoDB Local) had not finished handing the burst to SQS, and the lateness includes that; "
+        "on AWS the look-ahead is there to keep dispatch ahead of the fire time."
+        if late_dispatch
+        else "The sweeper handed every message to SQS before the fire time, so dispatch is not in the lateness."
+    )
+    lines += [
+        "",
+        f"Lateness = arrival at the receiver - fire_at (scheduled instant + the occurrence's deterministic jitter). "
+        f"The local stack runs {workers} worker processes on this machine in front of a moto server: the tail is the "
+        f"time those workers take to drain the burst, not what Lambda's scaling would give on AWS. {dispatch_note}",
+        "",
+        "![Start lateness of the burst](lateness.png)",
+        "",
+    ]
+    return lines
+
+
+def _batching(sweep: dict[str, Any]) -> list[str]:
+    batching = sweep.get("batching")
+    if not batching:
+        return []
+    rows = [
+        [
+            "SendMessageBatch of 10 (punctual)",
+            _f(batching["batched"]["requests"], 0),
+            _f(batching["batched"]["requests_per_occurrence"]),
+            _f(batching["batched"]["seconds"], 2),
+        ],
+        [
+            "one SendMessage per occurrence (baseline)",
+            _f(batching["single"]["requests"], 0),
+            _f(batching["single"]["requests_per_occurrence"]),
+            _f(batching["single"]["seconds"], 2),
+        ],
+    ]
+    return [
+        "## Batching: SendMessageBatch vs. one SendMessage per occurrence",
+        "",
+        *_table(["Design", "SQS requests", "Requests / occurrence", "Seconds (moto)"], rows),
+        "",
+        f"{_f(batching['messages'])} messages: {_f(batching['request_ratio'], 1)}x fewer requests and "
+        f"{_f(batching['time_ratio'], 1)}x less time with batches.",
+        "",
+    ]
+
+
+def render(results: dict[str, Any]) -> str:
+    """The whole of results.md."""
+    machine, versions, commit = results["machine"], results["versions"], results["git"]
+    lines = [
+        "# punctual benchmarks",
+        "",
+        f"Run {results['finished_at']} ({results['mode']} sizes, {results['duration_seconds']:.0f} s) on "
+        f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB; Python {versions['python']}, "
+        f"boto3 {versions['boto3']}, moto {versions['moto']}, DynamoDB Local `{versions['dynamodb_local']}`; commit "
+        f"`{(commit.get('commit') or 'unknown')[:12]}`{' (work tree modified)' if commit.get('dirty') else ''}. "
+        f"Endpoints: DynamoDB {results['endpoints']['dynamodb']}, SQS {results['endpoints']['sqs']}.",
+        "",
+    ]
+    loads = []
+    for name, key in (("cost", "cost"), ("sweep", "sweep_scaling"), ("burst", "burst")):
+        before, after = (results.get(key) or {}).get("load_average_before_after") or (None, None)
+        if before and after:
+            loads.append(f"{name} {before[0]:.1f} -> {after[0]:.1f}")
+    if loads:
+        lines += [
+            f"Machine load (1-minute load average before -> after each scenario, {machine['cores']} cores): "
+            + ", ".join(loads)
+            + ". Times in seconds are this machine's, under that load; counts and units are not affected.",
+            "",
+        ]
+    lines += _cost(results.get("cost", {"error": "not run"}))
+    lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))
+    lines += _batching(results.get("sweep_scaling", {}))
+    lines += _burst(results.get("burst", {"error": "not run"}))
+    lines += ["## How these were measured, and what to keep in mind", ""]
+    lines += [f"- {note}" for note in results.get("notes", [])]
+    lines.append("")
+    return "\n".join(lines)

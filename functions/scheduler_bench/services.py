@@ -1,0 +1,208 @@
+"""The real services, wired as `scheduler.handlers.wiring.build` wires them, but with metered clients and a
+clock the benchmark controls; and the worker driven as the Lambda event source mapping drives it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from scheduler.adapters.codec import dispatch_from_body
+from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
+from scheduler.adapters.eventbridge import EventBridgePublisher
+from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
+from scheduler.adapters.sqs import SqsMessage, SqsReadyQueue
+from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.core.events import Outbox
+from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.jobs import JobService
+from scheduler.core.ports import Clock, NullMetrics, TargetInvoker
+from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.settings import Settings
+from scheduler_bench.metering import Meter
+from scheduler_local.provision import Resources
+
+#: As in the wiring (scheduler.handlers.wiring._BOTO_CONFIG), with a larger pool for the threaded loaders.
+BOTO_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=60, max_pool_connections=32
+)
+
+
+def client(service: str, meter: Meter | None = None) -> Any:
+    """A boto3 client for `service` (endpoint from AWS_ENDPOINT_URL_*), metered when `meter` is given."""
+    made: Any = boto3.client(service, config=BOTO_CONFIG)  # type: ignore[call-overload]
+    return meter.attach(made) if meter is not None else made
+
+
+def settings_for(resources: Resources, signing_secret: str, max_active_jobs: int) -> Settings:
+    """Settings as the local stack gives its functions (`Resources.env()`), for this run's resources: the
+    defaults of everything else (shards, look-ahead, leases), private targets allowed (the receiver is local)."""
+    return Settings(
+        jobs_table=resources.jobs_table,
+        executions_table=resources.executions_table,
+        ready_queue_url=resources.ready_queue_url,
+        dlq_url=resources.dlq_url,
+        event_bus_name=resources.event_bus_name,
+        allow_private_targets=True,
+        signing_secret=signing_secret,
+        max_active_jobs_per_tenant=max_active_jobs,
+    )
+
+
+class SystemClock:
+    """Wall-clock time (the burst runs in real time against the local stack's processes)."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class VirtualClock:
+    """The core's Clock port on a time the benchmark sets, so a day of sweeps runs in seconds."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start
+
+    def now(self) -> datetime:
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        self._now = when
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+
+
+@dataclass
+class Services:
+    """The composition root's services for one set of tables and queues."""
+
+    settings: Settings
+    clock: Clock
+    worker_clock: VirtualClock
+    jobs: DynamoJobStore
+    timers: DynamoTimerStore
+    ledger: DynamoLedger
+    queue: SqsReadyQueue
+    dispatcher: Dispatcher
+    job_service: JobService
+    sweeper: Sweeper
+    executor: Executor
+    sqs: Any
+    dynamodb: Any
+    kept: list[str] = field(default_factory=list)
+
+
+def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock, signing_secret: str) -> Services:
+    """Mirror of `wiring.build` + `Container.job_service/sweeper/executor`, with injected clients and clocks
+    (completion events included: the outbox publishes through `events` when `settings.completion_events`).
+
+    The worker has its own clock: in virtual time a message is handled at its fire time, as the SQS delay
+    would deliver it, while the sweeper's clock goes on minute by minute.
+    """
+    metrics = NullMetrics()
+    jobs = DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb)
+    timers = DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb)
+    ledger = DynamoLedger(settings.executions_table, dynamodb)
+    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs)
+    dispatch_config = DispatchConfig(
+        lookahead=timedelta(seconds=settings.lookahead_seconds),
+        misfire_grace=timedelta(seconds=settings.misfire_grace_seconds),
+        catchup_window=timedelta(seconds=settings.catchup_window_seconds),
+    )
+    dispatcher = Dispatcher(jobs, timers, queue, clock, dispatch_config, metrics)
+    outbox = None
+    if settings.completion_events:
+        outbox = Outbox(ledger, EventBridgePublisher(settings.event_bus_name, events), metrics)
+    guard = AddressGuard(settings.allow_private_targets)
+    job_service = JobService(
+        jobs,
+        ledger,
+        dispatcher,
+        clock,
+        max_active_jobs=settings.max_active_jobs_per_tenant,
+        check_target=guard.check_spec,
+    )
+    sweep_config = SweepConfig(
+        shard_count=settings.shard_count,
+        lookahead=timedelta(seconds=settings.lookahead_seconds),
+        bucket_lease=timedelta(seconds=settings.bucket_lease_seconds),
+        dispatch_budget=settings.dispatch_budget,
+        safety=timedelta(seconds=settings.sweep_safety_seconds),
+    )
+    owner = f"bench-sweeper/{uuid.uuid4().hex[:8]}"
+    sweeper = Sweeper(timers, dispatcher, clock, sweep_config, metrics, owner, outbox=outbox)
+    worker_clock = VirtualClock(clock.now())
+    targets: dict[str, TargetInvoker] = {"http": HttpTargetInvoker(guard, signing_secret)}
+    executor = Executor(
+        jobs,
+        ledger,
+        queue,
+        targets,
+        worker_clock,
+        ExecuteConfig(lease=timedelta(seconds=settings.lease_seconds)),
+        metrics,
+        worker_id=f"bench-worker/{uuid.uuid4().hex[:8]}",
+        sleep=worker_clock.advance,
+        outbox=outbox,
+    )
+    return Services(
+        settings, clock, worker_clock, jobs, timers, ledger, queue, dispatcher, job_service, sweeper, executor, sqs,
+        dynamodb,
+    )  # fmt: skip
+
+
+def sweep(services: Services, meter: Meter) -> int:
+    """One sweeper invocation at the sweeper clock's time; returns the occurrences it dispatched."""
+    with meter.invocation("sweeper"):
+        report = services.sweeper.sweep(services.clock.now() + timedelta(seconds=60))
+    meter.invocations["sweeper"][-1].records = report.dispatched
+    return report.dispatched
+
+
+def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float = 0.05) -> int:
+    """Feed the ready queue to the executor as the event source mapping does: receive a batch, run each record
+    (at its fire time on the worker's clock, as the SQS delay would deliver it), delete what succeeded.
+
+    One Lambda invocation per non-empty batch; the handler's duration is the records' execution (receiving
+    and deleting is the event source mapping's work, billed as SQS requests). Returns the records handled.
+    """
+    handled = 0
+    while True:
+        with meter.phase("worker"):
+            response = services.sqs.receive_message(
+                QueueUrl=services.settings.ready_queue_url,
+                MaxNumberOfMessages=batch_size,
+                WaitTimeSeconds=0,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+        messages = response.get("Messages", [])
+        if not messages:
+            return handled
+        done: list[dict[str, str]] = []
+        with meter.invocation("worker", records=len(messages)):
+            for m in messages:
+                dispatch = dispatch_from_body(m["Body"])
+                due = dispatch.fire_at + timedelta(seconds=arrival_lag)
+                services.worker_clock.set(max(services.worker_clock.now(), due))
+                receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))
+                control = SqsMessage(services.sqs, services.settings.ready_queue_url, m["ReceiptHandle"], receive_count)
+                outcome = services.executor.execute(dispatch, control)
+                if outcome.ack:
+                    done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
+                else:
+                    control.extend_visibility(outcome.hide_seconds)
+                    services.kept.append(f"{dispatch.key}: {outcome.reason}")
+        if done:
+            with meter.phase("worker"):
+                services.sqs.delete_message_batch(QueueUrl=services.settings.ready_queue_url, Entries=done)
+        handled += len(messages)
+
+
+def utc_minute(when: datetime) -> datetime:
+    """The start of `when`'s minute, in UTC (virtual timelines start on a bucket boundary)."""
+    return when.astimezone(UTC).replace(second=0, microsecond=0)

@@ -1,0 +1,106 @@
+"""The benchmark runs end to end on a tiny size against the emulators and writes well-formed results.
+
+A behaviour test, not a timed one: figures are measured by `scripts/bench`, never asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.system
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, str], tmp_path: Path) -> None:
+    # Given the emulators (their endpoints in AWS_ENDPOINT_URL_*, so the benchmark starts none of its own)
+    env = {**os.environ, **aws_endpoints, "PYTHONPATH": str(ROOT / "functions")}
+    tiny = ["--quick", "--pending", "200", "--due", "20", "--burst", "20", "--cost-jobs", "3"]
+    tiny += ["--recurring-jobs", "2", "--occurrences", "2", "--jitter", "2", "--out", str(tmp_path)]
+
+    # When the benchmark runs every scenario at a tiny size
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler_bench", *tiny], env=env, capture_output=True, text=True, timeout=300
+    )
+
+    # Then it succeeds and records where it ran
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["machine"]["cores"] >= 1 and results["machine"]["cpu_model"]
+    assert results["versions"]["python"] and results["versions"]["boto3"]
+    assert results["git"]["commit"] is None or len(results["git"]["commit"]) == 40
+    assert results["endpoints"]["started_by_the_benchmark"] is False
+
+    # And every fire of the cost scenario reached SUCCEEDED and was counted in units, priced beside EventBridge
+    for kind, expected in (("one_shot", 3), ("recurring", 4)):
+        for run in results["cost"][kind]:
+            assert run["states"] == {"SUCCEEDED": expected}
+            assert run["fires"] == expected and not run["kept_messages"]
+            assert run["per_fire"]["write_units"] > 0 and run["per_fire"]["sqs_billed_requests"] > 0
+            assert run["per_fire"]["lambda_invocations"]["worker"] > 0
+            assert run["per_million_fires_usd"]["with_submission"]["total"] > 0
+    assert {r["batch_size"] for r in results["cost"]["one_shot"]} == {1, 10}
+    assert [a["design"] for a in results["cost"]["alternatives"]] == [
+        "EventBridge Scheduler alone",
+        "EventBridge Scheduler + Lambda + Powertools idempotency",
+    ]
+    assert results["cost"]["duplicates_at_receiver"]["duplicate_calls"] == 0
+
+    # And the sweep dispatched exactly the due jobs, which the Scan baseline found among all the pending ones
+    (round_,) = results["sweep_scaling"]["rounds"]
+    assert round_["pending"] == 200 and round_["sweep"]["dispatched"] == 20
+    assert round_["scan"]["found"] == 20 and round_["scan"]["scanned"] == 220
+    batching = results["sweep_scaling"]["batching"]
+    assert batching["batched"]["requests"] == 2 and batching["single"]["requests"] == 20
+
+    # And each burst (with and without jitter) fired every occurrence once, never early
+    runs = results["burst"]["runs"]
+    assert [r["jitter_seconds"] for r in runs] == [0, 2]
+    for run in runs:
+        assert run["receiver"]["missing_keys"] == 0
+        assert run["receiver"]["max_effects_per_key"] == 1
+        assert run["ledger_states"].get("SUCCEEDED") == 20
+        assert run["early_starts"] == 0
+        assert len(run["lateness_samples"]) == 20
+
+    # And the report and the plot are written
+    markdown = (tmp_path / "results.md").read_text()
+    for heading in ("## Cost per million fires", "## Sweep cost vs. pending set", "## Burst", "## Batching"):
+        assert heading in markdown
+    assert "EventBridge Scheduler alone" in markdown
+    assert png_size((tmp_path / "lateness.png").read_bytes()) == (1000, 720)
+
+
+def test_png_writer_round_trips_pixels(tmp_path: Path) -> None:
+    # Given a canvas with one red pixel
+    from scheduler_bench.plot import Canvas
+
+    canvas = Canvas(3, 2)
+    canvas.blend(1, 1, (255, 0, 0))
+
+    # When it is encoded
+    data = canvas.png()
+
+    # Then the IDAT holds the rows (filter byte 0) with the pixel where it was drawn
+    assert png_size(data) == (3, 2)
+    start = data.index(b"IDAT") + 4
+    (length,) = struct.unpack(">I", data[start - 8 : start - 4])
+    rows = zlib.decompress(data[start : start + length])
+    assert rows[0] == 0 and rows[10] == 0
+    assert rows[11 + 3 : 11 + 6] == b"\xff\x00\x00"
