@@ -62,8 +62,10 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     jobs.replace(paused, current, None, False)
     with pytest.raises(VersionConflict):
         jobs.replace(paused, current, None, False)
-    # In its own minute: with job ids from a shared counter, a shared minute could share the bucket listed below
-    once = make.job(schedule={"type": "once", "at": (t0 + timedelta(minutes=5)).isoformat()})
+    # In its own minute (the timer builder uses next_run_at): job ids come from a shared counter, so in a shared
+    # minute its shard could equal the first job's and put it in the bucket listed below
+    once_at = t0 + timedelta(minutes=5)
+    once = make.job(schedule={"type": "once", "at": once_at.isoformat()}, next_run_at=once_at)
     jobs.create(once, make.timer(once), None, False, 5)
     assert jobs.advance(make.timer(once), None, make.timer(once).scheduled_for, 0).proceed  # transaction path
     assert not jobs.advance(timer, None, timer.scheduled_for, 0).proceed  # failed transaction path
