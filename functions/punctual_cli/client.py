@@ -25,7 +25,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from pydantic import ValidationError
 
 from scheduler.core.keys import split_occurrence_key
-from scheduler.core.model import MAX_PAYLOAD_BYTES, JobSpec, JobState, RunState, payload_size
+from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillState, JobSpec, JobState, RunState, payload_size
 from scheduler.core.timefmt import parse_rfc3339
 
 if TYPE_CHECKING:
@@ -239,6 +239,42 @@ class RunView:
             last_error=raw.get("last_error"),
             result=raw.get("result"),
             history=list(raw.get("history") or []),
+            raw=raw,
+        )
+
+
+@dataclass(frozen=True)
+class BackfillView:
+    """A backfill of a past range and its progress (waves of at most `wave_size` occurrences, one per sweep)."""
+
+    backfill_id: str
+    job_id: str
+    range_from: datetime | None
+    range_to: datetime | None
+    state: BackfillState
+    total: int
+    dispatched: int
+    remaining: int
+    waves: int
+    waves_left: int
+    created_at: datetime | None
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> BackfillView:
+        raw = dict(body)
+        return cls(
+            backfill_id=str(raw["backfill_id"]),
+            job_id=str(raw.get("job_id") or ""),
+            range_from=_instant(raw.get("from")),
+            range_to=_instant(raw.get("to")),
+            state=BackfillState(raw["state"]),
+            total=int(raw.get("total") or 0),
+            dispatched=int(raw.get("dispatched") or 0),
+            remaining=int(raw.get("remaining") or 0),
+            waves=int(raw.get("waves") or 0),
+            waves_left=int(raw.get("waves_left") or 0),
+            created_at=_instant(raw.get("created_at")),
             raw=raw,
         )
 
@@ -494,6 +530,27 @@ class SchedulerClient:
             body["note"] = note
         path = f"/v1/jobs/{_segment(job_id)}/runs/{_segment(occurrence_key)}/resolve"
         return RunView.from_json(self._call("POST", path, body=body))
+
+    # backfills
+
+    def backfills(self, job_id: str, limit: int | None = None, cursor: str | None = None) -> Page[BackfillView]:
+        """`GET /v1/jobs/{id}/backfill`: one page of the job's backfills, newest first."""
+        query: dict[str, str] = {}
+        if limit:
+            query["limit"] = str(limit)
+        if cursor:
+            query["cursor"] = cursor
+        body = self._call("GET", f"/v1/jobs/{_segment(job_id)}/backfill", query=query)
+        return Page([BackfillView.from_json(b) for b in body.get("backfills", [])], body.get("next_cursor"))
+
+    def iter_backfills(self, job_id: str, page_size: int = 100) -> Iterator[BackfillView]:
+        cursor: str | None = None
+        while True:
+            page = self.backfills(job_id, page_size, cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     # service
 

@@ -354,6 +354,24 @@ def cmd_runs(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_backfill_list(ctx: Context) -> int:
+    args = ctx.args
+    client = ctx.client()
+    next_cursor: str | None = None
+    if args.all:
+        found = list(client.iter_backfills(args.job_id, args.limit or 100))
+    else:
+        page = client.backfills(args.job_id, args.limit, args.cursor)
+        found, next_cursor = page.items, page.next_cursor
+    if ctx.as_json:
+        ctx.emit({"backfills": [b.raw for b in found], "next_cursor": next_cursor})
+        return EXIT_OK
+    ctx.say(output.backfill_table(found) if found else "no backfills")
+    if next_cursor:
+        ctx.note(f"more backfills: --cursor {next_cursor} (or --all)")
+    return EXIT_OK
+
+
 def cmd_resolve(ctx: Context) -> int:
     args = ctx.args
     try:
@@ -564,6 +582,16 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("--outcome", required=True, choices=["succeeded", "retry"])
     resolve.add_argument("--note", help="why (kept in the run's history)")
     resolve.add_argument("--job", help="the job id, if KEY does not start with it")
+
+    backfill = command("backfill", lambda ctx: EXIT_USAGE, "a job's backfills of past ranges")
+    backfill_commands = backfill.add_subparsers(dest="backfill_command", metavar="{list}", required=True)
+    backfill_list = backfill_commands.add_parser("list", help="a job's backfills, newest first, with their progress")
+    backfill_list.set_defaults(run=cmd_backfill_list)
+    _add_global_options(backfill_list, on_subcommand=True)
+    backfill_list.add_argument("job_id")
+    backfill_list.add_argument("--limit", type=_positive, metavar="N", help="backfills per page (1-100, default 50)")
+    backfill_list.add_argument("--cursor", help="next_cursor of the previous page")
+    backfill_list.add_argument("--all", action="store_true", help="follow every page")
 
     preview_cmd = command("preview", cmd_preview, "the next occurrences of a schedule, without submitting anything")
     add_schedule_flags(preview_cmd)

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from punctual_cli.client import ApiError, JobView, RunView
+from punctual_cli.client import ApiError, BackfillView, JobView, RunView
 from scheduler.core.timefmt import rfc3339
 from scheduler.ops.redrive import RedriveLine
 
@@ -126,6 +126,15 @@ def run_table(runs: Sequence[RunView]) -> str:
         for run in runs
     ]  # fmt: skip
     return table(("OCCURRENCE KEY", "STATE", "ATTEMPTS", "FINISHED/NEXT", "LAST ERROR"), rows)
+
+
+def backfill_table(backfills: Sequence[BackfillView]) -> str:
+    rows = [
+        (b.backfill_id, b.state.value, when(b.range_from), when(b.range_to), f"{b.dispatched}/{b.total}",
+         b.waves_left, when(b.created_at))
+        for b in backfills
+    ]  # fmt: skip
+    return table(("BACKFILL ID", "STATE", "FROM", "TO", "DISPATCHED", "WAVES LEFT", "CREATED (UTC)"), rows)
 
 
 def preview_table(instants: Sequence[datetime], zone: ZoneInfo | None) -> str:

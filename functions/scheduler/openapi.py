@@ -132,6 +132,13 @@ def document() -> dict[str, Any]:
                 "updated_at": {"type": "string", "format": "date-time"},
             },
         },
+        "BackfillList": {
+            "type": "object",
+            "properties": {
+                "backfills": {"type": "array", "items": {"$ref": REF.format(model="Backfill")}},
+                "next_cursor": {"type": ["string", "null"]},
+            },
+        },
         "Problem": {
             "type": "object",
             "description": "RFC 9457 problem details",
@@ -271,6 +278,15 @@ def document() -> dict[str, Any]:
     }
     backfill_id = {"name": "backfill_id", "in": "path", "required": True, "schema": {"type": "string"}}
     paths["/v1/jobs/{job_id}/backfill"] = {
+        "get": {
+            "summary": "the job's backfills, newest first",
+            "parameters": [JOB_ID, *PAGE],
+            "responses": {
+                "200": _json("a page of backfills", "BackfillList"),
+                "422": _problem("bad query: limit out of range, or a cursor this API did not return for this job"),
+                **COMMON_ERRORS,
+            },
+        },
         "post": {
             "summary": "materialise the job's occurrences in a past range (in waves; what already ran is not re-run)",
             "parameters": [JOB_ID],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -120,7 +122,103 @@ def test_backfill_of_an_unknown_job_is_404_and_of_a_one_shot_job_is_422(env, api
 
 
 def test_wrong_methods_on_backfill_paths_are_405(env, api_call) -> None:
-    assert api_call("GET", "/v1/jobs/x/backfill", tenant=TENANT_A).status == 405
+    for method in ("PUT", "DELETE", "PATCH"):
+        listing = api_call(method, "/v1/jobs/x/backfill", {}, tenant=TENANT_A)
+        assert listing.status == 405, (method, listing.text)
+        assert listing.header("Allow") == "GET, POST"
+        assert listing.header("Content-Type") == "application/problem+json"
+        assert "use GET, POST" in listing.body["detail"]
     response = api_call("PUT", "/v1/jobs/x/backfill/y", {}, tenant=TENANT_A)
     assert response.status == 405
     assert response.header("Allow") == "DELETE, GET"
+
+
+# -- listing ------------------------------------------------------------------------------------------------
+
+
+def start_backfills(api_call: Any, job_id: str, count: int) -> list[str]:
+    """`count` backfills of the job, of successive 10-minute ranges in the past; their ids, oldest first."""
+    end = minute_of(datetime.now(UTC)) - timedelta(minutes=2)
+    ids = []
+    for n in range(count):
+        upto = end - timedelta(minutes=10 * n)
+        body = {"from": rfc3339(upto - timedelta(minutes=10)), "to": rfc3339(upto)}
+        response = api_call("POST", f"/v1/jobs/{job_id}/backfill", body, tenant=TENANT_A)
+        assert response.status == 202, response.text
+        ids.append(str(response.body["backfill_id"]))
+    return ids
+
+
+def test_a_jobs_backfills_are_listed_newest_first_a_page_at_a_time(env, api_call) -> None:
+    job_id, other = every_minute(api_call), every_minute(api_call)
+    ids = start_backfills(api_call, job_id, 3)
+    start_backfills(api_call, other, 1)
+    newest_first = ids[::-1]
+
+    # When the job's backfills are listed in one page
+    whole = api_call("GET", f"/v1/jobs/{job_id}/backfill", tenant=TENANT_A)
+
+    # Then it is the jobs list's envelope, each backfill as GET .../backfill/{id} shows it, newest first
+    assert whole.status == 200, whole.text
+    assert whole.header("Content-Type") == "application/json"
+    assert set(whole.body) == {"backfills", "next_cursor"} and whole.body["next_cursor"] is None
+    assert [b["backfill_id"] for b in whole.body["backfills"]] == newest_first
+    for view in whole.body["backfills"]:
+        assert view == api_call("GET", f"/v1/jobs/{job_id}/backfill/{view['backfill_id']}", tenant=TENANT_A).body
+
+    # And with a limit, page by page through next_cursor
+    seen: list[list[str]] = []
+    cursor = None
+    for _ in range(10):
+        path = f"/v1/jobs/{job_id}/backfill?limit=2" + (f"&cursor={cursor}" if cursor else "")
+        page = api_call("GET", path, tenant=TENANT_A)
+        assert page.status == 200, page.text
+        seen.append([b["backfill_id"] for b in page.body["backfills"]])
+        cursor = page.body["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [newest_first[0:2], newest_first[2:3]]
+
+    # And a job without backfills has an empty list
+    empty = every_minute(api_call)
+    assert api_call("GET", f"/v1/jobs/{empty}/backfill", tenant=TENANT_A).body == {"backfills": [], "next_cursor": None}
+
+
+def test_listing_the_backfills_of_another_tenants_or_an_unknown_job_is_404(env, api_call) -> None:
+    job_id = every_minute(api_call)
+    start_backfills(api_call, job_id, 1)
+
+    for path in (f"/v1/jobs/{job_id}/backfill", "/v1/jobs/no-such-job/backfill"):
+        response = api_call("GET", path, tenant=TENANT_B)
+        assert response.status == 404, response.text
+        assert response.header("Content-Type") == "application/problem+json"
+        assert "exists for this caller" in response.body["detail"]
+        assert TENANT_A not in response.text  # nothing about the owner leaks
+
+
+@pytest.mark.parametrize("limit", ["0", "101", "ten", "-1", "1.5"])
+def test_a_bad_limit_is_422_and_says_what_is_allowed(env, api_call, limit) -> None:
+    job_id = every_minute(api_call)
+
+    response = api_call("GET", f"/v1/jobs/{job_id}/backfill?limit={limit}", tenant=TENANT_A)
+
+    assert response.status == 422, response.text
+    assert response.header("Content-Type") == "application/problem+json"
+    assert response.body["detail"] == "query parameter 'limit' must be a whole number 1-100"
+    assert response.body["errors"] == [{"field": "limit", "message": "must be 1-100"}]
+
+
+def test_a_garbage_forged_or_other_jobs_cursor_is_422_and_says_so(env, api_call) -> None:
+    job_id, other = every_minute(api_call), every_minute(api_call)
+    start_backfills(api_call, job_id, 2)
+    start_backfills(api_call, other, 2)
+    theirs = api_call("GET", f"/v1/jobs/{other}/backfill?limit=1", tenant=TENANT_A).body["next_cursor"]
+    assert theirs
+    forged = base64.urlsafe_b64encode(json.dumps({"PK": {"S": f"JOB#{job_id}"}, "SK": {"S": "DEF"}}).encode())
+
+    for cursor in (base64.urlsafe_b64encode(b"not a cursor").decode(), forged.decode(), theirs):
+        response = api_call("GET", f"/v1/jobs/{job_id}/backfill?cursor={cursor}", tenant=TENANT_A)
+        assert response.status == 422, response.text
+        assert response.header("Content-Type") == "application/problem+json"
+        assert response.body["detail"].startswith("cursor is not one this API returned")
+        assert response.body["errors"][0]["field"] == "cursor"

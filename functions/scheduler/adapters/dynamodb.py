@@ -936,6 +936,51 @@ class DynamoBackfillStore:
         item = self.client.get_item(TableName=self.table, Key=self._key(backfill_id), ConsistentRead=True).get("Item")
         return backfill_from_item(item) if item else None
 
+    def for_job(self, job_id: str, limit: int, cursor: str | None) -> tuple[builtins.list[Backfill], str | None]:
+        """Newest first, strongly consistent. Every job's backfills share the partition, so this filters on the job
+        and queries on until it holds one more than `limit` or the partition ends: a page that ends at the job's
+        oldest backfill carries no cursor. The cursor names the job, so it cannot page through another job's."""
+        start: dict[str, Any] | None = None
+        given = _decode_cursor(cursor)
+        if given is not None:
+            sort_key = given.get("SK")
+            if (
+                set(given) != {"PK", "SK", "job_id"}
+                or given["PK"] != s(BACKFILL_PK)
+                or given["job_id"] != s(job_id)
+                or not (isinstance(sort_key, dict) and set(sort_key) == {"S"} and isinstance(sort_key["S"], str))
+                or not sort_key["S"]
+            ):
+                raise ValueError("cursor is not one this API returned for this job")
+            start = {"PK": given["PK"], "SK": sort_key}
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "PK = :pk",
+            "FilterExpression": "job_id = :job",
+            "ExpressionAttributeValues": {":pk": s(BACKFILL_PK), ":job": s(job_id)},
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+            "Limit": max(limit + 1, PAGE_SIZE),  # items read per query, before the filter
+        }
+        found: builtins.list[Item] = []
+        while len(found) <= limit:
+            if start:
+                request["ExclusiveStartKey"] = start
+            try:
+                response = self.client.query(**request)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] == "ValidationException" and start:
+                    raise ValueError("cursor is not one this API returned") from exc
+                raise
+            found += response.get("Items", [])
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        page = found[:limit]
+        more = len(found) > limit
+        key = {k: page[-1][k] for k in ("PK", "SK", "job_id")} if more and page else None
+        return [backfill_from_item(item) for item in page], _encode_cursor(key)
+
     def running(self, limit: int) -> builtins.list[Backfill]:
         found: builtins.list[Backfill] = []
         request: dict[str, Any] = {

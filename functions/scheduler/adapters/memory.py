@@ -575,6 +575,19 @@ class MemoryBackfillStore:
         with self.lock:
             return self.items.get(backfill_id)
 
+    def for_job(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Backfill], str | None]:
+        """Newest first (ids sort by creation); the cursor is the id of the last backfill of the previous page."""
+        with self.lock:
+            mine = [b for _, b in sorted(self.items.items(), reverse=True) if b.job_id == job_id]
+        start = 0
+        if cursor:
+            start = next((n + 1 for n, b in enumerate(mine) if b.backfill_id == cursor), 0)
+            if start == 0:
+                raise ValueError("cursor is not one this API returned for this job")
+        page = mine[start : start + limit]
+        more = start + limit < len(mine)
+        return page, (page[-1].backfill_id if more and page else None)
+
     def running(self, limit: int) -> list[Backfill]:
         with self.lock:
             found = [b for _, b in sorted(self.items.items()) if b.state == BackfillState.RUNNING]

@@ -12,6 +12,7 @@ conditional write; a crash between the two sends the wave again, and the ledger 
 
 from __future__ import annotations
 
+import builtins
 import logging
 import math
 import uuid
@@ -120,6 +121,15 @@ class BackfillService:
         if backfill is None or backfill.job_id != job_id or backfill.tenant != tenant:
             raise BackfillNotFound(backfill_id)
         return backfill
+
+    def list(
+        self, tenant: str, job_id: str, limit: int, cursor: str | None
+    ) -> tuple[builtins.list[Backfill], str | None]:
+        """The job's backfills, newest first, a page at a time. A cursor the store did not return for this job
+        raises ValueError."""
+        self._job(tenant, job_id)
+        page, next_cursor = self.backfills.for_job(job_id, limit, cursor)
+        return [b for b in page if b.tenant == tenant], next_cursor
 
     def cancel(self, tenant: str, job_id: str, backfill_id: str) -> Backfill:
         """Stop sending waves (idempotent). Occurrences an earlier wave already sent still run."""

@@ -463,6 +463,11 @@ class BackfillStore(Protocol):
         """Strongly consistent."""
         ...
 
+    def for_job(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Backfill], str | None]:
+        """A job's backfills, newest first, a page at a time; the cursor is opaque (None: this was the last page).
+        A cursor this store did not return for this job raises ValueError."""
+        ...
+
     def running(self, limit: int) -> list[Backfill]:
         """Up to `limit` RUNNING backfills, oldest first (strongly consistent)."""
         ...

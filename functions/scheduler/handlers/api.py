@@ -51,7 +51,7 @@ _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/jobs/[^/]+/(pause|resume|trigger)$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs$"), {"GET"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs/[^/]+/resolve$"), {"POST"}),
-    (re.compile(r"^/v1/jobs/[^/]+/backfill$"), {"POST"}),
+    (re.compile(r"^/v1/jobs/[^/]+/backfill$"), {"GET", "POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/backfill/[^/]+$"), {"GET", "DELETE"}),
 ]
 
@@ -412,6 +412,21 @@ def start_backfill(job_id: str) -> Response[str]:
     backfill = svc.start(who, job_id, request.range_from, request.to)
     location = f"/v1/jobs/{job_id}/backfill/{backfill.backfill_id}"
     return json_response(202, backfill_view(backfill, svc), {"Location": location})
+
+
+@app.get("/v1/jobs/<job_id>/backfill")
+def list_backfills(job_id: str) -> Response[str]:
+    who = tenant()
+    limit = int_query("limit", 50, 1, MAX_PAGE)
+    cursor = app.current_event.get_query_string_value("cursor", None)
+    svc = backfills()
+    try:
+        found, next_cursor = svc.list(who, job_id, limit, cursor)
+    except ValueError as exc:
+        raise Problem(
+            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
+        ) from None
+    return json_response(200, {"backfills": [backfill_view(b, svc) for b in found], "next_cursor": next_cursor})
 
 
 @app.get("/v1/jobs/<job_id>/backfill/<backfill_id>")
