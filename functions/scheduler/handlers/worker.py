@@ -21,7 +21,9 @@ from scheduler.handlers import wiring
 
 logger = Logger()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch whose every record is kept (all early, all waiting for a retry or a tenant's slot) is a normal outcome,
+# not an error: report the items, do not fail the invocation (that would count as a Lambda error and alarm).
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 class KeepMessage(Exception):
