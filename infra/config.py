@@ -101,6 +101,8 @@ class PunctualConfig(BaseModel):
     #: Per-tenant dispatch budget: occurrences per second (0 turns budgets off) and burst.
     tenant_dispatch_rate: float | None = Field(default=None, ge=0)
     tenant_dispatch_burst: int | None = Field(default=None, ge=1)
+    #: Per-tenant execution budget: occurrences of one tenant running at once (0 turns it off).
+    tenant_max_concurrency: int | None = Field(default=None, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # --- completion events ----------------------------------------------------------------------------

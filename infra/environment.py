@@ -68,6 +68,7 @@ def scheduler_environment(
         "SCHEDULER_BACKFILL_MAX_OCCURRENCES": config.backfill_max_occurrences,
         "SCHEDULER_TENANT_DISPATCH_RATE": config.tenant_dispatch_rate,
         "SCHEDULER_TENANT_DISPATCH_BURST": config.tenant_dispatch_burst,
+        "SCHEDULER_TENANT_MAX_CONCURRENCY": config.tenant_max_concurrency,
     }
     env.update({name: str(value) for name, value in optional.items() if value is not None})
     return env

@@ -39,6 +39,8 @@ COMPLETION_EVENTS_PUBLISHED = "CompletionEventsPublished"
 COMPLETION_EVENT_FAILURES = "CompletionEventFailures"
 TENANT_THROTTLED = "TenantThrottledSeconds"
 TENANT_DEFERRED = "TenantDeferred"
+TENANT_CONCURRENCY_THROTTLED = "TenantConcurrencyThrottled"
+TENANT_CONCURRENCY_DELAY = "TenantConcurrencyDelaySeconds"
 BACKFILL_DISPATCHED = "BackfillDispatched"
 APPLICATION_METRICS = (
     DISPATCH_LAG,
@@ -56,6 +58,8 @@ APPLICATION_METRICS = (
     COMPLETION_EVENT_FAILURES,
     TENANT_THROTTLED,
     TENANT_DEFERRED,
+    TENANT_CONCURRENCY_THROTTLED,
+    TENANT_CONCURRENCY_DELAY,
     BACKFILL_DISPATCHED,
 )
 
@@ -370,6 +374,10 @@ def _build_dashboard(
             "Fairness: tenant delay by budget (s, max), deferred",
             [application_metric(TENANT_THROTTLED, "Maximum"), app_sum(TENANT_DEFERRED)],
         ),
+        graph(
+            "Fairness: tenants at their concurrency (throttled, delay s max)",
+            [app_sum(TENANT_CONCURRENCY_THROTTLED), application_metric(TENANT_CONCURRENCY_DELAY, "Maximum")],
+        ),
         graph("Backfill: occurrences dispatched", [app_sum(BACKFILL_DISPATCHED)]),
     )
     dashboard.add_widgets(
@@ -386,6 +394,18 @@ def _build_dashboard(
             [ready_queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum")],
         ),
         graph("DLQ messages", [dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD)]),
+    )
+    dashboard.add_widgets(
+        # SQS fair queues (the tenant is each message's group): how many tenants SQS treats as noisy neighbours,
+        # and how long the others' oldest message has waited.
+        graph(
+            "Fair queue: noisy tenants, oldest quiet message (s)",
+            [
+                ready_queue.metric("ApproximateNumberOfNoisyGroups", period=PERIOD, statistic="Maximum"),
+                ready_queue.metric("ApproximateAgeOfOldestMessageInQuietGroups", period=PERIOD, statistic="Maximum"),
+            ],
+            24,
+        ),
     )
     dashboard.add_widgets(
         graph("Lambda invocations", [fn.metric_invocations(label=name) for name, fn in functions.items()]),

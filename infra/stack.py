@@ -97,6 +97,9 @@ class PunctualStack(Stack):
             signing_secret=signing.secret,
             lanes=lanes,
         )
+        if config.completion_events:
+            # The api publishes the outcome an operator records (resolving a RECONCILING run) at once.
+            completion.grant_publish(api.function)
         monitoring = Monitoring(
             self,
             "Monitoring",

@@ -39,9 +39,10 @@ TARGET_ACTIONS: dict[str, tuple[str, ...]] = {
 class Worker(Construct):
     """The worker function behind an SQS event source mapping with partial batch responses.
 
-    Grants: read/write the executions table (the ledger), read the jobs table, consume the ready queue
-    (receive, delete, change visibility), send to the DLQ, read the signing secret, and call exactly the
-    targets listed in the configuration.
+    Grants: read/write the executions table (the ledger), read the jobs table and write only its tenants' items
+    (`TENANT#...`: the execution slots), consume the ready queues (receive, delete, change visibility) and send
+    to them (a throttled occurrence goes back as a new message), send to the DLQ, read the signing secret, and
+    call exactly the targets listed in the configuration.
     """
 
     def __init__(
@@ -86,12 +87,26 @@ class Worker(Construct):
 
         executions_table.grant_read_write_data(self.function)
         jobs_table.grant_read_data(self.function)
+        _grant_tenant_slots(self.function, jobs_table)
         for queue in (lanes or {"normal": ready_queue}).values():
             queue.grant_consume_messages(self.function)
+            queue.grant_send_messages(self.function)
         dead_letter_queue.grant_send_messages(self.function)
         signing_secret.grant_read(self.function)
         _grant_targets(self.function, config)
         acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
+
+
+def _grant_tenant_slots(function: lambda_.Function, jobs_table: dynamodb.Table) -> None:
+    """Per-tenant execution slots (scheduler.core.concurrency) are items of the jobs table under `TENANT#...`:
+    the worker may write those and nothing else there (not a job, not a timer)."""
+    function.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            resources=[jobs_table.table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*"]}},
+        )
+    )
 
 
 def _build_event_source(

@@ -11,10 +11,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class TenantBudgetSetting(BaseModel):
-    """One tenant's dispatch budget (SCHEDULER_TENANT_BUDGETS: a JSON object of tenant -> {"rate", "burst"})."""
+    """One tenant's budgets (SCHEDULER_TENANT_BUDGETS: a JSON object of tenant -> {"rate", "burst", "concurrency"});
+    what it leaves out is the default's."""
 
-    rate: float = Field(gt=0)
-    burst: int = Field(ge=1)
+    rate: float | None = Field(default=None, gt=0)
+    burst: int | None = Field(default=None, ge=1)
+    #: Occurrences of the tenant that may run at once; 0: unlimited.
+    concurrency: int | None = Field(default=None, ge=0)
 
 
 class Settings(BaseSettings):
@@ -52,7 +55,11 @@ class Settings(BaseSettings):
     tenant_dispatch_rate: float = Field(default=100.0, ge=0)
     #: ... and at once: what a tenant may release in one instant before its rate applies.
     tenant_dispatch_burst: int = Field(default=3000, ge=1)
-    #: Budgets of particular tenants, overriding the two above.
+    #: Per-tenant execution budget (scheduler.core.concurrency): occurrences of one tenant running at once, across
+    #: every lane and worker; 0 turns it off. Keep it below the workers' concurrency, so one tenant's slow targets
+    #: cannot take every worker.
+    tenant_max_concurrency: int = Field(default=20, ge=0)
+    #: Budgets of particular tenants, overriding the three above.
     tenant_budgets: dict[str, TenantBudgetSetting] = Field(default_factory=dict)
     #: Publish every terminal outcome of an occurrence as a completion event (scheduler.core.events).
     completion_events: bool = True

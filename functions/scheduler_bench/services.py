@@ -1,4 +1,4 @@
-"""The real services, wired as `scheduler.handlers.wiring.build` wires them, but with metered clients and a
+"""The real services, wired by `scheduler.handlers.wiring.build` itself, but with metered clients and a
 clock the benchmark controls; and the worker driven as the Lambda event source mapping drives it."""
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ from botocore.config import Config
 
 from scheduler.adapters.codec import dispatch_from_body
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
-from scheduler.adapters.eventbridge import EventBridgePublisher
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
+from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsMessage, SqsReadyQueue
-from scheduler.core.dispatch import DispatchConfig, Dispatcher
-from scheduler.core.events import Outbox
-from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.dispatch import Dispatcher
+from scheduler.core.execute import Executor
 from scheduler.core.jobs import JobService
-from scheduler.core.ports import Clock, NullMetrics, TargetInvoker
-from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.core.ports import Clock, NullMetrics
+from scheduler.core.sweep import Sweeper
+from scheduler.handlers import wiring
 from scheduler.settings import Settings
 from scheduler_bench.metering import Meter
 from scheduler_local.provision import Resources
@@ -97,62 +96,35 @@ class Services:
 
 
 def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock, signing_secret: str) -> Services:
-    """Mirror of `wiring.build` + `Container.job_service/sweeper/executor`, with injected clients and clocks
-    (completion events included: the outbox publishes through `events` when `settings.completion_events`).
+    """The handlers' own wiring (`scheduler.handlers.wiring.build`: dispatch and execution budgets, completion
+    events and all), on injected clients and clocks, with the `http` target signing with `signing_secret`.
 
     The worker has its own clock: in virtual time a message is handled at its fire time, as the SQS delay
     would deliver it, while the sweeper's clock goes on minute by minute.
     """
-    metrics = NullMetrics()
-    jobs = DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb)
-    timers = DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb)
-    ledger = DynamoLedger(settings.executions_table, dynamodb)
-    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs)
-    dispatch_config = DispatchConfig(
-        lookahead=timedelta(seconds=settings.lookahead_seconds),
-        misfire_grace=timedelta(seconds=settings.misfire_grace_seconds),
-        catchup_window=timedelta(seconds=settings.catchup_window_seconds),
-    )
-    dispatcher = Dispatcher(jobs, timers, queue, clock, dispatch_config, metrics)
-    outbox = None
-    if settings.completion_events:
-        outbox = Outbox(ledger, EventBridgePublisher(settings.event_bus_name, events), metrics)
-    guard = AddressGuard(settings.allow_private_targets)
-    job_service = JobService(
-        jobs,
-        ledger,
-        dispatcher,
-        clock,
-        max_active_jobs=settings.max_active_jobs_per_tenant,
-        check_target=guard.check_spec,
-    )
-    sweep_config = SweepConfig(
-        shard_count=settings.shard_count,
-        lookahead=timedelta(seconds=settings.lookahead_seconds),
-        bucket_lease=timedelta(seconds=settings.bucket_lease_seconds),
-        dispatch_budget=settings.dispatch_budget,
-        safety=timedelta(seconds=settings.sweep_safety_seconds),
-    )
-    owner = f"bench-sweeper/{uuid.uuid4().hex[:8]}"
-    sweeper = Sweeper(timers, dispatcher, clock, sweep_config, metrics, owner, outbox=outbox)
+    container = wiring.build(settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock)
     worker_clock = VirtualClock(clock.now())
-    targets: dict[str, TargetInvoker] = {"http": HttpTargetInvoker(guard, signing_secret)}
-    executor = Executor(
-        jobs,
-        ledger,
-        queue,
-        targets,
-        worker_clock,
-        ExecuteConfig(lease=timedelta(seconds=settings.lease_seconds)),
-        metrics,
-        worker_id=f"bench-worker/{uuid.uuid4().hex[:8]}",
+    executor = container.new_executor(
+        f"bench-worker/{uuid.uuid4().hex[:8]}",
+        clock=worker_clock,
         sleep=worker_clock.advance,
-        outbox=outbox,
+        targets={"http": HttpTargetInvoker(container.guard, signing_secret)},
     )
     return Services(
-        settings, clock, worker_clock, jobs, timers, ledger, queue, dispatcher, job_service, sweeper, executor, sqs,
+        settings,
+        clock,
+        worker_clock,
+        container.jobs,
+        container.timers,
+        container.ledger,
+        container.queue,
+        container.dispatcher,
+        container.job_service(),
+        container.sweeper(f"bench-sweeper/{uuid.uuid4().hex[:8]}"),
+        executor,
+        sqs,
         dynamodb,
-    )  # fmt: skip
+    )
 
 
 def sweep(services: Services, meter: Meter) -> int:

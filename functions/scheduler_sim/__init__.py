@@ -7,7 +7,8 @@ a fake clock advances, and the faults. After each run the checker judges the six
 section 6; a failure prints the seed, the violation, the last events and a one-line replay command.
 
 Fault model (what the seed may choose, see `faults.FaultProfile`):
-- a crash before or after any port call of any actor (job store, timer store, ledger, ready queue, and the
+- a crash before or after any port call of any actor (job store, timer store, ledger, ready queue, the
+  tenants' execution slots (each seed limits tenants to 1-3 concurrent executions), and the
   worker's receive/delete/change-visibility): the actor's work is abandoned, its message comes back after
   the visibility timeout, its bucket lease runs out;
 - throttling-like transient errors at any port call (a partial batch for queue sends);

@@ -27,6 +27,7 @@ from scheduler.core.ports import (
     JobStore,
     Ledger,
     ReadyQueue,
+    TenantSlots,
     Timer,
     TimerStore,
 )
@@ -469,6 +470,32 @@ class FaultyQueue:
         self.gate.before("queue.dead_letter")
         self.inner.dead_letter(dispatch, execution)
         self.gate.after("queue.dead_letter")
+
+
+class FaultyTenantSlots:
+    """A worker's execution slots (per-tenant execution budgets), through its gate."""
+
+    def __init__(self, inner: TenantSlots, gate: Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
+        self.gate.before("slots.acquire", tenant)
+        slot = self.inner.acquire(tenant, limit, holder, now, lease_until)
+        self.gate.result("slots.acquire", slot)
+        self.gate.after("slots.acquire")
+        return slot
+
+    def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
+        self.gate.before("slots.extend", tenant)
+        extended = self.inner.extend(tenant, slot, holder, lease_until)
+        self.gate.after("slots.extend")
+        return extended
+
+    def release(self, tenant: str, slot: int, holder: str) -> None:
+        self.gate.before("slots.release", tenant)
+        self.inner.release(tenant, slot, holder)
+        self.gate.after("slots.release")
 
 
 class SkewedClock:

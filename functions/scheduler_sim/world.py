@@ -27,10 +27,12 @@ from scheduler.adapters.memory import (
     MemoryLedger,
     MemoryMessage,
     MemoryQueue,
+    MemoryTenantSlots,
     MemoryTimerStore,
     QueuedMessage,
     RecordingMetrics,
 )
+from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.errors import SchedulerError
 from scheduler.core.execute import ExecuteConfig, Executor
@@ -48,6 +50,7 @@ from scheduler_sim.faults import (
     FaultyJobStore,
     FaultyLedger,
     FaultyQueue,
+    FaultyTenantSlots,
     FaultyTimerStore,
     Gate,
     SkewedClock,
@@ -251,6 +254,7 @@ class WorkerActor(Actor):
             sim.metrics,
             name,
             sleep=sim.sleep,
+            gate=ConcurrencyGate(FaultyTenantSlots(sim.tenant_slots, self.gate), sim.concurrency, sim.metrics),
         )
         self.batch = sim.rng.randint(1, 3)
 
@@ -457,6 +461,9 @@ class Simulation:
             safety=timedelta(seconds=20),
         )
         self.execute_config = ExecuteConfig(lease=cfg.lease, heartbeat_fraction=None)
+        # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
+        self.tenant_slots = MemoryTenantSlots()
+        self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
         self.faults_on = True
         self.stack: list[Actor] = []
         self.records = [JobRecord(i, self.workload.describe(i)) for i in range(self.workload.jobs)]

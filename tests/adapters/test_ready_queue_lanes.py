@@ -5,6 +5,7 @@ and still serves low within its bound."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -121,3 +122,22 @@ def test_a_message_held_back_by_its_tenants_budget_is_delayed_until_then(sqs_cli
     queue.send([on_time, held], NOW)
 
     assert [e["DelaySeconds"] for e in sent[0]] == [0, 42]
+
+
+def test_every_message_carries_its_tenant_as_its_fair_queue_message_group(sqs_client, lanes) -> None:
+    # SQS fair queues (standard queues) tell tenants apart by MessageGroupId: a tenant with a backlog in flight is
+    # a noisy neighbour whose messages go after the quiet tenants'.
+    queue = SqsReadyQueue(lanes["normal"], "unused", sqs_client, lanes={"high": lanes["high"], "low": lanes["low"]})
+    sent = [replace(dispatch(n, ("high", "normal")[n % 2]), tenant=f"tenant-{n % 3}") for n in range(8)]
+
+    queue.send(sent, NOW)
+
+    groups: dict[str, str] = {}
+    for url in lanes.values():
+        while batch := sqs_client.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
+        ).get("Messages", []):
+            for m in batch:
+                groups[dispatch_from_body(m["Body"]).job_id] = m["Attributes"]["MessageGroupId"]
+                sqs_client.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    assert groups == {d.job_id: d.tenant for d in sent}

@@ -9,6 +9,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import boto3
 import pytest
@@ -20,6 +21,7 @@ from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import sweeper, worker
 from scheduler_local.lambda_context import LocalContext
+from scheduler_local.worker_poller import to_event
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
@@ -54,18 +56,9 @@ def tap(env: Any, sqs_client: Any) -> Any:
 def record_for(sqs_client: Any, queue_url: str, body: str) -> dict[str, Any]:
     sqs_client.send_message(QueueUrl=queue_url, MessageBody=body)
     arn = sqs_client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    [m] = sqs_client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, AttributeNames=["All"])["Messages"]
-    return {
-        "messageId": m["MessageId"],
-        "receiptHandle": m["ReceiptHandle"],
-        "body": m["Body"],
-        "attributes": m["Attributes"],
-        "messageAttributes": {},
-        "md5OfBody": m["MD5OfBody"],
-        "eventSource": "aws:sqs",
-        "eventSourceARN": arn,
-        "awsRegion": "us-east-1",
-    }
+    messages = sqs_client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, AttributeNames=["All"])["Messages"]
+    [record] = to_event(messages, arn)["Records"]
+    return dict(record)
 
 
 def test_the_worker_publishes_the_outcome_it_records(env, api_call, sqs_client, tap) -> None:
@@ -112,3 +105,30 @@ def test_the_sweeper_publishes_what_a_worker_left_in_the_outbox(env, sqs_client,
     assert event["detail-type"] == "Occurrence Skipped"
     assert event["detail"]["error"] == "worker died before publishing"
     assert ledger.get(orphan.key).outbox == []
+
+
+def test_the_api_publishes_the_outcome_an_operator_resolves_at_once(env, api_call, tap) -> None:
+    # Given an at-most-once occurrence whose worker was lost mid-run (RECONCILING)
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
+    body = {
+        "schedule": {"type": "once", "at": rfc3339(due + timedelta(hours=1))},
+        "target": {"type": "http", "url": "http://127.0.0.1:9/"},
+        "delivery": "at_most_once",
+    }
+    job_id = api_call("POST", "/v1/jobs", body, tenant=TENANT).body["job_id"]
+    dispatch = Dispatch(job_id, TENANT, due, due, 1, "manual")
+    ledger = DynamoLedger(env.executions_table)
+    claimed = ledger.claim(dispatch, "lost-worker", due, due + timedelta(seconds=1), False)
+    lapsed = due + timedelta(seconds=5)  # its lease ended
+    assert ledger.expire_to(dispatch.key, claimed.epoch, RunState.RECONCILING, lapsed, "worker lost mid-run")
+
+    # When the operator resolves it through the API (no sweep runs)
+    path = f"/v1/jobs/{job_id}/runs/{quote(dispatch.key, safe='')}/resolve"
+    response = api_call("POST", path, {"outcome": "succeeded", "note": "the bank shows it"}, tenant=TENANT)
+    assert response.status == 200, response.text
+
+    # Then the consumer already has its "Occurrence Succeeded" event (and the earlier RECONCILING one)
+    events = {e["detail-type"]: e for e in tap(2)}
+    assert set(events) == {"Occurrence Reconciling", "Occurrence Succeeded"}
+    assert events["Occurrence Succeeded"]["detail"]["occurrence_key"] == dispatch.key
+    assert ledger.get(dispatch.key).outbox == []

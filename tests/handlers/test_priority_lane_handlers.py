@@ -14,6 +14,7 @@ from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339, truncate_ms
 from scheduler.handlers import sweeper, worker
 from scheduler_local.lambda_context import LocalContext
+from scheduler_local.worker_poller import to_event
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
@@ -77,20 +78,7 @@ def test_the_worker_hides_a_message_on_the_lane_it_came_from(env, api_call, sqs_
         QueueUrl=env.ready_queue_high_url, AttributeNames=["All"], MaxNumberOfMessages=10
     )["Messages"]
     assert len(messages) == 2
-    records = [
-        {
-            "messageId": m["MessageId"],
-            "receiptHandle": m["ReceiptHandle"],
-            "body": m["Body"],
-            "attributes": m["Attributes"],
-            "messageAttributes": {},
-            "md5OfBody": m["MD5OfBody"],
-            "eventSource": "aws:sqs",
-            "eventSourceARN": arn,
-            "awsRegion": "us-east-1",
-        }
-        for m in messages
-    ]
+    records = to_event(messages, arn)["Records"]
     early_id = next(m["MessageId"] for m in messages if dispatch_from_body(m["Body"]) == early)
 
     # When the worker handles them, it keeps the early one and hides it on the high lane until its time

@@ -21,6 +21,7 @@ from scheduler.handlers import worker
 from scheduler.settings import Settings
 from scheduler.signing import InvalidSignature, tenant_key, verify
 from scheduler_local.lambda_context import LocalContext
+from scheduler_local.worker_poller import to_event
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
@@ -120,20 +121,7 @@ def collect_records(sqs_client: Any, queue_url: str, count: int) -> list[dict[st
         if len(received) >= count:
             break
     assert len(received) == count
-    return [
-        {
-            "messageId": m["MessageId"],
-            "receiptHandle": m["ReceiptHandle"],
-            "body": m["Body"],
-            "attributes": m["Attributes"],
-            "messageAttributes": {},
-            "md5OfBody": m["MD5OfBody"],
-            "eventSource": "aws:sqs",
-            "eventSourceARN": arn,
-            "awsRegion": "us-east-1",
-        }
-        for m in received
-    ]
+    return to_event(received, arn)["Records"]
 
 
 def invoke(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -50,3 +50,12 @@ def test_tenant_budgets_reach_the_functions_only_when_set() -> None:
 
     assert (env["SCHEDULER_TENANT_DISPATCH_RATE"], env["SCHEDULER_TENANT_DISPATCH_BURST"]) == ("25.5", "400")
     check_against_handler_settings("sweeper", env)
+
+
+def test_the_execution_budget_reaches_the_functions_only_when_set() -> None:
+    assert "SCHEDULER_TENANT_MAX_CONCURRENCY" not in scheduler_environment(PunctualConfig(), **RESOURCES)
+
+    env = scheduler_environment(PunctualConfig(tenant_max_concurrency=8), **RESOURCES)
+
+    assert env["SCHEDULER_TENANT_MAX_CONCURRENCY"] == "8"
+    check_against_handler_settings("worker", env)

@@ -65,13 +65,28 @@ def test_worker_owns_the_ledger_reads_jobs_consumes_and_dead_letters(default) ->
 
     assert default.actions_on("worker", stack.storage.executions_table) >= READ | WRITE
     assert default.actions_on("worker", stack.storage.jobs_table) >= READ
-    assert not default.actions_on("worker", stack.storage.jobs_table) & WRITE
     assert default.actions_on("worker", stack.queues.ready_queue) >= {
         "sqs:ReceiveMessage",
         "sqs:DeleteMessage",
         "sqs:ChangeMessageVisibility",
+        "sqs:SendMessage",  # a throttled occurrence goes back as a new message
     }
     assert "sqs:SendMessage" in default.actions_on("worker", stack.queues.dead_letter_queue)
+
+
+def test_the_worker_writes_only_tenant_items_of_the_jobs_table(default) -> None:
+    # Its tenants' execution slots (`TENANT#...`), never a job or a timer.
+    jobs = default.logical_id(default.stack.storage.jobs_table)
+    writes = [
+        statement
+        for statement in default.statements("worker")
+        if jobs in json.dumps(statement["Resource"]) and set(_as_list(statement["Action"])) & WRITE
+    ]
+    assert len(writes) == 1
+    [statement] = writes
+    assert set(_as_list(statement["Action"])) == {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    assert statement["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*"]}}
+    assert "/index/" not in json.dumps(statement["Resource"])
 
 
 @pytest.mark.parametrize("handler", ["api", "worker"])

@@ -23,11 +23,13 @@ from scheduler.adapters.memory import (
     MemoryMessage,
     MemoryQueue,
     MemoryTenantBudgets,
+    MemoryTenantSlots,
     MemoryTimerStore,
     QueuedMessage,
     RecordingMetrics,
 )
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
+from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher, timer_for
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor, Outcome
@@ -184,6 +186,9 @@ class World:
     backfills: MemoryBackfillStore = field(default_factory=MemoryBackfillStore)
     backfill_config: BackfillConfig = field(default_factory=lambda: BackfillConfig(max_occurrences=1000, wave_size=50))
     tenant_budgets: MemoryTenantBudgets = field(default_factory=MemoryTenantBudgets)
+    tenant_slots: MemoryTenantSlots = field(default_factory=MemoryTenantSlots)
+    #: Per-tenant execution budgets (None: none).
+    gate: ConcurrencyGate | None = None
 
     @property
     def backfill(self) -> BackfillService:
@@ -211,8 +216,9 @@ class World:
         max_active_jobs: int = 100,
         budget: int = 10_000,
         fairness: FairnessConfig | None = None,
+        concurrency: ConcurrencyConfig | None = None,
     ) -> World:
-        """`fairness`: per-tenant dispatch budgets (None: none)."""
+        """`fairness`: per-tenant dispatch budgets, `concurrency`: per-tenant execution budgets (None: none)."""
         clock = FakeClock(start)
         jobs = MemoryJobStore()
         timers = MemoryTimerStore(shard_count)
@@ -227,6 +233,9 @@ class World:
         service = JobService(jobs, ledger, dispatcher, clock, max_active_jobs=max_active_jobs)
         world = cls(clock, jobs, timers, ledger, queue, metrics, dispatcher, service, lookahead, budget)
         world.tenant_budgets = tenant_budgets
+        service.outbox = world.outbox  # an operator's resolve publishes its outcome at once, as the api does
+        if concurrency is not None:
+            world.gate = ConcurrencyGate(world.tenant_slots, concurrency, metrics)
         return world
 
     # -- time ---------------------------------------------------------------------------------------------
@@ -319,6 +328,7 @@ class World:
             worker_id,
             sleep=self.clock.advance,  # waiting out a sub-second remainder moves the fake clock
             outbox=self.outbox,
+            gate=self.gate,
         )
 
     def deliver(self, executor: Executor, limit: int = 1000) -> list[Delivery]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import builtins
 import json
+import random
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -1100,3 +1101,98 @@ class DynamoTenantBudgets:
                 return False
             raise
         return True
+
+
+class DynamoTenantSlots:
+    """Each tenant's execution slots in the jobs table: `PK=TENANT#{tenant}`, `SK=SLOT#{n:05d}`, next to its quota
+    counter and budget calendar, so one query reads them all. A slot item exists while it is held (or until its
+    dead holder's lease ends): taking one is a conditional put (absent, or its lease ended), releasing it a
+    conditional delete (still ours). Every holder's item expires by TTL a day after its lease, whatever happens."""
+
+    #: Free slots tried (in random order, so concurrent workers spread out) before the tenant counts as full.
+    ATTEMPTS = 3
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.client: Any = client or boto3.client("dynamodb")
+
+    @staticmethod
+    def _key(tenant: str, slot: int) -> dict[str, Any]:
+        return {"PK": s(f"TENANT#{tenant}"), "SK": s(f"SLOT#{slot:05d}")}
+
+    def _held(self, tenant: str, now: datetime) -> dict[int, int]:
+        """Slot -> lease end (epoch ms) of every live holder."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :slot)",
+            "ExpressionAttributeValues": {":pk": s(f"TENANT#{tenant}"), ":slot": s("SLOT#")},
+            "ProjectionExpression": "SK, lease_until",
+            "ConsistentRead": True,
+        }
+        held: dict[int, int] = {}
+        while True:
+            response = self.client.query(**request)
+            for item in response.get("Items", []):
+                until = int(item["lease_until"]["N"])
+                if until >= to_ms(now):
+                    held[int(item["SK"]["S"].removeprefix("SLOT#"))] = until
+            if not response.get("LastEvaluatedKey"):
+                return held
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
+        held = self._held(tenant, now)
+        if len(held) >= limit:
+            return None
+        free = [slot for slot in range(limit) if slot not in held]
+        random.shuffle(free)
+        for slot in free[: self.ATTEMPTS]:
+            try:
+                self.client.put_item(
+                    TableName=self.table,
+                    Item={
+                        **self._key(tenant, slot),
+                        "holder": s(holder),
+                        "lease_until": n(to_ms(lease_until)),
+                        "expires_at": _epoch_seconds(lease_until + timedelta(days=1)),
+                    },
+                    ConditionExpression="attribute_not_exists(PK) OR lease_until < :now",
+                    ExpressionAttributeValues={":now": n(to_ms(now))},
+                )
+            except ClientError as exc:
+                if _condition_failed(exc):
+                    continue  # another worker took it since the query
+                raise
+            return slot
+        return None
+
+    def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=self._key(tenant, slot),
+                UpdateExpression="SET lease_until = :until, expires_at = :exp",
+                ConditionExpression="holder = :holder",
+                ExpressionAttributeValues={
+                    ":holder": s(holder),
+                    ":until": n(to_ms(lease_until)),
+                    ":exp": _epoch_seconds(lease_until + timedelta(days=1)),
+                },
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def release(self, tenant: str, slot: int, holder: str) -> None:
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=self._key(tenant, slot),
+                ConditionExpression="holder = :holder",
+                ExpressionAttributeValues={":holder": s(holder)},
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise

@@ -35,7 +35,8 @@ def delay_seconds(fire_at: datetime, now: datetime) -> int:
 
 class SqsReadyQueue:
     """The ready queues: one per priority lane (`lanes`: priority -> queue URL; a lane without a URL uses
-    `queue_url`, the normal lane), and the DLQ they share."""
+    `queue_url`, the normal lane), and the DLQ they share. Standard queues used as SQS fair queues: every message
+    carries its tenant as `MessageGroupId`."""
 
     def __init__(
         self,
@@ -74,6 +75,9 @@ class SqsReadyQueue:
                     "Id": str(i),
                     "MessageBody": dispatch_to_body(d),
                     "DelaySeconds": delay_seconds(d.send_at, now),
+                    # SQS fair queues: the tenant is the message group, so a tenant with a backlog in flight
+                    # does not raise the dwell time of the others' messages (standard queues: no ordering).
+                    "MessageGroupId": d.tenant,
                     "MessageAttributes": {
                         "occurrence_key": {"DataType": "String", "StringValue": d.key},
                         "tenant": {"DataType": "String", "StringValue": d.tenant},

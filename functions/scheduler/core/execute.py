@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import Outbox
 from scheduler.core.model import Job, JobState, RunState
@@ -117,6 +118,7 @@ class Executor:
         worker_id: str,
         sleep: Callable[[float], None] = time.sleep,
         outbox: Outbox | None = None,
+        gate: ConcurrencyGate | None = None,
     ) -> None:
         self.jobs = jobs
         self.ledger = ledger
@@ -130,10 +132,10 @@ class Executor:
         #: Publishes completion events right after the write that records a terminal outcome (None: the
         #: sweeper's outbox drain publishes them all).
         self.outbox = outbox
+        #: Per-tenant execution slots (None: no execution budgets).
+        self.gate = gate
 
     def execute(self, dispatch: Dispatch, message: MessageControl) -> Outcome:
-        key = dispatch.key
-        ctx = {"job_id": dispatch.job_id, "occurrence_key": key}
         now = self.clock.now()
         early = (dispatch.fire_at - now).total_seconds()
         if early > 0:
@@ -149,8 +151,25 @@ class Executor:
                 self._announce(dispatch.key)
             return Outcome.acknowledge("no such job")
 
-        # Step 1: claim. Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
+        # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
+        # The tenant's execution budget: one of its slots for this attempt, or come back later.
+        permit = Permit(None, dispatch.tenant, -1, owner)
+        if self.gate is not None:
+            entered = self.gate.enter(dispatch.tenant, owner, now, now + self.config.lease)
+            if entered is None:
+                return self._throttled(dispatch, message, now)
+            permit = entered
+        try:
+            return self._attempt(job, dispatch, owner, permit, message, now)
+        finally:
+            permit.release()
+
+    def _attempt(
+        self, job: Job, dispatch: Dispatch, owner: str, permit: Permit, message: MessageControl, now: datetime
+    ) -> Outcome:
+        ctx = {"job_id": dispatch.job_id, "occurrence_key": dispatch.key}
+        # Step 1: claim.
         take_over = job.spec.delivery == "at_least_once"
         try:
             execution = self.ledger.claim(dispatch, owner, now, now + self.config.lease, take_over)
@@ -172,7 +191,30 @@ class Executor:
         if dispatch.kind != "backfill":  # a backfilled occurrence is late by design: it would drown the metric
             self.metrics.count("StartLatenessSeconds", max(0.0, lateness), unit="Seconds")
         log.info("occurrence started", extra={**ctx, "attempt": execution.attempts, "lateness_s": lateness})
-        return self._run(job, dispatch, execution, owner, message)
+        return self._run(job, dispatch, execution, owner, message, permit)
+
+    def _throttled(self, dispatch: Dispatch, message: MessageControl, now: datetime) -> Outcome:
+        """The tenant is at its execution concurrency limit: the occurrence waits (never dropped). After a few
+        receives it goes back as a fresh message, so the ready queue's maxReceiveCount never dead-letters it."""
+        wait = throttle_wait(message.receive_count, dispatch.key)
+        self.metrics.count("TenantConcurrencyDelaySeconds", wait, unit="Seconds")
+        log.info(
+            "tenant at its execution concurrency limit: delayed",
+            extra={
+                "tenant": dispatch.tenant,
+                "job_id": dispatch.job_id,
+                "occurrence_key": dispatch.key,
+                "wait_s": wait,
+            },
+        )
+        if message.receive_count >= RESEND_AFTER:
+            try:
+                self.queue.send([dispatch.deferred_to(now + timedelta(seconds=wait))], now)
+            except Exception:  # keep this message instead; the next receive tries again
+                log.exception("throttled occurrence not sent again", extra={"occurrence_key": dispatch.key})
+                return Outcome.hide(wait, "throttled")
+            return Outcome.acknowledge("throttled: sent again")
+        return Outcome.hide(wait, "throttled")
 
     def _not_claimed(self, dispatch: Dispatch, current: Execution | None, now: datetime) -> Outcome:
         """Step 2: the claim failed; decide from the item as it stands."""
@@ -271,13 +313,24 @@ class Executor:
             return Outcome.hide(self.config.lease.total_seconds(), "fenced")
         return Outcome.hide((wait_until - now).total_seconds(), "buffered")
 
-    def _run(self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, message: MessageControl) -> Outcome:
+    def _run(
+        self,
+        job: Job,
+        dispatch: Dispatch,
+        execution: Execution,
+        owner: str,
+        message: MessageControl,
+        permit: Permit,
+    ) -> Outcome:
         key = execution.key
         lease_s = self.config.lease.total_seconds()
 
         def heartbeat() -> None:
-            """Step 4: extend the lease (conditional on owner and epoch) and the message's visibility."""
-            self.ledger.heartbeat(key, owner, execution.epoch, self.clock.now() + self.config.lease)
+            """Step 4: extend the lease (conditional on owner and epoch), the execution slot and the message's
+            visibility."""
+            lease_until = self.clock.now() + self.config.lease
+            self.ledger.heartbeat(key, owner, execution.epoch, lease_until)
+            permit.extend(lease_until)
             message.extend_visibility(math.ceil(lease_s) + self.config.lease_margin_seconds)
 
         invoker = self.targets.get(job.spec.target.type)
@@ -302,9 +355,11 @@ class Executor:
                 failure = exc
             except LeaseLost:
                 beat.lost = True
-            except Exception as exc:  # a crash inside a handler target: retry it like a transient failure
+            except Exception as exc:
+                # A crash inside a handler target: it may have acted before it raised. Ambiguous: retried for an
+                # at-least-once job, RECONCILING for an at-most-once one (never run twice).
                 log.exception("target raised", extra={"job_id": job.job_id, "occurrence_key": key})
-                failure = TargetFailure("retryable", f"{type(exc).__name__}: {exc}")
+                failure = TargetFailure("ambiguous", f"{type(exc).__name__}: {exc}")
         if beat.lost:
             # Step 4: LeaseLost means abort now and never write; the new holder owns the occurrence.
             self.metrics.count("LeaseLost")

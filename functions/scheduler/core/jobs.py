@@ -23,6 +23,7 @@ from scheduler.core.errors import (
     PayloadTooLarge,
     VersionConflict,
 )
+from scheduler.core.events import Outbox
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
 from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, JobStore, Ledger, Timer
 from scheduler.core.schedules import OnceSchedule, first_occurrence, is_occurrence, next_occurrence, preview
@@ -59,6 +60,7 @@ class JobService:
         *,
         max_active_jobs: int,
         check_target: Callable[[JobSpec], None] = lambda spec: None,
+        outbox: Outbox | None = None,
     ) -> None:
         self.jobs = jobs
         self.ledger = ledger
@@ -66,6 +68,8 @@ class JobService:
         self.clock = clock
         self.max_active_jobs = max_active_jobs
         self.check_target = check_target
+        #: Publishes the completion event of an outcome recorded here (an operator's resolve) at once.
+        self.outbox = outbox
 
     # -- reads -------------------------------------------------------------------------------------------
 
@@ -233,6 +237,8 @@ class JobService:
             raise JobNotFound(key)
         if execution.state == RunState.RECONCILING:
             execution = self.ledger.resolve(key, outcome, self.clock.now(), note)
+            if self.outbox is not None:
+                self.outbox.flush(execution)  # SUCCEEDED's completion event, now (else the next sweep's drain)
         elif not (outcome == RunState.RETRY_WAIT and execution.state == RunState.RETRY_WAIT):
             raise InvalidState(f"occurrence is {execution.state.value}, not RECONCILING")
         if outcome == RunState.RETRY_WAIT:

@@ -506,6 +506,24 @@ class TenantBudgetStore(Protocol):
         ...
 
 
+class TenantSlots(Protocol):
+    """Each tenant's execution slots (scheduler.core.concurrency): leased items, taken with conditional writes."""
+
+    def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
+        """Take one of slots `0 .. limit-1` that is free or whose lease ended before `now`, for `holder` until
+        `lease_until`; None when fewer than one is free (live holders in slots beyond a lowered limit count too).
+        Two callers never both hold one slot."""
+        ...
+
+    def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
+        """Move the slot's lease to `lease_until` if `holder` still holds it; False if not."""
+        ...
+
+    def release(self, tenant: str, slot: int, holder: str) -> None:
+        """Free the slot if `holder` still holds it (a no-op if not)."""
+        ...
+
+
 class JobReader(Protocol):
     def get(self, job_id: str) -> Job | None: ...
 

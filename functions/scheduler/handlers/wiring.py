@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,12 +22,14 @@ from scheduler.adapters.dynamodb import (
     DynamoJobStore,
     DynamoLedger,
     DynamoTenantBudgets,
+    DynamoTenantSlots,
     DynamoTimerStore,
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
+from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.events import Outbox
@@ -33,7 +37,8 @@ from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.jobs import JobService
 from scheduler.core.model import HandlerTarget, JobSpec
-from scheduler.core.ports import TargetInvoker
+from scheduler.core.ports import Clock, TargetInvoker
+from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.sweep import SweepConfig, Sweeper
 from scheduler.settings import Settings
 from scheduler.targets_registry import HandlerTargetInvoker, registry
@@ -67,11 +72,28 @@ def _resolve_signing_secret(settings: Settings) -> str:
     return str(client.get_secret_value(SecretId=arn)["SecretString"])
 
 
+@dataclass(frozen=True)
+class Clients:
+    """The AWS clients the services use (endpoints from AWS_ENDPOINT_URL_*); injected by the benchmarks, which
+    meter them."""
+
+    dynamodb: Any
+    sqs: Any
+    events: Any
+
+    @classmethod
+    def default(cls) -> Clients:
+        def make(service: str) -> Any:
+            return boto3.client(service, config=_BOTO_CONFIG)  # type: ignore[call-overload]
+
+        return cls(make("dynamodb"), make("sqs"), make("events"))
+
+
 @dataclass
 class Container:
     settings: Settings
-    clock: SystemClock
-    metrics: PowertoolsMetrics
+    clock: Clock
+    metrics: PortMetrics
     jobs: DynamoJobStore
     timers: DynamoTimerStore
     ledger: DynamoLedger
@@ -79,6 +101,8 @@ class Container:
     dispatcher: Dispatcher
     outbox: Outbox | None = None
     backfills: DynamoBackfillStore | None = None
+    #: Per-tenant execution budgets (None: off).
+    gate: ConcurrencyGate | None = None
 
     @property
     def backfill_config(self) -> BackfillConfig:
@@ -102,6 +126,7 @@ class Container:
             self.clock,
             max_active_jobs=self.settings.max_active_jobs_per_tenant,
             check_target=self.check_target,
+            outbox=self.outbox,
         )
 
     def check_target(self, spec: JobSpec) -> None:
@@ -136,35 +161,54 @@ class Container:
         """The executor of this container (built once: it resolves the signing secret)."""
         cached: Executor | None = getattr(self, "_executor", None)
         if cached is None:
-            cached = self._build_executor(worker_id)
+            cached = self.new_executor(worker_id)
             self._executor = cached
         return cached
 
-    def _build_executor(self, worker_id: str) -> Executor:
-        targets: dict[str, TargetInvoker] = {
-            "http": HttpTargetInvoker(self.guard, _resolve_signing_secret(self.settings)),
-            **build_aws_targets(_BOTO_CONFIG),
-            "handler": HandlerTargetInvoker(),
-        }
+    def new_executor(
+        self,
+        worker_id: str,
+        *,
+        clock: Clock | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        targets: Mapping[str, TargetInvoker] | None = None,
+    ) -> Executor:
+        """An executor; `clock`, `sleep` and `targets` default to the real ones (every target type)."""
+        if targets is None:
+            targets = {
+                "http": HttpTargetInvoker(self.guard, _resolve_signing_secret(self.settings)),
+                **build_aws_targets(_BOTO_CONFIG),
+                "handler": HandlerTargetInvoker(),
+            }
         config = ExecuteConfig(lease=timedelta(seconds=self.settings.lease_seconds))
         return Executor(
             self.jobs,
             self.ledger,
             self.queue,
             targets,
-            self.clock,
+            clock or self.clock,
             config,
             self.metrics,
             worker_id,
+            sleep=sleep,
             outbox=self.outbox,
+            gate=self.gate,
         )
 
 
-def build(settings: Settings, metrics: Metrics) -> Container:
-    dynamodb: Any = boto3.client("dynamodb", config=_BOTO_CONFIG)
-    sqs: Any = boto3.client("sqs", config=_BOTO_CONFIG)
-    clock = SystemClock()
-    port_metrics = PowertoolsMetrics(metrics)
+def build(
+    settings: Settings,
+    metrics: Metrics | PortMetrics,
+    *,
+    clients: Clients | None = None,
+    clock: Clock | None = None,
+) -> Container:
+    """Every service, from `settings`: on the default AWS clients and the system clock unless given others
+    (the benchmarks meter their clients and run on a virtual clock)."""
+    clients = clients or Clients.default()
+    dynamodb, sqs = clients.dynamodb, clients.sqs
+    clock = clock or SystemClock()
+    port_metrics: PortMetrics = PowertoolsMetrics(metrics) if isinstance(metrics, Metrics) else metrics
     jobs = DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb)
     timers = DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb)
     ledger = DynamoLedger(settings.executions_table, dynamodb)
@@ -179,16 +223,26 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     if settings.tenant_dispatch_rate > 0:
         fairness = FairnessConfig(
             Budget(settings.tenant_dispatch_rate, settings.tenant_dispatch_burst),
-            {tenant: Budget(b.rate, b.burst) for tenant, b in settings.tenant_budgets.items()},
+            {
+                tenant: Budget(b.rate or settings.tenant_dispatch_rate, b.burst or settings.tenant_dispatch_burst)
+                for tenant, b in settings.tenant_budgets.items()
+                if b.rate is not None or b.burst is not None
+            },
         )
         admission = TenantAdmission(DynamoTenantBudgets(settings.jobs_table, dynamodb), clock, fairness, port_metrics)
     dispatcher = Dispatcher(jobs, timers, queue, clock, dispatch_config, port_metrics, admission=admission)
     outbox = None
     if settings.completion_events:
-        events: Any = boto3.client("events", config=_BOTO_CONFIG)
-        outbox = Outbox(ledger, EventBridgePublisher(settings.event_bus_name, events), port_metrics)
+        outbox = Outbox(ledger, EventBridgePublisher(settings.event_bus_name, clients.events), port_metrics)
     backfills = DynamoBackfillStore(settings.jobs_table, dynamodb)
-    return Container(settings, clock, port_metrics, jobs, timers, ledger, queue, dispatcher, outbox, backfills)
+    gate = None
+    if settings.tenant_max_concurrency > 0 or any(b.concurrency for b in settings.tenant_budgets.values()):
+        concurrency = ConcurrencyConfig(
+            settings.tenant_max_concurrency,
+            {t: b.concurrency for t, b in settings.tenant_budgets.items() if b.concurrency is not None},
+        )
+        gate = ConcurrencyGate(DynamoTenantSlots(settings.jobs_table, dynamodb), concurrency, port_metrics)
+    return Container(settings, clock, port_metrics, jobs, timers, ledger, queue, dispatcher, outbox, backfills, gate)
 
 
 @functools.cache
