@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -28,6 +29,7 @@ from punctual_cli import output
 from punctual_cli.client import (
     ApiError,
     AuthError,
+    BackfillView,
     FieldError,
     InvalidDefinition,
     JobView,
@@ -53,6 +55,7 @@ from punctual_cli.definition import (
     add_schedule_flags,
     definition_from_args,
     edit_patch,
+    parse_duration,
     parse_instant,
     schedule_from_args,
 )
@@ -69,6 +72,11 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
 EXIT_UNAVAILABLE = 5
+
+#: How `backfill status --watch` waits between polls (tests replace it to poll at once).
+sleep: Callable[[float], None] = time.sleep
+#: Seconds between polls of `backfill status --watch` without --interval.
+WATCH_INTERVAL = 2
 
 EXIT_CODES_HELP = """exit codes:
   0 ok, 1 refused by the API (4xx; the detail and fields say what to fix), 2 usage error,
@@ -372,6 +380,85 @@ def cmd_backfill_list(ctx: Context) -> int:
     return EXIT_OK
 
 
+def _backfill_line(verb: str, backfill: BackfillView) -> str:
+    return f"{verb} backfill {backfill.backfill_id} of job {backfill.job_id} ({output.backfill_progress(backfill)})"
+
+
+def _watch_command(backfill: BackfillView) -> str:
+    return f"punctual backfill status {backfill.job_id} {backfill.backfill_id} --watch"
+
+
+def cmd_backfill_start(ctx: Context) -> int:
+    args = ctx.args
+    range_from = datetime.fromisoformat(parse_instant(args.range_from, args.tz, "--from"))
+    range_to = datetime.fromisoformat(parse_instant(args.to, args.tz, "--to"))
+    backfill = ctx.client().start_backfill(args.job_id, range_from, range_to)
+    if ctx.as_json:
+        ctx.emit(backfill.raw)
+        return EXIT_OK
+    waves = backfill.waves_left
+    ctx.say(
+        f"started backfill {backfill.backfill_id} of job {backfill.job_id}: {backfill.total} occurrence"
+        f"{'s' if backfill.total != 1 else ''} from {output.when(backfill.range_from)} to "
+        f"{output.when(backfill.range_to)}, {waves} wave{'s' if waves != 1 else ''} left"
+    )
+    ctx.note(f"watch it: {_watch_command(backfill)}")
+    return EXIT_OK
+
+
+def _watch_backfill(ctx: Context, client: SchedulerClient, backfill: BackfillView) -> BackfillView:
+    """Poll every --interval until the backfill is no longer RUNNING; each change is a line on stderr (with
+    --json, a JSON line on stdout). Ctrl-C stops watching (exit 130), not the backfill."""
+    args = ctx.args
+    interval = args.interval or WATCH_INTERVAL
+    shown: Any = None
+    while True:
+        if ctx.as_json:
+            if backfill.raw != shown:
+                ctx.emit_line(backfill.raw)
+                shown = backfill.raw
+        else:
+            line = output.backfill_progress(backfill)
+            if line != shown:
+                ctx.note(f"{rfc3339(truncate_ms(datetime.now(UTC)))}  {line}")
+                shown = line
+        if not backfill.running:
+            return backfill
+        sleep(interval)
+        backfill = client.backfill(args.job_id, args.backfill_id)
+
+
+def cmd_backfill_status(ctx: Context) -> int:
+    args = ctx.args
+    if args.interval is not None and not args.watch:
+        raise UsageError("--interval goes with --watch")
+    client = ctx.client()
+    backfill = client.backfill(args.job_id, args.backfill_id)
+    if args.watch:
+        backfill = _watch_backfill(ctx, client, backfill)
+        if ctx.as_json:
+            return EXIT_OK  # every change, the last one included, is already out as a JSON line
+    if ctx.as_json:
+        ctx.emit(backfill.raw)
+    else:
+        ctx.say(output.backfill_detail(backfill))
+    return EXIT_OK
+
+
+def cmd_backfill_cancel(ctx: Context) -> int:
+    backfill = ctx.client().cancel_backfill(ctx.args.job_id, ctx.args.backfill_id)
+    if ctx.as_json:
+        ctx.emit(backfill.raw)
+        return EXIT_OK
+    ctx.say(_backfill_line("cancelled", backfill))
+    if backfill.dispatched:
+        ctx.note(
+            f"the {backfill.dispatched} occurrence{'s' if backfill.dispatched != 1 else ''} already dispatched "
+            "still run (cancel the job to stop those too)"
+        )
+    return EXIT_OK
+
+
 def cmd_resolve(ctx: Context) -> int:
     args = ctx.args
     try:
@@ -524,6 +611,16 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _interval(text: str) -> int:
+    try:
+        seconds = parse_duration(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds < 1:
+        raise argparse.ArgumentTypeError(f"poll at most once a second, not every '{text}'")
+    return seconds
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="punctual",
@@ -584,14 +681,39 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("--job", help="the job id, if KEY does not start with it")
 
     backfill = command("backfill", lambda ctx: EXIT_USAGE, "a job's backfills of past ranges")
-    backfill_commands = backfill.add_subparsers(dest="backfill_command", metavar="{list}", required=True)
-    backfill_list = backfill_commands.add_parser("list", help="a job's backfills, newest first, with their progress")
-    backfill_list.set_defaults(run=cmd_backfill_list)
-    _add_global_options(backfill_list, on_subcommand=True)
-    backfill_list.add_argument("job_id")
+    backfill_commands = backfill.add_subparsers(
+        dest="backfill_command", metavar="{list,start,status,cancel}", required=True
+    )
+
+    def backfill_command(name: str, handler: Callable[[Context], int], help_text: str) -> argparse.ArgumentParser:
+        sub = backfill_commands.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES_HELP,
+                                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        sub.set_defaults(run=handler)
+        _add_global_options(sub, on_subcommand=True)
+        sub.add_argument("job_id")
+        return sub
+
+    backfill_list = backfill_command("list", cmd_backfill_list, "a job's backfills, newest first, with their progress")
     backfill_list.add_argument("--limit", type=_positive, metavar="N", help="backfills per page (1-100, default 50)")
     backfill_list.add_argument("--cursor", help="next_cursor of the previous page")
     backfill_list.add_argument("--all", action="store_true", help="follow every page")
+    backfill_start = backfill_command(
+        "start", cmd_backfill_start, "run a recurring job's occurrences in a past range [FROM, TO), in waves"
+    )
+    backfill_start.add_argument(
+        "--from", dest="range_from", required=True, metavar="TIME", help="start (inclusive): 2026-11-01T00:00:00Z"
+    )
+    backfill_start.add_argument("--to", required=True, metavar="TIME", help="end (exclusive), not in the future")
+    backfill_start.add_argument("--tz", metavar="ZONE", help="IANA zone of offset-less times")
+    backfill_status = backfill_command("status", cmd_backfill_status, "a backfill's state and progress")
+    backfill_status.add_argument("backfill_id")
+    watch = "poll until it is no longer RUNNING (with --json: a JSON line per change)"
+    backfill_status.add_argument("--watch", action="store_true", help=watch)
+    interval = f"time between polls with --watch (default {WATCH_INTERVAL}s)"
+    backfill_status.add_argument("--interval", type=_interval, metavar="DURATION", help=interval)
+    backfill_command("cancel", cmd_backfill_cancel, "stop a backfill's further waves (idempotent)").add_argument(
+        "backfill_id"
+    )
 
     preview_cmd = command("preview", cmd_preview, "the next occurrences of a schedule, without submitting anything")
     add_schedule_flags(preview_cmd)

@@ -137,6 +137,34 @@ def backfill_table(backfills: Sequence[BackfillView]) -> str:
     return table(("BACKFILL ID", "STATE", "FROM", "TO", "DISPATCHED", "WAVES LEFT", "CREATED (UTC)"), rows)
 
 
+def backfill_progress(backfill: BackfillView) -> str:
+    """One line: `RUNNING: 500/720 dispatched, 220 remaining, 1 wave left`."""
+    left = backfill.waves_left
+    line = f"{backfill.state.value}: {backfill.dispatched}/{backfill.total} dispatched"
+    if backfill.running:
+        line += f", {backfill.remaining} remaining, {left} wave{'s' if left != 1 else ''} left"
+    return line
+
+
+def backfill_detail(backfill: BackfillView) -> str:
+    """Everything about one backfill: its range, state and progress."""
+    fields: list[tuple[str, Any]] = [
+        ("backfill", backfill.backfill_id),
+        ("job", backfill.job_id),
+        ("state", backfill.state.value),
+        ("from", when(backfill.range_from)),
+        ("to", when(backfill.range_to)),
+        ("dispatched", f"{backfill.dispatched}/{backfill.total} ({backfill.remaining} remaining)"),
+        ("waves", f"{backfill.waves} sent, {backfill.waves_left} left"
+                  + (f" (up to {backfill.wave_size} occurrences each)" if backfill.wave_size else "")),
+        ("last dispatched", when(backfill.last_dispatched_for)),
+        ("created", when(backfill.created_at)),
+        ("updated", when(backfill.updated_at)),
+    ]  # fmt: skip
+    width = max(len(k) for k, _ in fields)
+    return "\n".join(f"{key:<{width}}  {_DASH if value is None else value}" for key, value in fields)
+
+
 def preview_table(instants: Sequence[datetime], zone: ZoneInfo | None) -> str:
     rows = [(i + 1, rfc3339(t), t.astimezone(zone).isoformat() if zone else None) for i, t in enumerate(instants)]
     headers = ("#", "UTC", f"LOCAL ({zone.key})" if zone else "LOCAL")
