@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,10 @@ from harness import LocalStack, Receiver
 @pytest.fixture(scope="session")
 def stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """One local stack (as scripts/dev runs it) for the system tests, on its own port and state folder."""
-    local = LocalStack(Path(tmp_path_factory.mktemp("stack")), aws_endpoints).start()
+    # carol may run one occurrence at a time (test_execution_budgets); everyone else has the defaults
+    env = {**aws_endpoints, "SCHEDULER_TENANT_BUDGETS": json.dumps({"carol": {"concurrency": 1}})}
+    tokens = "t-alice=alice,t-bob=bob,t-fuzz=fuzz,t-carol=carol"
+    local = LocalStack(Path(tmp_path_factory.mktemp("stack")), env, tokens).start()
     try:
         yield local
     finally:
