@@ -193,80 +193,53 @@ def _build_alarms(
 ) -> list[cloudwatch.Alarm]:
     prefix = f"punctual-{config.stage}"
     alarms = [
-        cloudwatch.Alarm(
+        _alarm(
             scope,
             "DeadLetterQueueNotEmpty",
-            alarm_name=f"{prefix}-dlq-not-empty",
-            alarm_description=(
-                "Occurrences were dead-lettered (retries exhausted, permanent failure, or too many "
-                "receives). Inspect the DLQ; each message carries its attempt history."
-            ),
-            metric=dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
-            threshold=0,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            f"{prefix}-dlq-not-empty",
+            "Occurrences were dead-lettered (retries exhausted, permanent failure, or too many "
+            "receives). Inspect the DLQ; each message carries its attempt history.",
+            dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
         ),
-        cloudwatch.Alarm(
+        _alarm(
             scope,
             "DispatchLag",
-            alarm_name=f"{prefix}-dispatch-lag",
-            alarm_description=(
-                f"The sweep watermark trails the clock by more than {DISPATCH_LAG_THRESHOLD_SECONDS} s: "
-                "due occurrences are not being dispatched. Also fires when the sweeper reports nothing."
-            ),
-            metric=application_metric(DISPATCH_LAG, "Maximum"),
+            f"{prefix}-dispatch-lag",
+            f"The sweep watermark trails the clock by more than {DISPATCH_LAG_THRESHOLD_SECONDS} s: "
+            "due occurrences are not being dispatched. Also fires when the sweeper reports nothing.",
+            application_metric(DISPATCH_LAG, "Maximum"),
             threshold=DISPATCH_LAG_THRESHOLD_SECONDS,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=DISPATCH_LAG_PERIODS,
-            datapoints_to_alarm=DISPATCH_LAG_PERIODS,
+            periods=DISPATCH_LAG_PERIODS,
             # Silence is the worst case (the sweeper is not running at all), not the good one.
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            missing=cloudwatch.TreatMissingData.BREACHING,
         ),
-        cloudwatch.Alarm(
+        _alarm(
             scope,
             "ReadyQueueOldestMessage",
-            alarm_name=f"{prefix}-ready-queue-backlog",
-            alarm_description=(
-                f"A ready message is older than {OLDEST_MESSAGE_THRESHOLD_SECONDS} s (SQS's 900 s delay cap "
-                "plus slack): workers are not keeping up, or an occurrence sits in a long retry backoff."
-            ),
-            metric=ready_queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+            f"{prefix}-ready-queue-backlog",
+            f"A ready message is older than {OLDEST_MESSAGE_THRESHOLD_SECONDS} s (SQS's 900 s delay cap "
+            "plus slack): workers are not keeping up, or an occurrence sits in a long retry backoff.",
+            ready_queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
             threshold=OLDEST_MESSAGE_THRESHOLD_SECONDS,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=OLDEST_MESSAGE_PERIODS,
-            datapoints_to_alarm=OLDEST_MESSAGE_PERIODS,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            periods=OLDEST_MESSAGE_PERIODS,
         ),
-        cloudwatch.Alarm(
+        _alarm(
             scope,
             "OutboxBacklog",
-            alarm_name=f"{prefix}-outbox-backlog",
-            alarm_description=(
-                f"Completion events have waited in the outbox for {OUTBOX_BACKLOG_PERIODS} minutes: the event bus "
-                "refuses them (permissions, throttling) or the sweeper cannot publish. Outcomes are recorded; "
-                "their events go out once the bus accepts them."
-            ),
-            metric=application_metric(OUTBOX_BACKLOG, "Minimum"),
-            threshold=0,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=OUTBOX_BACKLOG_PERIODS,
-            datapoints_to_alarm=OUTBOX_BACKLOG_PERIODS,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            f"{prefix}-outbox-backlog",
+            f"Completion events have waited in the outbox for {OUTBOX_BACKLOG_PERIODS} minutes: the event bus "
+            "refuses them (permissions, throttling) or the sweeper cannot publish. Outcomes are recorded; "
+            "their events go out once the bus accepts them.",
+            application_metric(OUTBOX_BACKLOG, "Minimum"),
+            periods=OUTBOX_BACKLOG_PERIODS,
         ),
-        cloudwatch.Alarm(
+        _alarm(
             scope,
             "FencedWrites",
-            alarm_name=f"{prefix}-fenced-writes",
-            alarm_description=(
-                "Informational: a stale worker's write was rejected by its fencing token. The ledger did "
-                "its job; frequent occurrences mean leases are too short for the targets' run times."
-            ),
-            metric=application_metric(FENCED_WRITES, "Sum", Duration.minutes(5)),
-            threshold=0,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            f"{prefix}-fenced-writes",
+            "Informational: a stale worker's write was rejected by its fencing token. The ledger did "
+            "its job; frequent occurrences mean leases are too short for the targets' run times.",
+            application_metric(FENCED_WRITES, "Sum", Duration.minutes(5)),
         ),
     ]
     for name, function in functions.items():
@@ -275,21 +248,42 @@ def _build_alarms(
 
 
 def _lane_backlog_alarm(scope: Construct, config: PunctualConfig, priority: str, queue: sqs.IQueue) -> cloudwatch.Alarm:
-    return cloudwatch.Alarm(
+    return _alarm(
         scope,
         f"Ready{priority.capitalize()}OldestMessage",
-        alarm_name=f"punctual-{config.stage}-ready-{priority}-backlog",
-        alarm_description=(
-            f"A message of the {priority} priority lane is older than {OLDEST_MESSAGE_THRESHOLD_SECONDS} s: its "
-            "workers do not keep up (raise that lane's worker_max_concurrency_*) or an occurrence sits in a long "
-            "retry backoff."
-        ),
-        metric=queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+        f"punctual-{config.stage}-ready-{priority}-backlog",
+        f"A message of the {priority} priority lane is older than {OLDEST_MESSAGE_THRESHOLD_SECONDS} s: its "
+        "workers do not keep up (raise that lane's worker_max_concurrency_*) or an occurrence sits in a long "
+        "retry backoff.",
+        queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
         threshold=OLDEST_MESSAGE_THRESHOLD_SECONDS,
+        periods=OLDEST_MESSAGE_PERIODS,
+    )
+
+
+def _alarm(
+    scope: Construct,
+    construct_id: str,
+    name: str,
+    description: str,
+    metric: cloudwatch.IMetric,
+    *,
+    threshold: float = 0,
+    periods: int = 1,
+    missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+) -> cloudwatch.Alarm:
+    """An alarm when `metric` is above `threshold` for `periods` periods in a row."""
+    return cloudwatch.Alarm(
+        scope,
+        construct_id,
+        alarm_name=name,
+        alarm_description=description,
+        metric=metric,
+        threshold=threshold,
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluation_periods=OLDEST_MESSAGE_PERIODS,
-        datapoints_to_alarm=OLDEST_MESSAGE_PERIODS,
-        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        evaluation_periods=periods,
+        datapoints_to_alarm=periods if periods > 1 else None,
+        treat_missing_data=missing,
     )
 
 

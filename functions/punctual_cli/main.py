@@ -16,11 +16,11 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO, TypeVar
 from zoneinfo import ZoneInfo
 
 from pydantic import TypeAdapter, ValidationError
@@ -33,6 +33,7 @@ from punctual_cli.client import (
     FieldError,
     InvalidDefinition,
     JobView,
+    Page,
     SchedulerClient,
     TransportError,
     definition_problem,
@@ -286,22 +287,50 @@ def cmd_get(ctx: Context) -> int:
     return EXIT_OK
 
 
-def cmd_list(ctx: Context) -> int:
+class _Listed(Protocol):
+    @property
+    def raw(self) -> dict[str, Any]: ...
+
+
+L = TypeVar("L", bound=_Listed)
+
+
+def _listing(
+    ctx: Context,
+    noun: str,
+    every: Callable[[int], Iterable[L]],
+    one_page: Callable[[int | None, str | None], Page[L]],
+    table: Callable[[list[L]], str],
+    empty: str,
+) -> int:
+    """A list command: one page (`--limit`, `--cursor`) or every page (`--all`), as a table or `--json` (the API's
+    document: the items under `noun` and `next_cursor`)."""
     args = ctx.args
-    client = ctx.client()
     next_cursor: str | None = None
     if args.all:
-        jobs = list(client.iter_jobs(args.state, args.limit or 100))
+        found = list(every(args.limit or 100))
     else:
-        page = client.list_jobs(args.state, args.limit, args.cursor)
-        jobs, next_cursor = page.items, page.next_cursor
+        page = one_page(args.limit, args.cursor)
+        found, next_cursor = page.items, page.next_cursor
     if ctx.as_json:
-        ctx.emit({"jobs": [j.raw for j in jobs], "next_cursor": next_cursor})
+        ctx.emit({noun: [item.raw for item in found], "next_cursor": next_cursor})
         return EXIT_OK
-    ctx.say(output.job_table(jobs) if jobs else "no jobs")
+    ctx.say(table(found) if found else empty)
     if next_cursor:
-        ctx.note(f"more jobs: --cursor {next_cursor} (or --all)")
+        ctx.note(f"more {noun}: --cursor {next_cursor} (or --all)")
     return EXIT_OK
+
+
+def cmd_list(ctx: Context) -> int:
+    client, state = ctx.client(), ctx.args.state
+    return _listing(
+        ctx,
+        "jobs",
+        lambda size: client.iter_jobs(state, size),
+        lambda limit, cursor: client.list_jobs(state, limit, cursor),
+        output.job_table,
+        "no jobs",
+    )
 
 
 def cmd_edit(ctx: Context) -> int:
@@ -345,39 +374,27 @@ def cmd_trigger(ctx: Context) -> int:
 
 
 def cmd_runs(ctx: Context) -> int:
-    args = ctx.args
-    client = ctx.client()
-    next_cursor: str | None = None
-    if args.all:
-        runs = list(client.iter_runs(args.job_id, args.limit or 100))
-    else:
-        page = client.runs(args.job_id, args.limit, args.cursor)
-        runs, next_cursor = page.items, page.next_cursor
-    if ctx.as_json:
-        ctx.emit({"runs": [r.raw for r in runs], "next_cursor": next_cursor})
-        return EXIT_OK
-    ctx.say(output.run_table(runs) if runs else "no runs yet")
-    if next_cursor:
-        ctx.note(f"more runs: --cursor {next_cursor} (or --all)")
-    return EXIT_OK
+    client, job_id = ctx.client(), ctx.args.job_id
+    return _listing(
+        ctx,
+        "runs",
+        lambda size: client.iter_runs(job_id, size),
+        lambda limit, cursor: client.runs(job_id, limit, cursor),
+        output.run_table,
+        "no runs yet",
+    )
 
 
 def cmd_backfill_list(ctx: Context) -> int:
-    args = ctx.args
-    client = ctx.client()
-    next_cursor: str | None = None
-    if args.all:
-        found = list(client.iter_backfills(args.job_id, args.limit or 100))
-    else:
-        page = client.backfills(args.job_id, args.limit, args.cursor)
-        found, next_cursor = page.items, page.next_cursor
-    if ctx.as_json:
-        ctx.emit({"backfills": [b.raw for b in found], "next_cursor": next_cursor})
-        return EXIT_OK
-    ctx.say(output.backfill_table(found) if found else "no backfills")
-    if next_cursor:
-        ctx.note(f"more backfills: --cursor {next_cursor} (or --all)")
-    return EXIT_OK
+    client, job_id = ctx.client(), ctx.args.job_id
+    return _listing(
+        ctx,
+        "backfills",
+        lambda size: client.iter_backfills(job_id, size),
+        lambda limit, cursor: client.backfills(job_id, limit, cursor),
+        output.backfill_table,
+        "no backfills",
+    )
 
 
 def _backfill_line(verb: str, backfill: BackfillView) -> str:

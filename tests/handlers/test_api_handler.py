@@ -301,8 +301,18 @@ def test_a_foreign_or_forged_cursor_is_a_4xx(api_call, snapshot) -> None:
     forged = base64.urlsafe_b64encode(json.dumps({"PK": {"S": "JOB#x"}}).encode()).decode()
     before = snapshot()
 
+    # a key of the wrong shape (boto3 refuses it before sending), on each paged endpoint
+    job_id = api_call("GET", "/v1/jobs?limit=1").body["jobs"][0]["job_id"]
+    misshapen = {
+        "/v1/jobs": {"tenant_pk": {"S": f"TENANT#{TENANT_A}"}, "PK": 5},
+        f"/v1/jobs/{job_id}/runs": {"job_id": {"S": job_id}, "PK": [1]},
+    }
+
     foreign = api_call("GET", f"/v1/jobs?limit=5&cursor={cursor}", tenant=TENANT_B)
     made_up = api_call("GET", f"/v1/jobs?limit=5&cursor={forged}")
+    for path, key in misshapen.items():
+        token = base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+        assert assert_problem(api_call("GET", f"{path}?cursor={token}"), 422)["errors"][0]["field"] == "cursor"
 
     assert foreign.status < 500 and made_up.status < 500, (foreign.text, made_up.text)
     assert TENANT_A not in foreign.text

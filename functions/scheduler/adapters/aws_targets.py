@@ -313,6 +313,14 @@ class _AwsTargetInvoker:
         return classify_aws_error(exc, target, self.grant)
 
 
+def _fifo_fields(address: str, call: TargetCall, group: str) -> dict[str, str]:
+    """For a FIFO queue or topic (its URL or ARN ends in `.fifo`): the occurrence key as the deduplication id, so
+    SQS/SNS drop a repeated attempt within their 5-minute window, and the message group; nothing otherwise."""
+    if not address.endswith(".fifo"):
+        return {}
+    return {"MessageDeduplicationId": message_id(call.occurrence_key), "MessageGroupId": message_id(group)}
+
+
 class SqsTargetInvoker(_AwsTargetInvoker):
     """`sqs`: SendMessage with the payload as body and the scheduler metadata as message attributes. A FIFO
     queue gets the occurrence key as `MessageDeduplicationId`, grouped by `message_group_id` or the job id."""
@@ -330,10 +338,8 @@ class SqsTargetInvoker(_AwsTargetInvoker):
             "QueueUrl": target.queue_url,
             "MessageBody": _json(call.job.spec.payload),
             "MessageAttributes": message_attributes(call),
+            **_fifo_fields(target.queue_url, call, target.message_group_id or call.job.job_id),
         }
-        if target.queue_url.endswith(".fifo"):
-            request["MessageDeduplicationId"] = message_id(call.occurrence_key)
-            request["MessageGroupId"] = message_id(target.message_group_id or call.job.job_id)
         try:
             response = self.client.send_message(**request)
         except (ClientError, BotoCoreError) as exc:
@@ -358,10 +364,8 @@ class SnsTargetInvoker(_AwsTargetInvoker):
             "TopicArn": target.topic_arn,
             "Message": _json(call.job.spec.payload),
             "MessageAttributes": message_attributes(call),
+            **_fifo_fields(target.topic_arn, call, call.job.job_id),
         }
-        if target.topic_arn.endswith(".fifo"):
-            request["MessageDeduplicationId"] = message_id(call.occurrence_key)
-            request["MessageGroupId"] = message_id(call.job.job_id)
         try:
             response = self.client.publish(**request)
         except (ClientError, BotoCoreError) as exc:

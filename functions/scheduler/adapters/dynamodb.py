@@ -11,12 +11,12 @@ import base64
 import builtins
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ParamValidationError
 
 from scheduler.adapters.codec import (
     BACKFILL_PK,
@@ -117,6 +117,42 @@ def _decode_cursor(cursor: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise ValueError("cursor is not one this API returned")
     return value
+
+
+def _query_page(
+    client: Any,
+    request: dict[str, Any],
+    start: dict[str, Any] | None,
+    limit: int,
+    cursor_fields: Sequence[str],
+    per_query: Callable[[int], int] | None = None,
+) -> tuple[list[Item], str | None]:
+    """One page of a list: query on from `start` until one item more than `limit` is found (so a page that ends
+    at the last item carries no cursor) or the results end. `per_query(found)` sets each query's Limit. Returns
+    the page and the cursor of its last item; a start key the table refuses is a ValueError (a forged cursor)."""
+    found: list[Item] = []
+    while len(found) <= limit:
+        if per_query is not None:
+            request["Limit"] = per_query(len(found))
+        if start:
+            request["ExclusiveStartKey"] = start
+        try:
+            response = client.query(**request)
+        except ParamValidationError as exc:  # a start key of the wrong shape, refused before it is sent
+            if start:
+                raise ValueError("cursor is not one this API returned") from exc
+            raise
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ValidationException" and start:
+                raise ValueError("cursor is not one this API returned") from exc
+            raise
+        found += response.get("Items", [])
+        start = response.get("LastEvaluatedKey")
+        if not start:
+            break
+    page = found[:limit]
+    key = {k: page[-1][k] for k in cursor_fields} if len(found) > limit and page else None
+    return page, _encode_cursor(key)
 
 
 def _outbox_values(entry: OutboxEntry, key: str) -> dict[str, Any]:
@@ -233,35 +269,24 @@ class DynamoJobStore:
         start = _decode_cursor(cursor)
         if start is not None and start.get("tenant_pk") != partition:
             raise ValueError("cursor is not one this API returned for this caller")
-        found: builtins.list[Item] = []
-        while len(found) <= limit:
-            request: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": "by_tenant",
-                "KeyConditionExpression": "tenant_pk = :t",
-                "ExpressionAttributeValues": {":t": partition},
-                "Limit": limit + 1 - len(found) if state is None else max(limit + 1, 25),
-            }
-            if state is not None:
-                request["FilterExpression"] = "#state = :state"
-                request["ExpressionAttributeNames"] = {"#state": "state"}
-                request["ExpressionAttributeValues"][":state"] = s(state.value)
-            if start:
-                request["ExclusiveStartKey"] = start
-            try:
-                response = self.client.query(**request)
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] == "ValidationException" and start:
-                    raise ValueError("cursor is not one this API returned") from exc
-                raise
-            found += response.get("Items", [])
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                break
-        page = found[:limit]
-        more = len(found) > limit
-        key = {k: page[-1][k] for k in ("PK", "SK", "tenant_pk", "tenant_sk")} if more and page else None
-        return [job_from_item(item) for item in page], _encode_cursor(key)
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_tenant",
+            "KeyConditionExpression": "tenant_pk = :t",
+            "ExpressionAttributeValues": {":t": partition},
+        }
+        if state is not None:
+            request["FilterExpression"] = "#state = :state"
+            request["ExpressionAttributeNames"] = {"#state": "state"}
+            request["ExpressionAttributeValues"][":state"] = s(state.value)
+
+        def per_query(found: int) -> int:  # a filtered list reads more per query: most items may not match
+            return limit + 1 - found if state is None else max(limit + 1, 25)
+
+        page, next_cursor = _query_page(
+            self.client, request, start, limit, ("PK", "SK", "tenant_pk", "tenant_sk"), per_query
+        )
+        return [job_from_item(item) for item in page], next_cursor
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
         items: list[dict[str, Any]] = [
@@ -816,23 +841,10 @@ class DynamoLedger:
             "Limit": limit + 1,  # one ahead, so a page that ends at the last run carries no cursor
         }
         start = _decode_cursor(cursor)
-        if start:
-            if start.get("job_id") != s(job_id):
-                raise ValueError("cursor is not one this API returned for this job")
-            request["ExclusiveStartKey"] = start
-        items = self._query(request)
-        page = items[:limit]
-        more = len(items) > limit
-        key = {k: page[-1][k] for k in ("PK", "job_id", "scheduled_ms")} if more and page else None
-        return [execution_from_item(i) for i in page], _encode_cursor(key)
-
-    def _query(self, request: dict[str, Any]) -> list[Item]:
-        try:
-            return list(self.client.query(**request).get("Items", []))
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ValidationException" and "ExclusiveStartKey" in request:
-                raise ValueError("cursor is not one this API returned") from exc
-            raise
+        if start and start.get("job_id") != s(job_id):
+            raise ValueError("cursor is not one this API returned for this job")
+        page, next_cursor = _query_page(self.client, request, start, limit, ("PK", "job_id", "scheduled_ms"))
+        return [execution_from_item(i) for i in page], next_cursor
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
         current = self.get(key)
@@ -963,24 +975,8 @@ class DynamoBackfillStore:
             "ConsistentRead": True,
             "Limit": max(limit + 1, PAGE_SIZE),  # items read per query, before the filter
         }
-        found: builtins.list[Item] = []
-        while len(found) <= limit:
-            if start:
-                request["ExclusiveStartKey"] = start
-            try:
-                response = self.client.query(**request)
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] == "ValidationException" and start:
-                    raise ValueError("cursor is not one this API returned") from exc
-                raise
-            found += response.get("Items", [])
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                break
-        page = found[:limit]
-        more = len(found) > limit
-        key = {k: page[-1][k] for k in ("PK", "SK", "job_id")} if more and page else None
-        return [backfill_from_item(item) for item in page], _encode_cursor(key)
+        page, next_cursor = _query_page(self.client, request, start, limit, ("PK", "SK", "job_id"))
+        return [backfill_from_item(item) for item in page], next_cursor
 
     def running(self, limit: int) -> builtins.list[Backfill]:
         found: builtins.list[Backfill] = []

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -219,6 +220,22 @@ def int_query(name: str, default: int, low: int, high: int) -> int:
     return int(raw)
 
 
+T = TypeVar("T")
+
+
+def page_of(fetch: Callable[[int, str | None], tuple[list[T], str | None]]) -> tuple[list[T], str | None]:
+    """One page of a list endpoint: `?limit=` (1-100, default 50) and the opaque `?cursor=` of the previous page,
+    passed to `fetch`; a cursor the store did not hand out is a 422 on the `cursor` field."""
+    limit = int_query("limit", 50, 1, MAX_PAGE)
+    cursor = app.current_event.get_query_string_value("cursor", None)
+    try:
+        return fetch(limit, cursor)
+    except ValueError as exc:
+        raise Problem(
+            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
+        ) from None
+
+
 def header(name: str) -> str | None:
     headers = app.current_event.headers or {}
     for key, value in headers.items():
@@ -294,15 +311,8 @@ def list_jobs() -> Response[str]:
                 f"state must be one of {', '.join(s.value for s in JobState)}, not '{state_raw}'",
                 errors=[{"field": "state", "message": "unknown state"}],
             ) from None
-    limit = int_query("limit", 50, 1, MAX_PAGE)
-    cursor = app.current_event.get_query_string_value("cursor", None)
     svc = service()
-    try:
-        jobs, next_cursor = svc.list(who, state, limit, cursor)
-    except ValueError as exc:
-        raise Problem(
-            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
-        ) from None
+    jobs, next_cursor = page_of(lambda limit, cursor: svc.list(who, state, limit, cursor))
     return json_response(200, {"jobs": [job_view(j, svc) for j in jobs], "next_cursor": next_cursor})
 
 
@@ -367,14 +377,7 @@ def trigger_job(job_id: str) -> Response[str]:
 @app.get("/v1/jobs/<job_id>/runs")
 def job_runs(job_id: str) -> Response[str]:
     who = tenant()
-    limit = int_query("limit", 50, 1, MAX_PAGE)
-    cursor = app.current_event.get_query_string_value("cursor", None)
-    try:
-        runs, next_cursor = service().runs(who, job_id, limit, cursor)
-    except ValueError as exc:
-        raise Problem(
-            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
-        ) from None
+    runs, next_cursor = page_of(lambda limit, cursor: service().runs(who, job_id, limit, cursor))
     return json_response(200, {"runs": [run_view(r) for r in runs], "next_cursor": next_cursor})
 
 
@@ -417,15 +420,8 @@ def start_backfill(job_id: str) -> Response[str]:
 @app.get("/v1/jobs/<job_id>/backfill")
 def list_backfills(job_id: str) -> Response[str]:
     who = tenant()
-    limit = int_query("limit", 50, 1, MAX_PAGE)
-    cursor = app.current_event.get_query_string_value("cursor", None)
     svc = backfills()
-    try:
-        found, next_cursor = svc.list(who, job_id, limit, cursor)
-    except ValueError as exc:
-        raise Problem(
-            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
-        ) from None
+    found, next_cursor = page_of(lambda limit, cursor: svc.list(who, job_id, limit, cursor))
     return json_response(200, {"backfills": [backfill_view(b, svc) for b in found], "next_cursor": next_cursor})
 
 
