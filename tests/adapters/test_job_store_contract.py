@@ -385,6 +385,24 @@ def test_advance_re_run_replays_the_recorded_plan(jobs, make) -> None:
     assert jobs.get(job.job_id).next_run_at == nxt  # the recorded advance is not overwritten
 
 
+def test_advance_re_run_after_a_version_change_replays_the_plan_without_a_next_timer(jobs, make) -> None:
+    # The run that advanced died before sending; then the job was paused (a new version). Its plan's occurrences
+    # have left the chain: the re-run sends them again (the worker judges each), but writes no next timer.
+    job, first, _ = _recurring(jobs, make)
+    planned_at, horizon = make.t0 - timedelta(seconds=3), make.t0 + timedelta(minutes=6)
+    jobs.advance(first, make.t0 + timedelta(minutes=2), first.scheduled_for, 0, planned_at=planned_at,
+                 planned_horizon=horizon)  # fmt: skip
+    advanced = jobs.get(job.job_id)
+    assert advanced.planned_version == first.version
+    jobs.replace(with_changes(advanced, state=JobState.PAUSED, version=advanced.version + 1), advanced, None, False)
+
+    again = jobs.advance(first, make.t0 + timedelta(minutes=3), first.scheduled_for, 0, planned_at=make.t0,
+                         planned_horizon=horizon)  # fmt: skip
+
+    assert again == AdvanceResult(True, False, JobState.PAUSED, (planned_at, horizon))
+    assert jobs.get(job.job_id).state == JobState.PAUSED  # untouched
+
+
 def test_advance_of_a_timer_the_chain_moved_past_does_nothing(jobs, make) -> None:
     # A chain moves past a timer only through the next timer, which is written after the timer's sends: a late
     # re-run of an older timer has nothing left to send or write.

@@ -1,8 +1,11 @@
 """Core bugs the simulator found, each reduced to a deterministic reproduction on the real core and the
 in-memory adapters (no seeds, so they stay put while the code around them changes).
 
-They are `xfail(strict=True)`: the suite stays green while a bug is open, and turns red the day it is fixed,
-so that its test is promoted to a plain regression test. Two more bugs the simulator found (an edit keeping
+They were `xfail(strict=True)` while open (the suite stays green while a bug is open and turns red the day it
+is fixed); all are fixed now and run as plain regression tests. The latest: a chain's plan lost when the job
+changed version (a pause, edit, cancel or resume) after a sweep had advanced the chain but before it sent the
+plan (seeds 111014 and 120946 of a 40,000-seed soak), fixed by replaying a plan across versions and by sending
+a version's last plan again before any change of version. Two more bugs the simulator found (an edit keeping
 `last_dispatched_for`, `is_near` ignoring bucket granularity) were fixed in the core while it was written.
 """
 
@@ -175,6 +178,59 @@ def test_an_edit_racing_the_sweepers_next_timer_put_keeps_the_chain_alive() -> N
     # Then the chain goes on after 09:06
     missing = [at for at in minutes(datetime(2026, 1, 5, 9, 7, tzinfo=UTC), 5) if at not in world.sent(job)]
     assert not missing, f"never dispatched: {[f'{m:%H:%M}' for m in missing]}"
+
+
+def _advanced_then_killed(world: World) -> Job:
+    """A job every five minutes from 09:05, whose 09:05 occurrence was planned by a sweep (its chain advanced to
+    09:10) that was killed before it sent anything."""
+    job = world.create({"type": "rate", "every_seconds": 300, "start_at": "2026-01-05T09:05:00Z"})
+    world.clock.set(datetime(2026, 1, 5, 9, 1, tzinfo=UTC))
+    with pytest.raises(Crash):
+        world.sweeper("sweeper-1", queue=DiesOnSend(world.queue)).sweep(world.clock.now() + timedelta(seconds=60))
+    stored = world.jobs.get(job.job_id)
+    assert stored is not None and stored.next_run_at == datetime(2026, 1, 5, 9, 10, tzinfo=UTC)
+    assert world.sent(job) == set()
+    return job
+
+
+def test_a_pause_after_a_sweep_advanced_a_chain_and_died_before_sending_loses_no_occurrence() -> None:
+    # (seed 111014) Given a plan the killed sweep never sent
+    world = World()
+    job = _advanced_then_killed(world)
+
+    # When the job is paused before another sweeper re-runs that bucket (lease ended)
+    world.service().pause(TENANT, job.job_id)
+    world.clock.advance(180)
+    world.sweep_every_minute(world.sweeper("sweeper-2"), 3)
+
+    # Then 09:05 was sent, for the worker to record (skipped while the job is paused), not silently dropped
+    assert datetime(2026, 1, 5, 9, 5, tzinfo=UTC) in world.sent(job)
+
+
+def test_a_resume_whose_new_chain_advances_first_still_sends_the_old_plan() -> None:
+    # (seed 120946) Given a plan the killed sweep never sent, and after an outage a second sweep that replays it
+    # and is killed before sending too (it holds the 09:05 bucket for two minutes)
+    world = World()
+    job = _advanced_then_killed(world)
+    world.clock.set(datetime(2026, 1, 5, 10, 0, tzinfo=UTC))
+    with pytest.raises(Crash):
+        world.sweeper("sweeper-2", queue=DiesOnSend(world.queue)).sweep(world.clock.now() + timedelta(seconds=60))
+    # and a third sweep that seals every later bucket (the 09:05 one is still held)
+    world.clock.advance(30)
+    world.sweeper("sweeper-3").sweep(world.clock.now() + timedelta(seconds=60))
+    assert world.sent(job) == set()
+
+    # When the job is paused and resumed: its new chain starts at 09:10, in a sealed bucket, so the API dispatches
+    # it at once and the chain advances from a timer of the new version before the old timer is re-run
+    service = world.service()
+    service.pause(TENANT, job.job_id)
+    service.resume(TENANT, job.job_id)
+    world.clock.advance(150)
+    world.sweep_every_minute(world.sweeper("sweeper-3"), 3)
+
+    # Then 09:05 was sent all the same: the pause sent the old version's last plan again before changing it
+    assert datetime(2026, 1, 5, 9, 5, tzinfo=UTC) in world.sent(job)
+    assert {datetime(2026, 1, 5, 9, m, tzinfo=UTC) for m in (10, 15, 20)} <= world.sent(job)
 
 
 def test_the_reproductions_pass_without_their_fault() -> None:

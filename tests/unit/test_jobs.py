@@ -239,8 +239,15 @@ def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: World) 
         world.clock.advance(60)
         world.sweep()
 
-    # Then the new chain runs (the queued 10:00 message is skipped by the worker as superseded)
-    assert world.sent_for(job.job_id) == [at("2026-01-05T10:00"), at("2026-01-05T10:15"), at("2026-01-05T11:15")]
+    # Then the new chain runs (the queued 10:00 message is skipped by the worker as superseded). The edit sent the
+    # old version's last plan (10:00) once more first, in case the sweep that planned it had died before sending.
+    assert world.sent_for(job.job_id) == [
+        at("2026-01-05T10:00"),
+        at("2026-01-05T10:00"),
+        at("2026-01-05T10:15"),
+        at("2026-01-05T11:15"),
+    ]
+    assert [d.version for d in world.sent(job.job_id)] == [1, 1, 2, 2]
 
 
 def test_update_to_an_earlier_minute_after_a_look_ahead_dispatch_keeps_the_chain(world: World) -> None:

@@ -74,6 +74,8 @@ def job_to_item(job: Job) -> Item:
         item["next_ms"] = n(to_ms(job.next_run_at))
     if job.last_dispatched_for is not None:
         item["last_ms"] = n(to_ms(job.last_dispatched_for))
+    if job.planned_version is not None:
+        item["plan_v"] = n(job.planned_version)
     for name, value in (
         ("adv_ms", job.advanced_from),
         ("plan_ms", job.planned_at),
@@ -102,6 +104,7 @@ def job_from_item(item: Item) -> Job:
         advanced_from=get_ms(item, "adv_ms"),
         planned_at=get_ms(item, "plan_ms"),
         planned_horizon=get_ms(item, "horizon_ms"),
+        planned_version=get_n(item, "plan_v"),
     )
 
 

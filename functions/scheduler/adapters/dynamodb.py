@@ -333,7 +333,7 @@ class DynamoJobStore:
             ":new_state": s(JobState.COMPLETED.value if completing else JobState.ACTIVE.value),
             ":k": n(skipped),
         }
-        sets = ["#last = :d", "#state = :new_state", "adv_ms = :sched"]
+        sets = ["#last = :d", "#state = :new_state", "adv_ms = :sched", "plan_v = :v"]
         if next_run_at is not None:
             sets.append("#next = :n")
             values[":n"] = n(to_ms(next_run_at))

@@ -158,6 +158,7 @@ class MemoryJobStore:
                         "state": JobState.ACTIVE if next_run_at is not None else JobState.COMPLETED,
                         "misfire_skipped": job.misfire_skipped + skipped,
                         "advanced_from": timer.scheduled_for,
+                        "planned_version": timer.version,
                         "planned_at": planned_at,
                         "planned_horizon": planned_horizon,
                     }

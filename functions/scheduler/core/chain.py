@@ -31,15 +31,22 @@ def already_advanced(job: Job | None, timer: Timer, dispatched_for: datetime) ->
     - The chain's last advance came from this very timer (a sweep or the API that advanced and then died, or a
       duplicate of the timer): replay that run's plan - same sends (absorbed by the ledger), same next timer
       (an idempotent put). The dispatcher sends before it writes the next timer, so a plan is never lost.
+    - The chain's last advance came from this timer, and then the job was paused, cancelled or edited (a new
+      version): the plan's occurrences have left the chain (the new version starts after them), so replay its
+      sends - the worker decides each one (skipped while paused, cancelled, skipped if an edit superseded it, else
+      run) - but not its next timer: the new version has its own.
     - The chain moved on from a later timer: this timer's plan was sent before its next timer existed; nothing to
-      do. Likewise when the job was paused, cancelled or edited since the timer was written.
+      do. Likewise when the job was paused, cancelled or edited before this timer advanced it.
     """
     if job is None:
         return AdvanceResult(False, False, None)
+    replay = None
+    if job.planned_at is not None and job.planned_horizon is not None:
+        replay = (job.planned_at, job.planned_horizon)
+    advanced_here = job.advanced_from == timer.scheduled_for
     same_chain = job.version == timer.version and job.state in (JobState.ACTIVE, JobState.COMPLETED)
-    if same_chain and job.advanced_from == timer.scheduled_for:
-        replay = None
-        if job.planned_at is not None and job.planned_horizon is not None:
-            replay = (job.planned_at, job.planned_horizon)
+    if same_chain and advanced_here:
         return AdvanceResult(True, True, job.state, replay)
+    if advanced_here and job.planned_version == timer.version and replay is not None:
+        return AdvanceResult(True, False, job.state, replay)
     return AdvanceResult(False, False, job.state)

@@ -155,6 +155,20 @@ class Dispatcher:
             self.place(following_timer)
         return len(sent)
 
+    def resend_last_plan(self, job: Job) -> int:
+        """Before `job` changes version (edit, pause, resume, cancel): send again what its chain's last advance
+        planned, if that advance was made at this version. The new version's chain starts after those
+        occurrences, and once it advances, a re-run of the old timer can no longer replay the plan - so if the run
+        that advanced died before its sends, nothing else would ever send them. Duplicates are absorbed by the
+        ledger, and the worker judges each against the job as it then is (skipped while paused, cancelled,
+        skipped if an edit superseded it, else run). Returns the messages sent."""
+        if job.planned_version != job.version or job.advanced_from is None:
+            return 0
+        if job.planned_at is None or job.planned_horizon is None:
+            return 0
+        plan = self.plan(timer_for(job, job.advanced_from), job.planned_at, job.planned_horizon)
+        return len(self.send(plan.dispatches))
+
     def send(self, dispatches: Sequence[Dispatch], *, defer: bool = True) -> list[Dispatch]:
         """Hand messages to the ready queue, each with its own delay, through their tenants' dispatch budgets.
         Returns the ones sent. Do not reorder: what a budget holds back is written as deferred timers (`defer`;

@@ -259,6 +259,8 @@ class JobService:
             new = new.model_copy(update={"last_dispatched_for": None})
             timer = timer_for(new, pending)
         late_copy = timer is not None and self.dispatcher.is_near(timer, self.clock.now())
+        # Before the version changes: the old version's last plan must have been sent (a new chain starts after it).
+        self.dispatcher.resend_last_plan(old)
         self.jobs.replace(new, old, timer, late=late_copy)
         if timer is not None:
             self.dispatcher.settle(timer, late_copy)

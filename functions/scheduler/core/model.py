@@ -197,3 +197,6 @@ class Job(BaseModel):
     advanced_from: datetime | None = None
     planned_at: datetime | None = None
     planned_horizon: datetime | None = None
+    #: The version the chain's last advance was made at (the advancing timer's). An edit, pause or cancel keeps
+    #: the plan: a re-run of that timer still sends what it planned (those occurrences have left the chain).
+    planned_version: int | None = None
