@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -36,7 +32,7 @@ from scheduler.settings import Settings
 from scheduler_bench.environment import ROOT, create_resources, delete_resources
 from scheduler_bench.receiver import Receiver
 from scheduler_bench.services import SystemClock, build, client, settings_for
-from scheduler_local.emulators import free_port
+from scheduler_local.process import StackProcess
 
 SUBMIT_THREADS = 8
 TENANTS = 32
@@ -61,55 +57,11 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-class StackProcess:
-    """`python -m scheduler_local` on this run's tables and the current endpoints, in its own state folder."""
+class BurstStack(StackProcess):
+    """The local stack on this run's tables and the current endpoints, with `workers` worker processes."""
 
     def __init__(self, state_dir: Path, prefix: str, workers: int) -> None:
-        self.state_dir = state_dir
-        self.port = free_port()
-        self.env = {
-            **os.environ,
-            "SCHEDULER_API_PORT": str(self.port),
-            "SCHEDULER_STATE_DIR": str(state_dir),
-            "SCHEDULER_LOCAL_PREFIX": prefix,
-            "SCHEDULER_LOCAL_WORKERS": str(workers),
-            "SCHEDULER_SWEEP_INTERVAL_SECONDS": "1",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "functions"), os.environ.get("PYTHONPATH")])),
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 120) -> None:
-        """Start it and wait for its `API:` line (the api answers; sweeper and workers are running)."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.log = self.state_dir / "stack.out"
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "scheduler_local"],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the local stack exited: {self.log.read_text()[-2000:]}")
-            if any(line.startswith("API: ") for line in self.log.read_text().splitlines()):
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"the local stack printed no API line within {timeout:.0f}s")
-
-    def stop(self) -> None:
-        """SIGTERM (the stack stops its api, sweeper and workers, then its emulators); SIGINT would be ignored
-        when this benchmark itself was started in the background by a non-interactive shell."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        super().__init__(state_dir, {"SCHEDULER_LOCAL_PREFIX": prefix, "SCHEDULER_LOCAL_WORKERS": str(workers)})
 
     def sweeps(self) -> list[dict[str, Any]]:
         """The sweeper's "sweep finished" log records (JSON lines)."""
@@ -149,7 +101,7 @@ def run_one(config: BurstConfig, jitter: int, receiver: Receiver, log: Callable[
     prefix = f"bb{uuid.uuid4().hex[:10]}"
     plain_ddb, plain_sqs, plain_events = client("dynamodb"), client("sqs"), client("events")
     resources = create_resources(prefix, plain_ddb, plain_sqs, plain_events)
-    stack = StackProcess(config.state_dir / prefix, prefix, config.workers)
+    stack = BurstStack(config.state_dir / prefix, prefix, config.workers)
     try:
         settings = settings_for(resources, Settings().signing_secret, 10_000_000)
         services = build(settings, plain_ddb, plain_sqs, plain_events, SystemClock(), settings.signing_secret)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -17,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from scheduler_local.emulators import ROOT, free_port
+from scheduler_local.emulators import free_port
+from scheduler_local.process import StackProcess
 
 
 @dataclass
@@ -70,57 +69,20 @@ class Receiver:
         return list(self.calls)
 
 
-class LocalStack:
-    """`python -m scheduler_local` (what scripts/dev runs) in its own state folder and port."""
+class LocalStack(StackProcess):
+    """The local stack (what scripts/dev runs) in its own state folder and port, with dev tokens for the tests."""
 
     def __init__(
         self, state_dir: Path, env: dict[str, str], tokens: str = "t-alice=alice,t-bob=bob,t-fuzz=fuzz"
     ) -> None:
-        self.state_dir = state_dir
-        self.port = free_port()
-        self.env = {
-            **os.environ,
-            **env,
-            "SCHEDULER_API_PORT": str(self.port),
-            "SCHEDULER_STATE_DIR": str(state_dir),
-            "SCHEDULER_DEV_TOKENS": tokens,
-            "SCHEDULER_LOCAL_PREFIX": f"sys{os.getpid()}{self.port}",
-            "SCHEDULER_SWEEP_INTERVAL_SECONDS": "1",
-            "PYTHONPATH": str(ROOT / "functions"),
-        }
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(
+            state_dir,
+            {**env, "SCHEDULER_DEV_TOKENS": tokens, "SCHEDULER_LOCAL_PREFIX": f"sys{os.getpid()}{free_port()}"},
+        )
 
     def start(self, timeout: float = 120) -> LocalStack:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.log = self.state_dir / "dev.out"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler_local"],
-            env=self.env,
-            stdout=open(self.log, "wb"),  # noqa: SIM115
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the local stack exited: {self.log.read_text()}")
-            if any(line.startswith("API: ") for line in self.log.read_text().splitlines()):
-                return self
-            time.sleep(0.2)
-        raise RuntimeError(f"no API line within {timeout}s: {self.log.read_text()}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-
-    def pid(self, name: str) -> int:
-        return int((self.state_dir / "pids" / f"{name}.pid").read_text())
+        super().start(timeout)
+        return self
 
     def kill(self, name: str) -> None:
         os.kill(self.pid(name), signal.SIGKILL)
