@@ -35,13 +35,13 @@ from scheduler.core.model import (
     payload_size,
 )
 from scheduler.core.timefmt import parse_rfc3339, rfc3339
+from scheduler.core.validation import field_errors, summary
 
 if TYPE_CHECKING:
     import boto3
 
 USER_AGENT = "punctual-cli/0.1"
 #: Tags of the schedule and target unions; pydantic puts them in error locations, the API leaves them out.
-_TYPE_TAGS = {"once", "cron", "rate", "http", "sqs", "sns", "eventbridge", "lambda", "stepfunctions", "handler"}
 #: `https://{api-id}.execute-api.{region}.amazonaws.com/{stage}/`: an API Gateway endpoint (IAM auth).
 EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 #: Statuses worth one more try of a request that is safe to repeat (a gateway or the network hiccupped).
@@ -114,18 +114,10 @@ class AuthError(Exception):
 
 def definition_problem(exc: ValidationError) -> InvalidDefinition:
     """The 422 the API answers for this validation error: fields as the API names them, same messages."""
-    errors = []
-    for error in exc.errors():
-        path = [str(p) for p in error["loc"] if str(p) not in _TYPE_TAGS and not str(p).startswith("function-")]
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown field (not part of the job definition)"
-        errors.append(FieldError(".".join(path) or "body", message))
-    first = errors[0]
-    detail = f"{first.field}: {first.message}"
-    if len(errors) > 1:
-        detail += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return InvalidDefinition(422, "Unprocessable Content", detail, tuple(errors))
+    errors = field_errors(exc)
+    return InvalidDefinition(
+        422, "Unprocessable Content", summary(errors), tuple(FieldError(field, message) for field, message in errors)
+    )
 
 
 def validate_definition(definition: Mapping[str, Any]) -> JobSpec:

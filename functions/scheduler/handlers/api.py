@@ -33,6 +33,7 @@ from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, Job, JobSpe
 from scheduler.core.ports import Backfill, Execution
 from scheduler.core.schedules import InvalidSchedule
 from scheduler.core.timefmt import rfc3339
+from scheduler.core.validation import field_errors, summary
 from scheduler.handlers import wiring
 
 logger = Logger()
@@ -43,7 +44,6 @@ PROBLEM = "application/problem+json"
 #: The whole request body may carry the definition around the payload; refuse anything far beyond it early.
 MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 16 * 1024
 MAX_PAGE = 100
-_TYPE_TAGS = {"once", "cron", "rate", "http", "sqs", "sns", "eventbridge", "lambda", "stepfunctions", "handler"}
 _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/health$"), {"GET"}),
     (re.compile(r"^/v1/openapi\.json$"), {"GET"}),
@@ -245,18 +245,13 @@ def header(name: str) -> str | None:
 
 
 def validation_problem(exc: ValidationError) -> Problem:
-    errors = []
-    for error in exc.errors():
-        path = [str(p) for p in error["loc"] if str(p) not in _TYPE_TAGS and not str(p).startswith("function-")]
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown field (not part of the job definition)"
-        errors.append({"field": ".".join(path) or "body", "message": message})
-    first = errors[0]
-    detail = f"{first['field']}: {first['message']}"
-    if len(errors) > 1:
-        detail += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return Problem(422, "Unprocessable Content", detail, errors=errors)
+    errors = field_errors(exc)
+    return Problem(
+        422,
+        "Unprocessable Content",
+        summary(errors),
+        errors=[{"field": field, "message": message} for field, message in errors],
+    )
 
 
 # -- routes -----------------------------------------------------------------------------------------------

@@ -1,0 +1,30 @@
+"""How a job definition's validation errors read, for the API's 422 and for the CLI's checks before it sends
+(one wording, so the CLI refuses exactly as the API would)."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+#: Discriminator tags pydantic puts in error locations (`schedule.cron.expression`); users write `schedule.expression`.
+_TYPE_TAGS = {"once", "cron", "rate", "http", "sqs", "sns", "eventbridge", "lambda", "stepfunctions", "handler"}
+
+
+def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """(field path as the user wrote it, human message) for each error."""
+    errors = []
+    for error in exc.errors():
+        path = [str(p) for p in error["loc"] if str(p) not in _TYPE_TAGS and not str(p).startswith("function-")]
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown field (not part of the job definition)"
+        errors.append((".".join(path) or "body", message))
+    return errors
+
+
+def summary(errors: list[tuple[str, str]]) -> str:
+    """The problem's `detail`: the first error, and how many more there are."""
+    field, message = errors[0]
+    detail = f"{field}: {message}"
+    if len(errors) > 1:
+        detail += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return detail
