@@ -119,6 +119,16 @@ def _decode_cursor(cursor: str | None) -> dict[str, Any] | None:
     return value
 
 
+def _query_pages(client: Any, request: dict[str, Any]) -> Iterator[list[Item]]:
+    """The items of a query, a page at a time, following LastEvaluatedKey; the caller stops when it has enough."""
+    while True:
+        response = client.query(**request)
+        yield response.get("Items", [])
+        if not response.get("LastEvaluatedKey"):
+            return
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
 def _query_page(
     client: Any,
     request: dict[str, Any],
@@ -896,14 +906,11 @@ class DynamoLedger:
                 "Limit": min(PAGE_SIZE, limit),
             }
             in_shard = 0
-            while in_shard < limit:
-                response = self.client.query(**request)
-                items = response.get("Items", [])
+            for items in _query_pages(self.client, request):
                 found += items
                 in_shard += len(items)
-                if not response.get("LastEvaluatedKey"):
+                if in_shard >= limit:
                     break
-                request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         executions = [execution_from_item(i) for i in found]
         # The index is eventually consistent: an item cleared a moment ago may still show, with its outbox.
         pending = sorted((e for e in executions if e.outbox), key=lambda e: e.outbox[-1].at)
@@ -988,12 +995,10 @@ class DynamoBackfillStore:
             "ExpressionAttributeValues": {":pk": s(BACKFILL_PK), ":running": s(BackfillState.RUNNING.value)},
             "ConsistentRead": True,
         }
-        while len(found) < limit:
-            response = self.client.query(**request)
-            found += [backfill_from_item(i) for i in response.get("Items", [])]
-            if not response.get("LastEvaluatedKey"):
+        for items in _query_pages(self.client, request):
+            found += [backfill_from_item(i) for i in items]
+            if len(found) >= limit:
                 break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return found[:limit]
 
     def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
@@ -1126,15 +1131,12 @@ class DynamoTenantSlots:
             "ConsistentRead": True,
         }
         held: dict[int, int] = {}
-        while True:
-            response = self.client.query(**request)
-            for item in response.get("Items", []):
+        for items in _query_pages(self.client, request):
+            for item in items:
                 until = int(item["lease_until"]["N"])
                 if until >= to_ms(now):
                     held[int(item["SK"]["S"].removeprefix("SLOT#"))] = until
-            if not response.get("LastEvaluatedKey"):
-                return held
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return held
 
     def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
         held = self._held(tenant, now)

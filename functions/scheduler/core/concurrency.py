@@ -60,6 +60,11 @@ class Permit:
     slot: int
     holder: str
 
+    @classmethod
+    def unlimited(cls, tenant: str, holder: str) -> Permit:
+        """An attempt of a tenant without a limit: nothing is held."""
+        return cls(None, tenant, -1, holder)
+
     def extend(self, lease_until: datetime) -> None:
         """Never raises: the slot is a budget, not a safety property (the ledger's lease and fencing are)."""
         if self.slots is None:
@@ -96,7 +101,7 @@ class ConcurrencyGate:
         """A permit for one attempt, or None when the tenant is at its limit."""
         limit = self.config.limit(tenant)
         if limit <= 0:
-            return Permit(None, tenant, -1, holder)
+            return Permit.unlimited(tenant, holder)
         slot = self.slots.acquire(tenant, limit, holder, now, lease_until)
         if slot is None:
             self.metrics.count("TenantConcurrencyThrottled")

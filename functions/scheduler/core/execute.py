@@ -154,12 +154,11 @@ class Executor:
         # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
         # The tenant's execution budget: one of its slots for this attempt, or come back later.
-        permit = Permit(None, dispatch.tenant, -1, owner)
+        permit: Permit | None = Permit.unlimited(dispatch.tenant, owner)
         if self.gate is not None:
-            entered = self.gate.enter(dispatch.tenant, owner, now, now + self.config.lease)
-            if entered is None:
-                return self._throttled(dispatch, message, now)
-            permit = entered
+            permit = self.gate.enter(dispatch.tenant, owner, now, now + self.config.lease)
+        if permit is None:
+            return self._throttled(dispatch, message, now)
         try:
             return self._attempt(job, dispatch, owner, permit, message, now)
         finally:
