@@ -79,14 +79,15 @@ class Clients:
 
     dynamodb: Any
     sqs: Any
-    events: Any
+    #: EventBridge, for completion events (None when they are off).
+    events: Any | None
 
     @classmethod
-    def default(cls) -> Clients:
+    def default(cls, events: bool) -> Clients:
         def make(service: str) -> Any:
             return boto3.client(service, config=_BOTO_CONFIG)  # type: ignore[call-overload]
 
-        return cls(make("dynamodb"), make("sqs"), make("events"))
+        return cls(make("dynamodb"), make("sqs"), make("events") if events else None)
 
 
 @dataclass
@@ -205,7 +206,7 @@ def build(
 ) -> Container:
     """Every service, from `settings`: on the default AWS clients and the system clock unless given others
     (the benchmarks meter their clients and run on a virtual clock)."""
-    clients = clients or Clients.default()
+    clients = clients or Clients.default(events=settings.completion_events)
     dynamodb, sqs = clients.dynamodb, clients.sqs
     clock = clock or SystemClock()
     port_metrics: PortMetrics = PowertoolsMetrics(metrics) if isinstance(metrics, Metrics) else metrics
