@@ -17,10 +17,27 @@ from scheduler_local.provision import Resources, provision
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: Fixtures that reach the emulators. A test that uses one (directly, through another fixture, or as the
+#: "dynamodb" parameter of a backend fixture) is marked `emulator` here, so `-m "not emulator"` selects exactly
+#: the tests that run without DynamoDB Local and the SQS emulator, and no test module has to remember the mark.
+EMULATOR_FIXTURES = frozenset({"aws_endpoints", "aws_env", "dynamodb_client", "sqs_client", "resources"})
+EMULATOR_BACKENDS = frozenset({"dynamodb", "sqs"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        backends = {value for value in (callspec.params.values() if callspec else ()) if isinstance(value, str)}
+        if fixtures & EMULATOR_FIXTURES or backends & EMULATOR_BACKENDS or item.get_closest_marker("system"):
+            item.add_marker(pytest.mark.emulator)
+
 
 @pytest.fixture(scope="session")
 def aws_endpoints() -> Iterator[dict[str, str]]:
     """Endpoint and credential variables for boto3 clients that talk to the emulators."""
+    if os.environ.get("PUNCTUAL_NO_EMULATORS"):
+        pytest.fail("a test selected with PUNCTUAL_NO_EMULATORS set reached the emulators: mark it `emulator`")
     if os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") and os.environ.get("AWS_ENDPOINT_URL_SQS"):
         env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
         env.setdefault("AWS_DEFAULT_REGION", "us-east-1")

@@ -70,17 +70,6 @@ def ledger(stores: Stores) -> Any:
     return stores.ledger
 
 
-@pytest.fixture
-def xfail_on(request: pytest.FixtureRequest, stores: Stores) -> Callable[[str, str], None]:
-    """`xfail_on("dynamodb", "BUG: ...")`: a strict xfail for one backend only (the other must pass)."""
-
-    def mark(backend: str, reason: str) -> None:
-        if stores.name == backend:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-    return mark
-
-
 # -- builders ---------------------------------------------------------------------------------------------
 
 _counter = iter(range(1_000_000))

@@ -274,7 +274,7 @@ def test_list_state_filter_spans_storage_pages(jobs, make) -> None:
     assert len(paused) == 6
 
 
-def test_list_has_no_cursor_when_the_page_ends_at_the_last_job(jobs, make, xfail_on) -> None:
+def test_list_has_no_cursor_when_the_page_ends_at_the_last_job(jobs, make) -> None:
     mine = _tenant_jobs(jobs, make, 4)
     page, cursor = jobs.list("tenant-a", None, 4, None)
     assert [j.job_id for j in page] == [j.job_id for j in mine]

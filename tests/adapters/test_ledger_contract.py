@@ -224,7 +224,7 @@ def test_record_unclaimed_is_create_only(ledger, make) -> None:
         claim(ledger, d, "w1", make.t0 + timedelta(days=1))
 
 
-def test_expire_to_moves_an_expired_running_item(ledger, make, xfail_on) -> None:
+def test_expire_to_moves_an_expired_running_item(ledger, make) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
     now = make.t0 + LEASE + timedelta(seconds=1)
@@ -266,7 +266,7 @@ def test_mark_dead_lettered(ledger, make) -> None:
     assert item.dead_lettered is True and item.state == RunState.DEAD
 
 
-def test_mark_dead_lettered_of_an_unknown_key_is_a_no_op(ledger, xfail_on) -> None:
+def test_mark_dead_lettered_of_an_unknown_key_is_a_no_op(ledger) -> None:
     ledger.mark_dead_lettered("unknown:2026-01-05T09:00:00Z")
     assert ledger.get("unknown:2026-01-05T09:00:00Z") is None
 
@@ -308,7 +308,7 @@ def test_runs_newest_first_with_cursor_pagination(ledger, make) -> None:
     assert ledger.runs("no-such-job", 10, None) == ([], None)
 
 
-def test_runs_has_no_cursor_when_the_page_ends_at_the_oldest_run(ledger, make, xfail_on) -> None:
+def test_runs_has_no_cursor_when_the_page_ends_at_the_oldest_run(ledger, make) -> None:
     job_id, _ = _five_runs(ledger, make)
     page, cursor = ledger.runs(job_id, 5, None)
     assert len(page) == 5
@@ -352,7 +352,7 @@ def test_resolve_to_retry_makes_it_claimable_now(ledger, make) -> None:
     assert (again.state, again.epoch, again.attempts) == (RunState.RUNNING, 2, 2)
 
 
-def test_resolve_leaves_no_stale_fields(ledger, make, xfail_on) -> None:
+def test_resolve_leaves_no_stale_fields(ledger, make) -> None:
     done = ledger.resolve(_reconciling(ledger, make).key, RunState.SUCCEEDED, make.t0 + timedelta(hours=1), "ok")
     retry = ledger.resolve(_reconciling(ledger, make).key, RunState.RETRY_WAIT, make.t0 + timedelta(hours=1), "go")
     assert done.next_attempt_at is None

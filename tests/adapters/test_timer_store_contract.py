@@ -130,7 +130,7 @@ def test_second_claimer_is_refused_while_the_lease_is_live(timers, make) -> None
     assert claim(timers, bucket, "sweeper-a", make.t0 + timedelta(seconds=1)) == BucketBusy(done=False)
 
 
-def test_claim_at_the_exact_end_of_the_lease_is_refused(timers, make, xfail_on) -> None:
+def test_claim_at_the_exact_end_of_the_lease_is_refused(timers, make) -> None:
     # everywhere else in the contract (ledger take-over, expire_to) a lease is expired only when lease < now
     bucket = BucketId(make.t0, 1)
     claim(timers, bucket, "sweeper-a", make.t0)
@@ -256,7 +256,7 @@ def test_watermark_never_moves_backwards(timers, make) -> None:
     assert timers.init_watermark(make.t0) == make.t0 + timedelta(minutes=6)
 
 
-def test_advance_watermark_without_one_creates_it(timers, make, xfail_on) -> None:
+def test_advance_watermark_without_one_creates_it(timers, make) -> None:
     timers.advance_watermark(make.t0)
     assert timers.watermark() == make.t0
 
@@ -282,7 +282,7 @@ def test_late_lane_lists_all_shards_oldest_first(timers, make) -> None:
     assert timers.late_timers(10) == sorted(late, key=lambda t: t.fire_at)
 
 
-def test_late_lane_limit_returns_the_oldest(timers, make, xfail_on) -> None:
+def test_late_lane_limit_returns_the_oldest(timers, make) -> None:
     late = _late_timers_across_shards(make, timers)
     for timer in late:
         timers.put_late(timer)

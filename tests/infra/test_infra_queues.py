@@ -94,7 +94,7 @@ def test_each_lane_has_a_backlog_alarm(default) -> None:
 
 
 def test_queue_names_are_generated_not_fixed(default) -> None:
-    default.template.has_resource_properties("AWS::SQS::Queue", {"QueueName": Match.absent()})
+    default.template.all_resources_properties("AWS::SQS::Queue", {"QueueName": Match.absent()})
 
 
 def _as_list(value):

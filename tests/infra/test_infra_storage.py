@@ -62,4 +62,4 @@ def test_throwaway_stage_lets_tables_go(configured) -> None:
 
 def test_table_names_are_generated_not_fixed(default) -> None:
     # Fixed names would block replacement and collide between stages deployed to one account.
-    default.template.has_resource_properties("AWS::DynamoDB::Table", {"TableName": Match.absent()})
+    default.template.all_resources_properties("AWS::DynamoDB::Table", {"TableName": Match.absent()})
