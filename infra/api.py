@@ -171,11 +171,11 @@ def _add_routes(rest_api: apigw.RestApi, function: lambda_.IFunction) -> None:
     Validations.of(health).acknowledge(
         Acknowledgment(
             id="AwsSolutions-APIG4",
-            reason="GET /v1/health is the liveness probe and is public by design (DESIGN.md section 4).",
+            reason="GET /v1/health is the liveness probe and is public by design (docs/design.md §4).",
         ),
         Acknowledgment(
             id="AwsSolutions-COG4",
-            reason="GET /v1/health is the liveness probe and is public by design (DESIGN.md section 4).",
+            reason="GET /v1/health is the liveness probe and is public by design (docs/design.md §4).",
         ),
     )
 

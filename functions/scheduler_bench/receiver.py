@@ -1,5 +1,5 @@
 """A cooperating HTTP target on 127.0.0.1: it records every call (arrival time, occurrence key, fencing token)
-and applies each occurrence's effect at most once, as DESIGN.md asks of a cooperating target: once per
+and applies each occurrence's effect at most once, as docs/design.md asks of a cooperating target: once per
 `Idempotency-Key`, refusing a fencing token lower than one it already accepted for that key."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One integer seed decides everything: the workload (jobs created through the real `JobService`, with edits,
 pauses, cancellations and triggers racing dispatch, and a few invalid requests), the actors (1-3 sweepers
 and 1-3 workers running the real `Sweeper` and `Executor` on the in-memory adapters), their interleaving as
-a fake clock advances, and the faults. After each run the checker judges the six invariants of DESIGN.md
+a fake clock advances, and the faults. After each run the checker judges the six invariants of docs/design.md
 section 6; a failure prints the seed, the violation, the last events and a one-line replay command.
 
 Fault model (what the seed may choose, see `faults.FaultProfile`):

@@ -1,4 +1,4 @@
-"""The checker: DESIGN.md section 6, judged after each run from the end state and what was recorded on the
+"""The checker: docs/design.md §6, judged after each run from the end state and what was recorded on the
 way (the sink's calls, the ledger writes as they were accepted, the first send of every key, the client's
 acknowledged calls).
 

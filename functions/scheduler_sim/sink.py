@@ -1,4 +1,4 @@
-"""The sink: a target that cooperates the way DESIGN.md section 1 asks of targets, and remembers everything.
+"""The sink: a target that cooperates the way docs/design.md §1 asks of targets, and remembers everything.
 
 It accepts a given occurrence key once (idempotency: a repeat is answered as a duplicate, with no new effect)
 and refuses a call whose fencing token is lower than one it has already seen for that key. Every raw call is

@@ -79,7 +79,7 @@ class SimConfig:
     catchup_window: timedelta = timedelta(days=1)
     bucket_lease: timedelta = timedelta(seconds=120)
     lease: timedelta = timedelta(seconds=60)
-    #: >= 6x the worker timeout, as DESIGN.md section 2 asks.
+    #: >= 6x the worker timeout, as docs/design.md §2 asks.
     visibility_timeout: float = 360.0
     sweep_every: float = 60.0
     quiet: timedelta = timedelta(minutes=10)

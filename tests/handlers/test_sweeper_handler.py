@@ -91,7 +91,7 @@ def test_a_job_created_into_a_swept_bucket_is_dispatched_by_the_api(env, api_cal
     at = truncate_ms(datetime.now(UTC) + timedelta(seconds=1))
     job = create_once(api_call, at)
 
-    # Then the API dispatched it itself (DESIGN.md 3.2), without another sweep
+    # Then the API dispatched it itself (docs/design.md §3.2), without another sweep
     [(_, dispatch)] = receive(sqs_client, env.ready_queue_url, 1, timeout=5)
     assert dispatch == Dispatch(job, TENANT, at, at, 1, "scheduled")
     # and a later sweep sends nothing twice from the late lane (it was drained once sent)

@@ -1,6 +1,6 @@
 """Execution budgets under crashes, on both backends: a worker that dies right before or right after taking,
 extending or giving back its tenant's execution slot leaves the occurrence applied exactly once, its outcome
-recorded once (DESIGN.md section 6), nothing dead-lettered, and the slot free again once the dead attempt's
+recorded once (docs/design.md §6), nothing dead-lettered, and the slot free again once the dead attempt's
 lease has ended, so the tenant is delayed, never stuck."""
 
 from __future__ import annotations

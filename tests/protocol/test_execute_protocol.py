@@ -1,7 +1,7 @@
-"""The execution protocol (DESIGN.md 3.4) under crashes and pauses, against both backends: a crash right before
+"""The execution protocol (docs/design.md §3.4) under crashes and pauses, against both backends: a crash right before
 or right after each ledger write, job read and target call, then a fault-free recovery, must leave the
 occurrence applied exactly once at a cooperating target, its outcome recorded once, and no stale write accepted
-(DESIGN.md section 6, invariants 1-3)."""
+(docs/design.md §6, invariants 1-3)."""
 
 from __future__ import annotations
 

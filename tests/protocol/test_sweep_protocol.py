@@ -1,6 +1,6 @@
-"""The dispatch protocol (DESIGN.md 3.2, 3.3) under crashes, concurrency and clock jumps, against both
+"""The dispatch protocol (docs/design.md §3.2, 3.3) under crashes, concurrency and clock jumps, against both
 backends. After any fault, a fault-free recovery must leave every occurrence that fell due applied exactly once
-at a cooperating target, and none lost (DESIGN.md section 6, invariants 1, 2 and 5)."""
+at a cooperating target, and none lost (docs/design.md §6, invariants 1, 2 and 5)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Simulation (STYLE.md test layer 6): seeded fault schedules against the real protocol code on the in-memory
-adapters, with the invariants of DESIGN.md section 6 checked after every run.
+adapters, with the invariants of docs/design.md §6 checked after every run.
 
 A failing seed prints its report: the violated invariant, the last events, and the command that replays it.
 """

@@ -304,7 +304,7 @@ def quiet_lateness_behind_a_slow_burst(concurrency: ConcurrencyConfig | None) ->
 
 
 def test_a_slow_tenant_bursting_20x_its_concurrency_does_not_make_another_tenant_late() -> None:
-    # The bound (README, "Fairness"): while the limits of the tenants other than the quiet one add up to fewer
+    # The bound (docs/fairness.md): while the limits of the tenants other than the quiet one add up to fewer
     # than the workers' concurrency, a quiet occurrence finds a worker that is free or only passing over
     # throttled messages: its start lateness is at most the poll interval (a second here), plus the time the
     # workers spend passing over throttled messages (no time in this simulation).

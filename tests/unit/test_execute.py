@@ -1,4 +1,4 @@
-"""The execution protocol (DESIGN.md 3.4): claim, run with a fencing token, record; retries, dead letters,
+"""The execution protocol (docs/design.md §3.4): claim, run with a fencing token, record; retries, dead letters,
 at-most-once reconciliation, leases, heartbeats and fencing."""
 
 from __future__ import annotations

@@ -237,7 +237,7 @@ def quiet_lateness(fairness: FairnessConfig | None) -> float:
 
 
 def test_a_tenant_bursting_20x_its_budget_does_not_make_another_tenant_late() -> None:
-    # The bound (README, "Fairness"): budgets let at most 2 windows' capacity + rate * t of a tenant through in any
+    # The bound (docs/fairness.md): budgets let at most 2 windows' capacity + rate * t of a tenant through in any
     # t seconds, so with workers at least as fast as the rates granted, another tenant's start lateness is at most
     # twice the noisy tenant's window capacity plus its own (1 here) over the workers' throughput, plus one poll
     # (a second in this simulation): (2 * 100 + 1) / 100 + 1 = 3.01 s

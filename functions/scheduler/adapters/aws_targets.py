@@ -1,4 +1,4 @@
-"""The AWS targets: `sqs`, `sns`, `eventbridge`, `lambda` and `stepfunctions` (DESIGN.md section 2, "Targets").
+"""The AWS targets: `sqs`, `sns`, `eventbridge`, `lambda` and `stepfunctions` (docs/design.md §2, "Targets").
 
 Every call carries the occurrence key and the fencing token, in the target's own dedupe mechanism where it has
 one, and the scheduler metadata (job id, scheduled instant, attempt) alongside the payload:
@@ -15,7 +15,7 @@ Limits of the native dedupe, stated plainly: SQS and SNS FIFO remember a dedupli
 a retry after a longer backoff is delivered again and the consumer must dedupe on the `occurrence_key`
 attribute; Step Functions dedupes names only for STANDARD state machines (EXPRESS ones start every time).
 
-Failures are classified once, here, for every AWS target (`classify_aws_error`, DESIGN.md 3.4 step 6):
+Failures are classified once, here, for every AWS target (`classify_aws_error`, docs/design.md §3.4 step 6):
 throttling and 5xx are retryable; a request that never left (connection refused, connect timeout) is
 retryable; a request that left but whose answer never came (read timeout, connection closed) is ambiguous;
 every other refusal (access denied, not found, validation) is permanent and says what the operator must fix.
@@ -255,7 +255,7 @@ def classify_error_code(
 
 
 def classify_aws_error(exc: ClientError | BotoCoreError, target: str, grant: str) -> TargetFailure:
-    """Classify what boto3 raised for one target call (DESIGN.md 3.4 step 6).
+    """Classify what boto3 raised for one target call (docs/design.md §3.4 step 6).
 
     - a service error (ClientError): by its code and HTTP status (`classify_error_code`);
     - the request never left (connection refused, DNS, connect timeout, TLS handshake): retryable;

@@ -18,7 +18,7 @@ def active_delta(before: Job, after: Job) -> int:
 
 
 def advance_allowed(job: Job, timer: Timer, dispatched_for: datetime) -> bool:
-    """The condition of the advance write (DESIGN.md 3.3): the job is ACTIVE at the timer's version and its chain
+    """The condition of the advance write (docs/design.md §3.3): the job is ACTIVE at the timer's version and its chain
     has not yet moved past this timer."""
     last = job.last_dispatched_for
     chain_behind = last is None or last < timer.scheduled_for

@@ -1,4 +1,4 @@
-"""Turning timers into ready-queue messages (DESIGN.md 3.2 and 3.3).
+"""Turning timers into ready-queue messages (docs/design.md §3.2 and §3.3).
 
 `Dispatcher.place` puts a timer where it will be found: into its time bucket, and - when that bucket may
 already have been swept - through the late lane and straight to the queue. `Dispatcher.plan` decides what a
@@ -107,7 +107,7 @@ class Dispatcher:
         return minute_of(now + self.config.lookahead) + ONE_MINUTE
 
     def place(self, timer: Timer) -> None:
-        """Make sure `timer` will be dispatched (DESIGN.md 3.2): write it, then settle it."""
+        """Make sure `timer` will be dispatched (docs/design.md §3.2): write it, then settle it."""
         late_copy = self.is_near(timer, self.clock.now())
         if late_copy:
             self.timers.put_late(timer)
@@ -133,7 +133,7 @@ class Dispatcher:
             self.timers.remove_late(timer)
 
     def dispatch(self, timers: Sequence[Timer], horizon_end: datetime) -> int:
-        """Dispatch due timers (DESIGN.md 3.3). Returns the messages sent. Do not reorder:
+        """Dispatch due timers (docs/design.md §3.3). Returns the messages sent. Do not reorder:
 
         1. advance each timer's chain (a conditional write that also records the plan's instant and horizon),
            so a paused, cancelled or edited job dispatches nothing;
@@ -245,8 +245,8 @@ class Dispatcher:
         return plan.dispatches, following
 
     def plan(self, timer: Timer, now: datetime, horizon_end: datetime) -> Plan:
-        """What a due scheduled timer dispatches at `now` (DESIGN.md 3.3, 3.5): a pure function of the timer, `now`
-        and the horizon, so a re-run with the recorded `now` and horizon reproduces it exactly."""
+        """What a due scheduled timer dispatches at `now` (docs/design.md §3.3, §3.5): a pure function of the timer,
+        `now` and the horizon, so a re-run with the recorded `now` and horizon reproduces it exactly."""
         assert timer.plan is not None
         chain = timer.plan
 

@@ -1,4 +1,4 @@
-"""The execution protocol (DESIGN.md 3.4): claim in the ledger, run with a fencing token, record the outcome.
+"""The execution protocol (docs/design.md §3.4): claim in the ledger, run with a fencing token, record the outcome.
 
 At-least-once delivery becomes exactly-once effect here: every attempt of an occurrence carries the same
 occurrence key, every claim bumps the epoch (the fencing token), and every write after the claim is
@@ -271,7 +271,7 @@ class Executor:
         return None
 
     def _overlap(self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, now: datetime) -> Outcome | None:
-        """Overlap policy for recurring jobs (DESIGN.md 3.5): is an earlier occurrence still running?
+        """Overlap policy for recurring jobs (docs/design.md §3.5): is an earlier occurrence still running?
 
         `skip` records this one SKIPPED; `buffer_one` parks it (RETRY_WAIT, the attempt refunded) until the
         running one's lease ends, and skips it if another is already parked; `allow` runs it. Read from the run

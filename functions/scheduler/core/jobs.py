@@ -1,4 +1,4 @@
-"""The job use cases behind the public API (DESIGN.md section 4): create, read, list, edit, cancel, pause,
+"""The job use cases behind the public API (docs/design.md §4): create, read, list, edit, cancel, pause,
 resume, trigger, run history. Every change bumps the job's version; timers written for an older version are
 skipped by the sweeper, so an edit applies to every occurrence not yet dispatched."""
 

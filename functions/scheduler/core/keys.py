@@ -13,7 +13,7 @@ from scheduler.core.timefmt import rfc3339
 
 
 def occurrence_key(job_id: str, scheduled_for: datetime) -> str:
-    """`{job_id}:{scheduled_for}`: the stable identity of one occurrence (DESIGN.md section 1).
+    """`{job_id}:{scheduled_for}`: the stable identity of one occurrence (docs/design.md §1).
 
     `scheduled_for` is the nominal instant, before jitter, so the key of the 09:00 run is the same on every
     attempt and every re-dispatch, and differs from the key of the 10:00 run.

@@ -193,7 +193,7 @@ class Job(BaseModel):
     last_dispatched_for: datetime | None = None
     misfire_skipped: int = 0
     #: The chain's last advance: the timer it advanced from, and the instant and horizon it planned with. A sweep
-    #: that re-runs that timer after a crash replays exactly this plan (DESIGN.md 3.3).
+    #: that re-runs that timer after a crash replays exactly this plan (docs/design.md §3.3).
     advanced_from: datetime | None = None
     planned_at: datetime | None = None
     planned_horizon: datetime | None = None

@@ -286,7 +286,7 @@ class JobStore(Protocol):
         planned_at: datetime | None = None,
         planned_horizon: datetime | None = None,
     ) -> AdvanceResult:
-        """Move an ACTIVE job at `timer.version` past `dispatched_for` (conditional write; DESIGN.md 3.3).
+        """Move an ACTIVE job at `timer.version` past `dispatched_for` (conditional write; docs/design.md §3.3).
 
         `next_run_at=None` completes the chain (the job becomes COMPLETED). A job that was paused, cancelled or
         changed since the timer was written is not touched and `proceed` is False.
@@ -295,7 +295,7 @@ class JobStore(Protocol):
 
 
 class TimerStore(Protocol):
-    """Time buckets, their claims, the watermark and the late lane (DESIGN.md 3.2 and 3.3)."""
+    """Time buckets, their claims, the watermark and the late lane (docs/design.md §3.2 and §3.3)."""
 
     shard_count: int
 
@@ -550,7 +550,7 @@ class TargetCall:
 
 
 class TargetFailure(Exception):
-    """A failed target call, classified (DESIGN.md 3.4 step 6)."""
+    """A failed target call, classified (docs/design.md §3.4 step 6)."""
 
     def __init__(
         self,

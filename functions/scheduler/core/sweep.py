@@ -1,4 +1,4 @@
-"""The sweep (DESIGN.md 3.3): claim due buckets, dispatch their timers, advance the watermark.
+"""The sweep (docs/design.md §3.3): claim due buckets, dispatch their timers, advance the watermark.
 
 Several sweepers may run at once: bucket claims (conditional writes with an epoch) keep them disjoint, and a
 sweeper that dies mid-bucket loses its lease so another finishes the bucket from its last checkpoint.
@@ -120,7 +120,7 @@ class Sweeper:
         self.metrics.count("DispatchLagSeconds", report.lag_seconds, unit="Seconds")
 
         # Last, so that dispatching never waits on the event bus: completion events whose worker died between
-        # recording the outcome and publishing it, or whose publish the bus refused (DESIGN: outbox).
+        # recording the outcome and publishing it, or whose publish the bus refused (docs/design.md §2: the outbox).
         if self.outbox is not None:
             drained = self.outbox.drain(self.config.outbox_drain_limit)
             report.outbox_backlog, report.events_published = drained.found, drained.published

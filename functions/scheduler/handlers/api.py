@@ -1,4 +1,4 @@
-"""The api Lambda: the public REST API (DESIGN.md section 4) on Powertools' APIGatewayRestResolver.
+"""The api Lambda: the public REST API (docs/design.md §4) on Powertools' APIGatewayRestResolver.
 
 Routing and the mapping of domain errors to HTTP live here; the use cases are `scheduler.core.jobs`.
 Every error is an RFC 9457 problem+json with a `detail` a person can act on.

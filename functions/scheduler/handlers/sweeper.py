@@ -1,4 +1,4 @@
-"""The sweeper Lambda: triggered every minute by EventBridge; one sweep per invocation (DESIGN.md 3.3)."""
+"""The sweeper Lambda: triggered every minute by EventBridge; one sweep per invocation (docs/design.md §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worker Lambda: SQS event source mapping with partial batch responses (DESIGN.md 3.4).
+"""The worker Lambda: SQS event source mapping with partial batch responses (docs/design.md §3.4).
 
 A message the executor wants kept (retry backoff, early arrival, someone else's live lease) has its visibility
 changed and is reported in `batchItemFailures`, so SQS keeps it and delivers it again when it is due. A body
