@@ -90,6 +90,24 @@ def job_table(jobs: Sequence[JobView]) -> str:
     return table(("JOB ID", "NAME", "STATE", "SCHEDULE", "TARGET", "NEXT RUN (UTC)"), rows)
 
 
+#: What a COMPLETED or DISPATCHED job's last occurrence is doing, by its state (QUEUED: no run yet).
+_LAST_RUN = {
+    "QUEUED": "dispatched, waiting to start",
+    "RUNNING": "running",
+    "RETRY_WAIT": "waiting for a retry",
+}
+
+
+def last_run_field(job: JobView) -> list[tuple[str, Any]]:
+    """The `last run` line of a COMPLETED or DISPATCHED job: its occurrence key and where it is."""
+    last = job.raw.get("last_run")
+    if not last:
+        return []
+    state = str(last.get("state"))
+    doing = _LAST_RUN.get(state)
+    return [("last run", f"{last.get('occurrence_key')} {state}" + (f" ({doing})" if doing else ""))]
+
+
 def job_detail(job: JobView) -> str:
     """Everything about one job, the definition included (the policies shown as the API has them)."""
     raw = job.raw
@@ -102,6 +120,7 @@ def job_detail(job: JobView) -> str:
         ("target", describe_target(raw.get("target") or {})),
         ("next run", when(job.next_run_at)),
         ("last dispatched", when(job.last_dispatched_for)),
+        *last_run_field(job),
         ("created", when(job.created_at)),
         ("updated", when(job.updated_at)),
         ("retry", ", ".join(f"{k.removesuffix('_seconds')}={v}" for k, v in retry.items()) or None),

@@ -47,6 +47,15 @@ def _job_schema(spec_schema: dict[str, Any]) -> dict[str, Any]:
             "next_run_at": {"type": ["string", "null"], "format": "date-time"},
             "next_runs": {"type": "array", "items": {"type": "string", "format": "date-time"}},
             "last_dispatched_for": {"type": ["string", "null"], "format": "date-time"},
+            "last_run": {
+                "type": "object",
+                "description": "a COMPLETED or DISPATCHED job's last occurrence; state QUEUED: dispatched, no run yet",
+                "properties": {
+                    "occurrence_key": {"type": "string"},
+                    "scheduled_for": {"type": "string", "format": "date-time"},
+                    "state": {"type": "string", "enum": ["QUEUED", *(s.value for s in RunState)]},
+                },
+            },
             "misfire_skipped": {"type": "integer"},
             "replayed": {"type": "boolean", "description": "true when an Idempotency-Key replay returned this job"},
         }

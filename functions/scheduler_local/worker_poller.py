@@ -7,6 +7,12 @@ compete. Locally one poller serves all three, by priority with aging (`LaneSched
 batch from the highest lane that has messages, except that a lane left waiting for `aging_rounds` rounds goes
 first. So a lane with visible messages is served at least once every `aging_rounds + 2` rounds, however busy the
 lanes above it are: low-priority work waits, but is never starved.
+
+Bounded recovery: the poller receives with the hold time (`lease + margin`, scheduler.core.recovery) as the
+visibility, so a worker killed even between the receive and the handler's first hold leaves its batch visible
+again within that time. (On AWS the event source mapping receives with the queue's 6x visibility timeout, and the
+handler's first instruction shortens it; locally nothing throttles the handler, so the 6x rule has nothing to
+protect between the receive and the handler.)
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import boto3
 
+from scheduler.core.recovery import HoldConfig
 from scheduler_local.lambda_context import LocalContext
 
 REGION = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
@@ -54,14 +62,18 @@ def to_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
     return {"Records": records}
 
 
-def poll_once(sqs: Any, queue_url: str, queue_arn: str, handler: Any, wait_seconds: int) -> int:
-    """One batch from one queue through the handler; returns how many messages it received."""
+def poll_once(
+    sqs: Any, queue_url: str, queue_arn: str, handler: Any, wait_seconds: int, visibility: int | None = None
+) -> int:
+    """One batch from one queue through the handler; returns how many messages it received. `visibility`: the
+    receive's visibility timeout (None: the queue's)."""
     response = sqs.receive_message(
         QueueUrl=queue_url,
         MaxNumberOfMessages=10,
         WaitTimeSeconds=wait_seconds,
         AttributeNames=["All"],
         MessageAttributeNames=["All"],
+        **({"VisibilityTimeout": visibility} if visibility is not None else {}),
     )
     messages = response.get("Messages", [])
     if not messages:
@@ -111,6 +123,13 @@ def serve_round(scheduler: LaneScheduler, poll: Callable[[str], int]) -> str | N
     return None
 
 
+def hold_seconds() -> int:
+    """The hold time of the handlers' configuration (the worker's lease plus the margin)."""
+    from scheduler.settings import Settings
+
+    return HoldConfig(lease=timedelta(seconds=Settings().lease_seconds)).hold_seconds
+
+
 def main() -> None:
     from scheduler.handlers.worker import lambda_handler
 
@@ -129,10 +148,11 @@ def main() -> None:
         [lane for lane in LANES if lane in urls],
         int(os.environ.get("SCHEDULER_LANE_AGING_ROUNDS", str(DEFAULT_AGING_ROUNDS))),
     )
-    print(f"worker polling {', '.join(f'{lane}={url}' for lane, url in urls.items())}", flush=True)
+    hold = hold_seconds()
+    print(f"worker polling {', '.join(f'{lane}={url}' for lane, url in urls.items())}; hold {hold}s", flush=True)
 
     def poll(lane: str) -> int:
-        return poll_once(sqs, urls[lane], arns[lane], lambda_handler, 0)
+        return poll_once(sqs, urls[lane], arns[lane], lambda_handler, 0, hold)
 
     while True:
         try:

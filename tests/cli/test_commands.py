@@ -299,3 +299,16 @@ def test_preview_of_an_invalid_cron_says_which_field() -> None:
 
     assert result.code == 1
     assert "schedule.expression: month must be 1-12, not 13" in result.err
+
+
+def test_get_of_a_dispatched_one_shot_says_its_occurrence_is_waiting() -> None:
+    key = "job-1:2026-01-06T08:00:00Z"
+    last_run = {"occurrence_key": key, "scheduled_for": "2026-01-06T08:00:00Z", "state": "QUEUED"}
+    body = {**job_json(name="charge"), "state": "DISPATCHED", "last_run": last_run}
+    api = FakeApi({"GET /v1/jobs/job-1": (200, body)})
+
+    result = run("get", "job-1", client=api.client())
+
+    assert result.code == 0
+    assert "state            DISPATCHED (version 1)" in result.out
+    assert f"last run         {key} QUEUED (dispatched, waiting to start)" in result.out

@@ -561,6 +561,26 @@ class MemoryMessage:
         self.queue.change_visibility(self.message, seconds)
 
 
+class MemoryBatchVisibility:
+    """BatchVisibility for one batch received from a MemoryQueue."""
+
+    def __init__(self, queue: MemoryQueue, messages: Sequence[QueuedMessage]) -> None:
+        self.queue = queue
+        self.messages = {m.message_id: m for m in messages}
+
+    def hold(self, message_ids: Sequence[str], seconds: int) -> list[str]:
+        refused = []
+        with self.queue.lock:
+            for message_id in message_ids:
+                received = self.messages[message_id]
+                current = self.queue.messages.get(message_id)
+                if current is None or current.receipt != received.receipt:
+                    refused.append(message_id)
+                else:
+                    self.queue.change_visibility(received, seconds)
+        return refused
+
+
 class MemoryBackfillStore:
     def __init__(self) -> None:
         self.items: dict[str, Backfill] = {}

@@ -124,3 +124,30 @@ class SqsMessage:
         self.client.change_message_visibility(
             QueueUrl=self.queue_url, ReceiptHandle=self.receipt_handle, VisibilityTimeout=seconds
         )
+
+
+class SqsBatchVisibility:
+    """BatchVisibility for one batch of a Lambda SQS event: ChangeMessageVisibilityBatch, up to 10 entries per
+    request and lane. `messages` maps each message id to its (queue URL, receipt handle)."""
+
+    def __init__(self, client: Any, messages: Mapping[str, tuple[str, str]]) -> None:
+        self.client = client
+        self.messages = dict(messages)
+
+    def hold(self, message_ids: Sequence[str], seconds: int) -> list[str]:
+        by_queue: dict[str, list[str]] = {}
+        for message_id in message_ids:
+            by_queue.setdefault(self.messages[message_id][0], []).append(message_id)
+        refused: list[str] = []
+        for queue_url, ids in by_queue.items():
+            for start in range(0, len(ids), BATCH):
+                chunk = ids[start : start + BATCH]
+                response = self.client.change_message_visibility_batch(
+                    QueueUrl=queue_url,
+                    Entries=[
+                        {"Id": str(n), "ReceiptHandle": self.messages[mid][1], "VisibilityTimeout": seconds}
+                        for n, mid in enumerate(chunk)
+                    ],
+                )
+                refused += [chunk[int(failed["Id"])] for failed in response.get("Failed", [])]
+        return refused

@@ -24,6 +24,7 @@ from scheduler.core.errors import (
     VersionConflict,
 )
 from scheduler.core.events import Outbox
+from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
 from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, JobStore, Ledger, Timer
 from scheduler.core.schedules import OnceSchedule, first_occurrence, is_occurrence, next_occurrence, preview
@@ -39,6 +40,21 @@ MAX_PREVIEW = 50
 class Created:
     job: Job
     replayed: bool
+
+
+#: The state shown for an occurrence that was dispatched but has no run yet (it waits in the queue).
+QUEUED = "QUEUED"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job as it is shown: a COMPLETED job whose last occurrence has not finished is DISPATCHED, and its last
+    occurrence's state (`QUEUED` while it has no run) says where it is. Only COMPLETED jobs carry `last_run_*`."""
+
+    state: JobState
+    last_run_key: str | None = None
+    last_run_scheduled_for: datetime | None = None
+    last_run_state: str | None = None
 
 
 def request_hash(body: Any) -> str:
@@ -81,6 +97,33 @@ class JobService:
 
     def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
         return self.jobs.list(tenant, state, limit, cursor)
+
+    def status(self, job: Job) -> JobStatus:
+        """How the job is shown. A COMPLETED job's last occurrence is read from the ledger (one read): until it
+        has finished the job is DISPATCHED, so a one-shot whose occurrence is still on its way never reads as done."""
+        if job.state != JobState.COMPLETED or job.last_dispatched_for is None:
+            return JobStatus(job.state)
+        key = occurrence_key(job.job_id, job.last_dispatched_for)
+        run = self.ledger.get(key)
+        finished = run is not None and run.state.terminal
+        return JobStatus(
+            JobState.COMPLETED if finished else JobState.DISPATCHED,
+            key,
+            job.last_dispatched_for,
+            run.state.value if run is not None else QUEUED,
+        )
+
+    def list_shown(
+        self, tenant: str, state: JobState | None, limit: int, cursor: str | None
+    ) -> tuple[builtins.list[tuple[Job, JobStatus]], str | None]:
+        """A page of the tenant's jobs with their shown status. COMPLETED and DISPATCHED are both stored as
+        COMPLETED: either filter reads those and keeps the ones shown so (a page may hold fewer than `limit`)."""
+        stored = JobState.COMPLETED if state == JobState.DISPATCHED else state
+        jobs, next_cursor = self.jobs.list(tenant, stored, limit, cursor)
+        shown = [(job, self.status(job)) for job in jobs]
+        if state in (JobState.COMPLETED, JobState.DISPATCHED):
+            shown = [(job, status) for job, status in shown if status.state == state]
+        return shown, next_cursor
 
     def runs(
         self, tenant: str, job_id: str, limit: int, cursor: str | None

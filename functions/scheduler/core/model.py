@@ -22,7 +22,11 @@ class JobState(StrEnum):
     ACTIVE = "ACTIVE"
     PAUSED = "PAUSED"
     CANCELLED = "CANCELLED"
+    #: Stored: the schedule has no occurrence left to dispatch. Shown only once the last one has finished.
     COMPLETED = "COMPLETED"
+    #: Never stored: how the API shows a COMPLETED job whose last occurrence has not finished yet (it waits in the
+    #: queue, runs, or waits for a retry).
+    DISPATCHED = "DISPATCHED"
 
 
 class RunState(StrEnum):

@@ -536,6 +536,16 @@ class MessageControl(Protocol):
     def extend_visibility(self, seconds: int) -> None: ...
 
 
+class BatchVisibility(Protocol):
+    """The visibility of the messages of one batch a worker received (SQS: ChangeMessageVisibilityBatch)."""
+
+    def hold(self, message_ids: Sequence[str], seconds: int) -> list[str]:
+        """Hide these messages of the batch for `seconds` from now, in as few requests as the queue allows (one
+        per 10 messages and lane on SQS). Returns the ids it could not hold (deleted, received again elsewhere,
+        or refused); raises if the queue could not be reached at all."""
+        ...
+
+
 @dataclass(frozen=True)
 class TargetCall:
     """What a target receives for one attempt."""

@@ -28,7 +28,7 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs import JobService, JobStatus
 from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, Job, JobSpec, JobState, RunState
 from scheduler.core.ports import Backfill, Execution
 from scheduler.core.schedules import InvalidSchedule
@@ -82,12 +82,13 @@ def problem_response(status: int, title: str, detail: str, **extra: Any) -> Resp
 # -- presentation -----------------------------------------------------------------------------------------
 
 
-def job_view(job: Job, service: JobService, preview: int = 0) -> dict[str, Any]:
+def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
     spec = job.spec.model_dump(mode="json", exclude_none=True)
     upcoming = service.next_runs(job, max(1, preview))
+    status = status or service.status(job)
     view: dict[str, Any] = {
         "job_id": job.job_id,
-        "state": job.state.value,
+        "state": status.state.value,
         "version": job.version,
         "created_at": rfc3339(job.created_at),
         "updated_at": rfc3339(job.updated_at),
@@ -96,9 +97,20 @@ def job_view(job: Job, service: JobService, preview: int = 0) -> dict[str, Any]:
         "misfire_skipped": job.misfire_skipped,
         **spec,
     }
+    if status.last_run_key is not None:
+        view["last_run"] = last_run_view(status)
     if preview:
         view["next_runs"] = [rfc3339(t) for t in upcoming[:preview]]
     return view
+
+
+def last_run_view(status: JobStatus) -> dict[str, Any]:
+    """A COMPLETED (or DISPATCHED) job's last occurrence: where it is (QUEUED: dispatched, no run yet)."""
+    return {
+        "occurrence_key": status.last_run_key,
+        "scheduled_for": rfc3339(status.last_run_scheduled_for) if status.last_run_scheduled_for else None,
+        "state": status.last_run_state,
+    }
 
 
 def run_view(run: Execution) -> dict[str, Any]:
@@ -307,8 +319,9 @@ def list_jobs() -> Response[str]:
                 errors=[{"field": "state", "message": "unknown state"}],
             ) from None
     svc = service()
-    jobs, next_cursor = page_of(lambda limit, cursor: svc.list(who, state, limit, cursor))
-    return json_response(200, {"jobs": [job_view(j, svc) for j in jobs], "next_cursor": next_cursor})
+    shown, next_cursor = page_of(lambda limit, cursor: svc.list_shown(who, state, limit, cursor))
+    views = [job_view(job, svc, status=status) for job, status in shown]
+    return json_response(200, {"jobs": views, "next_cursor": next_cursor})
 
 
 @app.get("/v1/jobs/<job_id>")

@@ -27,7 +27,7 @@ from scheduler.adapters.dynamodb import (
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
-from scheduler.adapters.sqs import SqsReadyQueue
+from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
@@ -39,6 +39,7 @@ from scheduler.core.jobs import JobService
 from scheduler.core.model import HandlerTarget, JobSpec
 from scheduler.core.ports import Clock, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
+from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.sweep import SweepConfig, Sweeper
 from scheduler.settings import Settings
 from scheduler.targets_registry import HandlerTargetInvoker, registry
@@ -157,6 +158,14 @@ class Container:
         return Sweeper(
             self.timers, self.dispatcher, self.clock, config, self.metrics, owner, outbox=self.outbox, backfills=runner
         )
+
+    @property
+    def hold_config(self) -> HoldConfig:
+        return HoldConfig(lease=timedelta(seconds=self.settings.lease_seconds))
+
+    def held_batch(self, messages: Mapping[str, tuple[str, str]], keys: Mapping[str, str | None]) -> HeldBatch:
+        """A received batch (message id -> (queue URL, receipt handle)), held for the lease while the worker lives."""
+        return HeldBatch(SqsBatchVisibility(self.queue.client, messages), keys, self.hold_config, self.metrics)
 
     def executor(self, worker_id: str) -> Executor:
         """The executor of this container (built once: it resolves the signing secret)."""

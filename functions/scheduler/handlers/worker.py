@@ -3,6 +3,10 @@
 A message the executor wants kept (retry backoff, early arrival, someone else's live lease) has its visibility
 changed and is reported in `batchItemFailures`, so SQS keeps it and delivers it again when it is due. A body
 that is not a dispatch goes straight to the DLQ and is acknowledged, so it cannot poison the batch.
+
+While the invocation runs, the batch is held for the occurrence lease only (`scheduler.core.recovery`): one
+ChangeMessageVisibilityBatch when it arrives, renewed by a heartbeat, so a worker that dies leaves its records
+visible again within `lease + margin`, not the queue's visibility timeout.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from scheduler.adapters.codec import MalformedMessage, dispatch_from_body
 from scheduler.adapters.sqs import SqsMessage
+from scheduler.core.recovery import HeldBatch
 from scheduler.handlers import wiring
 
 logger = Logger()
@@ -26,8 +31,33 @@ metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
+#: The batch this invocation holds (bounded recovery); a record leaves it before its own visibility is set.
+_held: HeldBatch | None = None
+
+
 class KeepMessage(Exception):
     """Report the record as failed so SQS keeps it (its visibility was already set)."""
+
+
+def hold_batch(event: dict[str, Any]) -> HeldBatch:
+    """The event's records, held for the occurrence lease while this invocation lives (renewed in the background)."""
+    container = wiring.container(metrics)
+    records = event.get("Records") or []
+    messages = {
+        r["messageId"]: (container.queue.queue_url_of(r.get("eventSourceARN") or ""), r["receiptHandle"])
+        for r in records
+    }
+    keys = {
+        r["messageId"]: ((r.get("messageAttributes") or {}).get("occurrence_key") or {}).get("stringValue")
+        for r in records
+    }
+    return container.held_batch(messages, keys)
+
+
+def release(record: SQSRecord) -> None:
+    """The record is settled: the batch's renewals leave it alone from now on."""
+    if _held is not None:
+        _held.release(record.message_id)
 
 
 def handle_record(record: SQSRecord) -> str:
@@ -50,6 +80,7 @@ def handle_record(record: SQSRecord) -> str:
     outcome = container.executor(wiring.instance_id()).execute(dispatch, message)
     if outcome.ack:
         return outcome.reason
+    release(record)
     message.extend_visibility(outcome.hide_seconds)
     raise KeepMessage(f"{outcome.reason}: back in {outcome.hide_seconds}s")
 
@@ -57,5 +88,13 @@ def handle_record(record: SQSRecord) -> str:
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    response = process_partial_response(event=event, record_handler=handle_record, processor=processor, context=context)
+    global _held
+    with hold_batch(event) as held:
+        _held = held
+        try:
+            response = process_partial_response(
+                event=event, record_handler=handle_record, processor=processor, context=context
+            )
+        finally:
+            _held = None
     return dict(response)
