@@ -10,7 +10,7 @@ errors, must not be able to swallow it.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -251,10 +251,17 @@ class FaultyJobStore:
         *,
         planned_at: datetime | None = None,
         planned_horizon: datetime | None = None,
+        release_by: str | None = None,
     ) -> AdvanceResult:
         self.gate.before("jobs.advance", timer, next_run_at, dispatched_for, skipped)
         result = self.inner.advance(
-            timer, next_run_at, dispatched_for, skipped, planned_at=planned_at, planned_horizon=planned_horizon
+            timer,
+            next_run_at,
+            dispatched_for,
+            skipped,
+            planned_at=planned_at,
+            planned_horizon=planned_horizon,
+            release_by=release_by,
         )
         self.gate.result("jobs.advance", result)
         self.gate.host.advanced(timer, dispatched_for, skipped, result, self.clock.now())
@@ -303,9 +310,11 @@ class FaultyTimerStore:
             self.gate.result("timers.query", page)
             yield page, cursor
 
-    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
         self.gate.before("timers.checkpoint", claim, cursor)
-        self.inner.checkpoint(claim, cursor, lease_until)
+        self.inner.checkpoint(claim, cursor, lease_until, releases)
         self.gate.after("timers.checkpoint")
 
     def release(self, claim: BucketClaim) -> None:

@@ -11,7 +11,7 @@ import base64
 import builtins
 import json
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 PAGE_SIZE = 100
+#: TransactWriteItems takes at most 100 items: a page checkpoint and the quota releases of up to 99 tenants, so a
+#: page of timers holds at most 99.
+MAX_TRANSACTION_ITEMS = 100
+TIMER_PAGE_SIZE = MAX_TRANSACTION_ITEMS - 1
 #: Executions are kept this long after they finish: longer than any message can live (SQS keeps a DLQ
 #: message 14 days), so a late duplicate or a redrive always finds its ledger item.
 EXECUTION_RETENTION = timedelta(days=90)
@@ -332,8 +336,10 @@ class DynamoJobStore:
         *,
         planned_at: datetime | None = None,
         planned_horizon: datetime | None = None,
+        release_by: str | None = None,
     ) -> AdvanceResult:
         completing = next_run_at is None
+        deferred_release = completing and release_by is not None
         names = {"#state": "state", "#version": "version", "#last": "last_ms", "#next": "next_ms"}
         values: dict[str, Any] = {
             ":v": n(timer.version),
@@ -351,7 +357,15 @@ class DynamoJobStore:
             sets += ["plan_ms = :planned", "horizon_ms = :horizon"]
             values[":planned"] = n(to_ms(planned_at))
             values[":horizon"] = n(to_ms(planned_horizon))
-        expression = f"SET {', '.join(sets)} ADD misfire_skipped :k" + (" REMOVE #next" if next_run_at is None else "")
+        removes = ["#next"] if next_run_at is None else []
+        if deferred_release:
+            sets.append("rel_by = :rel")
+            values[":rel"] = s(str(release_by))
+        else:
+            removes.append("rel_by")
+        expression = f"SET {', '.join(sets)} ADD misfire_skipped :k" + (
+            f" REMOVE {', '.join(removes)}" if removes else ""
+        )
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": {"PK": s(job_pk(timer.job_id)), "SK": s("DEF")},
@@ -364,7 +378,7 @@ class DynamoJobStore:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         try:
-            if completing:
+            if completing and not deferred_release:
                 # The job stops counting against the tenant's quota in the same write that completes it.
                 self.client.transact_write_items(
                     TransactItems=[{"Update": update}, _quota_update(self.table, timer.tenant, -1)]
@@ -382,8 +396,8 @@ class DynamoJobStore:
                 old = reasons[0].get("Item")
             else:
                 raise
-            return already_advanced(job_from_item(old) if old else None, timer, dispatched_for)
-        return AdvanceResult(True, True, JobState.ACTIVE)
+            return already_advanced(job_from_item(old) if old else None, timer, dispatched_for, release_by)
+        return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release)
 
 
 def _bucket_pk(bucket: BucketId) -> str:
@@ -482,7 +496,7 @@ class DynamoTimerStore:
                 "KeyConditionExpression": "PK = :pk" + (" AND SK > :after" if after else ""),
                 "ExpressionAttributeValues": {":pk": s(_due_pk(bucket))},
                 "ConsistentRead": True,
-                "Limit": PAGE_SIZE,
+                "Limit": TIMER_PAGE_SIZE,
             }
             if after:
                 request["ExpressionAttributeValues"][":after"] = s(after)
@@ -496,33 +510,51 @@ class DynamoTimerStore:
             if not start:
                 return
 
+    def _held_request(self, claim: BucketClaim, expression: str, values: dict[str, Any]) -> dict[str, Any]:
+        """An update of the bucket item conditional on the claim still being held."""
+        return {
+            "TableName": self.table,
+            "Key": {"PK": s(_bucket_pk(claim.bucket)), "SK": s("BUCKET")},
+            "UpdateExpression": expression,
+            "ConditionExpression": "epoch = :e AND #owner = :o AND (attribute_not_exists(done) OR done = :f)",
+            "ExpressionAttributeNames": {
+                "#owner": "owner",
+                **({"#cursor": "cursor"} if "#cursor" in expression else {}),
+            },
+            "ExpressionAttributeValues": {":e": n(claim.epoch), ":o": s(claim.owner), ":f": {"BOOL": False}, **values},
+        }
+
     def _held_update(self, claim: BucketClaim, expression: str, values: dict[str, Any]) -> None:
         try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"PK": s(_bucket_pk(claim.bucket)), "SK": s("BUCKET")},
-                UpdateExpression=expression,
-                ConditionExpression="epoch = :e AND #owner = :o AND (attribute_not_exists(done) OR done = :f)",
-                ExpressionAttributeNames={
-                    "#owner": "owner",
-                    **({"#cursor": "cursor"} if "#cursor" in expression else {}),
-                },
-                ExpressionAttributeValues={
-                    ":e": n(claim.epoch),
-                    ":o": s(claim.owner),
-                    ":f": {"BOOL": False},
-                    **values,
-                },
-            )
+            self.client.update_item(**self._held_request(claim, expression, values))
         except ClientError as exc:
             if _condition_failed(exc):
                 raise ClaimLost(_bucket_pk(claim.bucket)) from exc
             raise
 
-    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
-        self._held_update(
-            claim, "SET #cursor = :c, lease_ms = :lease", {":c": s(cursor), ":lease": n(to_ms(lease_until))}
-        )
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        expression = "SET #cursor = :c, lease_ms = :lease"
+        values = {":c": s(cursor), ":lease": n(to_ms(lease_until))}
+        owed = {tenant: count for tenant, count in (releases or {}).items() if count}
+        if not owed:
+            self._held_update(claim, expression, values)
+            return
+        # The page's quota releases go with its checkpoint, in one transaction: the checkpoint's condition (the
+        # claim still held) decides both, so a page re-run after a crash releases them exactly once.
+        if len(owed) >= MAX_TRANSACTION_ITEMS:
+            raise ValueError(f"a page released the quota of {len(owed)} tenants; at most {MAX_TRANSACTION_ITEMS - 1}")
+        update = {"Update": self._held_request(claim, expression, values)}
+        items = [update, *(_quota_update(self.table, tenant, -count) for tenant, count in sorted(owed.items()))]
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "TransactionCanceledException":
+                reasons = _cancellation_reasons(exc)
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    raise ClaimLost(_bucket_pk(claim.bucket)) from exc
+            raise
 
     def release(self, claim: BucketClaim) -> None:
         self._held_update(claim, "REMOVE #owner, lease_ms", {})

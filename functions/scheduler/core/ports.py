@@ -6,7 +6,7 @@ memory (`scheduler.adapters.memory`); one contract test suite runs against every
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -156,6 +156,9 @@ class AdvanceResult:
     #: (planned_at, planned_horizon) when this timer's advance happened in an earlier run that may have died before
     #: sending: re-plan with these to send exactly what it planned.
     replay: tuple[datetime, datetime] | None = None
+    #: This timer's advance completed the job without releasing its quota slot (`release_by`): the caller must
+    #: release it with its progress record (a bucket sweep: in the page checkpoint). True on a replay too.
+    release: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,11 +288,17 @@ class JobStore(Protocol):
         *,
         planned_at: datetime | None = None,
         planned_horizon: datetime | None = None,
+        release_by: str | None = None,
     ) -> AdvanceResult:
         """Move an ACTIVE job at `timer.version` past `dispatched_for` (conditional write; docs/design.md §3.3).
 
         `next_run_at=None` completes the chain (the job becomes COMPLETED). A job that was paused, cancelled or
         changed since the timer was written is not touched and `proceed` is False.
+
+        Completing releases the job's quota slot in the same write (a transaction with the tenant's counter),
+        unless `release_by` names the caller's progress record: then the write is a plain conditional update that
+        marks the job `release_pending_by=release_by`, and `release` in the result tells the caller to release it
+        with that record (also when the advance is replayed from an earlier run that died before recording).
         """
         ...
 
@@ -323,8 +332,12 @@ class TimerStore(Protocol):
         Yields each page with the cursor of its last timer."""
         ...
 
-    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
-        """Record progress through the bucket and extend the lease, if the claim still holds (else ClaimLost)."""
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        """Record progress through the bucket and extend the lease, if the claim still holds (else ClaimLost).
+        `releases` (tenant -> jobs) are the quota slots of the jobs the page completed: released in the same
+        atomic write, so a page re-run after a crash (its cursor not moved) releases them exactly once."""
         ...
 
     def release(self, claim: BucketClaim) -> None:
