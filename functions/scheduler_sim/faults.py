@@ -401,6 +401,7 @@ class FaultyLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
+        announce: bool = True,
     ) -> Execution | None:
         self.gate.before("ledger.finish", key, owner, epoch, state.value)
         recorded = self.inner.finish(
@@ -413,6 +414,7 @@ class FaultyLedger:
             error=error,
             next_attempt_at=next_attempt_at,
             refund_attempt=refund_attempt,
+            announce=announce,
         )
         self.gate.host.ledger_write(f"finish {state.value}", key, epoch, owner)
         self.gate.after("ledger.finish")
@@ -424,9 +426,11 @@ class FaultyLedger:
         self.gate.after("ledger.record_unclaimed")
         return created
 
-    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
         self.gate.before("ledger.expire_to", key, epoch, state.value)
-        done = self.inner.expire_to(key, epoch, state, now, reason)
+        done = self.inner.expire_to(key, epoch, state, now, reason, announce=announce)
         if done:
             self.gate.host.ledger_write(f"expire_to {state.value}", key, epoch, None)
         self.gate.after("ledger.expire_to")

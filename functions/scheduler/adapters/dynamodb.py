@@ -717,6 +717,7 @@ class DynamoLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
+        announce: bool = True,
     ) -> Execution:
         sets = [
             "#state = :state",
@@ -746,6 +747,7 @@ class DynamoLedger:
             removes.append("next_ms")
         if state.terminal:
             sets.append("finished_ms = :now")
+        if state.terminal and announce:
             sets.append(OUTBOX_SET)
             values.update(_outbox_values(outbox_entry(key, epoch, state, now, error=error, result=result), key))
         adds = ""
@@ -803,14 +805,19 @@ class DynamoLedger:
             raise
         return True
 
-    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
+        outbox = _outbox_values(outbox_entry(key, epoch, state, now, error=reason), key) if announce else {}
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key={"PK": s(key)},
                 UpdateExpression=(
                     "SET #state = :state, last_error = :reason, updated_ms = :now, finished_ms = :now, "
-                    f"history = list_append(if_not_exists(history, :empty), :entry), {OUTBOX_SET} REMOVE lease_ms"
+                    "history = list_append(if_not_exists(history, :empty), :entry)"
+                    + (f", {OUTBOX_SET}" if announce else "")
+                    + " REMOVE lease_ms"
                 ),
                 ConditionExpression="epoch = :e AND #state = :running AND lease_ms < :now",
                 ExpressionAttributeNames={"#state": "state"},
@@ -822,7 +829,7 @@ class DynamoLedger:
                     ":entry": {"L": [history_entry(epoch, state, now, reason)]},
                     ":e": n(epoch),
                     ":running": s(RunState.RUNNING.value),
-                    **_outbox_values(outbox_entry(key, epoch, state, now, error=reason), key),
+                    **outbox,
                 },
             )
         except ClientError as exc:

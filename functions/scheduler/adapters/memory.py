@@ -364,6 +364,7 @@ class MemoryLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
+        announce: bool = True,
     ) -> Execution:
         with self.lock:
             item = self._held(key, owner, epoch)
@@ -381,7 +382,8 @@ class MemoryLedger:
                 item.last_error = error
             if state.terminal:
                 item.finished_at = now
-                item.outbox.append(outbox_entry(key, epoch, state, now, error=error, result=result))
+                if announce:
+                    item.outbox.append(outbox_entry(key, epoch, state, now, error=error, result=result))
             item.history.append(_history_entry(epoch, state, now, error))
             return copy.deepcopy(item)
 
@@ -406,7 +408,9 @@ class MemoryLedger:
             )
             return True
 
-    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
         with self.lock:
             item = self.items.get(key)
             if (
@@ -423,7 +427,8 @@ class MemoryLedger:
             item.updated_at = now
             item.finished_at = now
             item.history.append(_history_entry(epoch, state, now, reason))
-            item.outbox.append(outbox_entry(key, epoch, state, now, error=reason))
+            if announce:
+                item.outbox.append(outbox_entry(key, epoch, state, now, error=reason))
             return True
 
     def mark_dead_lettered(self, key: str) -> None:

@@ -154,6 +154,10 @@ class JobSpec(_Strict):
     overlap_policy: OverlapPolicy = "skip"
     delivery: Delivery = "at_least_once"
     priority: Priority = "normal"
+    #: Publish this job's terminal outcomes as completion events (EventBridge PutEvents, $1.00 per million). Left
+    #: out: the deployment's default (`SCHEDULER_COMPLETION_EVENTS_DEFAULT`, off), so nobody pays for events
+    #: nobody listens to.
+    events: bool | None = None
 
     @field_validator("payload")
     @classmethod

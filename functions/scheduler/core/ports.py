@@ -400,6 +400,7 @@ class Ledger(Protocol):
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
+        announce: bool = True,
     ) -> Execution | None:
         """Record the outcome of the attempt held at `epoch` (RETRY_WAIT or a terminal state); Fenced if stale.
         `refund_attempt` gives the attempt back (a wait that ran nothing, e.g. an overlap buffer).
@@ -411,7 +412,9 @@ class Ledger(Protocol):
         False if it already exists."""
         ...
 
-    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
         """Move an expired RUNNING item at `epoch` to a terminal state (at-most-once jobs: RECONCILING), with its
         outbox entry."""
         ...
