@@ -370,10 +370,16 @@ class FaultyLedger:
         return getattr(self.inner, name)
 
     def claim(
-        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+        self,
+        dispatch: Dispatch,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        take_over_expired: bool,
+        indexed: bool = True,
     ) -> Execution:
         self.gate.before("ledger.claim", dispatch, owner, lease_until)
-        execution = self.inner.claim(dispatch, owner, now, lease_until, take_over_expired)
+        execution = self.inner.claim(dispatch, owner, now, lease_until, take_over_expired, indexed)
         self.gate.result("ledger.claim", execution)
         self.gate.host.ledger_claimed(execution.key, execution.epoch)
         self.gate.after("ledger.claim")
@@ -447,9 +453,11 @@ class FaultyLedger:
         self.gate.after("ledger.revive")
         return revived
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
         self.gate.before("ledger.runs")
-        return self.inner.runs(job_id, limit, cursor)
+        return self.inner.runs(job_id, limit, cursor, unindexed)
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
         self.gate.before("ledger.resolve")

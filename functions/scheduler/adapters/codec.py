@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from scheduler.core.keys import split_occurrence_key
 from scheduler.core.model import BackfillState, Job, JobSpec, JobState, Priority, RunState
 from scheduler.core.ports import Backfill, ChainPlan, Dispatch, Execution, OutboxEntry, Timer, TimerKind
 from scheduler.core.schedules import Schedule
@@ -242,12 +243,17 @@ def outbox_entry_from_attribute(value: dict[str, Any]) -> OutboxEntry:
 
 
 def execution_from_item(item: Item) -> Execution:
+    # An item kept out of the run-history index has no job_id / scheduled_ms: both are in its occurrence key.
     scheduled = get_ms(item, "scheduled_ms")
-    assert scheduled is not None
+    job_id = get_s(item, "job_id")
+    if scheduled is None or job_id is None:
+        key_job, key_instant = split_occurrence_key(item["PK"]["S"])
+        job_id = job_id or key_job
+        scheduled = scheduled or parse_rfc3339(key_instant)
     history = [_from_attribute(h) for h in item.get("history", {}).get("L", [])]
     return Execution(
         key=item["PK"]["S"],
-        job_id=item["job_id"]["S"],
+        job_id=job_id,
         tenant=item["tenant"]["S"],
         scheduled_for=scheduled,
         state=RunState(item["state"]["S"]),

@@ -11,6 +11,7 @@ import base64
 import builtins
 import json
 import random
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -276,9 +277,9 @@ class DynamoJobStore:
     def list(
         self, tenant: str, state: JobState | None, limit: int, cursor: str | None
     ) -> tuple[builtins.list[Job], str | None]:
-        """Oldest first from the by_tenant index (eventually consistent: a job created a moment ago may be
-        missing from a list for a moment; GET by id is always consistent). Reads one matching job ahead, so a
-        page that ends at the tenant's last job carries no cursor."""
+        """Oldest first from the keys-only by_tenant index, each page's jobs then read by key (eventually
+        consistent: a job created a moment ago may be missing from a list for a moment; GET by id is always
+        consistent). Reads one matching job ahead, so a page that ends at the tenant's last job carries no cursor."""
         partition = s(f"TENANT#{tenant}")
         start = _decode_cursor(cursor)
         if start is not None and start.get("tenant_pk") != partition:
@@ -289,18 +290,56 @@ class DynamoJobStore:
             "KeyConditionExpression": "tenant_pk = :t",
             "ExpressionAttributeValues": {":t": partition},
         }
-        if state is not None:
-            request["FilterExpression"] = "#state = :state"
-            request["ExpressionAttributeNames"] = {"#state": "state"}
-            request["ExpressionAttributeValues"][":state"] = s(state.value)
+        found: builtins.list[tuple[Item, Job]] = []
+        while len(found) <= limit:
+            # A filtered list reads more per query: most jobs may not match.
+            request["Limit"] = limit + 1 - len(found) if state is None else max(limit + 1, 25)
+            if start:
+                request["ExclusiveStartKey"] = start
+            try:
+                response = self.client.query(**request)
+            except ParamValidationError as exc:
+                if start:
+                    raise ValueError("cursor is not one this API returned") from exc
+                raise
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] == "ValidationException" and start:
+                    raise ValueError("cursor is not one this API returned") from exc
+                raise
+            keys = response.get("Items", [])
+            items = self._get_many([{"PK": k["PK"], "SK": k["SK"]} for k in keys])
+            for key in keys:
+                item = items.get(key["PK"]["S"])
+                if item is None:  # deleted since the index listed it
+                    continue
+                job = job_from_item(item)
+                if state is None or job.state == state:
+                    found.append((key, job))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        page = found[:limit]
+        next_cursor = None
+        if len(found) > limit and page:
+            next_cursor = _encode_cursor({f: page[-1][0][f] for f in ("PK", "SK", "tenant_pk", "tenant_sk")})
+        return [job for _, job in page], next_cursor
 
-        def per_query(found: int) -> int:  # a filtered list reads more per query: most items may not match
-            return limit + 1 - found if state is None else max(limit + 1, 25)
-
-        page, next_cursor = _query_page(
-            self.client, request, start, limit, ("PK", "SK", "tenant_pk", "tenant_sk"), per_query
-        )
-        return [job_from_item(item) for item in page], next_cursor
+    def _get_many(self, keys: builtins.list[dict[str, Any]]) -> dict[str, Item]:
+        """Items by key (BatchGetItem, 100 at a time, unprocessed keys retried), by PK."""
+        out: dict[str, Item] = {}
+        for begin in range(0, len(keys), 100):
+            pending: dict[str, Any] = {self.table: {"Keys": keys[begin : begin + 100]}}
+            for attempt in range(10):
+                response = self.client.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    out[item["PK"]["S"]] = item
+                pending = response.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                time.sleep(min(1.0, 0.05 * 2**attempt))
+            else:
+                raise RuntimeError("BatchGetItem left keys unprocessed after 10 attempts")
+        return out
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
         items: list[dict[str, Any]] = [
@@ -635,7 +674,13 @@ class DynamoLedger:
         self.client: Any = client or boto3.client("dynamodb")
 
     def claim(
-        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+        self,
+        dispatch: Dispatch,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        take_over_expired: bool,
+        indexed: bool = True,
     ) -> Execution:
         condition = (
             "attribute_not_exists(PK) OR (#state = :retry AND (attribute_not_exists(next_ms) OR next_ms <= :now))"
@@ -649,19 +694,24 @@ class DynamoLedger:
             ":owner": s(owner),
             ":lease": n(to_ms(lease_until)),
             ":one": n(1),
-            ":job": s(dispatch.job_id),
             ":tenant": s(dispatch.tenant),
-            ":sched": n(to_ms(dispatch.scheduled_for)),
             ":sfor": s(rfc3339(dispatch.scheduled_for)),
             ":exp": _epoch_seconds(now + EXECUTION_RETENTION),
         }
+        # The run-history index is keyed on job_id and scheduled_ms: an item without them stays out of it (both are
+        # in the occurrence key, which is where the codec reads them from then).
+        index_keys = ""
+        if indexed:
+            index_keys = "job_id = :job, scheduled_ms = :sched, "
+            values[":job"] = s(dispatch.job_id)
+            values[":sched"] = n(to_ms(dispatch.scheduled_for))
         try:
             response = self.client.update_item(
                 TableName=self.table,
                 Key={"PK": s(dispatch.key)},
                 UpdateExpression=(
                     "SET #state = :running, #owner = :owner, lease_ms = :lease, updated_ms = :now, "
-                    "job_id = :job, tenant = :tenant, scheduled_ms = :sched, scheduled_for = :sfor, "
+                    f"{index_keys}tenant = :tenant, scheduled_for = :sfor, "
                     "created_ms = if_not_exists(created_ms, :now), "
                     "expires_at = :exp "
                     "ADD epoch :one, attempts :one "
@@ -880,7 +930,9 @@ class DynamoLedger:
             raise
         return True
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
         request: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_job",
@@ -893,7 +945,23 @@ class DynamoLedger:
         if start and start.get("job_id") != s(job_id):
             raise ValueError("cursor is not one this API returned for this job")
         page, next_cursor = _query_page(self.client, request, start, limit, ("PK", "job_id", "scheduled_ms"))
-        return [execution_from_item(i) for i in page], next_cursor
+        runs = [execution_from_item(i) for i in page]
+        extra = self.get(unindexed) if unindexed else None
+        if extra is None or extra.job_id != job_id or any(r.key == extra.key for r in runs):
+            return runs, next_cursor
+        # The occurrence outside the index belongs on this page if it sorts between the cursor and the page's end.
+        above = int(start["scheduled_ms"]["N"]) if start and "scheduled_ms" in start else None
+        below = to_ms(runs[-1].scheduled_for) if next_cursor and runs else None
+        at = to_ms(extra.scheduled_for)
+        if (above is not None and at >= above) or (below is not None and at < below):
+            return runs, next_cursor
+        runs = sorted([*runs, extra], key=lambda r: r.scheduled_for, reverse=True)
+        if len(runs) > limit:
+            runs = runs[:limit]
+            last = runs[-1]
+            key = {"PK": s(last.key), "job_id": s(job_id), "scheduled_ms": n(to_ms(last.scheduled_for))}
+            next_cursor = _encode_cursor(key)
+        return runs, next_cursor
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
         current = self.get(key)

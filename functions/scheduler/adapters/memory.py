@@ -297,8 +297,15 @@ class MemoryLedger:
         self.lock = threading.RLock()
 
     def claim(
-        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+        self,
+        dispatch: Dispatch,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        take_over_expired: bool,
+        indexed: bool = True,
     ) -> Execution:
+        # No index here: `runs` lists every item, which is what the DynamoDB adapter's merge gives.
         with self.lock:
             item = self.items.get(dispatch.key)
             claimable = (
@@ -451,7 +458,9 @@ class MemoryLedger:
             item.history.append(_history_entry(item.epoch, RunState.RETRY_WAIT, now, note))
             return True
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
         with self.lock:
             mine = sorted(
                 (i for i in self.items.values() if i.job_id == job_id),

@@ -34,7 +34,7 @@ from scheduler.core.ports import (
     TargetInvoker,
 )
 from scheduler.core.retry import MAX_HIDE_SECONDS, backoff, may_retry
-from scheduler.core.schedules import is_occurrence, is_recurring
+from scheduler.core.schedules import is_occurrence, is_recurring, unindexed_occurrence
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,9 @@ class Executor:
         # Step 1: claim.
         take_over = job.spec.delivery == "at_least_once"
         try:
-            execution = self.ledger.claim(dispatch, owner, now, now + self.config.lease, take_over)
+            execution = self.ledger.claim(
+                dispatch, owner, now, now + self.config.lease, take_over, indexed=self._indexed(job, dispatch)
+            )
         except ClaimRefused as refused:
             return self._not_claimed(dispatch, refused.current, now, self._announces(job))
 
@@ -406,6 +408,14 @@ class Executor:
         self.metrics.count("DeadLetters")
         log.error("occurrence dead", extra={"job_id": job.job_id, "occurrence_key": execution.key, "error": error})
         return Outcome.acknowledge("dead")
+
+    @staticmethod
+    def _indexed(job: Job, dispatch: Dispatch) -> bool:
+        """Whether the occurrence's ledger item goes into the run-history index: all but a one-shot job's scheduled
+        occurrence, which the run history reads by its key (and no overlap policy reads: it is not recurring)."""
+        if dispatch.kind != "scheduled":
+            return True
+        return unindexed_occurrence(job.spec.schedule, job.created_at) != dispatch.scheduled_for
 
     def _announces(self, job: Job) -> bool:
         """Whether `job`'s terminal outcomes are published (its own `events`, else the default); False without an

@@ -377,9 +377,11 @@ class Ledger(Protocol):
         now: datetime,
         lease_until: datetime,
         take_over_expired: bool,
+        indexed: bool = True,
     ) -> Execution:
         """Claim the occurrence: RUNNING, epoch+1, attempts+1, if it is new, waiting to retry and due, or (when
-        `take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current item."""
+        `take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current item.
+        `indexed=False` keeps the item out of the run-history index (`runs` then finds it by its key)."""
         ...
 
     def get(self, key: str) -> Execution | None: ...
@@ -426,8 +428,11 @@ class Ledger(Protocol):
         Conditional on DEAD; False when it is not (e.g. it SUCCEEDED, or was already revived)."""
         ...
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
-        """Run history of a job, newest first."""
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
+        """Run history of a job, newest first; `unindexed` is the key of the job's occurrence claimed outside the
+        index (scheduler.core.schedules.unindexed_occurrence), merged in at its place."""
         ...
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
