@@ -27,8 +27,8 @@ ENCRYPTION = dynamodb.TableEncryption.AWS_MANAGED
 
 
 class Storage(Construct):
-    """Both tables: on-demand, point-in-time recovery, encrypted, TTL on the schema's ttl attribute,
-    every GSI of the schema with ALL projection, retained and deletion-protected unless configured off."""
+    """Both tables: on-demand, point-in-time recovery, encrypted, TTL on the schema's ttl attribute, every GSI
+    of the schema with its projection (ALL or KEYS_ONLY), retained and deletion-protected unless configured off."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: PunctualConfig) -> None:
         super().__init__(scope, construct_id)
@@ -62,7 +62,7 @@ def _build_table(scope: Construct, schema: TableSchema, config: PunctualConfig) 
             index_name=index.name,
             partition_key=_attribute(index.partition_key),
             sort_key=_attribute(index.sort_key) if index.sort_key else None,
-            projection_type=dynamodb.ProjectionType.ALL,
+            projection_type=dynamodb.ProjectionType[index.projection],
         )
     return table
 

@@ -11,6 +11,9 @@ class Index:
     name: str
     partition_key: tuple[str, str]  # (attribute, "S" | "N")
     sort_key: tuple[str, str] | None
+    #: "ALL" or "KEYS_ONLY". A keys-only index is written only when an item enters or leaves it (its keys change),
+    #: not on every update of the item: readers fetch the items by key.
+    projection: str = "ALL"
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,9 @@ JOBS_TABLE = TableSchema(
     partition_key=("PK", "S"),
     sort_key=("SK", "S"),
     ttl_attribute="expires_at",
-    indexes=(Index("by_tenant", ("tenant_pk", "S"), ("tenant_sk", "S")),),
+    # Keys only: a fire updates its job (state, chain), and with ALL projection each such update also rewrote the
+    # job's index entry (1 write unit a fire). The job list reads the jobs by key (DynamoJobStore.list).
+    indexes=(Index("by_tenant", ("tenant_pk", "S"), ("tenant_sk", "S"), projection="KEYS_ONLY"),),
 )
 
 EXECUTIONS_TABLE = TableSchema(
@@ -92,7 +97,9 @@ def create_table_request(table: TableSchema, table_name: str) -> dict[str, objec
         index_keys = [{"AttributeName": index.partition_key[0], "KeyType": "HASH"}]
         if index.sort_key:
             index_keys.append({"AttributeName": index.sort_key[0], "KeyType": "RANGE"})
-        indexes.append({"IndexName": index.name, "KeySchema": index_keys, "Projection": {"ProjectionType": "ALL"}})
+        indexes.append(
+            {"IndexName": index.name, "KeySchema": index_keys, "Projection": {"ProjectionType": index.projection}}
+        )
     request: dict[str, object] = {
         "TableName": table_name,
         "KeySchema": key_schema,

@@ -56,13 +56,19 @@ class Settings(BaseSettings):
     #: ... and at once: what a tenant may release in one instant before its rate applies.
     tenant_dispatch_burst: int = Field(default=3000, ge=1)
     #: Per-tenant execution budget (scheduler.core.concurrency): occurrences of one tenant running at once, across
-    #: every lane and worker; 0 turns it off. Keep it below the workers' concurrency, so one tenant's slow targets
-    #: cannot take every worker.
-    tenant_max_concurrency: int = Field(default=20, ge=0)
+    #: every lane and worker; 0 (the default) turns it off for the tenants without their own `concurrency` in
+    #: `tenant_budgets`. Each attempt under a budget costs a slot (about 2 write units and 1 read unit), so only
+    #: the tenants that configured one pay for it. Keep it below the workers' concurrency, so one tenant's slow
+    #: targets cannot take every worker.
+    tenant_max_concurrency: int = Field(default=0, ge=0)
     #: Budgets of particular tenants, overriding the three above.
     tenant_budgets: dict[str, TenantBudgetSetting] = Field(default_factory=dict)
-    #: Publish every terminal outcome of an occurrence as a completion event (scheduler.core.events).
+    #: Completion events (scheduler.core.events) are wired: the jobs that ask for them (`"events": true`) have
+    #: their terminal outcomes published through the outbox.
     completion_events: bool = True
+    #: ... and the jobs that do not say (`events` left out). Off: nothing is written or paid for the outcomes of
+    #: jobs nobody listens to (PutEvents alone is $1.00 per million, the outbox 3 more write units per fire).
+    completion_events_default: bool = False
     #: The EventBridge bus completion events go to (a name or an ARN; "default" is the account's default bus).
     event_bus_name: str = "default"
     #: Allow `http` targets on private/loopback/link-local addresses (local development only).

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from scheduler.core.chain import counts_as_active
 from scheduler.core.errors import SchedulerError
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState
@@ -47,6 +48,7 @@ INVARIANTS: dict[int, str] = {
     4: "nothing fires after its cancellation was acknowledged (beyond occurrences already running)",
     5: "a recurring job fires each of its occurrences once, and misses none beyond its misfire policy",
     6: "bad input never changes stored state",
+    7: "once the run is quiet, each tenant's quota counter equals its jobs that can still fire (ACTIVE or PAUSED)",
 }
 
 #: At most this many violations of one invariant are reported per run.
@@ -87,6 +89,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _chains(sim)
     found += _run_all_skips(sim)
     found += _bad_input(sim)
+    found += _quota(sim)
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:
@@ -94,6 +97,22 @@ def check(sim: Simulation) -> list[Violation]:
         if counts[violation.invariant] <= MAX_PER_INVARIANT:
             kept.append(violation)
     return kept
+
+
+def _quota(sim: Simulation) -> list[Violation]:
+    """Invariant 7: the counter the API's quota check reads (created, resumed and edited jobs in, completed and
+    cancelled jobs out - some of them released by the sweeper's page checkpoints) matches the jobs themselves."""
+    counted: dict[str, int] = {}
+    for job in sim.jobs.jobs.values():
+        counted.setdefault(job.tenant, 0)
+        if counts_as_active(job):
+            counted[job.tenant] += 1
+    found = []
+    for tenant in sorted(set(counted) | set(sim.jobs.active)):
+        stored, actual = sim.jobs.active.get(tenant, 0), counted.get(tenant, 0)
+        if stored != actual:
+            found.append(Violation(7, f"tenant {tenant}: the counter says {stored}, {actual} jobs can still fire"))
+    return found
 
 
 def _terminal(sim: Simulation) -> list[Violation]:

@@ -10,7 +10,7 @@ errors, must not be able to swallow it.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -251,10 +251,17 @@ class FaultyJobStore:
         *,
         planned_at: datetime | None = None,
         planned_horizon: datetime | None = None,
+        release_by: str | None = None,
     ) -> AdvanceResult:
         self.gate.before("jobs.advance", timer, next_run_at, dispatched_for, skipped)
         result = self.inner.advance(
-            timer, next_run_at, dispatched_for, skipped, planned_at=planned_at, planned_horizon=planned_horizon
+            timer,
+            next_run_at,
+            dispatched_for,
+            skipped,
+            planned_at=planned_at,
+            planned_horizon=planned_horizon,
+            release_by=release_by,
         )
         self.gate.result("jobs.advance", result)
         self.gate.host.advanced(timer, dispatched_for, skipped, result, self.clock.now())
@@ -303,9 +310,11 @@ class FaultyTimerStore:
             self.gate.result("timers.query", page)
             yield page, cursor
 
-    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
         self.gate.before("timers.checkpoint", claim, cursor)
-        self.inner.checkpoint(claim, cursor, lease_until)
+        self.inner.checkpoint(claim, cursor, lease_until, releases)
         self.gate.after("timers.checkpoint")
 
     def release(self, claim: BucketClaim) -> None:
@@ -361,10 +370,16 @@ class FaultyLedger:
         return getattr(self.inner, name)
 
     def claim(
-        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+        self,
+        dispatch: Dispatch,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        take_over_expired: bool,
+        indexed: bool = True,
     ) -> Execution:
         self.gate.before("ledger.claim", dispatch, owner, lease_until)
-        execution = self.inner.claim(dispatch, owner, now, lease_until, take_over_expired)
+        execution = self.inner.claim(dispatch, owner, now, lease_until, take_over_expired, indexed)
         self.gate.result("ledger.claim", execution)
         self.gate.host.ledger_claimed(execution.key, execution.epoch)
         self.gate.after("ledger.claim")
@@ -392,6 +407,7 @@ class FaultyLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
+        announce: bool = True,
     ) -> Execution | None:
         self.gate.before("ledger.finish", key, owner, epoch, state.value)
         recorded = self.inner.finish(
@@ -404,6 +420,7 @@ class FaultyLedger:
             error=error,
             next_attempt_at=next_attempt_at,
             refund_attempt=refund_attempt,
+            announce=announce,
         )
         self.gate.host.ledger_write(f"finish {state.value}", key, epoch, owner)
         self.gate.after("ledger.finish")
@@ -415,9 +432,11 @@ class FaultyLedger:
         self.gate.after("ledger.record_unclaimed")
         return created
 
-    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
         self.gate.before("ledger.expire_to", key, epoch, state.value)
-        done = self.inner.expire_to(key, epoch, state, now, reason)
+        done = self.inner.expire_to(key, epoch, state, now, reason, announce=announce)
         if done:
             self.gate.host.ledger_write(f"expire_to {state.value}", key, epoch, None)
         self.gate.after("ledger.expire_to")
@@ -434,9 +453,11 @@ class FaultyLedger:
         self.gate.after("ledger.revive")
         return revived
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
         self.gate.before("ledger.runs")
-        return self.inner.runs(job_id, limit, cursor)
+        return self.inner.runs(job_id, limit, cursor, unindexed)
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
         self.gate.before("ledger.resolve")

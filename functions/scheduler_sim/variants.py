@@ -4,15 +4,15 @@ be passing anything."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from scheduler.adapters.memory import MemoryLedger
+from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTimerStore
 from scheduler.core.errors import Fenced
-from scheduler.core.model import RunState
-from scheduler.core.ports import Dispatch
+from scheduler.core.model import JobState, RunState
+from scheduler.core.ports import AdvanceResult, BucketClaim, Dispatch, Timer
 
 
 class UnfencedLedger(MemoryLedger):
@@ -59,14 +59,46 @@ def random_key_per_attempt(dispatch: Dispatch, rng: random.Random) -> Dispatch:
     )
 
 
+class ForgetfulCheckpoint(MemoryTimerStore):
+    """A bucket checkpoint that records progress but drops the quota releases it was handed: the jobs a sweep
+    completes keep counting against their tenant's quota."""
+
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        super().checkpoint(claim, cursor, lease_until, None)
+
+
+class ReleaseOnEveryReplay(MemoryJobStore):
+    """Owes a quota release whenever a timer replays the advance that completed its job, whoever made that advance:
+    a one-shot job completed from the late lane (whose write released it) is released again by its bucket's sweep,
+    and so is a page re-run after its checkpoint."""
+
+    def advance(self, timer: Timer, *args: Any, **options: Any) -> AdvanceResult:
+        result = super().advance(timer, *args, **options)
+        job = self.jobs.get(timer.job_id)
+        replayed = result.proceed and not result.release and options.get("release_by") is not None
+        if (
+            replayed
+            and job is not None
+            and job.state == JobState.COMPLETED
+            and job.advanced_from == timer.scheduled_for
+        ):
+            return replace(result, release=True)
+        return result
+
+
 @dataclass(frozen=True)
 class Variant:
-    """A change to the protocol under test: a different ledger, or a rewrite of each received dispatch."""
+    """A change to the protocol under test: a different ledger or timer store, or a rewrite of each received
+    dispatch."""
 
     name: str
     description: str
     ledger: Callable[[], MemoryLedger] = MemoryLedger
     rewrite: Callable[[Dispatch, random.Random], Dispatch] | None = None
+    timers: Callable[[int], MemoryTimerStore] = MemoryTimerStore
+    jobs: Callable[[], MemoryJobStore] = MemoryJobStore
 
 
 VARIANTS: dict[str, Variant] = {
@@ -79,5 +111,15 @@ VARIANTS: dict[str, Variant] = {
         "random-key",
         "the worker uses a random occurrence key per attempt instead of the derived one",
         rewrite=random_key_per_attempt,
+    ),
+    "forgetful-checkpoint": Variant(
+        "forgetful-checkpoint",
+        "the sweeper's page checkpoint drops the quota releases of the jobs the page completed",
+        timers=ForgetfulCheckpoint,
+    ),
+    "release-on-every-replay": Variant(
+        "release-on-every-replay",
+        "a bucket sweep releases the quota of every completed job it replays, not only of those it completed",
+        jobs=ReleaseOnEveryReplay,
     ),
 }

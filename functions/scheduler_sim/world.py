@@ -443,8 +443,8 @@ class Simulation:
         self.clock = FakeClock(self.workload.start)
         cfg = self.config
         shards = self.rng.randint(1, 3)
-        self.jobs = MemoryJobStore()
-        self.timers = MemoryTimerStore(shards)
+        self.jobs = variant.jobs() if variant is not None else MemoryJobStore()
+        self.timers = variant.timers(shards) if variant is not None else MemoryTimerStore(shards)
         self.jobs.attach(self.timers)
         self.ledger = variant.ledger() if variant is not None else MemoryLedger()
         self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng)

@@ -315,6 +315,30 @@ def test_runs_has_no_cursor_when_the_page_ends_at_the_oldest_run(ledger, make) -
     assert cursor is None
 
 
+@pytest.mark.parametrize("minute", [-1, 1, 3, 5])
+def test_runs_merge_the_occurrence_claimed_outside_the_index_at_its_place(ledger, make, minute) -> None:
+    # Given five runs in the index, and one occurrence of the same job claimed outside it (a one-shot's own)
+    job_id, made = _five_runs(ledger, make)
+    own = make.dispatch(job_id, make.t0 + timedelta(minutes=minute, seconds=30))
+    held = ledger.claim(own, "w1", make.t0, make.t0 + LEASE, True, indexed=False)
+    assert (held.job_id, held.scheduled_for) == (own.job_id, own.scheduled_for)
+    ledger.finish(own.key, "w1", held.epoch, RunState.SUCCEEDED, make.t0 + timedelta(seconds=1))
+    expected = [d.key for d in sorted([*made, own], key=lambda d: d.scheduled_for, reverse=True)]
+
+    # When the history is read page by page, naming that occurrence
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page, cursor = ledger.runs(job_id, 2, cursor, own.key)
+        seen += [e.key for e in page]
+        if cursor is None:
+            break
+
+    # Then it appears once, at its place, and the finished item reads as any other
+    assert seen == expected
+    assert ledger.get(own.key).job_id == job_id and ledger.get(own.key).state == RunState.SUCCEEDED
+
+
 # -- resolve ------------------------------------------------------------------------------------------------
 
 

@@ -64,7 +64,11 @@ def record_for(sqs_client: Any, queue_url: str, body: str) -> dict[str, Any]:
 def test_the_worker_publishes_the_outcome_it_records(env, api_call, sqs_client, tap) -> None:
     # Given a job whose occurrence was dispatched, and which was cancelled before its message was handled
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
-    body = {"schedule": {"type": "once", "at": rfc3339(due)}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}}
+    body = {
+        "schedule": {"type": "once", "at": rfc3339(due)},
+        "target": {"type": "http", "url": "http://127.0.0.1:9/"},
+        "events": True,
+    }
     job_id = api_call("POST", "/v1/jobs", body, tenant=TENANT).body["job_id"]
     dispatch = Dispatch(job_id, TENANT, due, due, 1)
 
@@ -87,6 +91,31 @@ def test_the_worker_publishes_the_outcome_it_records(env, api_call, sqs_client, 
     # And nothing is left in the outbox
     ledger = DynamoLedger(env.executions_table)
     assert ledger.get(dispatch.key).outbox == []
+
+
+def test_a_job_that_does_not_ask_for_events_writes_no_outbox_and_publishes_nothing(
+    env, api_call, sqs_client, tap
+) -> None:
+    # Given a job that leaves `events` out (the deployed default is off), cancelled after its dispatch
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
+    body = {"schedule": {"type": "once", "at": rfc3339(due)}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}}
+    job_id = api_call("POST", "/v1/jobs", body, tenant=TENANT).body["job_id"]
+    dispatch = Dispatch(job_id, TENANT, due, due, 1)
+    api_call("DELETE", f"/v1/jobs/{job_id}", tenant=TENANT)
+
+    # When the worker handles the message
+    response = worker.lambda_handler(
+        {"Records": [record_for(sqs_client, env.ready_queue_url, dispatch_to_body(dispatch))]},
+        LocalContext("punctual-worker", 120),
+    )
+
+    # Then the outcome is recorded, with no outbox entry (nothing for the drain to find) and no event
+    assert response["batchItemFailures"] == []
+    recorded = DynamoLedger(env.executions_table).get(dispatch.key)
+    assert recorded.state == RunState.CANCELLED and recorded.outbox == []
+    item = boto3.client("dynamodb").get_item(TableName=env.executions_table, Key={"PK": {"S": dispatch.key}})["Item"]
+    assert "event_pending" not in item
+    assert tap(1, timeout=3) == []
 
 
 def test_the_sweeper_publishes_what_a_worker_left_in_the_outbox(env, sqs_client, tap) -> None:

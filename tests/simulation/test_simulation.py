@@ -50,6 +50,10 @@ PAUSES = FaultProfile(duplicate=0.2, target_pause=0.3, target_retryable=0.1)
         ("unfenced-finish", PAUSES, 3, "from epoch"),
         # A random key per attempt: a duplicate delivery takes effect twice at the target.
         ("random-key", None, 2, "took effect"),
+        # The sweeper completes one-shot jobs but its checkpoint drops their quota releases.
+        ("forgetful-checkpoint", None, 7, "the counter says"),
+        # A bucket sweep releases the quota of jobs another path completed (and released) too.
+        ("release-on-every-replay", None, 7, "the counter says"),
     ],
 )
 def test_a_deliberately_broken_protocol_is_caught(

@@ -42,9 +42,13 @@ def test_a_fired_job_publishes_one_succeeded_event_a_consumer_can_read(
     events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern))
     events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "consumer", "Arn": queue_arn}])
 
-    # When a job fires
+    # When a job that asks for completion events fires
     at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
-    body = {"schedule": {"type": "once", "at": rfc3339(at)}, "target": {"type": "http", "url": receiver.url}}
+    body = {
+        "schedule": {"type": "once", "at": rfc3339(at)},
+        "target": {"type": "http", "url": receiver.url},
+        "events": True,
+    }
     status, job, _ = stack.call("POST", "/v1/jobs", body)
     assert status == 201, job
     receiver.wait_for(1, timeout=20)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from scheduler.core.keys import split_occurrence_key
 from scheduler.core.model import BackfillState, Job, JobSpec, JobState, Priority, RunState
 from scheduler.core.ports import Backfill, ChainPlan, Dispatch, Execution, OutboxEntry, Timer, TimerKind
 from scheduler.core.schedules import Schedule
@@ -76,6 +77,8 @@ def job_to_item(job: Job) -> Item:
         item["last_ms"] = n(to_ms(job.last_dispatched_for))
     if job.planned_version is not None:
         item["plan_v"] = n(job.planned_version)
+    if job.release_pending_by is not None:
+        item["rel_by"] = s(job.release_pending_by)
     for name, value in (
         ("adv_ms", job.advanced_from),
         ("plan_ms", job.planned_at),
@@ -105,6 +108,7 @@ def job_from_item(item: Item) -> Job:
         planned_at=get_ms(item, "plan_ms"),
         planned_horizon=get_ms(item, "horizon_ms"),
         planned_version=get_n(item, "plan_v"),
+        release_pending_by=item["rel_by"]["S"] if "rel_by" in item else None,
     )
 
 
@@ -239,12 +243,17 @@ def outbox_entry_from_attribute(value: dict[str, Any]) -> OutboxEntry:
 
 
 def execution_from_item(item: Item) -> Execution:
+    # An item kept out of the run-history index has no job_id / scheduled_ms: both are in its occurrence key.
     scheduled = get_ms(item, "scheduled_ms")
-    assert scheduled is not None
+    job_id = get_s(item, "job_id")
+    if scheduled is None or job_id is None:
+        key_job, key_instant = split_occurrence_key(item["PK"]["S"])
+        job_id = job_id or key_job
+        scheduled = scheduled or parse_rfc3339(key_instant)
     history = [_from_attribute(h) for h in item.get("history", {}).get("L", [])]
     return Execution(
         key=item["PK"]["S"],
-        job_id=item["job_id"]["S"],
+        job_id=job_id,
         tenant=item["tenant"]["S"],
         scheduled_for=scheduled,
         state=RunState(item["state"]["S"]),

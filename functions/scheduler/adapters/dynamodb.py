@@ -11,7 +11,8 @@ import base64
 import builtins
 import json
 import random
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 PAGE_SIZE = 100
+#: TransactWriteItems takes at most 100 items: a page checkpoint and the quota releases of up to 99 tenants, so a
+#: page of timers holds at most 99.
+MAX_TRANSACTION_ITEMS = 100
+TIMER_PAGE_SIZE = MAX_TRANSACTION_ITEMS - 1
 #: Executions are kept this long after they finish: longer than any message can live (SQS keeps a DLQ
 #: message 14 days), so a late duplicate or a redrive always finds its ledger item.
 EXECUTION_RETENTION = timedelta(days=90)
@@ -272,9 +277,9 @@ class DynamoJobStore:
     def list(
         self, tenant: str, state: JobState | None, limit: int, cursor: str | None
     ) -> tuple[builtins.list[Job], str | None]:
-        """Oldest first from the by_tenant index (eventually consistent: a job created a moment ago may be
-        missing from a list for a moment; GET by id is always consistent). Reads one matching job ahead, so a
-        page that ends at the tenant's last job carries no cursor."""
+        """Oldest first from the keys-only by_tenant index, each page's jobs then read by key (eventually
+        consistent: a job created a moment ago may be missing from a list for a moment; GET by id is always
+        consistent). Reads one matching job ahead, so a page that ends at the tenant's last job carries no cursor."""
         partition = s(f"TENANT#{tenant}")
         start = _decode_cursor(cursor)
         if start is not None and start.get("tenant_pk") != partition:
@@ -285,18 +290,56 @@ class DynamoJobStore:
             "KeyConditionExpression": "tenant_pk = :t",
             "ExpressionAttributeValues": {":t": partition},
         }
-        if state is not None:
-            request["FilterExpression"] = "#state = :state"
-            request["ExpressionAttributeNames"] = {"#state": "state"}
-            request["ExpressionAttributeValues"][":state"] = s(state.value)
+        found: builtins.list[tuple[Item, Job]] = []
+        while len(found) <= limit:
+            # A filtered list reads more per query: most jobs may not match.
+            request["Limit"] = limit + 1 - len(found) if state is None else max(limit + 1, 25)
+            if start:
+                request["ExclusiveStartKey"] = start
+            try:
+                response = self.client.query(**request)
+            except ParamValidationError as exc:
+                if start:
+                    raise ValueError("cursor is not one this API returned") from exc
+                raise
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] == "ValidationException" and start:
+                    raise ValueError("cursor is not one this API returned") from exc
+                raise
+            keys = response.get("Items", [])
+            items = self._get_many([{"PK": k["PK"], "SK": k["SK"]} for k in keys])
+            for key in keys:
+                item = items.get(key["PK"]["S"])
+                if item is None:  # deleted since the index listed it
+                    continue
+                job = job_from_item(item)
+                if state is None or job.state == state:
+                    found.append((key, job))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        page = found[:limit]
+        next_cursor = None
+        if len(found) > limit and page:
+            next_cursor = _encode_cursor({f: page[-1][0][f] for f in ("PK", "SK", "tenant_pk", "tenant_sk")})
+        return [job for _, job in page], next_cursor
 
-        def per_query(found: int) -> int:  # a filtered list reads more per query: most items may not match
-            return limit + 1 - found if state is None else max(limit + 1, 25)
-
-        page, next_cursor = _query_page(
-            self.client, request, start, limit, ("PK", "SK", "tenant_pk", "tenant_sk"), per_query
-        )
-        return [job_from_item(item) for item in page], next_cursor
+    def _get_many(self, keys: builtins.list[dict[str, Any]]) -> dict[str, Item]:
+        """Items by key (BatchGetItem, 100 at a time, unprocessed keys retried), by PK."""
+        out: dict[str, Item] = {}
+        for begin in range(0, len(keys), 100):
+            pending: dict[str, Any] = {self.table: {"Keys": keys[begin : begin + 100]}}
+            for attempt in range(10):
+                response = self.client.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    out[item["PK"]["S"]] = item
+                pending = response.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                time.sleep(min(1.0, 0.05 * 2**attempt))
+            else:
+                raise RuntimeError("BatchGetItem left keys unprocessed after 10 attempts")
+        return out
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
         items: list[dict[str, Any]] = [
@@ -332,8 +375,10 @@ class DynamoJobStore:
         *,
         planned_at: datetime | None = None,
         planned_horizon: datetime | None = None,
+        release_by: str | None = None,
     ) -> AdvanceResult:
         completing = next_run_at is None
+        deferred_release = completing and release_by is not None
         names = {"#state": "state", "#version": "version", "#last": "last_ms", "#next": "next_ms"}
         values: dict[str, Any] = {
             ":v": n(timer.version),
@@ -351,7 +396,15 @@ class DynamoJobStore:
             sets += ["plan_ms = :planned", "horizon_ms = :horizon"]
             values[":planned"] = n(to_ms(planned_at))
             values[":horizon"] = n(to_ms(planned_horizon))
-        expression = f"SET {', '.join(sets)} ADD misfire_skipped :k" + (" REMOVE #next" if next_run_at is None else "")
+        removes = ["#next"] if next_run_at is None else []
+        if deferred_release:
+            sets.append("rel_by = :rel")
+            values[":rel"] = s(str(release_by))
+        else:
+            removes.append("rel_by")
+        expression = f"SET {', '.join(sets)} ADD misfire_skipped :k" + (
+            f" REMOVE {', '.join(removes)}" if removes else ""
+        )
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": {"PK": s(job_pk(timer.job_id)), "SK": s("DEF")},
@@ -364,7 +417,7 @@ class DynamoJobStore:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         try:
-            if completing:
+            if completing and not deferred_release:
                 # The job stops counting against the tenant's quota in the same write that completes it.
                 self.client.transact_write_items(
                     TransactItems=[{"Update": update}, _quota_update(self.table, timer.tenant, -1)]
@@ -382,8 +435,8 @@ class DynamoJobStore:
                 old = reasons[0].get("Item")
             else:
                 raise
-            return already_advanced(job_from_item(old) if old else None, timer, dispatched_for)
-        return AdvanceResult(True, True, JobState.ACTIVE)
+            return already_advanced(job_from_item(old) if old else None, timer, dispatched_for, release_by)
+        return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release)
 
 
 def _bucket_pk(bucket: BucketId) -> str:
@@ -482,7 +535,7 @@ class DynamoTimerStore:
                 "KeyConditionExpression": "PK = :pk" + (" AND SK > :after" if after else ""),
                 "ExpressionAttributeValues": {":pk": s(_due_pk(bucket))},
                 "ConsistentRead": True,
-                "Limit": PAGE_SIZE,
+                "Limit": TIMER_PAGE_SIZE,
             }
             if after:
                 request["ExpressionAttributeValues"][":after"] = s(after)
@@ -496,33 +549,51 @@ class DynamoTimerStore:
             if not start:
                 return
 
+    def _held_request(self, claim: BucketClaim, expression: str, values: dict[str, Any]) -> dict[str, Any]:
+        """An update of the bucket item conditional on the claim still being held."""
+        return {
+            "TableName": self.table,
+            "Key": {"PK": s(_bucket_pk(claim.bucket)), "SK": s("BUCKET")},
+            "UpdateExpression": expression,
+            "ConditionExpression": "epoch = :e AND #owner = :o AND (attribute_not_exists(done) OR done = :f)",
+            "ExpressionAttributeNames": {
+                "#owner": "owner",
+                **({"#cursor": "cursor"} if "#cursor" in expression else {}),
+            },
+            "ExpressionAttributeValues": {":e": n(claim.epoch), ":o": s(claim.owner), ":f": {"BOOL": False}, **values},
+        }
+
     def _held_update(self, claim: BucketClaim, expression: str, values: dict[str, Any]) -> None:
         try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"PK": s(_bucket_pk(claim.bucket)), "SK": s("BUCKET")},
-                UpdateExpression=expression,
-                ConditionExpression="epoch = :e AND #owner = :o AND (attribute_not_exists(done) OR done = :f)",
-                ExpressionAttributeNames={
-                    "#owner": "owner",
-                    **({"#cursor": "cursor"} if "#cursor" in expression else {}),
-                },
-                ExpressionAttributeValues={
-                    ":e": n(claim.epoch),
-                    ":o": s(claim.owner),
-                    ":f": {"BOOL": False},
-                    **values,
-                },
-            )
+            self.client.update_item(**self._held_request(claim, expression, values))
         except ClientError as exc:
             if _condition_failed(exc):
                 raise ClaimLost(_bucket_pk(claim.bucket)) from exc
             raise
 
-    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
-        self._held_update(
-            claim, "SET #cursor = :c, lease_ms = :lease", {":c": s(cursor), ":lease": n(to_ms(lease_until))}
-        )
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        expression = "SET #cursor = :c, lease_ms = :lease"
+        values = {":c": s(cursor), ":lease": n(to_ms(lease_until))}
+        owed = {tenant: count for tenant, count in (releases or {}).items() if count}
+        if not owed:
+            self._held_update(claim, expression, values)
+            return
+        # The page's quota releases go with its checkpoint, in one transaction: the checkpoint's condition (the
+        # claim still held) decides both, so a page re-run after a crash releases them exactly once.
+        if len(owed) >= MAX_TRANSACTION_ITEMS:
+            raise ValueError(f"a page released the quota of {len(owed)} tenants; at most {MAX_TRANSACTION_ITEMS - 1}")
+        update = {"Update": self._held_request(claim, expression, values)}
+        items = [update, *(_quota_update(self.table, tenant, -count) for tenant, count in sorted(owed.items()))]
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "TransactionCanceledException":
+                reasons = _cancellation_reasons(exc)
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    raise ClaimLost(_bucket_pk(claim.bucket)) from exc
+            raise
 
     def release(self, claim: BucketClaim) -> None:
         self._held_update(claim, "REMOVE #owner, lease_ms", {})
@@ -603,7 +674,13 @@ class DynamoLedger:
         self.client: Any = client or boto3.client("dynamodb")
 
     def claim(
-        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+        self,
+        dispatch: Dispatch,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        take_over_expired: bool,
+        indexed: bool = True,
     ) -> Execution:
         condition = (
             "attribute_not_exists(PK) OR (#state = :retry AND (attribute_not_exists(next_ms) OR next_ms <= :now))"
@@ -617,19 +694,24 @@ class DynamoLedger:
             ":owner": s(owner),
             ":lease": n(to_ms(lease_until)),
             ":one": n(1),
-            ":job": s(dispatch.job_id),
             ":tenant": s(dispatch.tenant),
-            ":sched": n(to_ms(dispatch.scheduled_for)),
             ":sfor": s(rfc3339(dispatch.scheduled_for)),
             ":exp": _epoch_seconds(now + EXECUTION_RETENTION),
         }
+        # The run-history index is keyed on job_id and scheduled_ms: an item without them stays out of it (both are
+        # in the occurrence key, which is where the codec reads them from then).
+        index_keys = ""
+        if indexed:
+            index_keys = "job_id = :job, scheduled_ms = :sched, "
+            values[":job"] = s(dispatch.job_id)
+            values[":sched"] = n(to_ms(dispatch.scheduled_for))
         try:
             response = self.client.update_item(
                 TableName=self.table,
                 Key={"PK": s(dispatch.key)},
                 UpdateExpression=(
                     "SET #state = :running, #owner = :owner, lease_ms = :lease, updated_ms = :now, "
-                    "job_id = :job, tenant = :tenant, scheduled_ms = :sched, scheduled_for = :sfor, "
+                    f"{index_keys}tenant = :tenant, scheduled_for = :sfor, "
                     "created_ms = if_not_exists(created_ms, :now), "
                     "expires_at = :exp "
                     "ADD epoch :one, attempts :one "
@@ -685,6 +767,7 @@ class DynamoLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
+        announce: bool = True,
     ) -> Execution:
         sets = [
             "#state = :state",
@@ -714,6 +797,7 @@ class DynamoLedger:
             removes.append("next_ms")
         if state.terminal:
             sets.append("finished_ms = :now")
+        if state.terminal and announce:
             sets.append(OUTBOX_SET)
             values.update(_outbox_values(outbox_entry(key, epoch, state, now, error=error, result=result), key))
         adds = ""
@@ -771,14 +855,19 @@ class DynamoLedger:
             raise
         return True
 
-    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
+        outbox = _outbox_values(outbox_entry(key, epoch, state, now, error=reason), key) if announce else {}
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key={"PK": s(key)},
                 UpdateExpression=(
                     "SET #state = :state, last_error = :reason, updated_ms = :now, finished_ms = :now, "
-                    f"history = list_append(if_not_exists(history, :empty), :entry), {OUTBOX_SET} REMOVE lease_ms"
+                    "history = list_append(if_not_exists(history, :empty), :entry)"
+                    + (f", {OUTBOX_SET}" if announce else "")
+                    + " REMOVE lease_ms"
                 ),
                 ConditionExpression="epoch = :e AND #state = :running AND lease_ms < :now",
                 ExpressionAttributeNames={"#state": "state"},
@@ -790,7 +879,7 @@ class DynamoLedger:
                     ":entry": {"L": [history_entry(epoch, state, now, reason)]},
                     ":e": n(epoch),
                     ":running": s(RunState.RUNNING.value),
-                    **_outbox_values(outbox_entry(key, epoch, state, now, error=reason), key),
+                    **outbox,
                 },
             )
         except ClientError as exc:
@@ -841,7 +930,9 @@ class DynamoLedger:
             raise
         return True
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
         request: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_job",
@@ -854,7 +945,23 @@ class DynamoLedger:
         if start and start.get("job_id") != s(job_id):
             raise ValueError("cursor is not one this API returned for this job")
         page, next_cursor = _query_page(self.client, request, start, limit, ("PK", "job_id", "scheduled_ms"))
-        return [execution_from_item(i) for i in page], next_cursor
+        runs = [execution_from_item(i) for i in page]
+        extra = self.get(unindexed) if unindexed else None
+        if extra is None or extra.job_id != job_id or any(r.key == extra.key for r in runs):
+            return runs, next_cursor
+        # The occurrence outside the index belongs on this page if it sorts between the cursor and the page's end.
+        above = int(start["scheduled_ms"]["N"]) if start and "scheduled_ms" in start else None
+        below = to_ms(runs[-1].scheduled_for) if next_cursor and runs else None
+        at = to_ms(extra.scheduled_for)
+        if (above is not None and at >= above) or (below is not None and at < below):
+            return runs, next_cursor
+        runs = sorted([*runs, extra], key=lambda r: r.scheduled_for, reverse=True)
+        if len(runs) > limit:
+            runs = runs[:limit]
+            last = runs[-1]
+            key = {"PK": s(last.key), "job_id": s(job_id), "scheduled_ms": n(to_ms(last.scheduled_for))}
+            next_cursor = _encode_cursor(key)
+        return runs, next_cursor
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
         current = self.get(key)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -72,6 +72,7 @@ class MemoryJobStore:
     def attach(self, timers: MemoryTimerStore) -> None:
         """Jobs and timers share one table in DynamoDB; creates write both atomically."""
         self.timers = timers
+        timers.quota = self
 
     def create(
         self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
@@ -143,13 +144,15 @@ class MemoryJobStore:
         *,
         planned_at: datetime | None = None,
         planned_horizon: datetime | None = None,
+        release_by: str | None = None,
     ) -> AdvanceResult:
         with self.lock:
             job = self.jobs.get(timer.job_id)
             if job is None:
                 return AdvanceResult(False, False, None)
             if advance_allowed(job, timer, dispatched_for):
-                if next_run_at is None:
+                deferred_release = next_run_at is None and release_by is not None
+                if next_run_at is None and not deferred_release:
                     self.active[job.tenant] = self.active.get(job.tenant, 0) - 1
                 self.jobs[job.job_id] = job.model_copy(
                     update={
@@ -161,10 +164,11 @@ class MemoryJobStore:
                         "planned_version": timer.version,
                         "planned_at": planned_at,
                         "planned_horizon": planned_horizon,
+                        "release_pending_by": release_by if deferred_release else None,
                     }
                 )
-                return AdvanceResult(True, True, JobState.ACTIVE)
-            return already_advanced(job, timer, dispatched_for)
+                return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release)
+            return already_advanced(job, timer, dispatched_for, release_by)
 
 
 @dataclass
@@ -185,6 +189,8 @@ class MemoryTimerStore:
         self.late: dict[str, Timer] = {}
         self._watermark: datetime | None = None
         self.lock = threading.RLock()
+        #: The job store whose tenant counters page checkpoints release into (one table in DynamoDB).
+        self.quota: MemoryJobStore | None = None
 
     def bucket_of(self, timer: Timer) -> BucketId:
         return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
@@ -234,11 +240,18 @@ class MemoryTimerStore:
             raise ClaimLost(str(claim.bucket))
         return item
 
-    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
-        with self.lock:
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        # One atomic write in DynamoDB (the checkpoint and the counters): both locks, the job store's first as in
+        # `create`.
+        with self.quota.lock if self.quota is not None else self.lock, self.lock:
             item = self._held(claim)
             item.cursor = cursor
             item.lease_until = lease_until
+            if releases and self.quota is not None:
+                for tenant, count in releases.items():
+                    self.quota.active[tenant] = self.quota.active.get(tenant, 0) - count
 
     def release(self, claim: BucketClaim) -> None:
         with self.lock:
@@ -284,8 +297,15 @@ class MemoryLedger:
         self.lock = threading.RLock()
 
     def claim(
-        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, take_over_expired: bool
+        self,
+        dispatch: Dispatch,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        take_over_expired: bool,
+        indexed: bool = True,
     ) -> Execution:
+        # No index here: `runs` lists every item, which is what the DynamoDB adapter's merge gives.
         with self.lock:
             item = self.items.get(dispatch.key)
             claimable = (
@@ -351,6 +371,7 @@ class MemoryLedger:
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
+        announce: bool = True,
     ) -> Execution:
         with self.lock:
             item = self._held(key, owner, epoch)
@@ -368,7 +389,8 @@ class MemoryLedger:
                 item.last_error = error
             if state.terminal:
                 item.finished_at = now
-                item.outbox.append(outbox_entry(key, epoch, state, now, error=error, result=result))
+                if announce:
+                    item.outbox.append(outbox_entry(key, epoch, state, now, error=error, result=result))
             item.history.append(_history_entry(epoch, state, now, error))
             return copy.deepcopy(item)
 
@@ -393,7 +415,9 @@ class MemoryLedger:
             )
             return True
 
-    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
         with self.lock:
             item = self.items.get(key)
             if (
@@ -410,7 +434,8 @@ class MemoryLedger:
             item.updated_at = now
             item.finished_at = now
             item.history.append(_history_entry(epoch, state, now, reason))
-            item.outbox.append(outbox_entry(key, epoch, state, now, error=reason))
+            if announce:
+                item.outbox.append(outbox_entry(key, epoch, state, now, error=reason))
             return True
 
     def mark_dead_lettered(self, key: str) -> None:
@@ -433,7 +458,9 @@ class MemoryLedger:
             item.history.append(_history_entry(item.epoch, RunState.RETRY_WAIT, now, note))
             return True
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
         with self.lock:
             mine = sorted(
                 (i for i in self.items.values() if i.job_id == job_id),

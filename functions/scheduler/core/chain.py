@@ -25,7 +25,9 @@ def advance_allowed(job: Job, timer: Timer, dispatched_for: datetime) -> bool:
     return job.version == timer.version and job.state == JobState.ACTIVE and chain_behind
 
 
-def already_advanced(job: Job | None, timer: Timer, dispatched_for: datetime) -> AdvanceResult:
+def already_advanced(
+    job: Job | None, timer: Timer, dispatched_for: datetime, release_by: str | None = None
+) -> AdvanceResult:
     """The advance's condition failed. Why?
 
     - The chain's last advance came from this very timer (a sweep or the API that advanced and then died, or a
@@ -37,6 +39,10 @@ def already_advanced(job: Job | None, timer: Timer, dispatched_for: datetime) ->
       run) - but not its next timer: the new version has its own.
     - The chain moved on from a later timer: this timer's plan was sent before its next timer existed; nothing to
       do. Likewise when the job was paused, cancelled or edited before this timer advanced it.
+
+    When this timer's advance completed the job and left its quota release to `release_by` (a bucket sweep's
+    checkpoint), the replay owes that release too: the run that advanced cannot have recorded it, or this timer
+    would not be read again by the same kind of caller. A caller of another kind (the late lane) owes nothing.
     """
     if job is None:
         return AdvanceResult(False, False, None)
@@ -45,8 +51,9 @@ def already_advanced(job: Job | None, timer: Timer, dispatched_for: datetime) ->
         replay = (job.planned_at, job.planned_horizon)
     advanced_here = job.advanced_from == timer.scheduled_for
     same_chain = job.version == timer.version and job.state in (JobState.ACTIVE, JobState.COMPLETED)
+    release = release_by is not None and advanced_here and job.release_pending_by == release_by
     if same_chain and advanced_here:
-        return AdvanceResult(True, True, job.state, replay)
+        return AdvanceResult(True, True, job.state, replay, release)
     if advanced_here and job.planned_version == timer.version and replay is not None:
-        return AdvanceResult(True, False, job.state, replay)
+        return AdvanceResult(True, False, job.state, replay, release)
     return AdvanceResult(False, False, job.state)

@@ -9,6 +9,7 @@ use them, so there is one dispatch path to prove correct.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: Bound on the occurrences one timer can expand into (misfire catch-up, look-ahead of 1 s rates).
 MAX_EXPANSION = 10_000
+#: `release_by` of the jobs a bucket sweep completes: their quota slots go with the sweep's page checkpoint.
+RELEASE_BY_CHECKPOINT = "checkpoint"
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ class Dispatcher:
         if late_copy:
             self.timers.remove_late(timer)
 
-    def dispatch(self, timers: Sequence[Timer], horizon_end: datetime) -> int:
+    def dispatch(self, timers: Sequence[Timer], horizon_end: datetime, releases: Counter[str] | None = None) -> int:
         """Dispatch due timers (docs/design.md §3.3). Returns the messages sent. Do not reorder:
 
         1. advance each timer's chain (a conditional write that also records the plan's instant and horizon),
@@ -142,12 +145,16 @@ class Dispatcher:
         A crash anywhere re-runs the timer: a chain that already advanced from it replays the recorded plan (the
         same sends, absorbed by the ledger; the same idempotent put), and since the next timer is written after
         the sends, the chain can never move past a plan whose messages were not sent.
+
+        With `releases` (a bucket sweep), a job that completes is completed with a plain write and its tenant is
+        counted in `releases`: the caller releases those quota slots with its page checkpoint. Without it (the
+        late lane, the API), the completing write releases the slot itself (a transaction).
         """
         now = self.clock.now()
         dispatches: list[Dispatch] = []
         next_timers: list[Timer] = []
         for timer in timers:
-            sends, following = self._take(timer, now, horizon_end)
+            sends, following = self._take(timer, now, horizon_end, releases)
             dispatches += sends
             next_timers += following
         sent = self.send(dispatches)
@@ -205,14 +212,24 @@ class Dispatcher:
             truncate_ms(retry_at),
         )
 
-    def _take(self, timer: Timer, now: datetime, horizon_end: datetime) -> tuple[list[Dispatch], list[Timer]]:
+    def _take(
+        self, timer: Timer, now: datetime, horizon_end: datetime, releases: Counter[str] | None
+    ) -> tuple[list[Dispatch], list[Timer]]:
         """Step 1 for one timer: its dispatches and its chain's next timer, once its advance is recorded."""
         if timer.plan is None:
             return [Dispatch.of(timer)], []  # a manual trigger: an extra occurrence outside the chain
         plan = self.plan(timer, now, horizon_end)
         result = self.jobs.advance(
-            timer, plan.next_at, plan.dispatched_for, plan.skipped, planned_at=now, planned_horizon=horizon_end
+            timer,
+            plan.next_at,
+            plan.dispatched_for,
+            plan.skipped,
+            planned_at=now,
+            planned_horizon=horizon_end,
+            release_by=RELEASE_BY_CHECKPOINT if releases is not None else None,
         )
+        if result.release and releases is not None:
+            releases[timer.tenant] += 1
         if not result.proceed:
             log.info(
                 "timer superseded or already handled",

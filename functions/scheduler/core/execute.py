@@ -34,7 +34,7 @@ from scheduler.core.ports import (
     TargetInvoker,
 )
 from scheduler.core.retry import MAX_HIDE_SECONDS, backoff, may_retry
-from scheduler.core.schedules import is_occurrence, is_recurring
+from scheduler.core.schedules import is_occurrence, is_recurring, unindexed_occurrence
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ class ExecuteConfig:
     lease_margin_seconds: int = 2
     #: Heartbeat period as a fraction of the lease; None disables the background heartbeat.
     heartbeat_fraction: float | None = 1 / 3
+    #: Whether a job that does not say (`events` left out of its spec) has its outcomes announced, when there is
+    #: an outbox at all. The deployed default is off (Settings.completion_events_default).
+    events_by_default: bool = True
 
 
 @dataclass(frozen=True)
@@ -171,16 +174,18 @@ class Executor:
         # Step 1: claim.
         take_over = job.spec.delivery == "at_least_once"
         try:
-            execution = self.ledger.claim(dispatch, owner, now, now + self.config.lease, take_over)
+            execution = self.ledger.claim(
+                dispatch, owner, now, now + self.config.lease, take_over, indexed=self._indexed(job, dispatch)
+            )
         except ClaimRefused as refused:
-            return self._not_claimed(dispatch, refused.current, now)
+            return self._not_claimed(dispatch, refused.current, now, self._announces(job))
 
         ctx["epoch"] = str(execution.epoch)
         # Step 3: the job may have been cancelled, paused or rescheduled since this occurrence was dispatched.
         skip = self._skip_reason(job, dispatch)
         if skip is not None:
             state, reason = skip
-            return self._record(execution, owner, state, reason=reason, error=reason)
+            return self._record(job, execution, owner, state, reason=reason, error=reason)
 
         overlap = self._overlap(job, dispatch, execution, owner, now)
         if overlap is not None:
@@ -215,7 +220,7 @@ class Executor:
             return Outcome.acknowledge("throttled: sent again")
         return Outcome.hide(wait, "throttled")
 
-    def _not_claimed(self, dispatch: Dispatch, current: Execution | None, now: datetime) -> Outcome:
+    def _not_claimed(self, dispatch: Dispatch, current: Execution | None, now: datetime, announce: bool) -> Outcome:
         """Step 2: the claim failed; decide from the item as it stands."""
         if current is None:
             return Outcome.hide(1, "claim refused without an item")
@@ -237,7 +242,12 @@ class Executor:
                 return Outcome.hide(wait, "running elsewhere")
             # Expired lease on an at-most-once job: the outcome of the lost attempt is unknown.
             if self.ledger.expire_to(
-                current.key, current.epoch, RunState.RECONCILING, now, "worker lost mid-run; outcome unknown"
+                current.key,
+                current.epoch,
+                RunState.RECONCILING,
+                now,
+                "worker lost mid-run; outcome unknown",
+                announce=announce,
             ):
                 self.metrics.count("Reconciling")
                 self._announce(current.key)
@@ -293,7 +303,7 @@ class Executor:
         self.metrics.count("OverlapDetected")
         if policy == "skip" or parked:
             reason = f"overlap: {holder.key} is still running" + (" and one run is already buffered" if parked else "")
-            return self._record(execution, owner, RunState.SKIPPED, reason=reason, error=reason)
+            return self._record(job, execution, owner, RunState.SKIPPED, reason=reason, error=reason)
         assert holder.lease_until is not None
         wait_until = holder.lease_until + timedelta(seconds=self.config.lease_margin_seconds)
         try:
@@ -365,7 +375,7 @@ class Executor:
             log.warning("lease lost; aborting", extra={"job_id": job.job_id, "occurrence_key": key})
             return Outcome.hide(lease_s, "lease lost")
         if failure is None:
-            return self._record(execution, owner, RunState.SUCCEEDED, result=result)
+            return self._record(job, execution, owner, RunState.SUCCEEDED, result=result)
         return self._failed(job, dispatch, execution, owner, failure)
 
     def _failed(
@@ -376,18 +386,20 @@ class Executor:
         now = self.clock.now()
         error = f"attempt {execution.attempts}: {failure.kind}: {failure.message}"[:1000]
         if failure.kind == "ambiguous" and job.spec.delivery == "at_most_once":
-            return self._record(execution, owner, RunState.RECONCILING, error=error)
+            return self._record(job, execution, owner, RunState.RECONCILING, error=error)
         if failure.kind != "permanent":
             delay = backoff(job.spec.retry, execution.attempts, execution.key, failure.retry_after)
             retry_at = now + delay
             if may_retry(job.spec.retry, execution.attempts, dispatch.scheduled_for, retry_at):
-                outcome = self._record(execution, owner, RunState.RETRY_WAIT, error=error, next_attempt_at=retry_at)
+                outcome = self._record(
+                    job, execution, owner, RunState.RETRY_WAIT, error=error, next_attempt_at=retry_at
+                )
                 if outcome.reason == "recorded":
                     self.metrics.count("Retries")
                     log.info("retry scheduled", extra={"occurrence_key": execution.key, "in_s": delay.seconds})
                     return Outcome.hide(delay.total_seconds(), "retry")
                 return outcome
-        outcome = self._record(execution, owner, RunState.DEAD, error=error)
+        outcome = self._record(job, execution, owner, RunState.DEAD, error=error)
         if outcome.reason != "recorded":
             return outcome
         dead = self.ledger.get(execution.key) or execution
@@ -397,8 +409,24 @@ class Executor:
         log.error("occurrence dead", extra={"job_id": job.job_id, "occurrence_key": execution.key, "error": error})
         return Outcome.acknowledge("dead")
 
+    @staticmethod
+    def _indexed(job: Job, dispatch: Dispatch) -> bool:
+        """Whether the occurrence's ledger item goes into the run-history index: all but a one-shot job's scheduled
+        occurrence, which the run history reads by its key (and no overlap policy reads: it is not recurring)."""
+        if dispatch.kind != "scheduled":
+            return True
+        return unindexed_occurrence(job.spec.schedule, job.created_at) != dispatch.scheduled_for
+
+    def _announces(self, job: Job) -> bool:
+        """Whether `job`'s terminal outcomes are published (its own `events`, else the default); False without an
+        outbox. Nothing is written to the outbox for the others: no event, no index write, no clear."""
+        if self.outbox is None:
+            return False
+        return job.spec.events if job.spec.events is not None else self.config.events_by_default
+
     def _record(
         self,
+        job: Job,
         execution: Execution,
         owner: str,
         state: RunState,
@@ -420,6 +448,7 @@ class Executor:
                 result=result,
                 error=error,
                 next_attempt_at=next_attempt_at,
+                announce=self._announces(job),
             )
         except Fenced:
             self.metrics.count("FencedWrites")

@@ -27,7 +27,14 @@ from scheduler.core.events import Outbox
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
 from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, JobStore, Ledger, Timer
-from scheduler.core.schedules import OnceSchedule, first_occurrence, is_occurrence, next_occurrence, preview
+from scheduler.core.schedules import (
+    OnceSchedule,
+    first_occurrence,
+    is_occurrence,
+    next_occurrence,
+    preview,
+    unindexed_occurrence,
+)
 from scheduler.core.timefmt import truncate_ms
 
 log = logging.getLogger(__name__)
@@ -128,8 +135,9 @@ class JobService:
     def runs(
         self, tenant: str, job_id: str, limit: int, cursor: str | None
     ) -> tuple[builtins.list[Execution], str | None]:
-        self.get(tenant, job_id)
-        return self.ledger.runs(job_id, limit, cursor)
+        job = self.get(tenant, job_id)
+        at = unindexed_occurrence(job.spec.schedule, job.created_at)
+        return self.ledger.runs(job_id, limit, cursor, occurrence_key(job_id, at) if at is not None else None)
 
     def next_runs(self, job: Job, count: int) -> builtins.list[datetime]:
         """The next `count` occurrences that have not started yet, as a user expects to see them."""

@@ -154,6 +154,10 @@ class JobSpec(_Strict):
     overlap_policy: OverlapPolicy = "skip"
     delivery: Delivery = "at_least_once"
     priority: Priority = "normal"
+    #: Publish this job's terminal outcomes as completion events (EventBridge PutEvents, $1.00 per million). Left
+    #: out: the deployment's default (`SCHEDULER_COMPLETION_EVENTS_DEFAULT`, off), so nobody pays for events
+    #: nobody listens to.
+    events: bool | None = None
 
     @field_validator("payload")
     @classmethod
@@ -204,3 +208,7 @@ class Job(BaseModel):
     #: The version the chain's last advance was made at (the advancing timer's). An edit, pause or cancel keeps
     #: the plan: a re-run of that timer still sends what it planned (those occurrences have left the chain).
     planned_version: int | None = None
+    #: Set when a bucket sweep completed the job with a plain write (no transaction with the quota counter): that
+    #: sweep's page checkpoint owes the tenant's quota release, and a re-run of the page replays it from here
+    #: (scheduler.core.chain.already_advanced). None when the release went with the completing write itself.
+    release_pending_by: str | None = None

@@ -6,7 +6,7 @@ memory (`scheduler.adapters.memory`); one contract test suite runs against every
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -156,6 +156,9 @@ class AdvanceResult:
     #: (planned_at, planned_horizon) when this timer's advance happened in an earlier run that may have died before
     #: sending: re-plan with these to send exactly what it planned.
     replay: tuple[datetime, datetime] | None = None
+    #: This timer's advance completed the job without releasing its quota slot (`release_by`): the caller must
+    #: release it with its progress record (a bucket sweep: in the page checkpoint). True on a replay too.
+    release: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,11 +288,17 @@ class JobStore(Protocol):
         *,
         planned_at: datetime | None = None,
         planned_horizon: datetime | None = None,
+        release_by: str | None = None,
     ) -> AdvanceResult:
         """Move an ACTIVE job at `timer.version` past `dispatched_for` (conditional write; docs/design.md §3.3).
 
         `next_run_at=None` completes the chain (the job becomes COMPLETED). A job that was paused, cancelled or
         changed since the timer was written is not touched and `proceed` is False.
+
+        Completing releases the job's quota slot in the same write (a transaction with the tenant's counter),
+        unless `release_by` names the caller's progress record: then the write is a plain conditional update that
+        marks the job `release_pending_by=release_by`, and `release` in the result tells the caller to release it
+        with that record (also when the advance is replayed from an earlier run that died before recording).
         """
         ...
 
@@ -323,8 +332,12 @@ class TimerStore(Protocol):
         Yields each page with the cursor of its last timer."""
         ...
 
-    def checkpoint(self, claim: BucketClaim, cursor: str, lease_until: datetime) -> None:
-        """Record progress through the bucket and extend the lease, if the claim still holds (else ClaimLost)."""
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        """Record progress through the bucket and extend the lease, if the claim still holds (else ClaimLost).
+        `releases` (tenant -> jobs) are the quota slots of the jobs the page completed: released in the same
+        atomic write, so a page re-run after a crash (its cursor not moved) releases them exactly once."""
         ...
 
     def release(self, claim: BucketClaim) -> None:
@@ -364,9 +377,11 @@ class Ledger(Protocol):
         now: datetime,
         lease_until: datetime,
         take_over_expired: bool,
+        indexed: bool = True,
     ) -> Execution:
         """Claim the occurrence: RUNNING, epoch+1, attempts+1, if it is new, waiting to retry and due, or (when
-        `take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current item."""
+        `take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current item.
+        `indexed=False` keeps the item out of the run-history index (`runs` then finds it by its key)."""
         ...
 
     def get(self, key: str) -> Execution | None: ...
@@ -387,6 +402,7 @@ class Ledger(Protocol):
         error: str | None = None,
         next_attempt_at: datetime | None = None,
         refund_attempt: bool = False,
+        announce: bool = True,
     ) -> Execution | None:
         """Record the outcome of the attempt held at `epoch` (RETRY_WAIT or a terminal state); Fenced if stale.
         `refund_attempt` gives the attempt back (a wait that ran nothing, e.g. an overlap buffer).
@@ -398,7 +414,9 @@ class Ledger(Protocol):
         False if it already exists."""
         ...
 
-    def expire_to(self, key: str, epoch: int, state: RunState, now: datetime, reason: str) -> bool:
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
         """Move an expired RUNNING item at `epoch` to a terminal state (at-most-once jobs: RECONCILING), with its
         outbox entry."""
         ...
@@ -410,8 +428,11 @@ class Ledger(Protocol):
         Conditional on DEAD; False when it is not (e.g. it SUCCEEDED, or was already revived)."""
         ...
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
-        """Run history of a job, newest first."""
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
+        """Run history of a job, newest first; `unindexed` is the key of the job's occurrence claimed outside the
+        index (scheduler.core.schedules.unindexed_occurrence), merged in at its place."""
         ...
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:

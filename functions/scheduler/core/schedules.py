@@ -284,3 +284,13 @@ def is_occurrence(schedule: Schedule, instant: datetime, created_at: datetime) -
     if isinstance(schedule, OnceSchedule):
         return first_once_instant(schedule, created_at) == instant
     return next_occurrence(schedule, instant - timedelta(milliseconds=1), created_at) == instant
+
+
+def unindexed_occurrence(schedule: Schedule, created_at: datetime) -> datetime | None:
+    """The one occurrence of a job that its run history reads by key instead of from the index: a one-shot job's
+    scheduled instant (its key is known from the job). Its ledger item stays out of the run-history index, which
+    saves the index writes of its claim and finish (2 write units a fire). None for recurring jobs: the overlap
+    policy reads their running occurrences from the index."""
+    if isinstance(schedule, OnceSchedule):
+        return first_once_instant(schedule, created_at)
+    return None

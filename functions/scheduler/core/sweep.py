@@ -7,6 +7,7 @@ sweeper that dies mid-bucket loses its lease so another finishes the bucket from
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -151,8 +152,13 @@ class Sweeper:
             if self._spent(report, stop_at):  # before taking on another page: give the rest to the next sweep
                 self.timers.release(claim)
                 return False
-            report.dispatched += self.dispatcher.dispatch(page, horizon_end)
-            self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease)
+            # The quota slots of the jobs this page completes are released with its checkpoint (one atomic
+            # write): a crash before it re-runs the page, whose replayed advances owe the same releases.
+            releases: Counter[str] = Counter()
+            report.dispatched += self.dispatcher.dispatch(page, horizon_end, releases)
+            self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease, releases)
+            if releases:
+                self.metrics.count("QuotaReleasedAtCheckpoint", sum(releases.values()))
         self.timers.complete_bucket(claim, expire_after=claim.bucket.minute + self.config.retention)
         report.buckets_done += 1
         return True

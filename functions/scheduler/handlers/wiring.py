@@ -190,7 +190,10 @@ class Container:
                 **build_aws_targets(_BOTO_CONFIG),
                 "handler": HandlerTargetInvoker(),
             }
-        config = ExecuteConfig(lease=timedelta(seconds=self.settings.lease_seconds))
+        config = ExecuteConfig(
+            lease=timedelta(seconds=self.settings.lease_seconds),
+            events_by_default=self.settings.completion_events_default,
+        )
         return Executor(
             self.jobs,
             self.ledger,
