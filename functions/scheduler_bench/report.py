@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler_bench import capacity
+
 
 def _f(value: Any, digits: int = 2) -> str:
     if value is None:
@@ -272,7 +274,8 @@ def render(results: dict[str, Any]) -> str:
         f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB; Python {versions['python']}, "
         f"boto3 {versions['boto3']}, moto {versions['moto']}, DynamoDB Local `{versions['dynamodb_local']}`; commit "
         f"`{(commit.get('commit') or 'unknown')[:12]}`{' (work tree modified)' if commit.get('dirty') else ''}. "
-        f"Endpoints: DynamoDB {results['endpoints']['dynamodb']}, SQS {results['endpoints']['sqs']}.",
+        f"Endpoints: DynamoDB {results.get('endpoints', {}).get('dynamodb', '-')}, "
+        f"SQS {results.get('endpoints', {}).get('sqs', '-')}.",
         "",
     ]
     loads = []
@@ -291,6 +294,8 @@ def render(results: dict[str, Any]) -> str:
     lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))
     lines += _batching(results.get("sweep_scaling", {}))
     lines += _burst(results.get("burst", {"error": "not run"}))
+    if "capacity" in results:
+        lines += capacity.render(results["capacity"])
     lines += ["## How these were measured, and what to keep in mind", ""]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines.append("")
