@@ -14,8 +14,16 @@ The sizing rule, in the units AWS documents (docs/capacity.md lists the sources)
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scheduler.core.forecast import Forecast
+from scheduler.core.ports import Metrics, PollerControl
+from scheduler.core.timefmt import ONE_MINUTE, rfc3339
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,3 +61,79 @@ def pollers_for(peak_second: int, per_minute: int, capacity: WorkerCapacity) -> 
     """Provisioned pollers (MinimumPollers) for that load, within [baseline, ceiling]."""
     wanted = math.ceil(concurrency_for(peak_second, per_minute, capacity) / capacity.invocations_per_poller)
     return max(capacity.baseline_pollers, min(capacity.ceiling_pollers, wanted))
+
+
+@dataclass(frozen=True)
+class PrescaleConfig:
+    """When and how far to raise each lane's provisioned pollers ahead of a forecast peak."""
+
+    capacity: WorkerCapacity
+    #: Raise this long before the peak minute begins: what the change needs to take effect (the mapping's update
+    #: and its pollers coming up; an assumption, see docs/capacity.md) plus a sweep period.
+    lead: timedelta = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class PollerChange:
+    """One lane's decision at one sweep: what its MinimumPollers is and should be, and why."""
+
+    lane: str
+    current: int | None
+    target: int
+    reason: str
+    peak_minute: datetime | None = None
+    applied: bool = False
+
+    @property
+    def changes(self) -> bool:
+        return self.current != self.target
+
+
+def target_pollers(
+    lane: str, forecast: Forecast, now: datetime, config: PrescaleConfig
+) -> tuple[int, str, datetime | None]:
+    """The lane's MinimumPollers now: the most any forecast minute needs whose raise window - from `lead` before it
+    begins to its end - holds `now`; the baseline when none does (so pollers come down after the peak). Pure."""
+    wanted, why, peak = config.capacity.baseline_pollers, "no peak ahead: baseline", None
+    for minute in forecast.minutes:
+        due, peak_second = minute.by_lane.get(lane, (0, 0))
+        if not due or not minute.minute - config.lead <= now < minute.minute + ONE_MINUTE:
+            continue
+        needed = pollers_for(peak_second, due, config.capacity)
+        if needed > wanted:
+            wanted, peak = needed, minute.minute
+            why = f"{due:,} due in the minute of {rfc3339(minute.minute)} ({peak_second:,} in its busiest second)"
+    if wanted == config.capacity.ceiling_pollers and peak is not None:
+        why += f"; capped at the ceiling of {config.capacity.ceiling_pollers}"
+    return wanted, why, peak
+
+
+class Prescaler:
+    """Sets each worker mapping's MinimumPollers to what the forecast asks for. Idempotent and safe with several
+    sweepers: each computes the target from the forecast and the time alone and writes only when the mapping differs
+    from it, so a repeated or concurrent run writes the same value or nothing; a write another update is holding
+    up is left to the next sweep. Every change is logged and counted."""
+
+    def __init__(self, control: PollerControl, config: PrescaleConfig, metrics: Metrics) -> None:
+        self.control = control
+        self.config = config
+        self.metrics = metrics
+
+    def run(self, forecast: Forecast, now: datetime) -> list[PollerChange]:
+        decisions = []
+        for lane in self.control.lanes():
+            target, reason, peak = target_pollers(lane, forecast, now, self.config)
+            current = self.control.minimum_pollers(lane)
+            change = PollerChange(lane, current, target, reason, peak)
+            if change.changes:
+                applied = self.control.set_minimum_pollers(lane, target)
+                change = PollerChange(lane, current, target, reason, peak, applied)
+                direction = "raised" if current is None or target > current else "lowered"
+                log.info(
+                    f"provisioned pollers {direction}" if applied else "provisioned pollers change deferred",
+                    extra={"lane": lane, "from": current, "to": target, "reason": reason, "applied": applied},
+                )
+                self.metrics.count("PrescalePollerChanges" if applied else "PrescaleChangesDeferred")
+            self.metrics.count("PrescaleMinimumPollers", target)
+            decisions.append(change)
+        return decisions
