@@ -121,6 +121,16 @@ class PunctualConfig(BaseModel):
     #: burst in one lane never takes the capacity reserved for another).
     worker_max_concurrency_high: int = Field(default=20, ge=2, le=1000)
     worker_max_concurrency_low: int = Field(default=5, ge=2, le=1000)
+    #: Pre-scaling (docs/capacity.md): the worker mappings run in provisioned mode (instead of the maximum
+    #: concurrencies above, which AWS does not combine with it) and the sweeper raises their MinimumPollers ahead of
+    #: forecast peaks and lowers them after. Provisioned mode is billed per poller-hour even when idle.
+    prescale: bool = False
+    #: The most MinimumPollers the sweeper may set on one mapping (AWS: 2-200).
+    prescale_ceiling_pollers: int = Field(default=50, ge=2, le=200)
+    #: Each mapping's MaximumPollers: how far AWS may scale it on its own beyond the minimum (AWS: up to 2,000).
+    prescale_maximum_pollers: int = Field(default=200, ge=2, le=2000)
+    #: How long before a peak minute the pollers go up.
+    prescale_lead_seconds: int = Field(default=300, ge=60, le=1800)
     #: Reserved concurrency of the sweeper (several may run at once; claims keep them disjoint). 0 leaves
     #: it unreserved, for accounts whose concurrency quota is still the new-account 10 (Lambda's own
     #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.

@@ -42,6 +42,11 @@ TENANT_DEFERRED = "TenantDeferred"
 TENANT_CONCURRENCY_THROTTLED = "TenantConcurrencyThrottled"
 TENANT_CONCURRENCY_DELAY = "TenantConcurrencyDelaySeconds"
 BACKFILL_DISPATCHED = "BackfillDispatched"
+#: Pre-scaling (docs/capacity.md): the busiest minute the sweeper's forecast sees ahead, the pollers it asks for,
+#: and its changes.
+FORECAST_DUE = "ForecastDueOccurrences"
+PRESCALE_POLLERS = "PrescaleMinimumPollers"
+PRESCALE_CHANGES = "PrescalePollerChanges"
 APPLICATION_METRICS = (
     DISPATCH_LAG,
     OCCURRENCES_DISPATCHED,
@@ -61,6 +66,9 @@ APPLICATION_METRICS = (
     TENANT_CONCURRENCY_THROTTLED,
     TENANT_CONCURRENCY_DELAY,
     BACKFILL_DISPATCHED,
+    FORECAST_DUE,
+    PRESCALE_POLLERS,
+    PRESCALE_CHANGES,
 )
 
 PERIOD = Duration.minutes(1)
@@ -373,6 +381,14 @@ def _build_dashboard(
             [app_sum(TENANT_CONCURRENCY_THROTTLED), application_metric(TENANT_CONCURRENCY_DELAY, "Maximum")],
         ),
         graph("Backfill: occurrences dispatched", [app_sum(BACKFILL_DISPATCHED)]),
+    )
+    dashboard.add_widgets(
+        graph("Forecast: due in the busiest minute ahead (max)", [application_metric(FORECAST_DUE, "Maximum")], 12),
+        graph(
+            "Pre-scaling: minimum pollers asked for (max), changes",
+            [application_metric(PRESCALE_POLLERS, "Maximum"), app_sum(PRESCALE_CHANGES)],
+            12,
+        ),
     )
     dashboard.add_widgets(
         graph(

@@ -14,6 +14,7 @@ from infra.config import PunctualConfig
 from infra.environment import scheduler_environment, with_signing_secret
 from infra.events import CompletionEvents
 from infra.monitoring import Monitoring
+from infra.prescale import grant_prescaling
 from infra.queues import Queues
 from infra.secrets import SigningSecret
 from infra.storage import Storage
@@ -80,6 +81,7 @@ class PunctualStack(Stack):
             signing_secret=signing.secret,
             lanes=queues.lanes,
         )
+        grant_prescaling(sweeper.function, worker.event_sources, config)
         if config.completion_events:
             # The worker publishes right after recording an outcome; the sweeper drains what is left.
             completion.grant_publish(worker.function)

@@ -15,6 +15,7 @@ from constructs import Construct
 
 from infra.config import PunctualConfig
 from infra.lambda_function import SchedulerFunction
+from infra.prescale import provisioned_pollers
 from infra.storage import acknowledge_index_grants
 from scheduler.schema import READY_QUEUE
 
@@ -117,7 +118,9 @@ def _build_event_source(
         batch_size=config.worker_batch_size,
         # One failed occurrence must not send its whole batch back: the handler reports failures per item.
         report_batch_item_failures=True,
-        max_concurrency=max_concurrency,
+        # Provisioned mode (pre-scaling) and a maximum concurrency are mutually exclusive on AWS.
+        max_concurrency=None if config.prescale else max_concurrency,
+        provisioned_poller_config=provisioned_pollers(config),
         # No batching window: it would hold messages back and cost start precision.
     )
 

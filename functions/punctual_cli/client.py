@@ -592,6 +592,10 @@ class SchedulerClient:
         """`GET /v1/health` (no auth needed)."""
         return self._call("GET", "/v1/health")
 
+    def forecast(self, minutes: int = 60) -> dict[str, Any]:
+        """`GET /v1/forecast?minutes=N`: your occurrences due per minute over the next N minutes (1-180)."""
+        return self._call("GET", "/v1/forecast", query={"minutes": str(minutes)})
+
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI 3.1 document the server serves."""
         return self._call("GET", "/v1/openapi.json")

@@ -60,6 +60,7 @@ from punctual_cli.definition import (
     parse_instant,
     schedule_from_args,
 )
+from punctual_cli.forecast import chart as forecast_chart
 from punctual_cli.progress import Progress
 from punctual_cli.status import collect, render
 from scheduler.core.keys import split_occurrence_key
@@ -560,6 +561,15 @@ def cmd_status(ctx: Context) -> int:
     return EXIT_UNAVAILABLE if status.problems else EXIT_OK
 
 
+def cmd_forecast(ctx: Context) -> int:
+    body = ctx.client().forecast(ctx.args.minutes)
+    if ctx.as_json:
+        ctx.emit(body)
+    else:
+        ctx.say(forecast_chart(body))
+    return EXIT_OK
+
+
 def cmd_health(ctx: Context) -> int:
     client = ctx.client()
     body = client.health()
@@ -696,6 +706,9 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("--outcome", required=True, choices=["succeeded", "retry"])
     resolve.add_argument("--note", help="why (kept in the run's history)")
     resolve.add_argument("--job", help="the job id, if KEY does not start with it")
+
+    forecasting = command("forecast", cmd_forecast, "your occurrences due per minute over the next hour (a chart)")
+    forecasting.add_argument("--minutes", type=_positive, default=60, metavar="N", help="minutes ahead (1-180, 60)")
 
     backfill = command("backfill", lambda ctx: EXIT_USAGE, "a job's backfills of past ranges")
     backfill_commands = backfill.add_subparsers(

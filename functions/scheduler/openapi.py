@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from scheduler.core.forecast import MAX_MINUTES as MAX_FORECAST_MINUTES
+from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
 from scheduler.core.model import BackfillRequest, BackfillState, JobSpec, JobState, RunState
 
 REF = "#/components/schemas/{model}"
@@ -282,6 +284,24 @@ def document() -> dict[str, Any]:
                     "content": {"application/json": {"schema": {"$ref": REF.format(model="Resolve")}}},
                 },
                 "responses": {"200": _json("the run", "Run"), "409": _problem("not RECONCILING"), **COMMON_ERRORS},
+            },
+        },
+    }
+    schemas["Forecast"] = FORECAST_SCHEMA
+    paths["/v1/forecast"] = {
+        "get": {
+            "summary": "occurrences due per minute over the next minutes (the caller's own jobs)",
+            "parameters": [
+                {
+                    "name": "minutes",
+                    "in": "query",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_FORECAST_MINUTES, "default": 60},
+                }
+            ],
+            "responses": {
+                "200": _json("the forecast, minute by minute", "Forecast"),
+                "422": _problem("minutes out of range"),
+                **COMMON_ERRORS,
             },
         },
     }

@@ -63,6 +63,21 @@ class Settings(BaseSettings):
     tenant_max_concurrency: int = Field(default=0, ge=0)
     #: Budgets of particular tenants, overriding the three above.
     tenant_budgets: dict[str, TenantBudgetSetting] = Field(default_factory=dict)
+    #: The sweeper forecasts this many minutes ahead every sweep (scheduler.core.forecast): the metric
+    #: ForecastDueOccurrences and the pre-scaler's input. 0 turns it off.
+    forecast_minutes: int = Field(default=15, ge=0, le=180)
+    #: Pre-scaling (scheduler.core.prescale): raise the worker mappings' provisioned pollers ahead of forecast peaks.
+    prescale_enabled: bool = False
+    #: Lane -> event source mapping UUID (the CDK stack sets it).
+    prescale_mappings: dict[str, str] = Field(default_factory=dict)
+    #: Never more than this many MinimumPollers per mapping (AWS accepts up to 200; each one is billed hourly).
+    prescale_ceiling_pollers: int = Field(default=50, ge=2, le=200)
+    #: The mappings' MaximumPollers (as deployed; kept on every update).
+    prescale_maximum_pollers: int = Field(default=200, ge=2, le=2000)
+    prescale_lead_seconds: int = Field(default=300, ge=60, le=1800)
+    #: Worker time per occurrence the pollers are sized with (scripts/bench measures it: ~0.033 s).
+    prescale_seconds_per_occurrence: float = Field(default=0.034, gt=0, le=60)
+    prescale_target_start_seconds: float = Field(default=5.0, ge=1, le=300)
     #: Completion events (scheduler.core.events) are wired: the jobs that ask for them (`"events": true`) have
     #: their terminal outcomes published through the outbox.
     completion_events: bool = True

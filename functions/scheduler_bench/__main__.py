@@ -24,13 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scheduler_bench import burst, cost, environment, plot, prices, report, sweep_scaling
+from scheduler_bench import burst, capacity, cost, environment, plot, prices, report, sweep_scaling
 from scheduler_bench.metering import probe_transactions
 from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
 FULL_PENDING = (10_000, 100_000, 1_000_000)
-SCENARIOS = ("cost", "sweep", "burst")
+SCENARIOS = ("cost", "sweep", "burst", "capacity")
 
 
 def log(message: str) -> None:
@@ -137,6 +137,29 @@ def notes(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def _capacity(results: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The capacity model, driven by this run's cost figures (or, without them, by the last run's results.json)."""
+    measured_from = results
+    if not results.get("cost", {}).get("one_shot"):
+        previous = out / "results.json"
+        if not previous.exists():
+            raise RuntimeError("the capacity model needs the cost scenario's figures: run it with cost")
+        measured_from = json.loads(previous.read_text())
+    source = f"the cost scenario of the run of {measured_from.get('started_at', '?')}"
+    log("capacity: simulating the herd on AWS's scaling rules")
+    model = capacity.run(capacity.Measured.from_results(measured_from, source))
+    samples = model.pop("samples")
+    series = [
+        plot.Series(f"{row['label'].upper()}: P99 {row['p99']:.1f} S", samples[key])
+        for row in model["rows"]
+        if (
+            key := f"{row['scenario']['occurrences']}/{row['scenario']['spread_seconds']:g}/{row['scenario']['mode']}"
+        ).startswith("50000/1/")
+    ]
+    plot.lateness_png(out / "capacity.png", series, "50,000 OCCURRENCES DUE IN ONE SECOND ON AWS (MODEL)")
+    return model
+
+
 def _stop_on_signals() -> None:
     """Ctrl-C or SIGTERM unwinds through the `finally` blocks: the local stacks and the emulators this run
     started are stopped. (A background job of a non-interactive shell starts with SIGINT ignored.)"""
@@ -180,6 +203,29 @@ def main(argv: list[str] | None = None) -> int:
         "git": environment.git(),
         "prices_usd": prices.PRICES | {"lambda_memory_gb": prices.LAMBDA_MEMORY_GB},
     }
+    previous = args.out / "results.json"
+    if only == {"capacity"} and previous.exists():
+        # The model alone: recompute it from the recorded measurements and keep every other recorded figure.
+        recorded = json.loads(previous.read_text())
+        ok = _scenario("capacity", recorded, "capacity", lambda: _capacity(recorded, args.out))
+        write(recorded, args.out)
+        log(f"wrote the capacity model into {previous} and {args.out / 'results.md'}")
+        return 0 if ok else 1
+    ok = True
+    if only - {"capacity"}:
+        ok &= _measure(args, only, pending, results)
+    if "capacity" in only:
+        ok &= _scenario("capacity", results, "capacity", lambda: _capacity(results, args.out))
+    results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["duration_seconds"] = time.perf_counter() - started
+    results["notes"] = notes(results)
+    write(results, args.out)
+    log(f"wrote {args.out / 'results.json'}, {args.out / 'results.md'} and {args.out / 'lateness.png'}")
+    return 0 if ok else 1
+
+
+def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...], results: dict[str, Any]) -> bool:
+    """The scenarios that run on the endpoints (started here unless AWS_ENDPOINT_URL_* name them)."""
     endpoints = environment.open_endpoints(environment.ROOT / ".local" / "logs")
     ok = True
     try:
@@ -198,12 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             ok &= _scenario("burst", results, "burst", lambda: burst.run(bursting, log))
     finally:
         endpoints.close()
-    results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    results["duration_seconds"] = time.perf_counter() - started
-    results["notes"] = notes(results)
-    write(results, args.out)
-    log(f"wrote {args.out / 'results.json'}, {args.out / 'results.md'} and {args.out / 'lateness.png'}")
-    return 0 if ok else 1
+    return ok
 
 
 def write(results: dict[str, Any], out: Path) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler_bench import capacity
+from scheduler_bench.prices import PRICES
+
 
 def _f(value: Any, digits: int = 2) -> str:
     if value is None:
@@ -233,6 +236,27 @@ def _burst(burst: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _forecast(sweep: dict[str, Any]) -> list[str]:
+    """What the forecast costs (scheduler.core.forecast), measured in the sweep scenario's rounds."""
+    measured = [r["forecast"] for r in sweep.get("rounds", []) if "forecast" in r]
+    if not measured:
+        return []
+    last = measured[-1]
+    return [
+        "## Forecast cost",
+        "",
+        f"A 60-minute forecast with {last['due_in_window']:,} occurrences in its window read {last['timers_read']:,} "
+        f"timers in {last['queries']:.0f} queries for {last['read_units']:.1f} read units "
+        f"({last['read_units_per_timer']:.3f} per timer; eventually consistent). The sweeper forecasts its next "
+        f"{last['sweeper_forecast_minutes']} minutes every minute, so each job's timer is read about "
+        f"{last['read_units_per_job_with_sweeper_forecast'] / max(last['read_units_per_timer'], 1e-9):.0f} times: "
+        f"{last['read_units_per_job_with_sweeper_forecast']:.2f} read units per job "
+        f"(${last['read_units_per_job_with_sweeper_forecast'] * PRICES['dynamodb_read_request_unit'] * 1e6:.2f} per "
+        "million jobs).",
+        "",
+    ]
+
+
 def _batching(sweep: dict[str, Any]) -> list[str]:
     batching = sweep.get("batching")
     if not batching:
@@ -272,7 +296,8 @@ def render(results: dict[str, Any]) -> str:
         f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB; Python {versions['python']}, "
         f"boto3 {versions['boto3']}, moto {versions['moto']}, DynamoDB Local `{versions['dynamodb_local']}`; commit "
         f"`{(commit.get('commit') or 'unknown')[:12]}`{' (work tree modified)' if commit.get('dirty') else ''}. "
-        f"Endpoints: DynamoDB {results['endpoints']['dynamodb']}, SQS {results['endpoints']['sqs']}.",
+        f"Endpoints: DynamoDB {results.get('endpoints', {}).get('dynamodb', '-')}, "
+        f"SQS {results.get('endpoints', {}).get('sqs', '-')}.",
         "",
     ]
     loads = []
@@ -290,7 +315,10 @@ def render(results: dict[str, Any]) -> str:
     lines += _cost(results.get("cost", {"error": "not run"}))
     lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))
     lines += _batching(results.get("sweep_scaling", {}))
+    lines += _forecast(results.get("sweep_scaling", {}))
     lines += _burst(results.get("burst", {"error": "not run"}))
+    if "capacity" in results:
+        lines += capacity.render(results["capacity"])
     lines += ["## How these were measured, and what to keep in mind", ""]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines.append("")

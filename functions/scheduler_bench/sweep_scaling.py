@@ -24,10 +24,12 @@ from scheduler.adapters.codec import dispatch_to_body, job_to_item
 from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.dispatch import timer_for
+from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec, JobState
-from scheduler.core.ports import Dispatch
+from scheduler.core.ports import Dispatch, NullMetrics
 from scheduler.core.timefmt import rfc3339
+from scheduler.settings import Settings
 from scheduler_bench.environment import create_naive_table, create_resources, delete_resources
 from scheduler_bench.metering import Meter, Totals
 from scheduler_bench.services import VirtualClock, build, client, settings_for, sweep, utc_minute
@@ -37,6 +39,8 @@ FAR_FUTURE = datetime(2099, 1, 1, tzinfo=UTC)
 #: Pending timers per far-future minute (spread over the shards, as a real backlog would be).
 PENDING_PER_MINUTE = 100
 BATCH_WRITE = 25
+#: The sweeper's own forecast window (SCHEDULER_FORECAST_MINUTES), for the forecast's cost per job.
+FORECAST_MINUTES: int = Settings.model_fields["forecast_minutes"].default
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,31 @@ def _naive_scan(dynamodb: Any, table: str, now: datetime) -> tuple[int, int]:
         request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
+def _forecast_cost(
+    services: Any, meter: Meter, clock: VirtualClock, due_at: datetime, lookahead_seconds: int
+) -> dict[str, Any]:
+    """What one 60-minute forecast (scheduler.core.forecast) reads with the due jobs inside its window: its read
+    units per timer read, and per job when the sweeper forecasts its next FORECAST_MINUTES every minute."""
+    forecaster = ForecastService(services.timers, clock, timedelta(seconds=lookahead_seconds + 90), NullMetrics())
+    clock.set(due_at - timedelta(minutes=10))
+    meter.reset()
+    with meter.phase("forecast"):
+        result = forecaster.forecast(60)
+    spent = meter.totals({"forecast"})
+    per_timer = spent.read_units / max(1, result.timers_read)
+    return {
+        "minutes": 60,
+        "timers_read": result.timers_read,
+        "due_in_window": result.total,
+        "queries": spent.dynamodb_calls,
+        "read_units": spent.read_units,
+        "read_units_per_timer": per_timer,
+        "sweeper_forecast_minutes": FORECAST_MINUTES,
+        # a timer is read once per sweep while it is inside the sweeper's window (lookback included)
+        "read_units_per_job_with_sweeper_forecast": per_timer * (FORECAST_MINUTES + (lookahead_seconds + 90) / 60),
+    }
+
+
 def _per(totals: Totals, count: int) -> dict[str, Any]:
     scaled = totals.scaled(1 / max(1, count))
     return {k: scaled[k] for k in ("dynamodb_calls", "read_units", "write_units", "items_read", "sqs_billed_requests")}
@@ -166,6 +195,8 @@ def run(config: SweepScalingConfig, log: Callable[[str], None]) -> dict[str, Any
                 created = _create_due(services.job_service, due_at, config.due, config.loader_threads)
             due_items = [job_to_item(job) for job in created]
             last_dispatches = [Dispatch.of(timer_for(job, due_at)) for job in created]
+
+            forecasting = _forecast_cost(services, meter, clock, due_at, settings.lookahead_seconds)
 
             # Steady state: every sweep before this one has run; this one takes the due minute's buckets.
             clock.set(due_at - timedelta(minutes=6) + timedelta(seconds=1))
@@ -217,6 +248,7 @@ def run(config: SweepScalingConfig, log: Callable[[str], None]) -> dict[str, Any
                         "items_read_per_found": scanned / max(1, found),
                         "read_units_per_found": scanning.read_units / max(1, found),
                     },
+                    "forecast": forecasting,
                     "scan_to_sweep_read_units": (scanning.read_units / max(1, found))
                     / max(1e-9, queries.get("read_units", 0.0) / max(1, dispatched)),
                 }

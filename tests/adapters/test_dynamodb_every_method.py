@@ -79,6 +79,7 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     assert isinstance(held, BucketClaim) and timers.is_sealed(bucket)
     assert timers.claim_bucket(bucket, "b", t0, t0 + timedelta(minutes=2)).done is False
     assert [t for page, _ in timers.timers(bucket, None) for t in page] == [timer]
+    assert timers.upcoming(bucket.minute) == [timer]
     timers.checkpoint(held, "c", t0 + timedelta(minutes=3))
     timers.release(held)
     again = timers.claim_bucket(bucket, "b", t0, t0 + timedelta(minutes=2))

@@ -310,3 +310,26 @@ def test_timer_minute_uses_fire_at_not_scheduled_for(timers, make) -> None:
     timers.put_timer(jittered)
     assert timers.bucket_of(jittered).minute == minute_of(jittered.fire_at) == make.t0 + timedelta(minutes=1)
     assert bucket_timers(timers, timers.bucket_of(jittered)) == [jittered]
+
+
+def test_upcoming_reads_every_shard_of_the_minute_swept_or_not(timers, make) -> None:
+    # Given timers in two shards of one minute (one of them swept and done), and one in the next minute
+    minute = make.t0 + timedelta(minutes=3)
+    stored = []
+    for i, shard in enumerate((0, 2)):
+        job = make.job(next_run_at=minute + timedelta(seconds=5 * i))
+        while shard_of(job.job_id, timers.shard_count) != shard:
+            job = make.job(next_run_at=minute + timedelta(seconds=5 * i))
+        stored.append(make.timer(job))
+    for timer in stored:
+        timers.put_timer(timer)
+    later = make.timer(make.job(next_run_at=minute + timedelta(minutes=1)))
+    timers.put_timer(later)
+    held = claim(timers, timers.bucket_of(stored[0]), "sweeper-a", make.t0)
+    timers.complete_bucket(held, make.t0 + timedelta(days=1))
+    # When the forecast reads the minute
+    found = timers.upcoming(minute)
+    # Then it has both timers of the minute (round-tripped), none of the next
+    assert sorted(found, key=lambda t: t.job_id) == sorted(stored, key=lambda t: t.job_id)
+    assert timers.upcoming(minute + timedelta(minutes=1)) == [later]
+    assert timers.upcoming(minute + timedelta(minutes=2)) == []

@@ -563,6 +563,19 @@ class DynamoTimerStore:
             "ExpressionAttributeValues": {":e": n(claim.epoch), ":o": s(claim.owner), ":f": {"BOOL": False}, **values},
         }
 
+    def upcoming(self, minute: datetime) -> list[Timer]:
+        """One eventually consistent query per shard (half the read units of the sweep's strongly consistent ones)."""
+        found: list[Timer] = []
+        for shard in range(self.shard_count):
+            request = {
+                "TableName": self.table,
+                "KeyConditionExpression": "PK = :pk",
+                "ExpressionAttributeValues": {":pk": s(_due_pk(BucketId(minute, shard)))},
+            }
+            for items in _query_pages(self.client, request):
+                found += [timer_from_item(item) for item in items]
+        return found
+
     def _held_update(self, claim: BucketClaim, expression: str, values: dict[str, Any]) -> None:
         try:
             self.client.update_item(**self._held_request(claim, expression, values))

@@ -234,6 +234,14 @@ class MemoryTimerStore:
             if len(page) < PAGE_SIZE:
                 return
 
+    def upcoming(self, minute: datetime) -> list[Timer]:
+        with self.lock:
+            return [
+                timer
+                for shard in range(self.shard_count)
+                for _, timer in sorted(self.timer_items.get(BucketId(minute, shard), {}).items())
+            ]
+
     def _held(self, claim: BucketClaim) -> _Bucket:
         item = self.buckets.get(claim.bucket)
         if item is None or item.epoch != claim.epoch or item.owner != claim.owner or item.done:
@@ -744,3 +752,29 @@ class RecordingMetrics:
 
     def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
         self.counts[name] = self.counts.get(name, 0) + value
+
+
+class MemoryPollerControl:
+    """PollerControl in memory: each lane's MinimumPollers, every write recorded; lanes in `busy` refuse writes
+    (as a mapping with another update under way does)."""
+
+    def __init__(self, pollers: dict[str, int | None]) -> None:
+        self.pollers = dict(pollers)
+        self.busy: set[str] = set()
+        self.writes: list[tuple[str, int]] = []
+        self.lock = threading.Lock()
+
+    def lanes(self) -> list[str]:
+        return sorted(self.pollers)
+
+    def minimum_pollers(self, lane: str) -> int | None:
+        with self.lock:
+            return self.pollers[lane]
+
+    def set_minimum_pollers(self, lane: str, pollers: int) -> bool:
+        with self.lock:
+            if lane in self.busy:
+                return False
+            self.pollers[lane] = pollers
+            self.writes.append((lane, pollers))
+            return True

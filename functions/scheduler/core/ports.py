@@ -332,6 +332,12 @@ class TimerStore(Protocol):
         Yields each page with the cursor of its last timer."""
         ...
 
+    def upcoming(self, minute: datetime) -> list[Timer]:
+        """Every timer in the minute's buckets (all shards), whether or not they were swept: for forecasts
+        (scheduler.core.forecast), not for dispatch - eventually consistent, so it may miss a timer written a moment
+        ago."""
+        ...
+
     def checkpoint(
         self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
     ) -> None:
@@ -542,6 +548,23 @@ class TenantSlots(Protocol):
 
     def release(self, tenant: str, slot: int, holder: str) -> None:
         """Free the slot if `holder` still holds it (a no-op if not)."""
+        ...
+
+
+class PollerControl(Protocol):
+    """The worker event source mappings' provisioned pollers, one mapping per priority lane (Lambda's
+    UpdateEventSourceMapping on AWS; the local worker pool locally)."""
+
+    def lanes(self) -> list[str]:
+        """The lanes whose pollers this controls."""
+        ...
+
+    def minimum_pollers(self, lane: str) -> int | None:
+        """The lane mapping's MinimumPollers now (None: not in provisioned mode)."""
+        ...
+
+    def set_minimum_pollers(self, lane: str, pollers: int) -> bool:
+        """Set it; False when the mapping is busy with another update (try again at the next sweep)."""
         ...
 
 

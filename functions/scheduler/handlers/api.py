@@ -17,6 +17,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from scheduler.core import forecast as forecasting
 from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import (
     BackfillNotFound,
@@ -47,6 +48,7 @@ MAX_PAGE = 100
 _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/health$"), {"GET"}),
     (re.compile(r"^/v1/openapi\.json$"), {"GET"}),
+    (re.compile(r"^/v1/forecast$"), {"GET"}),
     (re.compile(r"^/v1/jobs$"), {"GET", "POST"}),
     (re.compile(r"^/v1/jobs/[^/]+$"), {"GET", "PATCH", "DELETE"}),
     (re.compile(r"^/v1/jobs/[^/]+/(pause|resume|trigger)$"), {"POST"}),
@@ -280,6 +282,15 @@ def openapi_document() -> Response[str]:
     from scheduler.openapi import render
 
     return Response(200, "application/json", render())
+
+
+@app.get("/v1/forecast")
+def get_forecast() -> Response[str]:
+    """Occurrences due per minute over the next `minutes` (1-180, default 60): the caller's own."""
+    who = tenant()
+    minutes = int_query("minutes", 60, 1, forecasting.MAX_MINUTES)
+    result = wiring.container(metrics).forecast_service().forecast(minutes, tenant=who)
+    return json_response(200, forecasting.view(result))
 
 
 @app.post("/v1/jobs")

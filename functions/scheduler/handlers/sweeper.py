@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from scheduler.core.timefmt import rfc3339
-from scheduler.handlers import wiring
+from scheduler.handlers import prescaling, wiring
 
 logger = Logger()
 metrics = Metrics()
@@ -32,6 +32,7 @@ def sweep_once(remaining_ms: int, owner: str) -> dict[str, Any]:
         "outbox_backlog": report.outbox_backlog,
         "completion_events_published": report.events_published,
         "backfill_dispatched": report.backfill_dispatched,
+        **prescaling.after_sweep(container),
     }
     logger.info("sweep finished", extra=summary)
     return summary

@@ -27,6 +27,7 @@ from scheduler.adapters.dynamodb import (
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
+from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
@@ -35,10 +36,12 @@ from scheduler.core.errors import InvalidRequest
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
+from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
 from scheduler.core.model import HandlerTarget, JobSpec
-from scheduler.core.ports import Clock, TargetInvoker
+from scheduler.core.ports import Clock, PollerControl, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
+from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.sweep import SweepConfig, Sweeper
 from scheduler.settings import Settings
@@ -105,6 +108,8 @@ class Container:
     backfills: DynamoBackfillStore | None = None
     #: Per-tenant execution budgets (None: off).
     gate: ConcurrencyGate | None = None
+    #: The worker mappings' pollers (pre-scaling); None: built on first use from the settings.
+    poller_control: PollerControl | None = None
 
     @property
     def backfill_config(self) -> BackfillConfig:
@@ -140,6 +145,26 @@ class Container:
                 f"no handler named '{spec.target.name}' is registered in the worker (registered: {known})",
                 field="target.name",
             )
+
+    def forecast_service(self) -> ForecastService:
+        """The forecast reads the window's buckets and those the look-ahead may already have sent from (the
+        look-ahead, a bucket minute and the seal margin before the window)."""
+        lookback = timedelta(seconds=self.settings.lookahead_seconds + 60 + 30)
+        return ForecastService(self.timers, self.clock, lookback, self.metrics)
+
+    def prescaler(self) -> Prescaler:
+        """The pre-scaler of the worker mappings named in the settings (Lambda's API unless a control was given)."""
+        s = self.settings
+        if self.poller_control is None:
+            client = boto3.client("lambda", config=_BOTO_CONFIG)
+            self.poller_control = LambdaPollerControl(client, s.prescale_mappings, s.prescale_maximum_pollers)
+        capacity = WorkerCapacity(
+            s.prescale_seconds_per_occurrence,
+            target_start_seconds=s.prescale_target_start_seconds,
+            ceiling_pollers=s.prescale_ceiling_pollers,
+        )
+        config = PrescaleConfig(capacity, lead=timedelta(seconds=s.prescale_lead_seconds))
+        return Prescaler(self.poller_control, config, self.metrics)
 
     def sweeper(self, owner: str) -> Sweeper:
         s = self.settings

@@ -1,0 +1,44 @@
+"""After each sweep: forecast the next minutes (the metric ForecastDueOccurrences) and, when pre-scaling is on, set
+the worker mappings' provisioned pollers for the peaks ahead (scheduler.core.prescale). Its failure never fails the
+sweep: the sweep's work is done, and the next sweep, a minute later, decides again."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from scheduler.core.timefmt import rfc3339
+from scheduler.handlers.wiring import Container
+
+log = logging.getLogger(__name__)
+
+
+def after_sweep(container: Container) -> dict[str, Any]:
+    """Returns what it saw and did, for the sweep's log line."""
+    settings = container.settings
+    if settings.forecast_minutes <= 0 and not settings.prescale_enabled:
+        return {}
+    try:
+        # The pre-scaler must see at least `lead` ahead (and the peak minute itself).
+        minutes = max(settings.forecast_minutes, math.ceil(settings.prescale_lead_seconds / 60) + 1)
+        result = container.forecast_service().forecast(min(minutes, 180))
+        peak = result.peak
+        container.metrics.count("ForecastDueOccurrences", peak.due if peak else 0)
+        summary: dict[str, Any] = {
+            "forecast_minutes": minutes,
+            "forecast_peak_due": peak.due if peak else 0,
+            "forecast_peak_minute": rfc3339(peak.minute) if peak and peak.due else None,
+            "forecast_timers_read": result.timers_read,
+        }
+        if settings.prescale_enabled and settings.prescale_mappings:
+            changes = container.prescaler().run(result, container.clock.now())
+            summary["prescale"] = [
+                {"lane": c.lane, "from": c.current, "to": c.target, "applied": c.applied, "reason": c.reason}
+                for c in changes
+            ]
+        return summary
+    except Exception as exc:
+        log.exception("forecast or pre-scaling failed", extra={"error": str(exc)})
+        container.metrics.count("PrescaleFailures")
+        return {"prescale_error": str(exc)}

@@ -1,0 +1,97 @@
+"""The capacity model (scheduler_bench.capacity): deterministic, sourced, and sensitive to each lever it models."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from scheduler_bench import capacity
+from scheduler_bench.capacity import Assumptions, Measured, Scenario, simulate
+
+ROOT = Path(__file__).resolve().parents[2]
+MEASURED = Measured(
+    worker_seconds_per_occurrence=0.0334,
+    sweeper_seconds_per_fire=0.0105,
+    sweep_read_units_per_timer=0.116,
+    create_timer_write_units=2.0,
+    source="test",
+)
+
+
+def test_every_rule_names_its_aws_source() -> None:
+    for name, rule in capacity.RULES.items():
+        assert rule.source.startswith("https://"), name
+        assert "amazon.com" in rule.source, name
+        assert rule.value > 0 and rule.what
+
+
+def test_the_model_is_deterministic_and_never_starts_early() -> None:
+    scenario = Scenario(2_000, 1.0, "standard", 8, 1)
+    first, second = simulate(scenario, MEASURED, Assumptions()), simulate(scenario, MEASURED, Assumptions())
+    assert first.samples == second.samples
+    assert first.early_starts == 0 and min(first.samples) >= 0
+    assert len(first.samples) == 2_000
+
+
+def test_standard_mode_ramps_slowly_and_pre_scaled_pollers_start_the_herd_sooner() -> None:
+    standard = simulate(Scenario(5_000, 1.0, "standard", 8, 1), MEASURED, Assumptions())
+    prescaled = simulate(Scenario(5_000, 1.0, "prescaled", 8, 1, minimum_pollers=20), MEASURED, Assumptions())
+    assert standard.p99 > 2 * prescaled.p99
+    # standard mode starts at 5 concurrent invocations and adds 5 a second (from the first message, visible up to
+    # a second before its fire time)
+    assert standard.peak_concurrency <= 5 + 5 * (standard.max + 2)
+
+
+def test_a_herd_larger_than_one_sweep_chain_dispatches_is_sent_late_until_enough_sweeps_share_it() -> None:
+    assumptions = Assumptions()
+    per_chain = capacity.sweep_capacity_before(assumptions.lookahead_seconds, MEASURED, assumptions)
+    herd = 2 * per_chain
+    one = simulate(Scenario(herd, 60.0, "prescaled", 8, 1, minimum_pollers=20), MEASURED, assumptions)
+    shards, why = capacity.shards_needed(herd, MEASURED, assumptions)
+    enough = simulate(Scenario(herd, 60.0, "prescaled", shards, shards, minimum_pollers=20), MEASURED, assumptions)
+    assert one.dispatched_late > 0 and one.p99 > 60
+    assert (shards, why) == (2, "dispatch in time")
+    assert enough.dispatched_late == 0 and enough.p99 < 5
+
+
+def test_the_lambda_quota_and_cold_starts_are_in_the_lateness() -> None:
+    warm = replace(Assumptions(), cold_start_seconds=0.0)
+    scenario = Scenario(3_000, 1.0, "prescaled", 8, 1, minimum_pollers=50)
+    assert simulate(scenario, MEASURED, Assumptions()).p50 > simulate(scenario, MEASURED, warm).p50
+    capped = replace(Assumptions(), account_concurrency=20)
+    assert simulate(scenario, MEASURED, capped).peak_concurrency == 20
+
+
+def test_creation_writes_decide_the_shards_of_a_small_herd_created_fast() -> None:
+    fast = replace(Assumptions(), creation_per_second=5_000)
+    assert capacity.shards_needed(1_000, MEASURED, fast) == (10, "creation writes")
+
+
+def test_the_goal_50000_due_in_one_second_start_within_5_s_when_pre_scaled_on_the_measured_figures() -> None:
+    results = json.loads((ROOT / "bench" / "results.json").read_text())
+    measured = Measured.from_results(results, "bench/results.json")
+    assumptions = Assumptions()
+    today, _, prescaled = capacity.scenarios(50_000, 1.0, measured, assumptions)
+    result = simulate(prescaled, measured, assumptions)
+    assert result.p99 <= 5.0 and result.meets_target
+    assert prescaled.shards == prescaled.sweeps == capacity.shards_needed(50_000, measured, assumptions)[0]
+    assert not simulate(today, measured, assumptions).meets_target
+
+
+@pytest.mark.parametrize("spread", [1.0, 60.0])
+def test_render_prints_every_row_with_its_sources(spread: float) -> None:
+    rows = [
+        simulate(s, MEASURED, Assumptions()).as_dict() for s in capacity.scenarios(500, spread, MEASURED, Assumptions())
+    ]
+    model = {
+        "measured": MEASURED.__dict__,
+        "rules": {k: v.__dict__ for k, v in capacity.RULES.items()},
+        "assumptions_described": Assumptions().describe(),
+        "rows": rows,
+    }
+    text = "\n".join(capacity.render(model))
+    assert text.count("| 500 |") == 3
+    assert "services-sqs-scaling.html" in text and "scaling-behavior.html" in text
