@@ -82,3 +82,19 @@ def test_the_step_runs_once_a_minute_per_environment(env, api_call) -> None:
     again = sweeper.lambda_handler(event, LocalContext("punctual-sweeper", 60))
     if minute_of(datetime.now(UTC)) == before == prescaling._last_minute[0]:  # no minute boundary in between
         assert "forecast_peak_due" not in again and "dispatched" in again
+
+
+def test_on_the_local_stack_the_sweeper_writes_the_pollers_the_worker_pool_reads(
+    env, api_call, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from scheduler_local.prescale import FILE_NAME, forecast_workers
+
+    monkeypatch.setenv("SCHEDULER_PRESCALE_ENABLED", "true")
+    monkeypatch.setenv("SCHEDULER_PRESCALE_STATE_FILE", str(tmp_path / FILE_NAME))
+    monkeypatch.setenv("SCHEDULER_PRESCALE_SECONDS_PER_OCCURRENCE", "3")
+    wiring.container.cache_clear()
+    due = (minute_of(datetime.now(UTC)) + timedelta(minutes=3)).replace(second=40)
+    herd(api_call, 40, due)
+    summary = sweep()
+    assert {c["lane"]: c["to"] for c in summary["prescale"]} == {"high": 2, "low": 2, "normal": 4}
+    assert forecast_workers(tmp_path, invocations_per_worker=5) == 4  # 2 pollers above the floor = 20 invocations

@@ -39,7 +39,7 @@ def after_sweep(container: Container) -> dict[str, Any]:
             "forecast_peak_minute": rfc3339(peak.minute) if peak and peak.due else None,
             "forecast_timers_read": result.timers_read,
         }
-        if settings.prescale_enabled and settings.prescale_mappings:
+        if settings.prescale_enabled and (settings.prescale_mappings or settings.prescale_state_file):
             changes = container.prescaler().run(result, container.clock.now())
             summary["prescale"] = [
                 {"lane": c.lane, "from": c.current, "to": c.target, "applied": c.applied, "reason": c.reason}
