@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     prescale_enabled: bool = False
     #: Lane -> event source mapping UUID (the CDK stack sets it).
     prescale_mappings: dict[str, str] = Field(default_factory=dict)
+    #: Local stack only: the pollers go to this JSON file, which the local worker pool reads (scheduler_local.prescale).
+    prescale_state_file: str = ""
     #: Never more than this many MinimumPollers per mapping (AWS accepts up to 200; each one is billed hourly).
     prescale_ceiling_pollers: int = Field(default=50, ge=2, le=200)
     #: The mappings' MaximumPollers (as deployed; kept on every update).

@@ -168,7 +168,8 @@ class Assumptions:
             f"look-ahead {self.lookahead_seconds} s; each sweep works {self.sweep_work_seconds:.0f} s of its 60 s "
             f"(timeout minus the safety margin), at most {self.dispatch_budget:,} occurrences; sweeps start on the "
             "minute; parallel sweeps dispatch in fire order",
-            f"the outbox index takes {self.outbox_index_write_units_per_fire} write units per fire over "
+            f"the outbox index takes {self.outbox_index_write_units_per_fire} write units per fire (of a job with "
+            f"completion events on: every job of the herd) over "
             f"{self.outbox_shards} shards; timer items are under 1 KB",
             f"the herd is created at {self.creation_per_second:,.0f} jobs/s",
             "the herd is spread over enough tenants that no tenant's budgets (dispatch rate, execution slots) hold "

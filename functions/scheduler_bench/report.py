@@ -241,18 +241,21 @@ def _forecast(sweep: dict[str, Any]) -> list[str]:
     measured = [r["forecast"] for r in sweep.get("rounds", []) if "forecast" in r]
     if not measured:
         return []
-    last = measured[-1]
+    f = measured[-1]
+    read_price = PRICES["dynamodb_read_request_unit"]
+    per_job = f["read_units_per_job_with_sweeper_forecast"]
+    monthly = f["sweeper_forecast_empty_read_units"] * 60 * 24 * 30 * read_price
     return [
         "## Forecast cost",
         "",
-        f"A 60-minute forecast with {last['due_in_window']:,} occurrences in its window read {last['timers_read']:,} "
-        f"timers in {last['queries']:.0f} queries for {last['read_units']:.1f} read units "
-        f"({last['read_units_per_timer']:.3f} per timer; eventually consistent). The sweeper forecasts its next "
-        f"{last['sweeper_forecast_minutes']} minutes every minute, so each job's timer is read about "
-        f"{last['read_units_per_job_with_sweeper_forecast'] / max(last['read_units_per_timer'], 1e-9):.0f} times: "
-        f"{last['read_units_per_job_with_sweeper_forecast']:.2f} read units per job "
-        f"(${last['read_units_per_job_with_sweeper_forecast'] * PRICES['dynamodb_read_request_unit'] * 1e6:.2f} per "
-        "million jobs).",
+        f"A 60-minute forecast read {f['timers_read']:,} timers in {f['queries']:.0f} queries for "
+        f"{f['read_units']:.1f} read units, {f['empty_read_units']:.1f} of them the window's fixed cost (the same "
+        f"queries with nothing due): {f['read_units_per_timer']:.3f} read units per timer (eventually consistent). "
+        f"The sweeper forecasts its next {f['sweeper_forecast_minutes']} minutes once a minute: "
+        f"{f['sweeper_forecast_empty_read_units']:.1f} read units in {f['sweeper_forecast_queries']:.0f} queries "
+        f"with nothing due (${monthly:.2f} a month), and each job's timer is read in about "
+        f"{per_job / max(f['read_units_per_timer'], 1e-9):.0f} of them: {per_job:.2f} read units per job "
+        f"(${per_job * read_price * 1e6:.2f} per million jobs).",
         "",
     ]
 

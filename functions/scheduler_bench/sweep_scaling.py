@@ -133,25 +133,35 @@ def _naive_scan(dynamodb: Any, table: str, now: datetime) -> tuple[int, int]:
 def _forecast_cost(
     services: Any, meter: Meter, clock: VirtualClock, due_at: datetime, lookahead_seconds: int
 ) -> dict[str, Any]:
-    """What one 60-minute forecast (scheduler.core.forecast) reads with the due jobs inside its window: its read
-    units per timer read, and per job when the sweeper forecasts its next FORECAST_MINUTES every minute."""
-    forecaster = ForecastService(services.timers, clock, timedelta(seconds=lookahead_seconds + 90), NullMetrics())
-    clock.set(due_at - timedelta(minutes=10))
-    meter.reset()
-    with meter.phase("forecast"):
-        result = forecaster.forecast(60)
-    spent = meter.totals({"forecast"})
-    per_timer = spent.read_units / max(1, result.timers_read)
+    """What the forecast (scheduler.core.forecast) reads: a 60-minute one with the due jobs inside its window, the
+    same window empty (its fixed cost: one query per shard and minute, billed at least half a read unit each), and
+    the sweeper's own FORECAST_MINUTES window empty (what forecasting every minute costs with nothing due)."""
+    lookback = timedelta(seconds=lookahead_seconds + 90)
+    forecaster = ForecastService(services.timers, clock, lookback, NullMetrics())
+
+    def measure(at: datetime, minutes: int) -> tuple[Totals, int]:
+        clock.set(at)
+        meter.reset()
+        with meter.phase("forecast"):
+            result = forecaster.forecast(minutes)
+        return meter.totals({"forecast"}), result.timers_read
+
+    full, timers_read = measure(due_at - timedelta(minutes=10), 60)
+    empty, _ = measure(due_at - timedelta(days=1), 60)
+    sweeper_empty, _ = measure(due_at - timedelta(days=1), FORECAST_MINUTES)
+    per_timer = max(0.0, full.read_units - empty.read_units) / max(1, timers_read)
+    reads_per_job = FORECAST_MINUTES + lookback.total_seconds() / 60  # sweeps whose window holds a timer
     return {
         "minutes": 60,
-        "timers_read": result.timers_read,
-        "due_in_window": result.total,
-        "queries": spent.dynamodb_calls,
-        "read_units": spent.read_units,
+        "timers_read": timers_read,
+        "queries": full.dynamodb_calls,
+        "read_units": full.read_units,
+        "empty_read_units": empty.read_units,
         "read_units_per_timer": per_timer,
         "sweeper_forecast_minutes": FORECAST_MINUTES,
-        # a timer is read once per sweep while it is inside the sweeper's window (lookback included)
-        "read_units_per_job_with_sweeper_forecast": per_timer * (FORECAST_MINUTES + (lookahead_seconds + 90) / 60),
+        "sweeper_forecast_empty_read_units": sweeper_empty.read_units,
+        "sweeper_forecast_queries": sweeper_empty.dynamodb_calls,
+        "read_units_per_job_with_sweeper_forecast": per_timer * reads_per_job,
     }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.adapters.memory import MemoryPollerControl
 from scheduler.core.timefmt import minute_of, rfc3339
-from scheduler.handlers import sweeper, wiring
+from scheduler.handlers import prescaling, sweeper, wiring
 from scheduler_local.lambda_context import LocalContext
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
@@ -21,7 +21,7 @@ TENANT = "arn:aws:iam::111111111111:user/alice"
 
 
 @pytest.fixture
-def prescaling(env: Any, monkeypatch: pytest.MonkeyPatch) -> MemoryPollerControl:
+def pollers(env: Any, monkeypatch: pytest.MonkeyPatch) -> MemoryPollerControl:
     """Pre-scaling on, sized so that 40 occurrences in one second need 4 pollers (3 s each, 3 s to start them)."""
     monkeypatch.setenv("SCHEDULER_PRESCALE_ENABLED", "true")
     monkeypatch.setenv("SCHEDULER_PRESCALE_MAPPINGS", json.dumps({"normal": "esm-normal", "high": "esm-high"}))
@@ -34,6 +34,7 @@ def prescaling(env: Any, monkeypatch: pytest.MonkeyPatch) -> MemoryPollerControl
 
 
 def sweep() -> dict[str, Any]:
+    prescaling._last_minute.clear()  # the step runs once a minute per environment: these sweeps are a minute apart
     event = {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
     return sweeper.lambda_handler(event, LocalContext("punctual-sweeper", 60))
 
@@ -44,7 +45,7 @@ def herd(api_call: Any, count: int, at: datetime) -> None:
         assert api_call("POST", "/v1/jobs", body, tenant=TENANT).status == 201
 
 
-def test_a_herd_inside_the_lead_raises_the_normal_lane_once(api_call, prescaling: MemoryPollerControl) -> None:
+def test_a_herd_inside_the_lead_raises_the_normal_lane_once(api_call, pollers: MemoryPollerControl) -> None:
     # Given 40 jobs due in the same second, three minutes ahead (inside the 5-minute lead)
     due = (minute_of(datetime.now(UTC)) + timedelta(minutes=3)).replace(second=20)
     herd(api_call, 40, due)
@@ -52,17 +53,17 @@ def test_a_herd_inside_the_lead_raises_the_normal_lane_once(api_call, prescaling
     first, second = sweep(), sweep()
     # Then the forecast saw the herd, the normal lane went to 4 pollers once, the high lane stayed
     assert first["forecast_peak_due"] == 40 and first["forecast_peak_minute"] == rfc3339(minute_of(due))
-    assert prescaling.writes == [("normal", 4)] and prescaling.pollers == {"normal": 4, "high": 2}
+    assert pollers.writes == [("normal", 4)] and pollers.pollers == {"normal": 4, "high": 2}
     normal = next(c for c in first["prescale"] if c["lane"] == "normal")
     assert normal["from"] == 2 and normal["to"] == 4 and normal["applied"] and "40 due" in normal["reason"]
     assert all(c["from"] == c["to"] for c in second["prescale"])
 
 
-def test_a_failing_mapping_call_never_fails_the_sweep(api_call, prescaling: MemoryPollerControl) -> None:
+def test_a_failing_mapping_call_never_fails_the_sweep(api_call, pollers: MemoryPollerControl) -> None:
     def refuse(lane: str) -> int | None:
         raise RuntimeError("AccessDenied")
 
-    prescaling.minimum_pollers = refuse  # type: ignore[method-assign]
+    pollers.minimum_pollers = refuse  # type: ignore[method-assign]
     summary = sweep()
     assert "AccessDenied" in summary["prescale_error"] and "dispatched" in summary
 
@@ -72,3 +73,28 @@ def test_without_pre_scaling_the_forecast_still_runs(env, api_call) -> None:
     herd(api_call, 3, due)
     summary = sweep()
     assert summary["forecast_peak_due"] == 3 and "prescale" not in summary
+
+
+def test_the_step_runs_once_a_minute_per_environment(env, api_call) -> None:
+    assert "forecast_peak_due" in sweep()
+    event = {"id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+    before = minute_of(datetime.now(UTC))
+    again = sweeper.lambda_handler(event, LocalContext("punctual-sweeper", 60))
+    if minute_of(datetime.now(UTC)) == before == prescaling._last_minute[0]:  # no minute boundary in between
+        assert "forecast_peak_due" not in again and "dispatched" in again
+
+
+def test_on_the_local_stack_the_sweeper_writes_the_pollers_the_worker_pool_reads(
+    env, api_call, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from scheduler_local.prescale import FILE_NAME, forecast_workers
+
+    monkeypatch.setenv("SCHEDULER_PRESCALE_ENABLED", "true")
+    monkeypatch.setenv("SCHEDULER_PRESCALE_STATE_FILE", str(tmp_path / FILE_NAME))
+    monkeypatch.setenv("SCHEDULER_PRESCALE_SECONDS_PER_OCCURRENCE", "3")
+    wiring.container.cache_clear()
+    due = (minute_of(datetime.now(UTC)) + timedelta(minutes=3)).replace(second=40)
+    herd(api_call, 40, due)
+    summary = sweep()
+    assert {c["lane"]: c["to"] for c in summary["prescale"]} == {"high": 2, "low": 2, "normal": 4}
+    assert forecast_workers(tmp_path, invocations_per_worker=5) == 4  # 2 pollers above the floor = 20 invocations

@@ -1,17 +1,21 @@
-"""After each sweep: forecast the next minutes (the metric ForecastDueOccurrences) and, when pre-scaling is on, set
-the worker mappings' provisioned pollers for the peaks ahead (scheduler.core.prescale). Its failure never fails the
-sweep: the sweep's work is done, and the next sweep, a minute later, decides again."""
+"""After a sweep: forecast the next minutes (the metric ForecastDueOccurrences) and, when pre-scaling is on, set
+the worker mappings' provisioned pollers for the peaks ahead (scheduler.core.prescale). At most once a minute per
+execution environment (the local stack sweeps every two seconds; the forecast's reads are per minute). Its failure
+never fails the sweep: the sweep's work is done, and the next minute decides again."""
 
 from __future__ import annotations
 
 import logging
 import math
+from datetime import datetime
 from typing import Any
 
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.timefmt import minute_of, rfc3339
 from scheduler.handlers.wiring import Container
 
 log = logging.getLogger(__name__)
+#: The minute of this environment's last forecast.
+_last_minute: list[datetime] = []
 
 
 def after_sweep(container: Container) -> dict[str, Any]:
@@ -19,6 +23,10 @@ def after_sweep(container: Container) -> dict[str, Any]:
     settings = container.settings
     if settings.forecast_minutes <= 0 and not settings.prescale_enabled:
         return {}
+    minute = minute_of(container.clock.now())
+    if _last_minute and _last_minute[0] == minute:
+        return {}
+    _last_minute[:] = [minute]
     try:
         # The pre-scaler must see at least `lead` ahead (and the peak minute itself).
         minutes = max(settings.forecast_minutes, math.ceil(settings.prescale_lead_seconds / 60) + 1)
@@ -31,7 +39,7 @@ def after_sweep(container: Container) -> dict[str, Any]:
             "forecast_peak_minute": rfc3339(peak.minute) if peak and peak.due else None,
             "forecast_timers_read": result.timers_read,
         }
-        if settings.prescale_enabled and settings.prescale_mappings:
+        if settings.prescale_enabled and (settings.prescale_mappings or settings.prescale_state_file):
             changes = container.prescaler().run(result, container.clock.now())
             summary["prescale"] = [
                 {"lane": c.lane, "from": c.current, "to": c.target, "applied": c.applied, "reason": c.reason}

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -26,6 +27,7 @@ from scheduler.adapters.dynamodb import (
     DynamoTimerStore,
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
+from scheduler.adapters.file_pollers import FilePollerControl
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
@@ -155,6 +157,8 @@ class Container:
     def prescaler(self) -> Prescaler:
         """The pre-scaler of the worker mappings named in the settings (Lambda's API unless a control was given)."""
         s = self.settings
+        if self.poller_control is None and s.prescale_state_file:
+            self.poller_control = FilePollerControl(Path(s.prescale_state_file))
         if self.poller_control is None:
             client = boto3.client("lambda", config=_BOTO_CONFIG)
             self.poller_control = LambdaPollerControl(client, s.prescale_mappings, s.prescale_maximum_pollers)
