@@ -13,21 +13,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import App, Environment, Tags, Validations
+from aws_cdk import aws_lambda as lambda_
 from cdk_nag import AwsSolutionsChecks
 
 from infra.config import ConfigError, load_config
 from infra.stack import PunctualStack
 
 
-def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = None) -> tuple[App, PunctualStack]:
+def build_app(
+    context: Mapping[str, Any] | None = None, *, outdir: str | None = None, code: lambda_.Code | None = None
+) -> tuple[App, PunctualStack]:
     """The app and its one stack. `context` adds to (and overrides) what the CLI passes; tests use it to
-    configure the stack and to skip bundling (`"aws:cdk:bundling-stacks": []`)."""
+    configure the stack and to skip bundling (`"aws:cdk:bundling-stacks": []`). `code` replaces the
+    functions' asset (`infra.bundling.function_code()`), e.g. one built for a local emulator."""
     app = App(context=dict(context) if context else None, outdir=outdir)
     config = load_config(app.node)
     stack = PunctualStack(
         app,
         config.stack_name,
         config=config,
+        code=code,
         # Set by the CLI from the current credentials; absent (environment-agnostic) in unit tests.
         env=Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")),
     )

@@ -56,7 +56,11 @@ def runtime_dependencies(pyproject: Path = PYPROJECT) -> tuple[str, ...]:
 
 
 def pip_install_command(
-    output_dir: str | Path, dependencies: Sequence[str], *, python: str = sys.executable
+    output_dir: str | Path,
+    dependencies: Sequence[str],
+    *,
+    python: str = sys.executable,
+    pip_platform: str = PIP_PLATFORM,
 ) -> list[str]:
     """The pip command line that installs `dependencies` into `output_dir` for the Lambda platform."""
     return [
@@ -65,7 +69,7 @@ def pip_install_command(
         "pip",
         "install",
         "--platform",
-        PIP_PLATFORM,
+        pip_platform,
         "--only-binary=:all:",
         "--python-version",
         PYTHON_VERSION,
@@ -86,9 +90,12 @@ def pip_install_command(
 class LocalPipBundler:
     """Builds the asset on this machine with pip; CDK calls `try_bundle` instead of starting Docker."""
 
-    def __init__(self, dependencies: Sequence[str], *, source_dir: Path = FUNCTIONS_DIR) -> None:
+    def __init__(
+        self, dependencies: Sequence[str], *, source_dir: Path = FUNCTIONS_DIR, pip_platform: str = PIP_PLATFORM
+    ) -> None:
         self._dependencies = tuple(dependencies)
         self._source_dir = source_dir
+        self._pip_platform = pip_platform
 
     def try_bundle(self, output_dir: str, *, image: DockerImage, **docker_options: Any) -> bool:
         """Install the dependencies, then copy the package over them. Returning False would make CDK
@@ -98,7 +105,7 @@ class LocalPipBundler:
         """
         del image, docker_options
         if self._dependencies:
-            command = pip_install_command(output_dir, self._dependencies)
+            command = pip_install_command(output_dir, self._dependencies, pip_platform=self._pip_platform)
             result = subprocess.run(command, capture_output=True, text=True, check=False)
             if result.returncode != 0:
                 raise RuntimeError(
@@ -109,9 +116,13 @@ class LocalPipBundler:
         return True
 
 
-def function_code(dependencies: Sequence[str] | None = None) -> lambda_.Code:
+def function_code(dependencies: Sequence[str] | None = None, *, pip_platform: str = PIP_PLATFORM) -> lambda_.Code:
     """The shared asset for every function. One `Code` object, bound once per stack, so the stack has a
-    single asset however many functions use it."""
+    single asset however many functions use it.
+
+    `pip_platform` is the Lambda platform; only a local emulator that runs the functions on this machine
+    wants another (this machine's). The asset hash does not cover it: build such an asset into its own
+    cloud assembly directory (`cdk --output`), or it would be taken for the Lambda one, and vice versa."""
     deps = runtime_dependencies() if dependencies is None else tuple(dependencies)
     # The Docker command is the fallback the CDK API requires next to a local bundler; it also carries
     # the dependency list into the asset hash, so changing a pin in pyproject.toml re-bundles (the
@@ -127,6 +138,6 @@ def function_code(dependencies: Sequence[str] | None = None) -> lambda_.Code:
             image=DockerImage.from_registry(f"public.ecr.aws/sam/build-python{PYTHON_VERSION}"),
             platform="linux/arm64",
             command=["bash", "-c", docker_command],
-            local=LocalPipBundler(deps),
+            local=LocalPipBundler(deps, pip_platform=pip_platform),
         ),
     )

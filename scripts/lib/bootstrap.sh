@@ -61,3 +61,52 @@ bootstrap() {
   ensure_java
   export PYTHONPATH="$ROOT/functions${PYTHONPATH:+:$PYTHONPATH}"
 }
+
+# ministack, a local AWS emulator (MIT, on PyPI), for the deploy-and-fire test, `scripts/deploy --local`, and
+# the local SQS. It runs the Lambda functions with its own interpreter, so its venv must be the Lambda
+# runtime's Python (3.12, infra/bundling.py); it gets a venv of its own under .local/, apart from .venv.
+MINISTACK_VERSION="1.5.33"
+MINISTACK_VENV="$ROOT/.local/ministack"
+
+# A Python 3.12 that runs (a pyenv shim for a version that is not selected exists but fails): $PYTHON312, then
+# python3.12 on PATH, then pyenv's 3.12, then the usual install places. Prints its path; fails if none.
+find_python312() {
+  local candidate
+  for candidate in "${PYTHON312:-}" "$(command -v python3.12 2>/dev/null || true)" \
+      "$(pyenv prefix 3.12 2>/dev/null | head -n1)/bin/python3.12" \
+      /usr/bin/python3.12 /usr/local/bin/python3.12 /opt/homebrew/bin/python3.12; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+    if "$candidate" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
+      printf '%s\n' "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Sets MINISTACK to the emulator's executable, installing ministack==$MINISTACK_VERSION first when needed.
+ensure_ministack() {
+  local want="ministack==$MINISTACK_VERSION" python
+  MINISTACK="$MINISTACK_VENV/bin/ministack"
+  if [ -x "$MINISTACK" ] && [ "$(cat "$MINISTACK_VENV/.installed" 2>/dev/null)" = "$want" ]; then
+    export MINISTACK
+    return
+  fi
+  if ! python="$(find_python312)"; then
+    log "ministack needs Python 3.12 (the Lambda runtime: it runs the functions with its own interpreter)."
+    log "Install it (e.g. 'pyenv install 3.12', 'apt-get install python3.12-venv', 'uv python install 3.12'),"
+    log "or point PYTHON312 at one."
+    return 1
+  fi
+  log "installing $want into $MINISTACK_VENV (Python: $python) ..."
+  rm -rf "$MINISTACK_VENV"
+  mkdir -p "$ROOT/.local"
+  if ! { "$python" -m venv "$MINISTACK_VENV" && "$MINISTACK_VENV/bin/python" -m pip install --quiet \
+      --disable-pip-version-check "$want"; } > "$ROOT/.local/ministack-install.log" 2>&1; then
+    cat "$ROOT/.local/ministack-install.log" >&2
+    log "installing $want failed (log above, also in .local/ministack-install.log)"
+    return 1
+  fi
+  echo "$want" > "$MINISTACK_VENV/.installed"
+  export MINISTACK
+}

@@ -1,0 +1,80 @@
+"""The CDK app for a local emulator: the real app (`infra.app.build_app`) with the stack adjustments of
+`scheduler_local.emulated_aws.adjustments` applied, nothing else.
+
+`cdk deploy --app ".venv/bin/python -m scheduler_local.emulated_aws.app"` (scheduler_local.emulated_aws.deploy
+runs it so).
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import App, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+
+from infra.app import build_app
+from infra.bundling import function_code
+from infra.lambda_function import SchedulerFunction
+from infra.stack import PunctualStack
+from scheduler_local.emulated_aws.adjustments import ALLOW_PRIVATE_TARGETS, PLAIN_ALARMS, PRIVATE_TARGETS
+
+
+def host_pip_platform() -> str:
+    return f"manylinux2014_{platform.machine()}"
+
+
+def adjusted_app(context: Mapping[str, Any] | None = None) -> tuple[App, PunctualStack]:
+    """The real app and stack with the stack adjustments applied."""
+    app, stack = build_app(context, code=function_code(pip_platform=host_pip_platform()))
+    plain_error_alarms(stack)
+    allow_private_targets(stack)
+    return app, stack
+
+
+def metric_math_alarms(stack: Stack) -> list[cloudwatch.CfnAlarm]:
+    return [
+        node
+        for node in stack.node.find_all()
+        if isinstance(node, cloudwatch.CfnAlarm) and stack.resolve(node.metrics) is not None
+    ]
+
+
+def plain_error_alarms(stack: Stack) -> None:
+    """Each metric-math alarm becomes one on the metric its expression calls `errors`."""
+    alarms = metric_math_alarms(stack)
+    if not alarms:
+        raise RuntimeError(f"{PLAIN_ALARMS.name}: the stack has no metric-math alarm any more; drop the adjustment")
+    for alarm in alarms:
+        # (L1 properties resolve with jsii's camelCase names; overrides take CloudFormation's.)
+        queries = stack.resolve(alarm.metrics)
+        errors = next(query for query in queries if query["id"] == "errors")["metricStat"]
+        alarm.add_property_deletion_override("Metrics")
+        alarm.add_property_override("Namespace", errors["metric"]["namespace"])
+        alarm.add_property_override("MetricName", errors["metric"]["metricName"])
+        alarm.add_property_override(
+            "Dimensions", [{"Name": d["name"], "Value": d["value"]} for d in errors["metric"]["dimensions"]]
+        )
+        alarm.add_property_override("Statistic", errors["stat"])
+        alarm.add_property_override("Period", errors["period"])
+        # Any error at all, instead of a rate of the invocations.
+        alarm.add_property_override("Threshold", 0)
+
+
+def allow_private_targets(stack: Stack) -> None:
+    functions = [node.function for node in stack.node.find_all() if isinstance(node, SchedulerFunction)]
+    if not functions:
+        raise RuntimeError(f"{PRIVATE_TARGETS.name}: the stack has no scheduler function any more")
+    for function in functions:
+        # Replaces the stack's explicit "false".
+        function.add_environment(ALLOW_PRIVATE_TARGETS, "true")
+
+
+def main() -> None:
+    app, _ = adjusted_app()
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""ministack, a local AWS emulator (MIT, `ministack` on PyPI), as a child process on 127.0.0.1.
+
+It is installed by `ensure_ministack` (scripts/lib/bootstrap.sh) into its own venv, `.local/ministack`, made
+with Python 3.12: it runs Lambda functions as subprocesses of its own interpreter, so that interpreter must be
+the Lambda runtime's. Those function processes share the emulator's process group, which is how `stop` ends
+them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from scheduler_local.emulators import ROOT, free_port
+
+#: Where `ensure_ministack` installs it (it exports MINISTACK with the executable's path).
+DEFAULT_EXECUTABLE = ROOT / ".local" / "ministack" / "bin" / "ministack"
+#: The account and region it answers for, and credentials it accepts (it does not check them unless AUTH=true).
+ACCOUNT_ID = "000000000000"
+REGION = "us-east-1"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+HEALTH_PATH = "/_ministack/health"
+
+
+class MinistackNotInstalled(RuntimeError):
+    """The emulator's executable is missing: run `ensure_ministack` (scripts/test and scripts/deploy do)."""
+
+
+def executable() -> Path:
+    path = Path(os.environ.get("MINISTACK") or DEFAULT_EXECUTABLE)
+    if not os.access(path, os.X_OK):
+        raise MinistackNotInstalled(
+            f"ministack is not installed at {path}: run `bash -c 'source scripts/lib/bootstrap.sh && "
+            "ensure_ministack'` (it needs Python 3.12 and PyPI)"
+        )
+    return path
+
+
+def ensure_installed() -> Path:
+    """Install the pinned ministack if it is missing (`ensure_ministack`, the one installer); its executable."""
+    result = subprocess.run(
+        ["bash", "-c", 'source scripts/lib/bootstrap.sh && ensure_ministack && printf "%s" "$MINISTACK"'],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise MinistackNotInstalled(f"ministack could not be installed:\n{result.stderr.strip()}")
+    return Path(result.stdout)
+
+
+class Ministack:
+    """One emulator on a free port of 127.0.0.1; `env` is added to its environment (e.g. `AUTH=true`)."""
+
+    def __init__(self, log: Path, env: Mapping[str, str] | None = None, *, program: Path | None = None) -> None:
+        self.executable = program or executable()
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log = log.resolve()
+        self.env = {
+            **os.environ,
+            **CREDENTIALS,
+            "GATEWAY_PORT": str(self.port),
+            "BIND_HOST": "127.0.0.1",
+            "MINISTACK_ACCOUNT_ID": ACCOUNT_ID,
+            "MINISTACK_REGION": REGION,
+            # Its pid file goes to TMPDIR; keep it with the log, not in the shared /tmp.
+            "TMPDIR": str(log.resolve().parent),
+            **(env or {}),
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def client_env(self) -> dict[str, str]:
+        """What an AWS SDK or CLI (boto3, the CDK CLI) needs to talk to this emulator, and only to it."""
+        return {
+            **CREDENTIALS,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "CDK_DEFAULT_ACCOUNT": ACCOUNT_ID,
+            "CDK_DEFAULT_REGION": REGION,
+        }
+
+    def start(self, timeout: float = 60) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [str(self.executable)],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.log.parent,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ministack exited during start-up: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.endpoint + HEALTH_PATH, timeout=2) as response:
+                    json.load(response)
+                return
+            except (OSError, urllib.error.URLError, ValueError):
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"ministack did not answer on {self.endpoint} within {timeout:.0f}s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        """End the emulator and the function processes it started (one process group)."""
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            if _group_gone(self.proc, wait):
+                break
+        self.proc = None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> Ministack:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _group_gone(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Whether the process group led by `proc` is empty within `timeout` (its leader reaped, no member left)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.poll()
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
