@@ -55,7 +55,8 @@ class SchedulerApi(Construct):
 
     Grants: read/write the jobs table, read/write the executions table (run history, and settling a RECONCILING
     run through the API), send to the ready queue
-    (the late lane for occurrences whose bucket is already sealed), read the signing secret.
+    (the late lane for occurrences whose bucket is already sealed), read its secrets (the message key, to sign
+    the dispatches it sends; the v2 root keys, to hand tenants their jobs' keys) - never the v1 master secret.
     """
 
     def __init__(
@@ -69,7 +70,7 @@ class SchedulerApi(Construct):
         jobs_table: dynamodb.Table,
         executions_table: dynamodb.Table,
         ready_queue: sqs.IQueue,
-        signing_secret: secretsmanager.ISecret,
+        secrets: Sequence[secretsmanager.ISecret],
         lanes: Sequence[sqs.IQueue] = (),
     ) -> None:
         super().__init__(scope, construct_id)
@@ -96,7 +97,8 @@ class SchedulerApi(Construct):
         # Triggers and near-term occurrences go out from the API, to their job's lane.
         for queue in [ready_queue, *(lane for lane in lanes if lane is not ready_queue)]:
             queue.grant_send_messages(self.function)
-        signing_secret.grant_read(self.function)
+        for secret in secrets:
+            secret.grant_read(self.function)
         acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
 
 

@@ -24,6 +24,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from scheduler.settings import TenantTargets
+
 #: The context key holding the configuration object (and the prefix of the flat override keys).
 CONTEXT_KEY = "punctual"
 
@@ -158,6 +160,12 @@ class PunctualConfig(BaseModel):
     target_event_bus_arns: tuple[str, ...] = ()
     #: Customer-managed keys of encrypted target queues/topics (the worker must use them to send).
     target_kms_key_arns: tuple[str, ...] = ()
+    #: Per-tenant allow-lists, checked at submit and at call time (scheduler.target_policy; IAM, above, stays the
+    #: outer bound): tenant -> {"sqs": [...], "sns": [...], "lambda": [...], "stepfunctions": [...],
+    #: "eventbridge": [...], "handler": [...]}; `"*"` allows every resource of that type the grants above allow.
+    tenant_targets: dict[str, TenantTargets] = Field(default_factory=dict)
+    #: Whether a tenant without an entry in `tenant_targets` may call every granted target (true) or none (false).
+    default_targets_open: bool = True
 
     @field_validator(*TARGET_ARN_FIELDS)
     @classmethod

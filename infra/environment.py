@@ -7,8 +7,10 @@ handlers would reject (or a variable they newly require) fails `cdk synth`, not 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
+from aws_cdk import Aws
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
@@ -21,9 +23,11 @@ SERVICE_NAME = "punctual"
 METRICS_NAMESPACE = "Punctual"
 #: The prefix `Settings` reads (its `env_prefix`).
 ENV_PREFIX = "SCHEDULER_"
-#: The signing secret is not in the environment (it would show in the console and in GetFunction);
-#: the worker and the API get its ARN and resolve it from Secrets Manager.
+#: Secrets are not in the environment (they would show in the console and in GetFunction): each function gets the
+#: ARNs of the secrets it uses (infra/secrets.py) and resolves them from Secrets Manager (scheduler.secrets).
 SIGNING_SECRET_ARN_VARIABLE = "SCHEDULER_SIGNING_SECRET_ARN"
+SIGNING_KEYS_ARN_VARIABLE = "SCHEDULER_SIGNING_KEYS_ARN"
+MESSAGE_SECRET_ARN_VARIABLE = "SCHEDULER_MESSAGE_SECRET_ARN"
 
 
 def scheduler_environment(
@@ -52,6 +56,10 @@ def scheduler_environment(
         "SCHEDULER_EVENT_BUS_NAME": event_bus_name,
         # Explicit, so that no local-development default can open the SSRF guard on AWS.
         "SCHEDULER_ALLOW_PRIVATE_TARGETS": "false",
+        # Explicit: outside local mode a missing secret ARN fails the function instead of using a public value.
+        "SCHEDULER_LOCAL_MODE": "false",
+        # Resources named `<stack name>-...` are the scheduler's own: no target may name them.
+        "SCHEDULER_STACK_NAME": Aws.STACK_NAME,
         "SCHEDULER_SERVICE_NAME": SERVICE_NAME,
         "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
@@ -71,12 +79,16 @@ def scheduler_environment(
         "SCHEDULER_TENANT_MAX_CONCURRENCY": config.tenant_max_concurrency,
     }
     env.update({name: str(value) for name, value in optional.items() if value is not None})
+    if config.tenant_targets:
+        allow = {tenant: t.model_dump(by_alias=True) for tenant, t in config.tenant_targets.items()}
+        env["SCHEDULER_TENANT_TARGETS"] = json.dumps(allow, separators=(",", ":"), sort_keys=True)
+    env["SCHEDULER_DEFAULT_TARGETS_OPEN"] = "true" if config.default_targets_open else "false"
     return env
 
 
-def with_signing_secret(env: Mapping[str, str], secret_arn: str) -> dict[str, str]:
-    """`env` plus the signing secret's ARN, for the functions that sign (worker) or hand out keys (api)."""
-    return {**env, SIGNING_SECRET_ARN_VARIABLE: secret_arn}
+def with_secrets(env: Mapping[str, str], arns: Mapping[str, str]) -> dict[str, str]:
+    """`env` plus the ARNs of the secrets one function uses (variable -> ARN)."""
+    return {**env, **arns}
 
 
 class _DeclaredSettings(Settings):

@@ -11,7 +11,13 @@ from constructs import Construct
 from infra.api import API_VERSION_PATH, HEALTH_PATH, SchedulerApi
 from infra.bundling import function_code
 from infra.config import PunctualConfig
-from infra.environment import scheduler_environment, with_signing_secret
+from infra.environment import (
+    MESSAGE_SECRET_ARN_VARIABLE,
+    SIGNING_KEYS_ARN_VARIABLE,
+    SIGNING_SECRET_ARN_VARIABLE,
+    scheduler_environment,
+    with_secrets,
+)
 from infra.events import CompletionEvents
 from infra.monitoring import Monitoring
 from infra.prescale import grant_prescaling
@@ -56,29 +62,33 @@ class PunctualStack(Stack):
             ready_queue_low_url=queues.lanes["low"].queue_url,
         )
         lanes = list(queues.lanes.values())
-        signing_environment = with_signing_secret(environment, signing.secret.secret_arn)
+        # Each function gets the ARNs of (and read access to) only the secrets it uses (infra/secrets.py).
+        messages = {MESSAGE_SECRET_ARN_VARIABLE: signing.messages.secret_arn}
+        keys = {SIGNING_KEYS_ARN_VARIABLE: signing.keys.secret_arn}
+        v1 = {SIGNING_SECRET_ARN_VARIABLE: signing.secret.secret_arn}
 
         sweeper = Sweeper(
             self,
             "Sweeper",
             config=config,
             code=code,
-            environment=environment,
+            environment=with_secrets(environment, messages),
             jobs_table=storage.jobs_table,
             ready_queue=queues.ready_queue,
             lanes=lanes,
+            secrets=[signing.messages],
         )
         worker = Worker(
             self,
             "Worker",
             config=config,
             code=code,
-            environment=signing_environment,
+            environment=with_secrets(environment, {**messages, **keys, **v1}),
             jobs_table=storage.jobs_table,
             executions_table=storage.executions_table,
             ready_queue=queues.ready_queue,
             dead_letter_queue=queues.dead_letter_queue,
-            signing_secret=signing.secret,
+            secrets=[signing.messages, signing.keys, signing.secret],
             lanes=queues.lanes,
         )
         grant_prescaling(sweeper.function, worker.event_sources, config)
@@ -92,11 +102,11 @@ class PunctualStack(Stack):
             "Api",
             config=config,
             code=code,
-            environment=signing_environment,
+            environment=with_secrets(environment, {**messages, **keys}),
             jobs_table=storage.jobs_table,
             executions_table=storage.executions_table,
             ready_queue=queues.ready_queue,
-            signing_secret=signing.secret,
+            secrets=[signing.messages, signing.keys],
             lanes=lanes,
         )
         if config.completion_events:
@@ -130,7 +140,9 @@ class PunctualStack(Stack):
             "ReadyQueueLowUrl": (queues.lanes["low"].queue_url, "SQS ready queue of the low priority lane"),
             "DeadLetterQueueUrl": (queues.dead_letter_queue.queue_url, "SQS dead-letter queue"),
             "AlarmTopicArn": (monitoring.topic.topic_arn, "SNS topic the alarms notify"),
-            "SigningSecretArn": (signing.secret.secret_arn, "Secrets Manager secret: webhook signing master key"),
+            "SigningSecretArn": (signing.secret.secret_arn, "Secrets Manager secret: signature v1 master key"),
+            "SigningKeysSecretArn": (signing.keys.secret_arn, "Secrets Manager secret: signature v2 root keys"),
+            "MessageSecretArn": (signing.messages.secret_arn, "Secrets Manager secret: dispatch message HMAC key"),
             "DashboardName": (monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
             "EventBusName": (completion.bus.event_bus_name, "EventBridge bus of the completion events"),
             "EventBusArn": (completion.bus.event_bus_arn, "EventBridge bus of the completion events (ARN)"),

@@ -9,6 +9,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -46,6 +47,7 @@ class Sweeper(Construct):
         jobs_table: dynamodb.Table,
         ready_queue: sqs.IQueue,
         lanes: Sequence[sqs.IQueue] = (),
+        secrets: Sequence[secretsmanager.ISecret] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = SchedulerFunction(
@@ -70,6 +72,8 @@ class Sweeper(Construct):
         jobs_table.grant_read_write_data(self.function)
         for queue in [ready_queue, *(lane for lane in lanes if lane is not ready_queue)]:
             queue.grant_send_messages(self.function)
+        for secret in secrets:  # the message key: every dispatch it sends carries an HMAC
+            secret.grant_read(self.function)
         acknowledge_index_grants(self.handler.role, jobs_table)
 
 

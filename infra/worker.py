@@ -42,7 +42,7 @@ class Worker(Construct):
 
     Grants: read/write the executions table (the ledger), read the jobs table and write only its tenants' items
     (`TENANT#...`: the execution slots), consume the ready queues (receive, delete, change visibility) and send
-    to them (a throttled occurrence goes back as a new message), send to the DLQ, read the signing secret, and
+    to them (a throttled occurrence goes back as a new message), send to the DLQ, read its three secrets, and
     call exactly the targets listed in the configuration.
     """
 
@@ -58,7 +58,7 @@ class Worker(Construct):
         executions_table: dynamodb.Table,
         ready_queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
-        signing_secret: secretsmanager.ISecret,
+        secrets: Sequence[secretsmanager.ISecret],
         lanes: Mapping[str, sqs.IQueue] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -93,7 +93,8 @@ class Worker(Construct):
             queue.grant_consume_messages(self.function)
             queue.grant_send_messages(self.function)
         dead_letter_queue.grant_send_messages(self.function)
-        signing_secret.grant_read(self.function)
+        for secret in secrets:
+            secret.grant_read(self.function)
         _grant_targets(self.function, config)
         acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
 

@@ -26,6 +26,7 @@ OUTPUT_JOBS_TABLE = "JobsTableName"
 OUTPUT_EXECUTIONS_TABLE = "ExecutionsTableName"
 OUTPUT_READY_QUEUE = "ReadyQueueUrl"
 OUTPUT_DLQ = "DeadLetterQueueUrl"
+OUTPUT_MESSAGE_SECRET = "MessageSecretArn"
 
 
 def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -138,6 +139,20 @@ class Deployment:
     description: str
     endpoints: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
+    #: The Secrets Manager secret that authenticates dispatch messages (on AWS; locally the development one).
+    message_secret_arn: str = ""
+
+    def message_key(self) -> bytes:
+        """The key redrive checks and signs dispatch messages with: the stack's message secret (the operator needs
+        secretsmanager:GetSecretValue on it), or locally the local stack's development key."""
+        from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, message_key
+
+        if not self.message_secret_arn:
+            if self.on_aws:
+                raise UsageError(f"the stack has no {OUTPUT_MESSAGE_SECRET} output: redeploy it with this version")
+            return LOCAL_MESSAGE_KEY
+        secret = self.client("secretsmanager").get_secret_value(SecretId=self.message_secret_arn)
+        return message_key(str(secret["SecretString"]))
 
     def client(self, service: str) -> Any:
         """A boto3 client for `service`, pointed at the emulator locally."""
@@ -162,6 +177,7 @@ def aws_deployment(stack_name: str, session: Any, outputs: Mapping[str, str] | N
         on_aws=True,
         session=session,
         description=f"stack {stack_name} ({session.region_name})",
+        message_secret_arn=outputs.get(OUTPUT_MESSAGE_SECRET, ""),
     )
 
 

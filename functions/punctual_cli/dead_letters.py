@@ -31,10 +31,11 @@ def run_redrive(
 ) -> list[RedriveLine]:
     """Redrive (or with `dry_run`, only list) up to `limit` dead letters; `progress` sees each one."""
     sqs = deployment.client("sqs")
+    key = deployment.message_key()
     return redrive(
-        SqsDeadLetters(deployment.dlq_url, sqs),
+        SqsDeadLetters(deployment.dlq_url, sqs, message_key=key),
         DynamoLedger(deployment.executions_table, deployment.client("dynamodb")),
-        SqsReadyQueue(deployment.ready_queue_url, deployment.dlq_url, sqs),
+        SqsReadyQueue(deployment.ready_queue_url, deployment.dlq_url, sqs, message_key=key),
         dry_run=dry_run,
         limit=limit,
         purge_refused=purge_refused,

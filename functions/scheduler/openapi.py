@@ -101,6 +101,25 @@ def document() -> dict[str, Any]:
                 "history": {"type": "array", "items": {"type": "object"}},
             },
         },
+        "SigningKeys": {
+            "type": "object",
+            "description": "The job's signature v2 keys (docs/security.md): verify X-Scheduler-Signature with them.",
+            "properties": {
+                "job_id": {"type": "string"},
+                "signature": {"const": "v2"},
+                "algorithm": {"const": "HMAC-SHA256"},
+                "current_key_id": {"type": "string"},
+                "keys": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"key_id": {"type": "string"}, "key": {"type": "string"}},
+                        "required": ["key_id", "key"],
+                    },
+                },
+            },
+            "required": ["job_id", "signature", "algorithm", "current_key_id", "keys"],
+        },
         "RunList": {
             "type": "object",
             "properties": {
@@ -263,6 +282,13 @@ def document() -> dict[str, Any]:
                     "409": _problem("paused or cancelled"),
                     **COMMON_ERRORS,
                 },
+            },
+        },
+        "/v1/jobs/{job_id}/signing-keys": {
+            "get": {
+                "summary": "the job's webhook signing keys (signature v2), for its receivers",
+                "parameters": [JOB_ID],
+                "responses": {"200": _json("the keys, current first", "SigningKeys"), **COMMON_ERRORS},
             },
         },
         "/v1/jobs/{job_id}/runs": {

@@ -6,7 +6,7 @@ composition roots) build a Settings; the core receives plain values.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -18,6 +18,27 @@ class TenantBudgetSetting(BaseModel):
     burst: int | None = Field(default=None, ge=1)
     #: Occurrences of the tenant that may run at once; 0: unlimited.
     concurrency: int | None = Field(default=None, ge=0)
+
+
+#: Development values of the secrets: public, so accepted only in local mode (see `Settings.local_mode`).
+LOCAL_SIGNING_SECRET = "local-development-secret"
+LOCAL_SIGNING_KEYS = '{"current": "local1", "local1": "local-development-signing-key"}'
+LOCAL_MESSAGE_SECRET = "local-development-message-secret"
+
+
+class TenantTargets(BaseModel):
+    """The non-http targets one tenant may call: ARNs (or, for `sqs`, queue URLs or ARNs; for `lambda`, names or
+    ARNs; for `eventbridge`, bus names or ARNs). A type left out may not be called at all by that tenant; `"*"`
+    allows every resource of that type that IAM allows."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    sqs: list[str] = Field(default_factory=list)
+    sns: list[str] = Field(default_factory=list)
+    eventbridge: list[str] = Field(default_factory=list)
+    stepfunctions: list[str] = Field(default_factory=list)
+    handler: list[str] = Field(default_factory=list)
+    lambda_: list[str] = Field(default_factory=list, alias="lambda")
 
 
 class Settings(BaseSettings):
@@ -88,10 +109,43 @@ class Settings(BaseSettings):
     completion_events_default: bool = False
     #: The EventBridge bus completion events go to (a name or an ARN; "default" is the account's default bus).
     event_bus_name: str = "default"
-    #: Allow `http` targets on private/loopback/link-local addresses (local development only).
+    #: Allow `http` targets on private and loopback addresses (local development; link-local and cloud-metadata
+    #: addresses are refused whatever this says).
     allow_private_targets: bool = False
-    #: Master secret from which each tenant's HMAC signing key is derived.
-    signing_secret: str = "local-development-secret"
+    #: The local stack (and the tests): the well-known development secrets below may be used. Outside local mode a
+    #: function whose secret has no ARN fails at start-up instead of signing with a public value (fail closed).
+    local_mode: bool = False
+    #: Signature v1 only: the master secret each tenant's v1 key is derived from (`scheduler.signing.tenant_key`);
+    #: on AWS it lives in Secrets Manager (`signing_secret_arn`) and only the worker reads it.
+    signing_secret: str = LOCAL_SIGNING_SECRET
+    signing_secret_arn: str = ""
+    #: Signature v2: the root keys per key id (JSON `{"current": "<kid>", "<kid>": "<secret>", ...}`) each job's key
+    #: is derived from (`scheduler.signing.job_key`). Read by the worker (signs) and the API (hands a tenant the keys
+    #: of its jobs); on AWS in Secrets Manager (`signing_keys_arn`).
+    signing_keys: str = LOCAL_SIGNING_KEYS
+    signing_keys_arn: str = ""
+    #: Also sign every call with v1 (the migration window for receivers that verify v1); turn off once they verify v2.
+    signature_v1: bool = True
+    #: The key that authenticates dispatch messages (an HMAC in every ready-queue body, checked by the worker and by
+    #: redrive); read by the API, the sweeper and the worker; on AWS in Secrets Manager (`message_secret_arn`).
+    message_secret: str = LOCAL_MESSAGE_SECRET
+    message_secret_arn: str = ""
+    #: Upgrade window only: accept ready-queue messages that carry no HMAC at all (sent by a version before dispatch
+    #: messages were authenticated). A message with a wrong HMAC is refused whatever this says.
+    accept_unsigned_messages: bool = False
+    #: The longest `timeout_seconds` an http target may have: the worker's Lambda timeout (120 s) less the time it
+    #: needs to record the outcome. Longer ones are refused at submit and cut to this at call time.
+    max_target_timeout_seconds: int = Field(default=90, ge=1, le=900)
+    #: Python modules the worker imports to register `handler` targets (scheduler.targets_registry); none by default.
+    #: The local stack registers the examples (`scheduler.examples`).
+    handler_modules: list[str] = Field(default_factory=list)
+    #: The CloudFormation stack name: resources whose names start with `<stack_name>-` are the scheduler's own and
+    #: no target may name them.
+    stack_name: str = ""
+    #: Per-tenant target allow-lists (JSON: tenant -> {"sqs": [...], "sns": [...], ...}); see TenantTargets.
+    tenant_targets: dict[str, TenantTargets] = Field(default_factory=dict)
+    #: Tenants without an entry in `tenant_targets` may call every non-http target IAM allows (true), or none (false).
+    default_targets_open: bool = True
     #: Local stack only: bearer tokens mapped to tenants, `token=tenant,token2=tenant2`.
     dev_tokens: str = ""
     service_name: str = "punctual"

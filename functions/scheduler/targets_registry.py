@@ -23,12 +23,14 @@ Every attempt of an occurrence gets the same occurrence key, and a handler may r
 retry after a crash, a worker that paused past its lease). A handler's effect is exactly-once only if the
 handler makes it so: write it conditionally, keyed by the occurrence key (see `scheduler.examples.payments`).
 
-The examples in `scheduler.examples` are imported at the end of this module, so they are registered in every
-process that can run handler targets.
+Handlers are registered by importing their modules: the worker (and the API, to check a job's handler name)
+imports the modules listed in `SCHEDULER_HANDLER_MODULES`. Nothing is registered by default; the local stack lists
+the examples (`scheduler.examples`).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Callable
@@ -180,6 +182,7 @@ class HandlerTargetInvoker:
         return result_summary(function(HandlerContext.of(call)))
 
 
-# Imported last, so that `register` exists when the examples (which import it) register themselves, and so that
-# every process that can run handler targets has them.
-import scheduler.examples  # noqa: E402, F401
+def register_handler_modules(modules: list[str]) -> None:
+    """Import the modules that register handlers (SCHEDULER_HANDLER_MODULES); importing one twice is a no-op."""
+    for module in modules:
+        importlib.import_module(module)

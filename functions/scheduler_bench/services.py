@@ -22,6 +22,7 @@ from scheduler.core.ports import Clock, NullMetrics
 from scheduler.core.sweep import Sweeper
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
+from scheduler.signing import KeyRing
 from scheduler_bench.metering import Meter
 from scheduler_local.provision import Resources
 
@@ -47,6 +48,7 @@ def settings_for(resources: Resources, signing_secret: str, max_active_jobs: int
         dlq_url=resources.dlq_url,
         event_bus_name=resources.event_bus_name,
         allow_private_targets=True,
+        local_mode=True,
         signing_secret=signing_secret,
         max_active_jobs_per_tenant=max_active_jobs,
     )
@@ -108,7 +110,7 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
         f"bench-worker/{uuid.uuid4().hex[:8]}",
         clock=worker_clock,
         sleep=worker_clock.advance,
-        targets={"http": HttpTargetInvoker(container.guard, signing_secret)},
+        targets={"http": HttpTargetInvoker(container.guard, KeyRing.parse(settings.signing_keys), signing_secret)},
     )
     return Services(
         settings,
@@ -158,7 +160,7 @@ def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float 
         done: list[dict[str, str]] = []
         with meter.invocation("worker", records=len(messages)):
             for m in messages:
-                dispatch = dispatch_from_body(m["Body"])
+                dispatch = dispatch_from_body(m["Body"], services.queue.message_key)
                 due = dispatch.fire_at + timedelta(seconds=arrival_lag)
                 services.worker_clock.set(max(services.worker_clock.now(), due))
                 receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))

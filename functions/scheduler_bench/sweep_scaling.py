@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.adapters.codec import dispatch_to_body, job_to_item
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body, job_to_item
 from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.dispatch import timer_for
@@ -280,7 +280,7 @@ def _batching(
     """Baseline (b): the same messages sent with SendMessageBatch (the adapter) and one SendMessage each."""
     url = client("sqs").create_queue(QueueName=f"{prefix}-batching")["QueueUrl"]
     try:
-        queue = SqsReadyQueue(url, dlq_url, sqs)
+        queue = SqsReadyQueue(url, dlq_url, sqs, message_key=LOCAL_MESSAGE_KEY)
         meter.reset()
         began = time.perf_counter()
         with meter.phase("batched"):
@@ -291,7 +291,7 @@ def _batching(
             for d in dispatches:
                 sqs.send_message(
                     QueueUrl=url,
-                    MessageBody=dispatch_to_body(d),
+                    MessageBody=dispatch_to_body(d, LOCAL_MESSAGE_KEY),
                     DelaySeconds=delay_seconds(d.fire_at, now),
                     MessageAttributes={
                         "occurrence_key": {"DataType": "String", "StringValue": d.key},

@@ -43,6 +43,10 @@ class Resources:
             "SCHEDULER_DLQ_URL": self.dlq_url,
             "SCHEDULER_EXAMPLE_TABLE": self.example_table,
             "SCHEDULER_EVENT_BUS_NAME": self.event_bus_name,
+            # The local stack and the tests: the public development secrets may be used (never on AWS).
+            "SCHEDULER_LOCAL_MODE": "true",
+            # The example handler targets (payments.charge) are registered on the local stack only.
+            "SCHEDULER_HANDLER_MODULES": '["scheduler.examples"]',
         }
 
 

@@ -298,7 +298,7 @@ def test_eventbridge_event_detail_carries_the_key_the_token_and_the_payload(
     events = boto3.client("events", region_name=REGION)
     bus = unique("bus")
     events.create_event_bus(Name=bus)
-    events.put_rule(Name="scheduled", EventBusName=bus, EventPattern=json.dumps({"source": ["punctual.scheduler"]}))
+    events.put_rule(Name="scheduled", EventBusName=bus, EventPattern=json.dumps({"source": ["scheduled.job"]}))
     queue_url = sqs_client.create_queue(QueueName=unique("events"))["QueueUrl"]
     queue_arn = sqs_client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
@@ -313,7 +313,7 @@ def test_eventbridge_event_detail_carries_the_key_the_token_and_the_payload(
     assert result is not None and result.startswith("EventBridge event")
     (message,) = drain(sqs_client, queue_url)
     event = json.loads(message["Body"])
-    assert event["source"] == "punctual.scheduler"
+    assert event["source"] == "scheduled.job"  # the default source: not the scheduler's own namespace
     assert event["detail-type"] == "Scheduled Occurrence"
     assert event["detail"] == {
         "occurrence_key": call.occurrence_key,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.codec import (
+    LOCAL_MESSAGE_KEY,
     MalformedMessage,
     dispatch_from_body,
     dispatch_to_body,
@@ -177,15 +178,15 @@ def test_history_entry_caps_the_error() -> None:
 @pytest.mark.parametrize("kind", ["scheduled", "manual"])
 def test_dispatch_body_round_trip(kind: str) -> None:
     dispatch = Dispatch("j1", "tenant-a", T0, T0 + timedelta(seconds=12, milliseconds=7), 7, kind)  # type: ignore[arg-type]
-    body = dispatch_to_body(dispatch)
-    assert dispatch_from_body(body) == dispatch
+    body = dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)
+    assert dispatch_from_body(body, LOCAL_MESSAGE_KEY) == dispatch
     raw = json.loads(body)
     assert raw["v"] == 1
     assert raw["occurrence_key"] == dispatch.key == "j1:2026-03-29T00:30:15.123Z"
 
 
 def _body(**changes: Any) -> str:
-    raw = json.loads(dispatch_to_body(Dispatch("j1", "tenant-a", T0, T0, 1)))
+    raw = json.loads(dispatch_to_body(Dispatch("j1", "tenant-a", T0, T0, 1), LOCAL_MESSAGE_KEY))
     for key, value in changes.items():
         if value is ...:
             raw.pop(key)
@@ -227,4 +228,4 @@ def _body(**changes: Any) -> str:
 )
 def test_malformed_bodies_are_rejected(body: str) -> None:
     with pytest.raises(MalformedMessage):
-        dispatch_from_body(body)
+        dispatch_from_body(body, LOCAL_MESSAGE_KEY)

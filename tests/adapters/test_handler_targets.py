@@ -3,9 +3,13 @@ DynamoDB Local)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -232,7 +236,16 @@ def test_executor_aborts_without_writing_when_a_handler_loses_its_lease() -> Non
 # -- the example handler ------------------------------------------------------------------------------------
 
 
-def test_the_worker_registry_has_the_example_handler() -> None:
+def test_the_example_handlers_are_registered_only_where_configured() -> None:
+    # A fresh interpreter (this one imported the examples above): the production worker registers nothing
+    # by itself, and the configured modules when asked to (the local stack lists scheduler.examples).
+    code = (
+        "from scheduler.targets_registry import registry, register_handler_modules; print(registry.names()); "
+        "register_handler_modules(['scheduler.examples']); print(registry.names())"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "functions")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["[]", "['payments.charge']"]
     assert registry.lookup("payments.charge") is payments.charge
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.adapters.codec import MalformedMessage, dispatch_from_body, dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, MalformedMessage, dispatch_from_body, dispatch_to_body
 from scheduler.core.ports import Dispatch
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40)
@@ -33,10 +33,10 @@ MESSAGES = st.fixed_dictionaries({}, optional=FIELDS)  # type: ignore[arg-type]
 
 def check(body: str) -> None:
     try:
-        dispatch = dispatch_from_body(body)
+        dispatch = dispatch_from_body(body, LOCAL_MESSAGE_KEY)
     except MalformedMessage:
         return
-    assert dispatch_from_body(dispatch_to_body(dispatch)) == dispatch
+    assert dispatch_from_body(dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY), LOCAL_MESSAGE_KEY) == dispatch
 
 
 @settings(max_examples=400, deadline=None)
@@ -55,4 +55,4 @@ def test_arbitrary_text_parses_or_is_refused_as_malformed(body: str) -> None:
 def test_every_real_dispatch_round_trips(seconds: int, millis: int, version: int) -> None:
     at = datetime(2000, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds, milliseconds=millis)
     dispatch = Dispatch("job-1", "arn:aws:iam::111111111111:user/alice", at, at + timedelta(seconds=3), version)
-    assert dispatch_from_body(dispatch_to_body(dispatch)) == dispatch
+    assert dispatch_from_body(dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY), LOCAL_MESSAGE_KEY) == dispatch

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters import sqs
-from scheduler.adapters.codec import dispatch_from_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body
 from scheduler.adapters.memory import FakeClock, MemoryQueue
 from scheduler.adapters.sqs import QueueSendFailed, SqsReadyQueue, delay_seconds
 from scheduler.core.model import RunState
@@ -76,7 +76,7 @@ def _sqs(request: pytest.FixtureRequest) -> QueueUnderTest:
     resources = request.getfixturevalue("resources")
     client = request.getfixturevalue("sqs_client")
     spy = SpyClient(client)
-    queue = SqsReadyQueue(resources.ready_queue_url, resources.dlq_url, spy)
+    queue = SqsReadyQueue(resources.ready_queue_url, resources.dlq_url, spy, message_key=LOCAL_MESSAGE_KEY)
 
     def drain(url: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -89,14 +89,14 @@ def _sqs(request: pytest.FixtureRequest) -> QueueUnderTest:
             out += got
 
     def ready() -> list[Dispatch]:
-        return [dispatch_from_body(m["Body"]) for m in drain(resources.ready_queue_url)]
+        return [dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY) for m in drain(resources.ready_queue_url)]
 
     def dead() -> list[dict[str, Any]]:
         out = []
         for message in drain(resources.dlq_url):
             body = json.loads(message["Body"])
             assert message["MessageAttributes"]["occurrence_key"]["StringValue"] == body["dispatch"]["occurrence_key"]
-            out.append({**body, "dispatch": dispatch_from_body(json.dumps(body["dispatch"]))})
+            out.append({**body, "dispatch": dispatch_from_body(json.dumps(body["dispatch"]), LOCAL_MESSAGE_KEY)})
         return out
 
     return QueueUnderTest("sqs", queue, lambda: datetime.now(UTC), time.sleep, ready, dead, spy)
@@ -207,7 +207,7 @@ def test_sqs_sends_in_batches_of_ten_with_attributes(sqs_q, sqs_client) -> None:
         QueueUrl=sqs_q.queue.queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
     )["Messages"]
     for message in got:
-        dispatch = dispatch_from_body(message["Body"])
+        dispatch = dispatch_from_body(message["Body"], LOCAL_MESSAGE_KEY)
         attributes = message["MessageAttributes"]
         assert attributes["occurrence_key"]["StringValue"] == dispatch.key
         assert attributes["tenant"]["StringValue"] == dispatch.tenant
@@ -234,7 +234,7 @@ class FlakyClient:
 
 def test_sqs_resends_only_the_refused_entries() -> None:
     client = FlakyClient({"2": 1, "7": 2})
-    SqsReadyQueue("q", "dlq", client).send(
+    SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY).send(
         _dispatches(10, datetime(2026, 1, 5, tzinfo=UTC)), datetime(2026, 1, 5, tzinfo=UTC)
     )
     assert client.calls == [[str(i) for i in range(10)], ["2", "7"], ["7"]]
@@ -244,7 +244,7 @@ def test_sqs_raises_when_entries_stay_refused() -> None:
     client = FlakyClient({"4": 99})
     now = datetime(2026, 1, 5, tzinfo=UTC)
     with pytest.raises(QueueSendFailed):
-        SqsReadyQueue("q", "dlq", client).send(_dispatches(5, now), now)
+        SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY).send(_dispatches(5, now), now)
     assert len(client.calls) == sqs.SEND_ATTEMPTS
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import dispatch_from_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.ports import Dispatch
 from scheduler_local.worker_poller import LaneScheduler, poll_once, serve_round
@@ -36,7 +36,7 @@ def lanes(sqs_client: Any) -> dict[str, str]:
 def drain(sqs_client: Any, url: str) -> list[Dispatch]:
     out: list[Dispatch] = []
     while batch := sqs_client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        out += [dispatch_from_body(m["Body"]) for m in batch]
+        out += [dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY) for m in batch]
         sqs_client.delete_message_batch(
             QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
         )
@@ -44,7 +44,13 @@ def drain(sqs_client: Any, url: str) -> list[Dispatch]:
 
 
 def test_each_dispatch_goes_to_its_lane(sqs_client, lanes) -> None:
-    queue = SqsReadyQueue(lanes["normal"], "unused", sqs_client, lanes={"high": lanes["high"], "low": lanes["low"]})
+    queue = SqsReadyQueue(
+        lanes["normal"],
+        "unused",
+        sqs_client,
+        lanes={"high": lanes["high"], "low": lanes["low"]},
+        message_key=LOCAL_MESSAGE_KEY,
+    )
     sent = [dispatch(n, ("high", "normal", "low")[n % 3]) for n in range(25)]
 
     queue.send(sent, NOW)
@@ -56,7 +62,9 @@ def test_each_dispatch_goes_to_its_lane(sqs_client, lanes) -> None:
 
 
 def test_a_lane_without_a_queue_uses_the_normal_one(sqs_client, lanes) -> None:
-    queue = SqsReadyQueue(lanes["normal"], "unused", sqs_client, lanes={"high": "", "low": lanes["low"]})
+    queue = SqsReadyQueue(
+        lanes["normal"], "unused", sqs_client, lanes={"high": "", "low": lanes["low"]}, message_key=LOCAL_MESSAGE_KEY
+    )
 
     queue.send([dispatch(1, "high"), dispatch(2, "low")], NOW)
 
@@ -65,7 +73,13 @@ def test_a_lane_without_a_queue_uses_the_normal_one(sqs_client, lanes) -> None:
 
 
 def test_a_messages_lane_is_found_from_its_event_source_arn(sqs_client, lanes) -> None:
-    queue = SqsReadyQueue(lanes["normal"], "unused", sqs_client, lanes={"high": lanes["high"], "low": lanes["low"]})
+    queue = SqsReadyQueue(
+        lanes["normal"],
+        "unused",
+        sqs_client,
+        lanes={"high": lanes["high"], "low": lanes["low"]},
+        message_key=LOCAL_MESSAGE_KEY,
+    )
     for url in lanes.values():
         arn = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         assert queue.queue_url_of(arn) == url
@@ -74,7 +88,13 @@ def test_a_messages_lane_is_found_from_its_event_source_arn(sqs_client, lanes) -
 
 def test_the_local_poller_drains_high_first_and_still_serves_low(sqs_client, lanes) -> None:
     # Given 30 high, 30 normal and 10 low messages waiting
-    queue = SqsReadyQueue(lanes["normal"], "unused", sqs_client, lanes={"high": lanes["high"], "low": lanes["low"]})
+    queue = SqsReadyQueue(
+        lanes["normal"],
+        "unused",
+        sqs_client,
+        lanes={"high": lanes["high"], "low": lanes["low"]},
+        message_key=LOCAL_MESSAGE_KEY,
+    )
     queue.send([dispatch(n, "high") for n in range(30)], NOW)
     queue.send([dispatch(n, "normal") for n in range(30, 60)], NOW)
     queue.send([dispatch(n, "low") for n in range(60, 70)], NOW)
@@ -85,7 +105,7 @@ def test_the_local_poller_drains_high_first_and_still_serves_low(sqs_client, lan
     handled: list[str] = []
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        handled.extend(dispatch_from_body(r["body"]).priority for r in event["Records"])
+        handled.extend(dispatch_from_body(r["body"], LOCAL_MESSAGE_KEY).priority for r in event["Records"])
         return {"batchItemFailures": []}
 
     # When the poller runs its rounds (aging after 2 rounds passed over)
@@ -103,7 +123,7 @@ def test_the_local_poller_drains_high_first_and_still_serves_low(sqs_client, lan
 
 def test_a_message_held_back_by_its_tenants_budget_is_delayed_until_then(sqs_client, lanes) -> None:
     # (DelaySeconds counts from `now`: the later of the fire time and the budget's release)
-    queue = SqsReadyQueue(lanes["normal"], "unused", sqs_client)
+    queue = SqsReadyQueue(lanes["normal"], "unused", sqs_client, message_key=LOCAL_MESSAGE_KEY)
     sent: list[list[dict[str, Any]]] = []
     real = sqs_client.send_message_batch
 
@@ -127,7 +147,13 @@ def test_a_message_held_back_by_its_tenants_budget_is_delayed_until_then(sqs_cli
 def test_every_message_carries_its_tenant_as_its_fair_queue_message_group(sqs_client, lanes) -> None:
     # SQS fair queues (standard queues) tell tenants apart by MessageGroupId: a tenant with a backlog in flight is
     # a noisy neighbour whose messages go after the quiet tenants'.
-    queue = SqsReadyQueue(lanes["normal"], "unused", sqs_client, lanes={"high": lanes["high"], "low": lanes["low"]})
+    queue = SqsReadyQueue(
+        lanes["normal"],
+        "unused",
+        sqs_client,
+        lanes={"high": lanes["high"], "low": lanes["low"]},
+        message_key=LOCAL_MESSAGE_KEY,
+    )
     sent = [replace(dispatch(n, ("high", "normal")[n % 2]), tenant=f"tenant-{n % 3}") for n in range(8)]
 
     queue.send(sent, NOW)
@@ -138,6 +164,6 @@ def test_every_message_carries_its_tenant_as_its_fair_queue_message_group(sqs_cl
             QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
         ).get("Messages", []):
             for m in batch:
-                groups[dispatch_from_body(m["Body"]).job_id] = m["Attributes"]["MessageGroupId"]
+                groups[dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY).job_id] = m["Attributes"]["MessageGroupId"]
                 sqs_client.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert groups == {d.job_id: d.tenant for d in sent}

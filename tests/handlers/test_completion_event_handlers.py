@@ -14,7 +14,7 @@ from urllib.parse import quote
 import boto3
 import pytest
 
-from scheduler.adapters.codec import dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
 from scheduler.adapters.dynamodb import DynamoLedger
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch
@@ -76,7 +76,7 @@ def test_the_worker_publishes_the_outcome_it_records(env, api_call, sqs_client, 
 
     # When the worker handles the message (it records CANCELLED)
     response = worker.lambda_handler(
-        {"Records": [record_for(sqs_client, env.ready_queue_url, dispatch_to_body(dispatch))]},
+        {"Records": [record_for(sqs_client, env.ready_queue_url, dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY))]},
         LocalContext("punctual-worker", 120),
     )
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
 from scheduler.adapters.dynamodb import DynamoTenantSlots
 from scheduler.core.keys import occurrence_key
 from scheduler.core.ports import Dispatch
@@ -88,7 +88,7 @@ def test_a_tenant_at_its_limit_is_kept_and_runs_once_a_slot_frees(
     assert slots.acquire(TENANT, 1, "another-worker", now, now + timedelta(minutes=5)) == 0
     # (an extra occurrence of the job, due now: a trigger)
     dispatch = Dispatch(job_id, TENANT, due, due, 1, "manual")
-    sqs_client.send_message(QueueUrl=env.ready_queue_url, MessageBody=dispatch_to_body(dispatch))
+    sqs_client.send_message(QueueUrl=env.ready_queue_url, MessageBody=dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY))
 
     # When the worker gets its message, the message is kept, and nothing is claimed or called
     [record] = records(sqs_client, env.ready_queue_url)

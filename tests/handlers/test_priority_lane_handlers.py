@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import dispatch_from_body, dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatch_to_body
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339, truncate_ms
 from scheduler.handlers import sweeper, worker
@@ -38,7 +38,7 @@ def received(sqs_client: Any, url: str, timeout: float = 5) -> list[Dispatch]:
     deadline = time.time() + timeout
     while time.time() < deadline:
         batch = sqs_client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-        out += [dispatch_from_body(m["Body"]) for m in batch]
+        out += [dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY) for m in batch]
         if not batch and out:
             break
         time.sleep(0.1)
@@ -70,7 +70,9 @@ def test_the_worker_hides_a_message_on_the_lane_it_came_from(env, api_call, sqs_
     early = Dispatch(job_id, TENANT, at, at, 1, "scheduled", "high")
     gone = Dispatch("gone", TENANT, at - timedelta(minutes=5), at - timedelta(minutes=5), 1, "scheduled", "high")
     for dispatch in (early, gone):
-        sqs_client.send_message(QueueUrl=env.ready_queue_high_url, MessageBody=dispatch_to_body(dispatch))
+        sqs_client.send_message(
+            QueueUrl=env.ready_queue_high_url, MessageBody=dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)
+        )
     arn = sqs_client.get_queue_attributes(QueueUrl=env.ready_queue_high_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
@@ -79,7 +81,7 @@ def test_the_worker_hides_a_message_on_the_lane_it_came_from(env, api_call, sqs_
     )["Messages"]
     assert len(messages) == 2
     records = to_event(messages, arn)["Records"]
-    early_id = next(m["MessageId"] for m in messages if dispatch_from_body(m["Body"]) == early)
+    early_id = next(m["MessageId"] for m in messages if dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY) == early)
 
     # When the worker handles them, it keeps the early one and hides it on the high lane until its time
     response = worker.lambda_handler({"Records": records}, LocalContext("punctual-worker", 120))

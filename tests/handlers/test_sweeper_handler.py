@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import dispatch_from_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import ONE_MINUTE, minute_of, parse_rfc3339, rfc3339, truncate_ms
 from scheduler.handlers import sweeper
@@ -48,7 +48,7 @@ def receive(sqs_client: Any, queue_url: str, count: int, timeout: float) -> list
     deadline = time.time() + timeout
     while len(got) < count and time.time() < deadline:
         for m in sqs_client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
-            got.append((time.time(), dispatch_from_body(m["Body"])))
+            got.append((time.time(), dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY)))
         time.sleep(0.05)
     return got
 

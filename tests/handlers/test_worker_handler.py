@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import dispatch_from_body, dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatch_to_body
+from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339
-from scheduler.handlers import worker
-from scheduler.settings import Settings
-from scheduler.signing import InvalidSignature, tenant_key, verify
+from scheduler.handlers import wiring, worker
+from scheduler.ops.redrive import SqsDeadLetters, redrive
+from scheduler.settings import LOCAL_SIGNING_KEYS, Settings
+from scheduler.signing import InvalidSignature, KeyRing, tenant_key, verify, verify_v2
 from scheduler_local.lambda_context import LocalContext
 from scheduler_local.worker_poller import to_event
 
@@ -55,6 +57,8 @@ def receiver() -> Iterator[Receiver]:
             status = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/status/") else 200
             try:
                 verify(signing_key, self.headers.get("X-Scheduler-Signature"), body)
+                job_keys = KeyRing.parse(LOCAL_SIGNING_KEYS).job_keys(self.headers["X-Scheduler-Job-Id"])
+                verify_v2(job_keys, self.command, self.headers["Host"], self.path, dict(self.headers), body)
             except InvalidSignature as exc:
                 with lock:
                     state.bad_signatures.append(str(exc))
@@ -145,12 +149,12 @@ def test_worker_batch_keeps_only_what_must_wait_and_dead_letters_the_rest(env, a
     ok_dispatch = Dispatch(ok, TENANT, due, due, 1)
     early = Dispatch(ok, TENANT, now + timedelta(minutes=2), now + timedelta(minutes=2), 1, "manual")
     bodies = [
-        dispatch_to_body(ok_dispatch),
-        dispatch_to_body(early),
+        dispatch_to_body(ok_dispatch, LOCAL_MESSAGE_KEY),
+        dispatch_to_body(early, LOCAL_MESSAGE_KEY),
         "{this is not a dispatch",
-        dispatch_to_body(Dispatch(refused, TENANT, due, due, 1)),
-        dispatch_to_body(Dispatch(busy, TENANT, due, due, 1)),
-        dispatch_to_body(ok_dispatch),  # the same occurrence delivered twice in one batch
+        dispatch_to_body(Dispatch(refused, TENANT, due, due, 1), LOCAL_MESSAGE_KEY),
+        dispatch_to_body(Dispatch(busy, TENANT, due, due, 1), LOCAL_MESSAGE_KEY),
+        dispatch_to_body(ok_dispatch, LOCAL_MESSAGE_KEY),  # the same occurrence delivered twice in one batch
     ]
     records = receive_records(sqs_client, env.ready_queue_url, bodies)
 
@@ -196,14 +200,14 @@ def test_redelivery_of_a_finished_occurrence_has_no_second_effect(env, api_call,
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
     job = create_job(api_call, f"{receiver.url}/hook", due)
     dispatch = Dispatch(job, TENANT, due, due, 1)
-    [record] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch)])
+    [record] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)])
 
     first = invoke([record])
     # SQS redelivers the same message (e.g. the delete after the first invocation was lost)
     redelivered = {**record, "attributes": {**record["attributes"], "ApproximateReceiveCount": "2"}}
     second = invoke([redelivered])
     # and a second message for the same occurrence arrives too (the sweeper re-sent it after a crash)
-    [duplicate] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch)])
+    [duplicate] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)])
     third = invoke([duplicate])
 
     assert first == second == third == {"batchItemFailures": []}
@@ -217,7 +221,7 @@ def test_an_occurrence_of_a_cancelled_job_is_recorded_not_run(env, api_call, rec
     job = create_job(api_call, f"{receiver.url}/hook", due)
     assert api_call("DELETE", f"/v1/jobs/{job}", tenant=TENANT).status == 200
     dispatch = Dispatch(job, TENANT, due, due, 1)
-    records = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch)])
+    records = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)])
 
     assert invoke(records) == {"batchItemFailures": []}
 
@@ -230,7 +234,7 @@ def test_a_dispatch_naming_another_tenant_runs_nothing(env, api_call, receiver, 
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
     job = create_job(api_call, f"{receiver.url}/hook", due)
     forged = Dispatch(job, "arn:aws:iam::999999999999:user/mallory", due, due, 1)
-    records = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(forged)])
+    records = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(forged, LOCAL_MESSAGE_KEY)])
 
     assert invoke(records) == {"batchItemFailures": []}
     assert receiver.calls == Counter()
@@ -241,7 +245,7 @@ def test_at_most_once_ambiguous_outcome_waits_for_an_operator(env, api_call, rec
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
     job = create_job(api_call, f"{receiver.url}/hangup-once", due, delivery="at_most_once")
     dispatch = Dispatch(job, TENANT, due, due, 1)
-    [record] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch)])
+    [record] = receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)])
 
     # When the worker runs it, and the message is delivered again
     assert invoke([record]) == {"batchItemFailures": []}
@@ -264,7 +268,7 @@ def test_at_most_once_ambiguous_outcome_waits_for_an_operator(env, api_call, rec
 
     # Then the occurrence is on the ready queue again, under the same key, and runs once more
     [redo] = collect_records(sqs_client, env.ready_queue_url, 1)
-    redispatch = dispatch_from_body(redo["body"])
+    redispatch = dispatch_from_body(redo["body"], LOCAL_MESSAGE_KEY)
     assert (redispatch.key, redispatch.kind) == (key, "manual")
     assert invoke([redo]) == {"batchItemFailures": []}
     assert receiver.calls == Counter({key: 1})
@@ -272,3 +276,41 @@ def test_at_most_once_ambiguous_outcome_waits_for_an_operator(env, api_call, rec
     assert (run["state"], run["attempts"]) == ("SUCCEEDED", 2)
     again = api_call("POST", f"/v1/jobs/{job}/runs/{key}/resolve", {"outcome": "succeeded"}, tenant=TENANT)
     assert again.status == 409
+
+
+def test_a_forged_or_planted_dispatch_is_dead_lettered_unrun(env, api_call, receiver, sqs_client):
+    # Given a job, and two messages for it that a tenant could put on the ready queue (e.g. through an sqs target):
+    # one without an HMAC, one with an HMAC under another key
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    job = create_job(api_call, f"{receiver.url}/hook", due)
+    genuine = json.loads(dispatch_to_body(Dispatch(job, TENANT, due, due, 1, "manual"), LOCAL_MESSAGE_KEY))
+    unsigned = json.dumps({k: v for k, v in genuine.items() if k != "mac"})
+    other_key = dispatch_to_body(Dispatch(job, TENANT, due, due, 1, "manual"), b"k" * 32)
+    records = receive_records(sqs_client, env.ready_queue_url, [unsigned, other_key])
+
+    # When the worker receives them
+    assert invoke(records) == {"batchItemFailures": []}
+
+    # Then nothing ran, no run was recorded, and both are in the DLQ with the reason
+    assert receiver.calls == Counter()
+    assert api_call("GET", f"/v1/jobs/{job}/runs", tenant=TENANT).body["runs"] == []
+    dead = drain(sqs_client, env.dlq_url)
+    assert [d["unauthenticated"] for d in dead] == [unsigned, other_key]
+    assert "carries no HMAC" in dead[0]["error"] and "does not match" in dead[1]["error"]
+
+
+def test_redrive_refuses_a_message_planted_in_the_dlq(env, api_call, sqs_client):
+    # Given a DLQ holding a dead-letter wrapper whose dispatch was written by someone without the message key
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    planted = json.loads(dispatch_to_body(Dispatch("j-planted", TENANT, due, due, 1), b"x" * 32))
+    sqs_client.send_message(QueueUrl=env.dlq_url, MessageBody=json.dumps({"dispatch": planted, "state": "DEAD"}))
+
+    # When an operator redrives
+    ledger = wiring.container(worker.metrics).ledger
+    letters = SqsDeadLetters(env.dlq_url, sqs_client, message_key=LOCAL_MESSAGE_KEY)
+    queue = SqsReadyQueue(env.ready_queue_url, env.dlq_url, sqs_client, message_key=LOCAL_MESSAGE_KEY)
+    [line] = redrive(letters, ledger, queue, dry_run=False, limit=10)
+
+    # Then it is refused and left in the DLQ, and nothing reaches the ready queue
+    assert line.action.startswith("unreadable (unauthenticated dispatch message")
+    assert drain(sqs_client, env.ready_queue_url) == []

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from infra.environment import SIGNING_SECRET_ARN_VARIABLE
+from infra.environment import MESSAGE_SECRET_ARN_VARIABLE, SIGNING_KEYS_ARN_VARIABLE, SIGNING_SECRET_ARN_VARIABLE
 from scheduler.schema import READY_QUEUE
 from scheduler.settings import Settings
 
@@ -67,7 +67,7 @@ def test_every_function_gets_the_scheduler_environment(default, handler: str) ->
 @pytest.mark.parametrize("handler", HANDLERS)
 def test_scheduler_variables_are_ones_the_handlers_read(default, handler: str) -> None:
     # A misspelt variable would be ignored by Settings (extra="ignore") and the default would apply.
-    known = {f"SCHEDULER_{field.upper()}" for field in Settings.model_fields} | {SIGNING_SECRET_ARN_VARIABLE}
+    known = {f"SCHEDULER_{field.upper()}" for field in Settings.model_fields}
     scheduler_variables = {name for name in _variables(default, handler) if name.startswith("SCHEDULER_")}
     assert scheduler_variables <= known
 
@@ -86,14 +86,28 @@ def test_unset_optional_tunables_leave_the_handler_defaults(default) -> None:
     assert "SCHEDULER_BUCKET_LEASE_SECONDS" not in _variables(default, "sweeper")
 
 
-def test_signing_secret_arn_goes_to_worker_and_api_only(default) -> None:
-    secret = {"Ref": default.logical_id(default.stack.signing.secret)}
-
-    assert _variables(default, "worker")[SIGNING_SECRET_ARN_VARIABLE] == secret
-    assert _variables(default, "api")[SIGNING_SECRET_ARN_VARIABLE] == secret
-    assert SIGNING_SECRET_ARN_VARIABLE not in _variables(default, "sweeper")
+@pytest.mark.parametrize(
+    "variable, secret, readers",
+    [
+        (SIGNING_SECRET_ARN_VARIABLE, "secret", {"worker"}),  # v1: the api no longer reads the master secret
+        (SIGNING_KEYS_ARN_VARIABLE, "keys", {"worker", "api"}),
+        (MESSAGE_SECRET_ARN_VARIABLE, "messages", {"worker", "api", "sweeper"}),
+    ],
+)
+def test_each_secret_arn_goes_to_its_readers_only(default, variable: str, secret: str, readers: set[str]) -> None:
+    ref = {"Ref": default.logical_id(getattr(default.stack.signing, secret))}
     for handler in HANDLERS:
-        assert "SCHEDULER_SIGNING_SECRET" not in _variables(default, handler)  # never the value itself
+        variables = _variables(default, handler)
+        assert (variables.get(variable) == ref) == (handler in readers), handler
+        for name in ("SCHEDULER_SIGNING_SECRET", "SCHEDULER_SIGNING_KEYS", "SCHEDULER_MESSAGE_SECRET"):
+            assert name not in variables  # never the value itself
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_functions_run_outside_local_mode_and_know_their_stack(default, handler: str) -> None:
+    variables = _variables(default, handler)
+    assert variables["SCHEDULER_LOCAL_MODE"] == "false"
+    assert variables["SCHEDULER_STACK_NAME"] == {"Ref": "AWS::StackName"}
 
 
 def test_worker_timeout_is_the_schema_worker_timeout(default) -> None:

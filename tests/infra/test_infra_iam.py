@@ -58,6 +58,7 @@ def test_sweeper_reads_and_writes_jobs_and_sends_to_the_ready_queue_only(default
     assert "sqs:ReceiveMessage" not in default.actions_on("sweeper", stack.queues.ready_queue)
     assert default.actions_on("sweeper", stack.queues.dead_letter_queue) == set()
     assert default.actions_on("sweeper", stack.signing.secret) == set()
+    assert default.actions_on("sweeper", stack.signing.keys) == set()
 
 
 def test_worker_owns_the_ledger_reads_jobs_consumes_and_dead_letters(default) -> None:
@@ -89,9 +90,14 @@ def test_the_worker_writes_only_tenant_items_of_the_jobs_table(default) -> None:
     assert "/index/" not in json.dumps(statement["Resource"])
 
 
-@pytest.mark.parametrize("handler", ["api", "worker"])
-def test_signing_secret_is_readable_by_worker_and_api(default, handler: str) -> None:
-    assert "secretsmanager:GetSecretValue" in default.actions_on(handler, default.stack.signing.secret)
+@pytest.mark.parametrize(
+    "secret, readers",
+    [("secret", {"worker"}), ("keys", {"worker", "api"}), ("messages", {"worker", "api", "sweeper"})],
+)
+def test_each_secret_is_readable_by_its_readers_only(default, secret: str, readers: set[str]) -> None:
+    for handler in HANDLERS:
+        actions = default.actions_on(handler, getattr(default.stack.signing, secret))
+        assert ("secretsmanager:GetSecretValue" in actions) == (handler in readers), handler
 
 
 def test_no_target_grants_without_configuration(default) -> None:

@@ -16,6 +16,8 @@ EXPECTED = {
     "DeadLetterQueueUrl",
     "AlarmTopicArn",
     "SigningSecretArn",
+    "SigningKeysSecretArn",
+    "MessageSecretArn",
     "DashboardName",
     "EventBusName",
     "EventBusArn",
@@ -39,6 +41,8 @@ def test_outputs_point_at_the_right_resources(default) -> None:
     assert outputs["DeadLetterQueueUrl"] == {"Ref": default.logical_id(stack.queues.dead_letter_queue)}
     assert outputs["AlarmTopicArn"] == {"Ref": default.logical_id(stack.monitoring.topic)}
     assert outputs["SigningSecretArn"] == {"Ref": default.logical_id(stack.signing.secret)}
+    assert outputs["SigningKeysSecretArn"] == {"Ref": default.logical_id(stack.signing.keys)}
+    assert outputs["MessageSecretArn"] == {"Ref": default.logical_id(stack.signing.messages)}
     assert default.logical_id(stack.api.rest_api) in json.dumps(outputs["ApiUrl"])
     assert json.dumps(outputs["HealthUrl"]).endswith('"/v1/health"]]}')
     for handler in ("api", "sweeper", "worker"):

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from harness import LocalStack, Receiver
 
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
+from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339
 from scheduler_local.emulators import ROOT
 
@@ -100,18 +102,9 @@ def test_redrive_refuses_an_occurrence_that_already_succeeded(stack: LocalStack,
         aws_access_key_id="local",
         aws_secret_access_key="local",
     )
-    body = {
-        "dispatch": {
-            "v": 1,
-            "job_id": job["job_id"],
-            "tenant": "alice",
-            "scheduled_for": rfc3339(at),
-            "fire_at": rfc3339(at),
-            "version": 1,
-            "kind": "scheduled",
-        },
-        "history": [],
-    }
+    # (as the worker writes it: the dispatch carries its HMAC, or redrive would refuse it as planted)
+    dispatch = Dispatch(str(job["job_id"]), "alice", at, at, 1, "scheduled")
+    body = {"dispatch": json.loads(dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)), "history": []}
     sqs.send_message(QueueUrl=env["SCHEDULER_DLQ_URL"], MessageBody=json.dumps(body))
 
     # When redriving

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from harness import LocalStack, Receiver
 
-from scheduler.adapters.codec import dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import parse_rfc3339, rfc3339
 from scheduler.settings import Settings
@@ -79,7 +79,7 @@ def test_the_same_message_delivered_twice_has_one_effect(
     queue_url = sqs.get_queue_url(QueueName=f"{stack.env['SCHEDULER_LOCAL_PREFIX']}-ready")["QueueUrl"]
     duplicate = Dispatch(str(job["job_id"]), "alice", at, at, 1)
     for _ in range(2):
-        sqs.send_message(QueueUrl=queue_url, MessageBody=dispatch_to_body(duplicate), DelaySeconds=3)
+        sqs.send_message(QueueUrl=queue_url, MessageBody=dispatch_to_body(duplicate, LOCAL_MESSAGE_KEY), DelaySeconds=3)
 
     # When all copies have been delivered
     receiver.wait_for(1, timeout=20)

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.adapters.codec import dispatch_from_body, dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatch_to_body
 from scheduler.core.ports import Dispatch
 from scheduler_local.worker_poller import LaneScheduler, serve_round
 from tests.unit.fixtures import TENANT, World, at
@@ -61,9 +61,9 @@ def test_backfilled_occurrences_go_to_the_jobs_lane(world: World) -> None:
 def test_the_priority_survives_the_message_body_and_old_messages_are_normal() -> None:
     now = at("2026-01-05T09:00")
     high = Dispatch("job-1", TENANT, now, now + timedelta(seconds=1), 3, "scheduled", "high")
-    assert dispatch_from_body(dispatch_to_body(high)) == high
-    legacy = dispatch_to_body(high).replace(',"priority":"high"', "")
-    assert dispatch_from_body(legacy).priority == "normal"
+    assert dispatch_from_body(dispatch_to_body(high, LOCAL_MESSAGE_KEY), LOCAL_MESSAGE_KEY) == high
+    legacy = dispatch_to_body(high, LOCAL_MESSAGE_KEY).replace(',"priority":"high"', "")
+    assert dispatch_from_body(legacy, None).priority == "normal"  # read without authenticating (its HMAC changed)
 
 
 # -- the local poller's lane scheduling --------------------------------------------------------------------

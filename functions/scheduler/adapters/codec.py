@@ -7,6 +7,8 @@ DynamoDB has no type for) and the definition is always read whole. Instants are 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from datetime import datetime
 from typing import Any
@@ -18,6 +20,7 @@ from scheduler.core.model import BackfillState, Job, JobSpec, JobState, Priority
 from scheduler.core.ports import Backfill, ChainPlan, Dispatch, Execution, OutboxEntry, Timer, TimerKind
 from scheduler.core.schedules import Schedule
 from scheduler.core.timefmt import from_ms, parse_rfc3339, rfc3339, to_ms
+from scheduler.settings import LOCAL_MESSAGE_SECRET
 
 Item = dict[str, Any]  # a DynamoDB item in the low-level client's attribute-value form
 
@@ -276,32 +279,70 @@ def execution_from_item(item: Item) -> Execution:
 # -- messages --------------------------------------------------------------------------------------------
 
 
-def dispatch_to_body(dispatch: Dispatch) -> str:
-    return json.dumps(
-        {
-            "v": 1,
-            "occurrence_key": dispatch.key,
-            "job_id": dispatch.job_id,
-            "tenant": dispatch.tenant,
-            "scheduled_for": rfc3339(dispatch.scheduled_for),
-            "fire_at": rfc3339(dispatch.fire_at),
-            "version": dispatch.version,
-            "kind": dispatch.kind,
-            "priority": dispatch.priority,
-        },
-        separators=(",", ":"),
-    )
+#: The fields of a dispatch message its HMAC covers, in this order (every field but the HMAC itself).
+_MAC_FIELDS = ("v", "occurrence_key", "job_id", "tenant", "scheduled_for", "fire_at", "version", "kind", "priority")
+_MAC_FIELD = "mac"
+
+
+def message_key(secret: str) -> bytes:
+    """The HMAC key of dispatch messages, from the message secret (SCHEDULER_MESSAGE_SECRET)."""
+    return hashlib.sha256(b"punctual dispatch message\x00" + secret.encode()).digest()
+
+
+#: The message key of local mode (the development message secret): the local stack's and the tests'.
+LOCAL_MESSAGE_KEY = message_key(LOCAL_MESSAGE_SECRET)
+
+
+def _message_mac(key: bytes, raw: dict[str, Any]) -> str:
+    signed = json.dumps([raw.get(name) for name in _MAC_FIELDS], separators=(",", ":"))
+    return hmac.new(key, signed.encode(), hashlib.sha256).hexdigest()
+
+
+def dispatch_to_body(dispatch: Dispatch, key: bytes) -> str:
+    """A ready-queue body: the dispatch and its HMAC under `key` (only holders of the message secret - the API,
+    the sweeper, the worker and redrive - can write one the worker runs)."""
+    raw: dict[str, Any] = {
+        "v": 1,
+        "occurrence_key": dispatch.key,
+        "job_id": dispatch.job_id,
+        "tenant": dispatch.tenant,
+        "scheduled_for": rfc3339(dispatch.scheduled_for),
+        "fire_at": rfc3339(dispatch.fire_at),
+        "version": dispatch.version,
+        "kind": dispatch.kind,
+        "priority": dispatch.priority,
+    }
+    raw[_MAC_FIELD] = _message_mac(key, raw)
+    return json.dumps(raw, separators=(",", ":"))
 
 
 class MalformedMessage(ValueError):
     """A ready-queue body that is not a dispatch; it can never succeed, so it goes to the DLQ."""
 
 
-def dispatch_from_body(body: str) -> Dispatch:
+class UnauthenticatedMessage(MalformedMessage):
+    """A ready-queue body whose HMAC is missing or wrong: forged, planted, or sent with another key. Never run;
+    dead-lettered (and redrive refuses it too)."""
+
+
+def dispatch_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = False) -> Dispatch:
+    """The dispatch of a ready-queue body, authenticated with `key` (UnauthenticatedMessage when its HMAC does not
+    hold). `key=None` reads without authenticating: for inspection only, never for running it. `accept_unsigned`
+    (the upgrade window) lets a body with no HMAC at all through; a wrong HMAC is refused whatever it says."""
     try:
         raw = json.loads(body)
         if not isinstance(raw, dict) or raw.get("v") != 1:
             raise MalformedMessage("not a version-1 dispatch message")
+        if key is not None:
+            given = raw.get(_MAC_FIELD)
+            if given is None and not accept_unsigned:
+                raise UnauthenticatedMessage("unauthenticated dispatch message: it carries no HMAC (not sent by us)")
+            if given is not None and (
+                not isinstance(given, str) or not hmac.compare_digest(_message_mac(key, raw).encode(), given.encode())
+            ):
+                raise UnauthenticatedMessage(
+                    "unauthenticated dispatch message: its HMAC does not match (forged, or sent with another key)"
+                )
         kind = raw["kind"]
         if kind not in ("scheduled", "manual", "backfill"):
             raise MalformedMessage(f"unknown kind {kind!r}")
@@ -325,7 +366,7 @@ def dispatch_from_body(body: str) -> Dispatch:
         )
     except MalformedMessage:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeError) as exc:
         raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
 
 

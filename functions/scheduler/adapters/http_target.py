@@ -1,9 +1,21 @@
-"""The `http` target: a signed POST carrying the occurrence key as `Idempotency-Key`.
+"""The `http` target: a signed POST carrying the occurrence key as `Idempotency-Key` (docs/security.md).
 
-SSRF guard: the host is resolved and every address checked (private, loopback, link-local - which includes the
-instance metadata address -, multicast, reserved and unspecified ranges are refused unless configured), and
-the connection goes to the very address that was checked, so DNS rebinding between check and call cannot
-redirect it. The check runs at submit time and again on every call.
+SSRF guard: the host is resolved and every address checked, and the connection goes to the very address that was
+checked, so DNS rebinding between check and call cannot redirect it. The check runs at submit time and again on
+every call. Addresses fall in three classes (`classify`):
+
+- **forbidden, in every mode**: link-local (169.254.0.0/16, fe80::/10 - which holds the cloud metadata endpoint
+  169.254.169.254), the other known metadata addresses (AWS's IPv6 fd00:ec2::254, Alibaba's 100.100.100.200),
+  unspecified (0.0.0.0/8, ::), multicast, broadcast and reserved ranges;
+- **private**: loopback, RFC 1918, shared (100.64.0.0/10), unique-local and site-local IPv6 - allowed only where
+  the deployment allows private targets (the local stack);
+- **public**: everything else.
+
+An IPv6 address that embeds an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, 6to4
+`2002:AABB:CCDD::/16`, Teredo `2001::/32`, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`) is judged by the IPv4
+address it embeds; a host spelled as a number the way `inet_aton` reads it (`2852039166`,
+`0251.0376.0251.0376`, `0xa9fea9fe`, `169.254.43518`) is that IPv4 address. Redirects are never followed (a 3xx
+fails the occurrence): following one would send the signed call to an address nobody checked.
 """
 
 from __future__ import annotations
@@ -12,21 +24,46 @@ import email.utils
 import http.client
 import ipaddress
 import json
+import re
 import socket
 import ssl
 import time
 from collections.abc import Callable
+from typing import Literal
 from urllib.parse import urlsplit
 
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import HttpTarget, JobSpec
+from scheduler.core.model import SCHEDULER_HEADERS, HttpTarget, JobSpec, header_problem
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.core.retry import classify_http_status
 from scheduler.core.timefmt import rfc3339
-from scheduler.signing import SIGNATURE_HEADER, sign, tenant_key
+from scheduler.signing import (
+    ATTEMPT_HEADER,
+    FENCING_TOKEN_HEADER,
+    OCCURRENCE_KEY_HEADER,
+    SCHEDULED_FOR_HEADER,
+    SIGNATURE_HEADER,
+    KeyRing,
+    SignedCall,
+    sign_v2,
+    tenant_key,
+)
 
 USER_AGENT = "punctual-scheduler/0.1"
 Resolver = Callable[[str, int], list[str]]
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+AddressClass = Literal["public", "private", "forbidden"]
+
+#: Cloud metadata endpoints outside the link-local ranges.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200", "192.0.0.192", "fd20:ce::254")
+)
+_FORBIDDEN_V4 = tuple(ipaddress.ip_network(n) for n in ("0.0.0.0/8", "169.254.0.0/16", "255.255.255.255/32"))
+_SHARED_V4 = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+#: What inet_aton accepts as an IPv4 address: 1-4 parts, each decimal, octal (0...) or hex (0x...).
+_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.IGNORECASE)
 
 
 class BlockedAddress(Exception):
@@ -38,19 +75,66 @@ def resolve(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one embeds (mapped, compatible, 6to4, NAT64), or None."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]  # the client's address (de-obfuscated)
+    if any(ip in net for net in _NAT64):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _IPV4_COMPATIBLE and int(ip) > 1:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def classify(address: str | IpAddress) -> AddressClass:
+    """`public`, `private` (loopback and private ranges: allowed where configured) or `forbidden` (never)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0]) if isinstance(address, str) else address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.scope_id is not None:
+            ip = ipaddress.IPv6Address(ip.exploded)
+        inner = embedded_ipv4(ip)
+        if inner is not None:
+            return classify(inner)
+    if ip in METADATA_ADDRESSES or ip.is_link_local or ip.is_unspecified or ip.is_multicast:
+        return "forbidden"
+    if ip.is_loopback:  # before "reserved": ::1 lies in the reserved ::/8
+        return "private"
+    if ip.is_reserved or (isinstance(ip, ipaddress.IPv4Address) and any(ip in net for net in _FORBIDDEN_V4)):
+        return "forbidden"
+    if ip.is_private or (isinstance(ip, ipaddress.IPv4Address) and ip in _SHARED_V4):
+        return "private"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:
+        return "private"
+    return "public"
+
+
 def is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-        or (isinstance(ip, ipaddress.IPv4Address) and ip in ipaddress.ip_network("100.64.0.0/10"))
-    )
+    return classify(address) == "public"
+
+
+def literal_address(host: str) -> IpAddress | None:
+    """The IP address a URL host spells, in any form a resolver would read it; None for a name."""
+    bare = host.strip("[]")
+    try:
+        return ipaddress.ip_address(bare.split("%", 1)[0])
+    except ValueError:
+        pass
+    if _NUMERIC_HOST.fullmatch(bare):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(bare))
+        except OSError:
+            return None
+    return None
+
+
+_REFUSED = {
+    "forbidden": "a link-local, cloud-metadata, unspecified, multicast or reserved address, which no target may reach",
+    "private": "a private or loopback address; such targets are refused unless the deployment allows them",
+}
 
 
 class AddressGuard:
@@ -60,24 +144,32 @@ class AddressGuard:
         self.allow_private = allow_private
         self.resolver = resolver
 
+    def refusal(self, address: str | IpAddress) -> str | None:
+        """Why `address` may not be called, or None."""
+        kind = classify(address)
+        if kind == "public" or (kind == "private" and self.allow_private):
+            return None
+        return _REFUSED[kind]
+
     def addresses(self, url: str) -> tuple[str, int, list[str]]:
         """Resolve the URL's host and return (host, port, allowed addresses); BlockedAddress if any is refused."""
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            found = self.resolver(host, port)
-        except OSError as exc:
-            raise BlockedAddress(f"cannot resolve host '{host}': {exc}") from exc
-        if not found:
-            raise BlockedAddress(f"host '{host}' has no address")
-        if not self.allow_private:
-            for address in found:
-                if not is_public(address):
-                    raise BlockedAddress(
-                        f"host '{host}' resolves to {address}, a private, loopback, link-local or reserved address; "
-                        "such targets are refused unless the deployment allows them"
-                    )
+        literal = literal_address(host)
+        if literal is not None:
+            found = [str(literal)]
+        else:
+            try:
+                found = self.resolver(host, port)
+            except OSError as exc:
+                raise BlockedAddress(f"cannot resolve host '{host}': {exc}") from exc
+            if not found:
+                raise BlockedAddress(f"host '{host}' has no address")
+        for address in found:
+            why = self.refusal(address)
+            if why is not None:
+                raise BlockedAddress(f"host '{host}' resolves to {address}, {why}")
         return host, port, found
 
     def check_spec(self, spec: JobSpec) -> None:
@@ -85,20 +177,14 @@ class AddressGuard:
         if not isinstance(spec.target, HttpTarget):
             return
         url = str(spec.target.url)
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        try:
-            literal = ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            literal = None
+        host = (urlsplit(url).hostname or "").rstrip(".")
+        literal = literal_address(host)
         if literal is not None:
-            if not self.allow_private and not is_public(str(literal)):
-                raise InvalidRequest(
-                    f"target url '{url}' points at a private, loopback, link-local or reserved address",
-                    field="target.url",
-                )
+            why = self.refusal(literal)
+            if why is not None:
+                raise InvalidRequest(f"target url '{url}' points at {literal}, {why}", field="target.url")
             return
-        if host == "localhost" or host.endswith(".localhost") or host.endswith(".internal"):
+        if host == "localhost" or host.endswith((".localhost", ".internal", ".local")):
             if not self.allow_private:
                 raise InvalidRequest(f"target url '{url}' points at a local host name", field="target.url")
             return
@@ -108,6 +194,14 @@ class AddressGuard:
             if "cannot resolve" in str(exc) or "no address" in str(exc):
                 return  # DNS can change; the call-time check decides. Refuse only what is known to be internal.
             raise InvalidRequest(str(exc), field="target.url") from exc
+
+
+def check_headers(spec: JobSpec) -> None:
+    """Submit-time check of an http target's headers (InvalidRequest naming `target.headers.<name>`)."""
+    if isinstance(spec.target, HttpTarget):
+        problem = header_problem(spec.target.headers)
+        if problem is not None:
+            raise InvalidRequest(problem[1], field=f"target.headers.{problem[0]}")
 
 
 class _PinnedHTTPSConnection(http.client.HTTPSConnection):
@@ -145,15 +239,32 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def host_header(host: str, port: int, scheme: str) -> str:
+    """The Host header http.client sends (and signature v2 covers): the port only when it is not the default."""
+    name = f"[{host}]" if ":" in host else host
+    return name if port == (443 if scheme == "https" else 80) else f"{name}:{port}"
+
+
 class HttpTargetInvoker:
-    def __init__(self, guard: AddressGuard, signing_secret: str) -> None:
+    """Signs with signature v2 under every key of the job (`keys`), and with v1 under the tenant's key derived
+    from `v1_secret` when that is given (the migration window)."""
+
+    def __init__(
+        self, guard: AddressGuard, keys: KeyRing, v1_secret: str | None = None, max_timeout: float = 900
+    ) -> None:
         self.guard = guard
-        self.signing_secret = signing_secret
+        self.keys = keys
+        self.v1_secret = v1_secret
+        #: A call may not outlast the worker's own deadline (so its outcome is always recorded).
+        self.max_timeout = max_timeout
 
     def invoke(self, call: TargetCall) -> str | None:
         target = call.job.spec.target
         assert isinstance(target, HttpTarget)
         url = str(target.url)
+        problem = header_problem(target.headers)
+        if problem is not None:  # a job stored before the rule: refused before anything is sent
+            raise TargetFailure("permanent", f"not sent: {problem[1]}")
         try:
             host, port, addresses = self.guard.addresses(url)
         except BlockedAddress as exc:
@@ -161,19 +272,30 @@ class HttpTargetInvoker:
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         body = json.dumps(call.job.spec.payload, separators=(",", ":")).encode()
+        signed = SignedCall(
+            method=target.method,
+            host=host_header(host, port, parts.scheme),
+            path=path,
+            occurrence_key=call.occurrence_key,
+            fencing_token=call.fencing_token,
+            scheduled_for=rfc3339(call.scheduled_for),
+            attempt=call.attempt,
+        )
+        v1_key = tenant_key(self.v1_secret, call.job.tenant) if self.v1_secret is not None else None
         headers = {
-            **target.headers,
+            # The scheduler's headers win, whatever the case of a job's header of the same name.
+            **{k: v for k, v in target.headers.items() if k.lower() not in SCHEDULER_HEADERS},
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
-            "Idempotency-Key": call.occurrence_key,
+            OCCURRENCE_KEY_HEADER: signed.occurrence_key,
             "X-Scheduler-Job-Id": call.job.job_id,
-            "X-Scheduler-Scheduled-For": rfc3339(call.scheduled_for),
-            "X-Scheduler-Attempt": str(call.attempt),
-            "X-Scheduler-Fencing-Token": str(call.fencing_token),
-            SIGNATURE_HEADER: sign(tenant_key(self.signing_secret, call.job.tenant), body),
+            SCHEDULED_FOR_HEADER: signed.scheduled_for,
+            ATTEMPT_HEADER: str(signed.attempt),
+            FENCING_TOKEN_HEADER: str(signed.fencing_token),
+            SIGNATURE_HEADER: sign_v2(self.keys.job_keys(call.job.job_id), signed, body, v1_key=v1_key),
         }
         connection_type = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
-        connection = connection_type(host, addresses[0], port, float(target.timeout_seconds))
+        connection = connection_type(host, addresses[0], port, min(float(target.timeout_seconds), self.max_timeout))
         sent = False
         try:
             connection.connect()
@@ -193,5 +315,13 @@ class HttpTargetInvoker:
         if verdict == "retryable":
             raise TargetFailure(
                 "retryable", f"HTTP {response.status}", retry_after_seconds(response.getheader("Retry-After"))
+            )
+        if 300 <= response.status < 400:
+            location = response.getheader("Location") or "no Location"
+            raise TargetFailure(
+                "permanent",
+                f"HTTP {response.status} to {location} (not retried: redirects are not followed, because the "
+                "redirected call would go to an address the SSRF guard never checked, carrying the signed request; "
+                "point the job at the final URL)",
             )
         raise TargetFailure("permanent", f"HTTP {response.status} (not retried: the request itself was refused)")

@@ -44,8 +44,12 @@ class SqsReadyQueue:
         dlq_url: str,
         client: SQSClient | None = None,
         lanes: Mapping[str, str] | None = None,
+        *,
+        message_key: bytes,
     ) -> None:
         self.queue_url = queue_url
+        #: Every body sent carries an HMAC under this key (scheduler.adapters.codec.dispatch_to_body).
+        self.message_key = message_key
         self.dlq_url = dlq_url
         self.client: Any = client or boto3.client("sqs")
         self.lanes = {priority: url for priority, url in (lanes or {}).items() if url}
@@ -73,7 +77,7 @@ class SqsReadyQueue:
             pending = {
                 str(i): {
                     "Id": str(i),
-                    "MessageBody": dispatch_to_body(d),
+                    "MessageBody": dispatch_to_body(d, self.message_key),
                     "DelaySeconds": delay_seconds(d.send_at, now),
                     # SQS fair queues: the tenant is the message group, so a tenant with a backlog in flight
                     # does not raise the dwell time of the others' messages (standard queues: no ordering).
@@ -97,7 +101,7 @@ class SqsReadyQueue:
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
         body = {
-            "dispatch": json.loads(dispatch_to_body(dispatch)),
+            "dispatch": json.loads(dispatch_to_body(dispatch, self.message_key)),
             "state": execution.state.value,
             "attempts": execution.attempts,
             "last_error": execution.last_error,

@@ -82,7 +82,7 @@ class JobService:
         clock: Clock,
         *,
         max_active_jobs: int,
-        check_target: Callable[[JobSpec], None] = lambda spec: None,
+        check_target: Callable[[str, JobSpec], None] = lambda tenant, spec: None,
         outbox: Outbox | None = None,
     ) -> None:
         self.jobs = jobs
@@ -155,7 +155,7 @@ class JobService:
     def create(self, tenant: str, spec: JobSpec, idempotency_key: str | None, body: Any) -> Created:
         """Validate, then store the job with its first timer atomically, then settle the timer (seal check)."""
         self._check_payload(spec)
-        self.check_target(spec)
+        self.check_target(tenant, spec)
         now = truncate_ms(self.clock.now())
         idempotency = None
         if idempotency_key is not None:
@@ -197,7 +197,7 @@ class JobService:
         merged = _merge(job.spec.model_dump(mode="json", exclude_none=True), changes)
         spec = JobSpec.model_validate(merged)
         self._check_payload(spec)
-        self.check_target(spec)
+        self.check_target(tenant, spec)
         now = truncate_ms(self.clock.now())
         if spec.schedule == job.spec.schedule and job.next_run_at is not None:
             pending: datetime | None = job.next_run_at

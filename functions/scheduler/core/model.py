@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -58,12 +59,52 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: RFC 7230 `token`: the characters a header name may have.
+HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
+MAX_HEADER_VALUE = 4096
+#: Headers the scheduler sets on every call (its values win, whatever the case of a job's header).
+SCHEDULER_HEADERS = frozenset({"idempotency-key", "content-type", "user-agent"})
+#: Hop-by-hop and framing headers: they describe one connection or the message's framing, which the scheduler
+#: owns; a job setting them could smuggle a second request or break the call (RFC 7230 6.1, 3.3; RFC 7231 5.1.1).
+REFUSED_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+        "content-length",
+        "host",
+        "proxy-authenticate",
+        "proxy-authorization",
+    }
+)
+#: Header names whose values are secrets: stored, sent, but never shown again (redacted in every read).
+SECRET_HEADER_WORDS = ("auth", "token", "secret", "password", "passwd", "cookie", "key", "session", "credential")
+REDACTED = "<redacted>"
+
+
+def is_secret_header(name: str) -> bool:
+    low = name.lower()
+    return low != "idempotency-key" and any(word in low for word in SECRET_HEADER_WORDS)
+
+
+def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+    """The headers as a read shows them: the values of secret-bearing ones replaced by REDACTED."""
+    return {name: REDACTED if is_secret_header(name) else value for name, value in headers.items()}
+
+
 class HttpTarget(_Strict):
     """POST (or PUT/PATCH) the payload to a URL, with the occurrence key as `Idempotency-Key`."""
 
     type: Literal["http"]
     url: AnyHttpUrl
     method: Literal["POST", "PUT", "PATCH"] = "POST"
+    #: Extra request headers. Names are RFC 7230 tokens, values have no control characters; hop-by-hop and
+    #: framing headers are refused; secret-bearing ones (Authorization, ...Token, ...Key) are redacted on read.
     headers: dict[str, str] = Field(default_factory=dict, max_length=20)
     timeout_seconds: int = Field(default=30, ge=1, le=900)
 
@@ -75,6 +116,35 @@ class HttpTarget(_Strict):
             if low.startswith("x-scheduler-") or low in {"idempotency-key", "content-length", "host"}:
                 raise ValueError(f"header '{name}' is set by the scheduler and cannot be overridden")
         return value
+
+
+def header_problem(headers: dict[str, str]) -> tuple[str, str] | None:
+    """(header name, why) for the first header a job may not send, or None. Checked at submit (a 422 naming
+    `target.headers.<name>`) and again before every call (jobs stored before a rule existed are refused, not sent);
+    not in the model's validation, so such a stored job still reads."""
+    seen: set[str] = set()
+    for name, value in headers.items():
+        low = name.lower()
+        if not HEADER_NAME.fullmatch(name):
+            return name, f"header name {name!r} is not an RFC 7230 token (letters, digits and !#$%&'*+-.^_`|~)"
+        if low in seen:
+            return name, f"header '{name}' is given twice (header names are case-insensitive)"
+        seen.add(low)
+        if low in REFUSED_HEADERS:
+            return name, (
+                f"header '{name}' is a hop-by-hop or framing header; the scheduler owns the connection and the "
+                "message framing, so a job cannot set it"
+            )
+        if len(value) > MAX_HEADER_VALUE:
+            return name, f"header '{name}': the value is over {MAX_HEADER_VALUE} characters"
+        bad = next((c for c in value if (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F), None)
+        if bad is not None:
+            return name, f"header '{name}': the value holds the control character {bad!r} (no CR, LF or NUL)"
+        if not value.isascii():
+            return name, f"header '{name}': the value must be ASCII"
+        if value != value.strip(" \t"):
+            return name, f"header '{name}': the value has leading or trailing whitespace"
+    return None
 
 
 class SqsTarget(_Strict):
@@ -93,7 +163,7 @@ class SnsTarget(_Strict):
 class EventBridgeTarget(_Strict):
     type: Literal["eventbridge"]
     event_bus_name: str = Field(default="default", min_length=1, max_length=1600)
-    source: str = Field(default="punctual.scheduler", min_length=1, max_length=256)
+    source: str = Field(default="scheduled.job", min_length=1, max_length=256)
     detail_type: str = Field(default="Scheduled Occurrence", min_length=1, max_length=128)
 
 

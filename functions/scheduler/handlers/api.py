@@ -30,7 +30,17 @@ from scheduler.core.errors import (
     VersionConflict,
 )
 from scheduler.core.jobs import JobService, JobStatus
-from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, Job, JobSpec, JobState, RunState
+from scheduler.core.model import (
+    MAX_PAYLOAD_BYTES,
+    REDACTED,
+    BackfillRequest,
+    HttpTarget,
+    Job,
+    JobSpec,
+    JobState,
+    RunState,
+    redact_headers,
+)
 from scheduler.core.ports import Backfill, Execution
 from scheduler.core.schedules import InvalidSchedule
 from scheduler.core.timefmt import rfc3339
@@ -53,6 +63,7 @@ _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/jobs/[^/]+$"), {"GET", "PATCH", "DELETE"}),
     (re.compile(r"^/v1/jobs/[^/]+/(pause|resume|trigger)$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs$"), {"GET"}),
+    (re.compile(r"^/v1/jobs/[^/]+/signing-keys$"), {"GET"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs/[^/]+/resolve$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/backfill$"), {"GET", "POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/backfill/[^/]+$"), {"GET", "DELETE"}),
@@ -86,6 +97,8 @@ def problem_response(status: int, title: str, detail: str, **extra: Any) -> Resp
 
 def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
     spec = job.spec.model_dump(mode="json", exclude_none=True)
+    if spec["target"].get("headers"):  # secret-bearing header values are write-only
+        spec["target"]["headers"] = redact_headers(spec["target"]["headers"])
     upcoming = service.next_runs(job, max(1, preview))
     status = status or service.status(job)
     view: dict[str, Any] = {
@@ -356,11 +369,31 @@ def update_job(job_id: str) -> Response[str]:
             raise Problem(400, "Bad Request", f"If-Match must be a job version (e.g. \"3\"), not '{if_match}'")
         expected = int(cleaned)
     svc = service()
+    _keep_redacted_headers(body, lambda: svc.get(who, job_id))
     try:
         job = svc.update(who, job_id, body, expected)
     except ValidationError as exc:
         raise validation_problem(exc) from None
     return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"'})
+
+
+def _keep_redacted_headers(patch: dict[str, Any], current: Callable[[], Job]) -> None:
+    """A patch that sends a redacted header value back (a client that read the job and patches the whole target)
+    keeps the stored value rather than storing the placeholder."""
+    target = patch.get("target")
+    headers = target.get("headers") if isinstance(target, dict) else None
+    if not isinstance(headers, dict) or REDACTED not in headers.values():
+        return
+    stored = current().spec.target
+    known = stored.headers if isinstance(stored, HttpTarget) else {}
+    for name, value in list(headers.items()):
+        if value == REDACTED:
+            if name not in known:
+                raise Problem(
+                    422, "Unprocessable Content", f"header '{name}' is '{REDACTED}' but the job has no such header",
+                    errors=[{"field": f"target.headers.{name}", "message": "send the value itself"}],
+                )  # fmt: skip
+            headers[name] = known[name]
 
 
 @app.delete("/v1/jobs/<job_id>")
@@ -391,6 +424,19 @@ def trigger_job(job_id: str) -> Response[str]:
     return json_response(
         202, {"job_id": job_id, "occurrence_key": timer.key, "scheduled_for": rfc3339(timer.scheduled_for)}
     )
+
+
+@app.get("/v1/jobs/<job_id>/signing-keys")
+def signing_keys(job_id: str) -> Response[str]:
+    """The job's signature v2 keys (one per active root key, the current first): only its own tenant gets them
+    (another tenant's job is a 404), and a key verifies that job's calls only (docs/security.md)."""
+    who = tenant()
+    job = service().get(who, job_id)
+    ring = wiring.container(metrics).key_ring
+    keys = [{"key_id": kid, "key": key} for kid, key in ring.job_keys(job.job_id).items()]
+    body = {"job_id": job.job_id, "signature": "v2", "algorithm": "HMAC-SHA256", "current_key_id": ring.current}
+    logger.info("signing keys handed out", extra={"job_id": job.job_id, "tenant": who, "key_ids": ring.key_ids()})
+    return json_response(200, body | {"keys": keys}, {"Cache-Control": "no-store"})
 
 
 @app.get("/v1/jobs/<job_id>/runs")

@@ -18,6 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
 from scheduler.adapters.aws_targets import build_aws_targets
+from scheduler.adapters.codec import message_key
 from scheduler.adapters.dynamodb import (
     DynamoBackfillStore,
     DynamoJobStore,
@@ -28,7 +29,7 @@ from scheduler.adapters.dynamodb import (
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.file_pollers import FilePollerControl
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
+from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, check_headers
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
@@ -40,14 +41,17 @@ from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
-from scheduler.core.model import HandlerTarget, JobSpec
+from scheduler.core.model import HandlerTarget, HttpTarget, JobSpec
 from scheduler.core.ports import Clock, PollerControl, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.secrets import resolve_secret
 from scheduler.settings import Settings
-from scheduler.targets_registry import HandlerTargetInvoker, registry
+from scheduler.signing import KeyRing
+from scheduler.target_policy import PolicedInvoker, TargetPolicy
+from scheduler.targets_registry import HandlerTargetInvoker, register_handler_modules, registry
 
 _BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20)
 
@@ -67,15 +71,6 @@ class PowertoolsMetrics:
 
     def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
         self.metrics.add_metric(name=name, unit=self._UNITS.get(unit, MetricUnit.Count), value=value)
-
-
-def _resolve_signing_secret(settings: Settings) -> str:
-    """On AWS the master signing secret lives in Secrets Manager (SCHEDULER_SIGNING_SECRET_ARN)."""
-    arn = os.environ.get("SCHEDULER_SIGNING_SECRET_ARN")
-    if not arn:
-        return settings.signing_secret
-    client: Any = boto3.client("secretsmanager", config=_BOTO_CONFIG)
-    return str(client.get_secret_value(SecretId=arn)["SecretString"])
 
 
 @dataclass(frozen=True)
@@ -114,6 +109,20 @@ class Container:
     poller_control: PollerControl | None = None
 
     @property
+    def message_key(self) -> bytes:
+        """The key that authenticates dispatch messages (the queue's, which signs every body it sends)."""
+        return self.queue.message_key
+
+    @functools.cached_property
+    def key_ring(self) -> KeyRing:
+        """The signature v2 root keys (resolved once per container)."""
+        return KeyRing.parse(resolve_secret(self.settings, "signing_keys"))
+
+    @functools.cached_property
+    def target_policy(self) -> TargetPolicy:
+        return TargetPolicy.of(self.settings)
+
+    @property
     def backfill_config(self) -> BackfillConfig:
         return BackfillConfig(
             max_occurrences=self.settings.backfill_max_occurrences, wave_size=self.settings.backfill_wave_size
@@ -138,9 +147,19 @@ class Container:
             outbox=self.outbox,
         )
 
-    def check_target(self, spec: JobSpec) -> None:
-        """Submit-time checks of a target: the SSRF guard, and that a handler target names a registered handler."""
+    def check_target(self, tenant: str, spec: JobSpec) -> None:
+        """Submit-time checks of a target: the SSRF guard, the target policy (the scheduler's own resources, the
+        tenant's allow-list), and that a handler target names a registered handler."""
         self.guard.check_spec(spec)
+        check_headers(spec)
+        limit = self.settings.max_target_timeout_seconds
+        if isinstance(spec.target, HttpTarget) and spec.target.timeout_seconds > limit:
+            raise InvalidRequest(
+                f"timeout_seconds may be at most {limit} (the worker must outlive the call to record its outcome)",
+                field="target.timeout_seconds",
+            )
+        self.target_policy.check_spec(tenant, spec)
+        register_handler_modules(self.settings.handler_modules)
         if isinstance(spec.target, HandlerTarget) and registry.lookup(spec.target.name) is None:
             known = ", ".join(sorted(registry.names())) or "none"
             raise InvalidRequest(
@@ -214,10 +233,15 @@ class Container:
     ) -> Executor:
         """An executor; `clock`, `sleep` and `targets` default to the real ones (every target type)."""
         if targets is None:
+            s = self.settings
+            register_handler_modules(s.handler_modules)
+            v1_secret = resolve_secret(s, "signing_secret") if s.signature_v1 else None
             targets = {
-                "http": HttpTargetInvoker(self.guard, _resolve_signing_secret(self.settings)),
-                **build_aws_targets(_BOTO_CONFIG),
-                "handler": HandlerTargetInvoker(),
+                "http": HttpTargetInvoker(self.guard, self.key_ring, v1_secret, s.max_target_timeout_seconds),
+                **{
+                    kind: PolicedInvoker(self.target_policy, invoker)
+                    for kind, invoker in {**build_aws_targets(_BOTO_CONFIG), "handler": HandlerTargetInvoker()}.items()
+                },
             }
         config = ExecuteConfig(
             lease=timedelta(seconds=self.settings.lease_seconds),
@@ -255,7 +279,8 @@ def build(
     timers = DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb)
     ledger = DynamoLedger(settings.executions_table, dynamodb)
     lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
-    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes)
+    key = message_key(resolve_secret(settings, "message_secret"))
+    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key)
     dispatch_config = DispatchConfig(
         lookahead=timedelta(seconds=settings.lookahead_seconds),
         misfire_grace=timedelta(seconds=settings.misfire_grace_seconds),

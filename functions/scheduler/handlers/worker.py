@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scheduler.adapters.codec import MalformedMessage, dispatch_from_body
+from scheduler.adapters.codec import MalformedMessage, UnauthenticatedMessage, dispatch_from_body
 from scheduler.adapters.sqs import SqsMessage
 from scheduler.core.recovery import HeldBatch
 from scheduler.handlers import wiring
@@ -63,15 +63,22 @@ def release(record: SQSRecord) -> None:
 def handle_record(record: SQSRecord) -> str:
     container = wiring.container(metrics)
     try:
-        dispatch = dispatch_from_body(record.body)
+        accept_unsigned = container.settings.accept_unsigned_messages
+        dispatch = dispatch_from_body(record.body, container.message_key, accept_unsigned=accept_unsigned)
     except MalformedMessage as exc:
-        logger.error("malformed message sent to the DLQ", extra={"message_id": record.message_id, "error": str(exc)})
+        # Forged or planted (no HMAC, or a wrong one) or unreadable: never run; kept in the DLQ for an operator,
+        # where redrive refuses it too (it checks the same HMAC).
+        forged = isinstance(exc, UnauthenticatedMessage)
+        what = "unauthenticated" if forged else "malformed"
+        logger.error(f"{what} message sent to the DLQ", extra={"message_id": record.message_id, "error": str(exc)})
         container.queue.client.send_message(
             QueueUrl=container.settings.dlq_url,
-            MessageBody=json.dumps({"malformed": record.body[:200_000], "error": str(exc)}),
+            MessageBody=json.dumps({what: record.body[:200_000], "error": str(exc)}),
         )
         metrics.add_metric(name="DeadLetters", unit="Count", value=1)
-        return "malformed"
+        if forged:
+            metrics.add_metric(name="UnauthenticatedMessages", unit="Count", value=1)
+        return what
     logger.append_keys(job_id=dispatch.job_id, occurrence_key=dispatch.key)
     receive_count = int(record.attributes.approximate_receive_count or 1)
     # The message's own lane: its visibility is changed on the queue it came from.

@@ -21,11 +21,12 @@ from typing import Any
 
 import boto3
 
-from scheduler.adapters.codec import MalformedMessage, dispatch_from_body
+from scheduler.adapters.codec import MalformedMessage, dispatch_from_body, message_key
 from scheduler.adapters.dynamodb import DynamoLedger
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch, Ledger, ReadyQueue
+from scheduler.secrets import resolve_secret
 from scheduler.settings import Settings
 
 
@@ -47,13 +48,14 @@ class RedriveLine:
     last_error: str | None = None
 
 
-def parse_dead_letter(message_id: str, receipt: str, body: str) -> DeadLetter:
+def parse_dead_letter(message_id: str, receipt: str, body: str, message_key: bytes) -> DeadLetter:
     """DLQ bodies are either our wrapper (`{"dispatch": {...}, "history": ...}`, written when an occurrence died)
-    or a raw ready-queue body moved by SQS after maxReceiveCount (a poison message)."""
+    or a raw ready-queue body moved by SQS after maxReceiveCount (a poison message). Either way the dispatch must
+    carry a valid HMAC under `message_key`: a message planted in the DLQ is unreadable, never redriven."""
     try:
         raw = json.loads(body)
         inner = raw.get("dispatch") if isinstance(raw, dict) and "dispatch" in raw else raw
-        return DeadLetter(message_id, receipt, body, dispatch_from_body(json.dumps(inner)))
+        return DeadLetter(message_id, receipt, body, dispatch_from_body(json.dumps(inner), message_key))
     except (MalformedMessage, ValueError, AttributeError) as exc:
         return DeadLetter(message_id, receipt, body, None, str(exc))
 
@@ -61,9 +63,10 @@ def parse_dead_letter(message_id: str, receipt: str, body: str) -> DeadLetter:
 class SqsDeadLetters:
     """Reads and deletes DLQ messages (long enough visibility to finish each one)."""
 
-    def __init__(self, dlq_url: str, client: Any | None = None) -> None:
+    def __init__(self, dlq_url: str, client: Any | None = None, *, message_key: bytes) -> None:
         self.url = dlq_url
         self.client = client or boto3.client("sqs")
+        self.message_key = message_key
 
     def messages(self, limit: int, visibility_seconds: int = 300) -> Iterator[DeadLetter]:
         """Each DLQ message once (hidden while we work on it); stops when a receive brings nothing new."""
@@ -80,7 +83,7 @@ class SqsDeadLetters:
                 return
             for m in fresh:
                 seen.add(m["MessageId"])
-                yield parse_dead_letter(m["MessageId"], m["ReceiptHandle"], m["Body"])
+                yield parse_dead_letter(m["MessageId"], m["ReceiptHandle"], m["Body"], self.message_key)
 
     def delete(self, letter: DeadLetter) -> None:
         self.client.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt_handle)
@@ -182,10 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     if not settings.dlq_url or not settings.ready_queue_url:
         print("set SCHEDULER_DLQ_URL, SCHEDULER_READY_QUEUE_URL and SCHEDULER_EXECUTIONS_TABLE", file=sys.stderr)
         return 2
-    letters = SqsDeadLetters(settings.dlq_url)
+    key = message_key(resolve_secret(settings, "message_secret"))
+    letters = SqsDeadLetters(settings.dlq_url, message_key=key)
     ledger = DynamoLedger(settings.executions_table)
     lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
-    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, lanes=lanes)
+    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, lanes=lanes, message_key=key)
 
     def show(line: RedriveLine) -> None:
         if args.json:

@@ -1,0 +1,144 @@
+"""The API refuses targets that name the scheduler's own resources or lie outside a tenant's allow-list (422 naming
+the field, nothing stored), so no job can make the worker write its own queues or bus (docs/security.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.handlers import api, wiring
+from scheduler.settings import LOCAL_SIGNING_KEYS
+from scheduler.signing import KeyRing
+
+pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
+
+ONCE = {"type": "once", "delay_seconds": 60}
+TENANT_B = "arn:aws:iam::222222222222:user/bob"
+
+
+def refused(api_call: Any, target: dict[str, Any], tenant: str | None = None) -> dict[str, Any]:
+    kwargs = {"tenant": tenant} if tenant else {}
+    response = api_call("POST", "/v1/jobs", {"schedule": ONCE, "target": target}, **kwargs)
+    assert response.status == 422, response.text
+    assert response.header("Content-Type") == "application/problem+json"
+    return dict(response.body)
+
+
+@pytest.mark.parametrize("queue", ["ready_queue_url", "ready_queue_high_url", "ready_queue_low_url", "dlq_url"])
+def test_an_sqs_target_naming_a_scheduler_queue_is_refused(env, api_call, snapshot, queue) -> None:
+    before = snapshot()
+    # A forged dispatch as the payload: what a tenant would need to run another tenant's job.
+    target = {"type": "sqs", "queue_url": getattr(env, queue)}
+    problem = refused(api_call, target)
+    assert problem["errors"][0]["field"] == "target.queue_url"
+    assert "the scheduler's own resources" in problem["detail"]
+    assert snapshot() == before
+
+
+def test_a_queue_url_spelled_with_another_host_is_still_the_scheduler_queue(env, api_call) -> None:
+    account_and_name = env.ready_queue_url.split("/", 3)[3]
+    problem = refused(api_call, {"type": "sqs", "queue_url": f"https://sqs.us-east-1.amazonaws.com/{account_and_name}"})
+    assert problem["errors"][0]["field"] == "target.queue_url"
+
+
+@pytest.mark.parametrize("source", ["punctual.scheduler", "punctual", "Punctual.jobs", "aws.events"])
+def test_an_event_source_in_the_scheduler_namespace_is_refused(env, api_call, source) -> None:
+    problem = refused(api_call, {"type": "eventbridge", "event_bus_name": "tenant-bus", "source": source})
+    assert problem["errors"][0]["field"] == "target.source"
+
+
+def test_the_completion_bus_is_refused_when_it_is_the_scheduler_own(env, api_call, monkeypatch) -> None:
+    monkeypatch.setenv("SCHEDULER_EVENT_BUS_NAME", "punctual-test-events")
+    wiring.container.cache_clear()
+    problem = refused(api_call, {"type": "eventbridge", "event_bus_name": "punctual-test-events", "source": "com.x"})
+    assert problem["errors"][0]["field"] == "target.event_bus_name"
+
+
+def test_a_resource_named_with_the_stack_prefix_is_refused(env, api_call, monkeypatch) -> None:
+    monkeypatch.setenv("SCHEDULER_STACK_NAME", "punctual-prod")
+    wiring.container.cache_clear()
+    arn = "arn:aws:lambda:us-east-1:111111111111:function:punctual-prod-WorkerFunction1234"
+    assert refused(api_call, {"type": "lambda", "function_name": arn})["errors"][0]["field"] == "target.function_name"
+
+
+def test_a_tenant_allow_list_limits_its_targets(env, api_call, monkeypatch) -> None:
+    alice = "arn:aws:iam::111111111111:user/alice"
+    allowed = "arn:aws:sns:us-east-1:111111111111:alice-topic"
+    monkeypatch.setenv("SCHEDULER_TENANT_TARGETS", f'{{"{alice}": {{"sns": ["{allowed}"]}}}}')
+    wiring.container.cache_clear()
+    other = "arn:aws:sns:us-east-1:111111111111:bob-topic"
+
+    problem = refused(api_call, {"type": "sns", "topic_arn": other}, tenant=alice)
+    assert problem["errors"][0]["field"] == "target.topic_arn"
+    assert "allow-list" in problem["detail"]
+    created = api_call("POST", "/v1/jobs", {"schedule": ONCE, "target": {"type": "sns", "topic_arn": allowed}})
+    assert created.status == 201, created.text
+    # A type the tenant's list leaves out is closed to it.
+    machine = "arn:aws:states:us-east-1:111111111111:stateMachine:alice-flow"
+    problem = refused(api_call, {"type": "stepfunctions", "state_machine_arn": machine}, tenant=alice)
+    assert "allow-list" in problem["detail"]
+
+
+# -- http targets: SSRF and headers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url", ["http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.169.254]/", "http://2852039166/"]
+)
+def test_metadata_addresses_are_refused_even_where_private_targets_are_allowed(env, api_call, snapshot, url) -> None:
+    before = snapshot()
+    problem = refused(api_call, {"type": "http", "url": url})
+    assert problem["errors"][0]["field"] == "target.url"
+    assert "cloud-metadata" in problem["detail"]
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "headers, field",
+    [
+        ({"Transfer-Encoding": "chunked"}, "target.headers.Transfer-Encoding"),
+        ({"Connection": "close"}, "target.headers.Connection"),
+        ({"X-Evil": "a\r\nHost: b"}, "target.headers.X-Evil"),
+        ({"Bad Name": "x"}, "target.headers.Bad Name"),
+    ],
+)
+def test_bad_headers_are_a_422_naming_the_header(env, api_call, headers, field) -> None:
+    problem = refused(api_call, {"type": "http", "url": "http://127.0.0.1:9/x", "headers": headers})
+    assert problem["errors"][0]["field"] == field
+
+
+def test_secret_headers_are_write_only(env, api_call) -> None:
+    target = {"type": "http", "url": "http://127.0.0.1:9/x", "headers": {"Authorization": "Bearer s3cret", "X-T": "a"}}
+    created = api_call("POST", "/v1/jobs", {"schedule": ONCE, "target": target})
+    assert created.status == 201, created.text
+    assert "s3cret" not in created.text
+    job_id = created.body["job_id"]
+    shown = api_call("GET", f"/v1/jobs/{job_id}").body["target"]["headers"]
+    assert shown == {"Authorization": "<redacted>", "X-T": "a"}
+    assert "s3cret" not in api_call("GET", "/v1/jobs").text
+    # Sending the redacted view back keeps the stored secret
+    patched = api_call("PATCH", f"/v1/jobs/{job_id}", {"target": {**target, "headers": shown | {"X-T": "b"}}})
+    assert patched.status == 200, patched.text
+    stored = wiring.container(api.metrics).jobs.get(job_id)
+    assert stored is not None and stored.spec.target.headers == {"Authorization": "Bearer s3cret", "X-T": "b"}
+
+
+# -- signing keys ----------------------------------------------------------------------------------------
+
+
+def test_a_tenant_fetches_its_jobs_signing_keys_and_only_those(env, api_call) -> None:
+    created = api_call("POST", "/v1/jobs", {"schedule": ONCE, "target": {"type": "http", "url": "http://127.0.0.1:9/"}})
+    job_id = created.body["job_id"]
+
+    response = api_call("GET", f"/v1/jobs/{job_id}/signing-keys")
+
+    assert response.status == 200, response.text
+    assert response.header("Cache-Control") == "no-store"
+    ring = KeyRing.parse(LOCAL_SIGNING_KEYS)
+    assert response.body == {
+        "job_id": job_id, "signature": "v2", "algorithm": "HMAC-SHA256", "current_key_id": ring.current,
+        "keys": [{"key_id": kid, "key": key} for kid, key in ring.job_keys(job_id).items()],
+    }  # fmt: skip
+    assert api_call("GET", f"/v1/jobs/{job_id}/signing-keys", tenant=TENANT_B).status == 404
+    assert api_call("GET", f"/v1/jobs/{job_id}/signing-keys", tenant=None).status == 401

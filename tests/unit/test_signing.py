@@ -1,0 +1,132 @@
+"""Signature v2 covers what receivers rely on; v1 stays verifiable in the migration window; keys rotate; `verify`
+and `verify_v2` raise only InvalidSignature (docs/security.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.signing import (
+    SIGNATURE_HEADER,
+    InvalidSignature,
+    KeyRing,
+    SignedCall,
+    job_key,
+    sign,
+    sign_v2,
+    tenant_key,
+    verify,
+    verify_v2,
+)
+
+NOW = 1_800_000_000
+CALL = SignedCall("POST", "hooks.example.com", "/jobs?x=1", "j1:2026-03-01T12:00:00Z", 4, "2026-03-01T12:00:00Z", 2)
+BODY = b'{"invoice":7}'
+RING = KeyRing.parse('{"current": "k1", "k1": "root-one-0123456789", "k2": "root-two-0123456789"}')
+
+
+def headers_of(call: SignedCall, signature: str) -> dict[str, str]:
+    return {
+        SIGNATURE_HEADER: signature,
+        "Idempotency-Key": call.occurrence_key,
+        "X-Scheduler-Fencing-Token": str(call.fencing_token),
+        "X-Scheduler-Scheduled-For": call.scheduled_for,
+        "X-Scheduler-Attempt": str(call.attempt),
+    }
+
+
+def check(keys: Any, call: SignedCall, headers: dict[str, str], body: bytes = BODY, now: float = NOW) -> Any:
+    return verify_v2(keys, call.method, call.host, call.path, headers, body, now=now)
+
+
+def test_v2_round_trips_with_every_key_of_the_ring_and_returns_the_signed_values() -> None:
+    keys = RING.job_keys("j1")
+    header = sign_v2(keys, CALL, BODY, NOW)
+    for kid, key in keys.items():
+        verified = check({kid: key}, CALL, headers_of(CALL, header))
+        assert (verified.key_id, verified.occurrence_key, verified.fencing_token) == (kid, CALL.occurrence_key, 4)
+    assert list(keys) == ["k1", "k2"]  # the current key first
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"method": "PUT"},
+        {"host": "other.example.com"},
+        {"path": "/jobs?x=2"},
+        {"occurrence_key": "j1:2026-03-01T12:01:00Z"},  # a replay under another Idempotency-Key
+        {"fencing_token": 5},  # a replay with a higher token (would fence off the real retries)
+        {"scheduled_for": "2026-03-01T12:01:00Z"},
+        {"attempt": 3},
+    ],
+)
+def test_v2_fails_when_anything_it_covers_changes(change: dict[str, Any]) -> None:
+    header = sign_v2(RING.job_keys("j1"), CALL, BODY, NOW)
+    received = dataclasses.replace(CALL, **change)
+    with pytest.raises(InvalidSignature, match="no v2 signature matches"):
+        check(RING.job_keys("j1"), received, headers_of(received, header))
+
+
+def test_v2_fails_for_another_body_another_job_or_an_old_timestamp() -> None:
+    header = sign_v2(RING.job_keys("j1"), CALL, BODY, NOW)
+    with pytest.raises(InvalidSignature):
+        check(RING.job_keys("j1"), CALL, headers_of(CALL, header), body=b'{"invoice":8}')
+    with pytest.raises(InvalidSignature):
+        check(RING.job_keys("j2"), CALL, headers_of(CALL, header))  # a key verifies its own job's calls only
+    with pytest.raises(InvalidSignature, match="tolerance"):
+        check(RING.job_keys("j1"), CALL, headers_of(CALL, header), now=NOW + 301)
+
+
+def test_rotation_add_a_key_then_retire_the_old_one() -> None:
+    before = KeyRing.parse('{"current": "k1", "k1": "root-one-0123456789"}')
+    receiver_keys = before.job_keys("j1")  # what a receiver fetched before the rotation
+    # Step 1: a second root is added and made current; every call is signed with both.
+    during = RING
+    header = sign_v2(during.job_keys("j1"), CALL, BODY, NOW)
+    assert check(receiver_keys, CALL, headers_of(CALL, header)).key_id == "k1"  # old receivers keep working
+    assert check(during.job_keys("j1"), CALL, headers_of(CALL, header)).key_id == "k1"
+    # Step 2: once receivers fetched the new keys, the old root is removed; the old key stops verifying.
+    after = KeyRing.parse('{"current": "k2", "k2": "root-two-0123456789"}')
+    header = sign_v2(after.job_keys("j1"), CALL, BODY, NOW)
+    assert check(during.job_keys("j1"), CALL, headers_of(CALL, header)).key_id == "k2"
+    with pytest.raises(InvalidSignature):
+        check(receiver_keys, CALL, headers_of(CALL, header))
+
+
+def test_v1_stays_verifiable_in_the_same_header_during_the_migration_window() -> None:
+    v1_key = tenant_key("master", "alice")
+    header = sign_v2(RING.job_keys("j1"), CALL, BODY, NOW, v1_key=v1_key)
+    assert verify(v1_key, header, BODY, now=NOW) == NOW
+    assert verify(v1_key, sign(v1_key, BODY, NOW), BODY, now=NOW) == NOW
+    with pytest.raises(InvalidSignature, match="no v2 signature"):
+        check(RING.job_keys("j1"), CALL, headers_of(CALL, sign(v1_key, BODY, NOW)))
+
+
+@pytest.mark.parametrize("header", ["t=1800000000,v1=é", "t=١٨٠٠٠٠٠٠٠٠,v1=00", "t=x", "", "v1=00", "t=1,t=2,v1=0"])
+def test_v1_verify_raises_only_its_own_error(header: str) -> None:
+    with pytest.raises(InvalidSignature):
+        verify("key", header, BODY, now=NOW)
+
+
+@given(
+    header=st.text(max_size=80),
+    names=st.dictionaries(st.sampled_from(["Idempotency-Key", "X-Scheduler-Attempt", "X-Scheduler-Fencing-Token"]),
+                          st.text(max_size=20)),
+    key=st.one_of(st.text(max_size=10), st.dictionaries(st.text(max_size=4), st.text(max_size=8))),
+)  # fmt: skip
+def test_verify_v2_raises_only_invalid_signature_on_any_input(header: str, names: dict[str, str], key: Any) -> None:
+    with contextlib.suppress(InvalidSignature):
+        check(key, CALL, {SIGNATURE_HEADER: header, **names})
+
+
+def test_key_ring_refuses_a_bad_configuration() -> None:
+    for text in ("[]", '{"k1": "root-one-0123456789"}', '{"current": "k2", "k1": "root-one-0123456789"}',
+                 '{"current": "k1", "k1": "short"}', "not json"):  # fmt: skip
+        with pytest.raises(ValueError):
+            KeyRing.parse(text)
+    assert job_key("root", "k1", "j1") != job_key("root", "k2", "j1") != job_key("root", "k1", "j2")
