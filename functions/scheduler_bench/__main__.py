@@ -6,7 +6,7 @@ bench/results.md and bench/lateness.png.
     python -m scheduler_bench --burst 20 --pending 200 --due 20 --only cost,sweep,burst --out /tmp/b
 
 Runs against AWS_ENDPOINT_URL_* when set (another emulator, a recording proxy, a real account: then it creates
-and deletes its own tables and queues there); otherwise it starts DynamoDB Local and a moto server and stops them.
+and deletes its own tables and queues there); otherwise it starts DynamoDB Local and ministack and stops them.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scheduler_bench import burst, cost, environment, plot, prices, report, sweep_scaling
+from scheduler_bench import burst, cost, emulator_latency, environment, plot, prices, report, sweep_scaling
 from scheduler_bench.metering import probe_transactions
 from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
 FULL_PENDING = (10_000, 100_000, 1_000_000)
-SCENARIOS = ("cost", "sweep", "burst")
+SCENARIOS = ("cost", "sweep", "burst", "emulator")
 
 
 def log(message: str) -> None:
@@ -57,7 +57,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cost-jobs", type=int, default=50, help="one-shot jobs in the cost scenario (50)")
     parser.add_argument("--recurring-jobs", type=int, default=10, help="recurring jobs in the cost scenario (10)")
     parser.add_argument("--occurrences", type=int, default=10, help="fires per recurring job (10)")
-    parser.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run: cost,sweep,burst")
+    parser.add_argument(
+        "--emulator-depths", default="0,1000,10000", help="queue depths for ministack's SQS latency (0,1000,10000)"
+    )
+    parser.add_argument(
+        "--moto-depths", default="0,1000,2000", help="queue depths for moto's, for comparison ('' skips moto)"
+    )
+    parser.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run: {','.join(SCENARIOS)}")
     parser.add_argument("--out", type=Path, default=environment.ROOT / "bench", help="output folder (bench/)")
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
@@ -196,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
             jitters = (0, args.jitter) if args.jitter else (0,)
             bursting = burst.BurstConfig(args.burst, jitters, args.workers, args.out / "tmp")
             ok &= _scenario("burst", results, "burst", lambda: burst.run(bursting, log))
+        if "emulator" in only:
+            latency = emulator_latency.EmulatorLatencyConfig(
+                _sizes(args.emulator_depths), _sizes(args.moto_depths), log_dir=environment.ROOT / ".local" / "logs"
+            )
+            ok &= _scenario("emulator", results, "emulator_latency", lambda: emulator_latency.run(latency, log))
     finally:
         endpoints.close()
     results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -204,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     write(results, args.out)
     log(f"wrote {args.out / 'results.json'}, {args.out / 'results.md'} and {args.out / 'lateness.png'}")
     return 0 if ok else 1
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
 
 
 def write(results: dict[str, Any], out: Path) -> None:

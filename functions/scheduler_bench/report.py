@@ -262,6 +262,44 @@ def _batching(sweep: dict[str, Any]) -> list[str]:
     ]
 
 
+def _emulator(latency: dict[str, Any]) -> list[str]:
+    lines = ["## The local SQS emulator: latency vs. queue depth", ""]
+    if "error" in latency:
+        return [*lines, f"Not measured: {latency['error'].splitlines()[-1]}", ""]
+    rows = []
+    for kind, measured in latency.get("emulators", {}).items():
+        for row in measured["depths"]:
+            rows.append(
+                [
+                    f"{kind} {measured.get('version') or ''}".strip(),
+                    _f(row["depth"]),
+                    f"{_f(row['receive_message_10']['median_ms'], 1)} ({_f(row['receive_message_10']['p90_ms'], 1)})",
+                    f"{_f(row['send_message_batch_10']['median_ms'], 1)} "
+                    f"({_f(row['send_message_batch_10']['p90_ms'], 1)})",
+                    f"{_f(row['send_message']['median_ms'], 1)} ({_f(row['send_message']['p90_ms'], 1)})",
+                    _f(row["fill_seconds"], 1),
+                ]
+            )
+    headers = [
+        "Emulator",
+        "Queue depth",
+        "Receive 10, ms: median (p90)",
+        "SendMessageBatch 10",
+        "SendMessage",
+        "Fill (s)",
+    ]
+    return [
+        *lines,
+        *_table(headers, rows),
+        "",
+        f"{latency.get('samples')} calls of each, one after another, on a fresh standard queue filled to the depth "
+        "(receives with all attributes, as the worker poller asks). The local stack and the tests run on ministack "
+        "(`scheduler_local.emulators`); moto is measured for comparison at the depths it can be filled to in a few "
+        "minutes.",
+        "",
+    ]
+
+
 def render(results: dict[str, Any]) -> str:
     """The whole of results.md."""
     machine, versions, commit = results["machine"], results["versions"], results["git"]
@@ -270,13 +308,19 @@ def render(results: dict[str, Any]) -> str:
         "",
         f"Run {results['finished_at']} ({results['mode']} sizes, {results['duration_seconds']:.0f} s) on "
         f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB; Python {versions['python']}, "
-        f"boto3 {versions['boto3']}, moto {versions['moto']}, DynamoDB Local `{versions['dynamodb_local']}`; commit "
+        f"boto3 {versions['boto3']}, ministack {versions.get('ministack')}, moto {versions['moto']}, "
+        f"DynamoDB Local `{versions['dynamodb_local']}`; commit "
         f"`{(commit.get('commit') or 'unknown')[:12]}`{' (work tree modified)' if commit.get('dirty') else ''}. "
         f"Endpoints: DynamoDB {results['endpoints']['dynamodb']}, SQS {results['endpoints']['sqs']}.",
         "",
     ]
     loads = []
-    for name, key in (("cost", "cost"), ("sweep", "sweep_scaling"), ("burst", "burst")):
+    for name, key in (
+        ("cost", "cost"),
+        ("sweep", "sweep_scaling"),
+        ("burst", "burst"),
+        ("emulator", "emulator_latency"),
+    ):
         before, after = (results.get(key) or {}).get("load_average_before_after") or (None, None)
         if before and after:
             loads.append(f"{name} {before[0]:.1f} -> {after[0]:.1f}")
@@ -291,6 +335,8 @@ def render(results: dict[str, Any]) -> str:
     lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))
     lines += _batching(results.get("sweep_scaling", {}))
     lines += _burst(results.get("burst", {"error": "not run"}))
+    if "emulator_latency" in results:
+        lines += _emulator(results["emulator_latency"])
     lines += ["## How these were measured, and what to keep in mind", ""]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines.append("")

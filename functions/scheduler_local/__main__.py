@@ -1,8 +1,8 @@
 """`scripts/dev`: the whole system on this machine, in the foreground.
 
-Starts DynamoDB Local and a moto server on 127.0.0.1 (unless AWS_ENDPOINT_URL_* point elsewhere), creates the
-tables and queues from the shared schema, then runs the api, the sweeper and the worker(s) as separate
-processes, restarting any that dies (so any of them can be killed to see the system recover). Prints
+Starts DynamoDB Local and ministack (SQS, SNS, EventBridge, ...) on 127.0.0.1 (unless AWS_ENDPOINT_URL_* point
+elsewhere), creates the tables and queues from the shared schema, then runs the api, the sweeper and the worker
+pollers as separate processes, restarting any that dies (so any of them can be killed to see the system recover). Prints
 `API: http://127.0.0.1:<port>` once the API answers. Ctrl-C stops everything it started.
 """
 
@@ -137,7 +137,7 @@ def main() -> int:
     logs.mkdir(exist_ok=True)
     prefix = os.environ.get("SCHEDULER_LOCAL_PREFIX", "punctual-local")
 
-    say("starting DynamoDB Local and the moto server ...")
+    say(f"starting DynamoDB Local and the {emulators.emulator_kind()} server ...")
     emu = emulators.start(logs)
     supervisor: Supervisor | None = None
 

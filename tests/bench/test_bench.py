@@ -33,6 +33,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     env = {**os.environ, **aws_endpoints, "PYTHONPATH": str(ROOT / "functions")}
     tiny = ["--quick", "--pending", "200", "--due", "20", "--burst", "20", "--cost-jobs", "3"]
     tiny += ["--recurring-jobs", "2", "--occurrences", "2", "--jitter", "2", "--out", str(tmp_path)]
+    tiny += ["--emulator-depths", "0,30", "--moto-depths", "0"]
 
     # When the benchmark runs every scenario at a tiny size
     done = subprocess.run(
@@ -79,9 +80,21 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
         assert run["early_starts"] == 0
         assert len(run["lateness_samples"]) == 20
 
+    # And the emulators' SQS latency was measured at each depth asked for, ministack's and moto's
+    measured = results["emulator_latency"]["emulators"]
+    assert [row["depth"] for row in measured["ministack"]["depths"]] == [0, 30]
+    assert [row["depth"] for row in measured["moto"]["depths"]] == [0]
+    assert all(row["receive_message_10"]["median_ms"] > 0 for row in measured["ministack"]["depths"])
+
     # And the report and the plot are written
     markdown = (tmp_path / "results.md").read_text()
-    for heading in ("## Cost per million fires", "## Sweep cost vs. pending set", "## Burst", "## Batching"):
+    for heading in (
+        "## Cost per million fires",
+        "## Sweep cost vs. pending set",
+        "## Burst",
+        "## Batching",
+        "## The local SQS",
+    ):
         assert heading in markdown
     assert "EventBridge Scheduler alone" in markdown
     assert png_size((tmp_path / "lateness.png").read_bytes()) == (1000, 720)
