@@ -47,13 +47,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pending", help="comma-separated pending-set sizes (overrides --quick/--full)")
     parser.add_argument("--due", type=int, default=1000, help="jobs due at once in the sweep scenario (1000)")
     parser.add_argument(
-        "--burst",
-        type=int,
-        default=1000,
-        help="jobs due in the same second (1000; 5000 is the issue's size, but moto drains it too slowly here)",
+        "--burst", default="200,1000,5000", help="herd sizes: jobs due in the same second (200,1000,5000)"
     )
     parser.add_argument("--jitter", type=int, default=10, help="jitter_seconds of the jittered burst (10)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes of the local stack (2)")
+    parser.add_argument("--workers", type=int, default=2, help="worker pollers of the local stack at least (2)")
+    parser.add_argument("--max-workers", type=int, default=4, help="and at most, scaled with the backlog (4)")
+    parser.add_argument(
+        "--peer-processes", default="1,2", help="APScheduler processes sharing the store per peer run (1,2; '' none)"
+    )
+    parser.add_argument("--submit-jobs", type=int, default=400, help="jobs POSTed for the submit rate (400; 0 none)")
     parser.add_argument("--cost-jobs", type=int, default=50, help="one-shot jobs in the cost scenario (50)")
     parser.add_argument("--recurring-jobs", type=int, default=10, help="recurring jobs in the cost scenario (10)")
     parser.add_argument("--occurrences", type=int, default=10, help="fires per recurring job (10)")
@@ -69,8 +71,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
-    if min(args.due, args.burst, args.cost_jobs, args.recurring_jobs, args.occurrences, args.workers) < 1:
-        parser.error("sizes must be at least 1")
+    try:
+        args.burst_sizes = _sizes(args.burst)
+        args.peer_counts = _sizes(args.peer_processes)
+    except ValueError:
+        parser.error("--burst and --peer-processes take comma-separated whole numbers")
+    smallest = min(args.due, *args.burst_sizes, args.cost_jobs, args.recurring_jobs, args.occurrences, args.workers)
+    if smallest < 1 or args.max_workers < args.workers or not args.burst_sizes:
+        parser.error("sizes must be at least 1 (and --max-workers at least --workers)")
     return args
 
 
@@ -200,7 +208,15 @@ def main(argv: list[str] | None = None) -> int:
             ok &= _scenario("sweep", results, "sweep_scaling", lambda: sweep_scaling.run(scaling, log))
         if "burst" in only:
             jitters = (0, args.jitter) if args.jitter else (0,)
-            bursting = burst.BurstConfig(args.burst, jitters, args.workers, args.out / "tmp")
+            bursting = burst.BurstConfig(
+                args.burst_sizes,
+                jitters,
+                args.workers,
+                args.max_workers,
+                args.out / "tmp",
+                args.peer_counts,
+                args.submit_jobs,
+            )
             ok &= _scenario("burst", results, "burst", lambda: burst.run(bursting, log))
         if "emulator" in only:
             latency = emulator_latency.EmulatorLatencyConfig(
@@ -226,15 +242,30 @@ def write(results: dict[str, Any], out: Path) -> None:
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=False, default=str) + "\n")
     (out / "results.md").write_text(report.render(results))
     runs = results.get("burst", {}).get("runs", [])
+    plotted, title = plotted_runs(runs)
     series = []
-    for run in runs:
+    for run in plotted:
         late = run["lateness_seconds"]
-        label = f"JITTER {run['jitter_seconds']} S: P50 {late.get('p50', 0):.1f} P99 {late.get('p99', 0):.1f} S"
+        name = "PUNCTUAL" if run["system"].startswith("punctual") else f"APSCHEDULER X{run.get('processes', 1)}"
+        label = f"{name} {run['jobs']:,}: P50 {late.get('p50', 0):.1f} P99 {late.get('p99', 0):.1f} S"
         if run["arrived"] < run["jobs"]:
             label += f" ({run['arrived']:,} OF {run['jobs']:,} IN TIME)"
         series.append(plot.Series(label, run["lateness_samples"]))
-    jobs = runs[0]["jobs"] if runs else 0
-    plot.lateness_png(out / "lateness.png", series, f"BURST OF {jobs:,} JOBS DUE IN ONE SECOND (LOCAL STACK)")
+    plot.lateness_png(out / "lateness.png", series, title)
+
+
+def plotted_runs(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """At most four series (the plot's colours), no jitter: punctual at its two largest herds and the peer (one
+    and two processes) at the punctual's middle size - or whatever of these the run has."""
+    plain = [r for r in runs if r["jitter_seconds"] == 0 and r["lateness_samples"]] or [
+        r for r in runs if r["lateness_samples"]
+    ]
+    ours = sorted((r for r in plain if r["system"].startswith("punctual")), key=lambda r: r["jobs"])
+    sizes = sorted({r["jobs"] for r in ours})
+    middle = sizes[len(sizes) // 2] if sizes else None
+    peers = [r for r in plain if not r["system"].startswith("punctual") and r["jobs"] == middle]
+    chosen = (ours[-2:] + peers)[:4] if peers else ours[-4:]
+    return chosen, "START LATENESS OF JOBS DUE IN ONE SECOND, NO JITTER (LOCAL STACK VS. APSCHEDULER 3)"
 
 
 if __name__ == "__main__":
