@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -113,6 +114,7 @@ class WorkerPool:
         self.serial = 0
         self.sqs: Any = None
         self.peak = 0
+        self.wanted: tuple[int, Backlog] | None = None
 
     def add(self) -> None:
         self.serial += 1
@@ -125,6 +127,7 @@ class WorkerPool:
     def start(self) -> None:
         for _ in range(self.policy.minimum):
             self.add()
+        threading.Thread(target=self.observe_forever, name="worker-scaling", daemon=True).start()
 
     def backlog(self) -> Backlog:
         import boto3
@@ -140,14 +143,24 @@ class WorkerPool:
                 total[i] += int(attributes.get(name, 0))
         return Backlog(*total)
 
-    def scale(self) -> None:
-        try:
-            backlog = self.backlog()
-        except Exception as exc:  # the emulator is busy or restarting: keep the pollers as they are
-            say(json.dumps({"message": "worker scaling skipped", "error": str(exc)[:200]}))
+    def observe_forever(self, interval: float = 1.0) -> None:
+        """In a thread: read the queues' counts every `interval` and set the number of pollers wanted (`apply`,
+        on the supervisor's loop, starts or stops them: reading the counts never delays a restart)."""
+        while True:
+            time.sleep(interval)
+            try:
+                backlog = self.backlog()
+            except Exception as exc:  # the emulator is busy or restarting: keep the pollers as they are
+                say(json.dumps({"message": "worker scaling skipped", "error": str(exc)[:200]}))
+                continue
+            self.wanted = (self.policy.desired(len(self.workers), backlog, time.time()), backlog)
+
+    def apply(self) -> None:
+        if self.wanted is None:
             return
+        wanted, backlog = self.wanted
+        self.wanted = None
         current = len(self.workers)
-        wanted = self.policy.desired(current, backlog, time.time())
         if wanted == current:
             return
         while len(self.workers) < wanted:
@@ -278,13 +291,10 @@ def main() -> int:
             f"{os.environ.get('SCHEDULER_LOCAL_WORKER_THREADS', '10')} threads each"
         )
         say(f"logs in {logs}; tenants by token: {env['SCHEDULER_DEV_TOKENS']}; Ctrl-C to stop")
-        ticks = 0
         while True:
             time.sleep(0.5)
             supervisor.watch()
-            ticks += 1
-            if ticks % 2 == 0:  # the queues' counts once a second
-                pool.scale()
+            pool.apply()
     except KeyboardInterrupt:
         say("stopping ...")
         return 0

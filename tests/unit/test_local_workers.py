@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -89,3 +91,23 @@ def test_idle_polls_back_off_to_a_fifth_of_a_second() -> None:
     assert idle_sleep(1) == pytest.approx(0.05)
     assert idle_sleep(2) == pytest.approx(0.1)
     assert idle_sleep(10) == pytest.approx(0.2)
+
+
+def test_the_batch_is_held_around_all_its_records_as_the_worker_handler_holds_it() -> None:
+    # Given a batch handler whose `around` (the worker's hold of the batch) records when it is entered and left
+    events: list[str] = []
+
+    @contextmanager
+    def around(event: dict[str, Any]) -> Iterator[None]:
+        events.append(f"hold {len(event['Records'])}")
+        yield
+        events.append("release")
+
+    def handle(rec: Any) -> None:
+        events.append(f"record {rec.body}")
+
+    # When a batch of three is handled
+    ConcurrentBatch(handle, threads=3, around=around)({"Records": [record(i) for i in range(3)]}, None)
+    # Then every record ran inside one hold of the whole batch
+    assert events[0] == "hold 3" and events[-1] == "release"
+    assert sorted(events[1:-1]) == ["record 0", "record 1", "record 2"]
