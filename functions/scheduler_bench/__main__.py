@@ -227,10 +227,31 @@ def main(argv: list[str] | None = None) -> int:
         endpoints.close()
     results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["duration_seconds"] = time.perf_counter() - started
+    carry_over(results, args.out / "results.json", only)
     results["notes"] = notes(results)
     write(results, args.out)
     log(f"wrote {args.out / 'results.json'}, {args.out / 'results.md'} and {args.out / 'lateness.png'}")
     return 0 if ok else 1
+
+
+#: Where each scenario's results live in results.json.
+RESULT_KEYS = {"cost": "cost", "sweep": "sweep_scaling", "burst": "burst", "emulator": "emulator_latency"}
+
+
+def carry_over(results: dict[str, Any], previous: Path, only: set[str]) -> None:
+    """Keep the figures of the scenarios this run did not run from the previous results.json in the same folder
+    (so `--only burst` refreshes the herd without dropping the cost tables), each marked with its own run."""
+    try:
+        earlier = json.loads(previous.read_text())
+    except (OSError, ValueError):
+        return
+    kept = []
+    for scenario, key in RESULT_KEYS.items():
+        if scenario not in only and key in earlier and key not in results:
+            results[key] = {**earlier[key], "carried_over_from": earlier.get("finished_at")}
+            kept.append(scenario)
+    if kept:
+        results["carried_over"] = {"scenarios": kept, "from_run": earlier.get("finished_at")}
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -246,12 +267,16 @@ def write(results: dict[str, Any], out: Path) -> None:
     series = []
     for run in plotted:
         late = run["lateness_seconds"]
-        name = "PUNCTUAL" if run["system"].startswith("punctual") else f"APSCHEDULER X{run.get('processes', 1)}"
+        name = "PUNCTUAL" if _ours(run) else f"APSCHEDULER X{run.get('processes', 1)}"
         label = f"{name} {run['jobs']:,}: P50 {late.get('p50', 0):.1f} P99 {late.get('p99', 0):.1f} S"
         if run["arrived"] < run["jobs"]:
             label += f" ({run['arrived']:,} OF {run['jobs']:,} IN TIME)"
         series.append(plot.Series(label, run["lateness_samples"]))
     plot.lateness_png(out / "lateness.png", series, title)
+
+
+def _ours(run: dict[str, Any]) -> bool:
+    return str(run.get("system", "punctual")).startswith("punctual")
 
 
 def plotted_runs(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
@@ -260,10 +285,10 @@ def plotted_runs(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]
     plain = [r for r in runs if r["jitter_seconds"] == 0 and r["lateness_samples"]] or [
         r for r in runs if r["lateness_samples"]
     ]
-    ours = sorted((r for r in plain if r["system"].startswith("punctual")), key=lambda r: r["jobs"])
+    ours = sorted((r for r in plain if _ours(r)), key=lambda r: r["jobs"])
     sizes = sorted({r["jobs"] for r in ours})
     middle = sizes[len(sizes) // 2] if sizes else None
-    peers = [r for r in plain if not r["system"].startswith("punctual") and r["jobs"] == middle]
+    peers = [r for r in plain if not _ours(r) and r["jobs"] == middle]
     chosen = (ours[-2:] + peers)[:4] if peers else ours[-4:]
     return chosen, "START LATENESS OF JOBS DUE IN ONE SECOND, NO JITTER (LOCAL STACK VS. APSCHEDULER 3)"
 

@@ -376,6 +376,13 @@ def render(results: dict[str, Any]) -> str:
             + ". Times in seconds are this machine's, under that load; counts and units are not affected.",
             "",
         ]
+    carried = results.get("carried_over")
+    if carried:
+        lines += [
+            f"Scenarios not re-run this time, kept from the run of {carried['from_run']}: "
+            f"{', '.join(carried['scenarios'])} (their figures are that run's, on that commit).",
+            "",
+        ]
     lines += _cost(results.get("cost", {"error": "not run"}))
     lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))
     lines += _batching(results.get("sweep_scaling", {}))

@@ -102,7 +102,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     for heading in (
         "## Cost per million fires",
         "## Sweep cost vs. pending set",
-        "## Burst",
+        "## The herd",
+        "## Submit rate",
         "## Batching",
         "## The local SQS",
     ):
