@@ -266,8 +266,13 @@ def main() -> int:
             "PYTHONUNBUFFERED": "1",
         }
         policy = ScalingPolicy.from_env()
+        api_processes = max(1, int(os.environ.get("SCHEDULER_LOCAL_API_PROCESSES", "2")))
         children = [
             Child("api", "scheduler_local.api_server", logs / "api.log"),
+            *[
+                Child(f"api-{i}", "scheduler_local.api_server", logs / f"api-{i}.log")
+                for i in range(2, api_processes + 1)
+            ],
             Child("sweeper", "scheduler_local.sweeper_loop", logs / "sweeper.log"),
         ]
         aws = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if k in os.environ}
