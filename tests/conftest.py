@@ -1,5 +1,5 @@
-"""Shared fixtures. Emulator-backed tests use DynamoDB Local and the moto server: the ones scripts/test
-started (it exports AWS_ENDPOINT_URL_*), or ones started here for a direct `pytest` run."""
+"""Shared fixtures. Emulator-backed tests use DynamoDB Local and ministack (SQS and the other services): the ones
+scripts/test started (it exports AWS_ENDPOINT_URL_*), or ones started here for a direct `pytest` run."""
 
 from __future__ import annotations
 

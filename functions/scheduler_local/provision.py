@@ -84,7 +84,7 @@ def provision(
 ) -> Resources:
     """Create (idempotently) `{prefix}-jobs`, `{prefix}-executions`, the ready queues of the priority lanes
     (`{prefix}-ready-high`, `{prefix}-ready`, `{prefix}-ready-low`), `{prefix}-dlq` and the completion-event bus
-    `{prefix}-events` (EventBridge on the moto server).
+    `{prefix}-events` (EventBridge on the local emulator).
 
     `visibility_timeout` overrides the ready queue's (6x the worker timeout), for local crash tests that cannot
     wait 12 minutes for a killed worker's messages to come back."""

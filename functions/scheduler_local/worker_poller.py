@@ -13,15 +13,24 @@ visibility, so a worker killed even between the receive and the handler's first 
 again within that time. (On AWS the event source mapping receives with the queue's 6x visibility timeout, and the
 handler's first instruction shortens it; locally nothing throttles the handler, so the 6x rule has nothing to
 protect between the receive and the handler.)
+
+Each poller handles a batch's records concurrently (`ConcurrentBatch`, SCHEDULER_LOCAL_WORKER_THREADS threads, 10
+by default: a batch's size), with the worker's record handler and its partial-batch contract, so one slow target
+does not hold up the other nine. The supervisor runs several pollers and adds more while the queues are deep
+(`scheduler_local.scaling`); SIGTERM makes a poller finish its batch and exit (how the supervisor scales down).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -35,8 +44,12 @@ REGION = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
 LANES = ("high", "normal", "low")
 #: Rounds a lane with waiting messages may be passed over before it goes first.
 DEFAULT_AGING_ROUNDS = 4
-#: Pause when every lane is empty (short polls, so that no lane waits behind another's long poll).
+#: Pause when every lane is empty (short polls, so that no lane waits behind another's long poll); it doubles
+#: with each empty round up to the maximum, so idle pollers do not keep the emulator busy.
 IDLE_SLEEP_SECONDS = 0.05
+MAX_IDLE_SLEEP_SECONDS = 0.2
+#: Records of one batch handled at once, by default (a batch is at most 10 messages).
+DEFAULT_THREADS = 10
 
 
 def to_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
@@ -130,8 +143,86 @@ def hold_seconds() -> int:
     return HoldConfig(lease=timedelta(seconds=Settings().lease_seconds)).hold_seconds
 
 
+class ConcurrentBatch:
+    """A batch handler with the worker Lambda's contract (SQS event in, `batchItemFailures` out) that runs the
+    worker's record handler on the batch's records concurrently: a record whose handler raises (the handler's
+    "keep this message", or an error) is reported as failed, as Powertools' batch processor reports it. The
+    handler's metrics are flushed once per batch, from this thread, after every record finished. `around` wraps
+    the whole batch as the handler wraps it (the worker holds the batch's messages for the lease meanwhile)."""
+
+    def __init__(
+        self,
+        record_handler: Callable[[Any], Any],
+        threads: int,
+        flush: Callable[[], None] | None = None,
+        keep: type[Exception] | None = None,
+        around: Callable[[dict[str, Any]], AbstractContextManager[Any]] | None = None,
+    ) -> None:
+        self.record_handler = record_handler
+        self.pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="record")
+        self.flush = flush
+        self.keep = keep
+        self.around = around or (lambda event: nullcontext())
+
+    def _one(self, record: dict[str, Any]) -> bool:
+        from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+        try:
+            self.record_handler(SQSRecord(record))
+            return True
+        except Exception as exc:
+            if self.keep is None or not isinstance(exc, self.keep):
+                traceback.print_exc(file=sys.stderr)
+            return False
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        records = event["Records"]
+        with self.around(event):
+            handled = list(self.pool.map(self._one, records))
+        if self.flush is not None:
+            self.flush()
+        return {
+            "batchItemFailures": [
+                {"itemIdentifier": record["messageId"]} for record, ok in zip(records, handled, strict=True) if not ok
+            ]
+        }
+
+
+def batch_handler(threads: int) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The handler a poller feeds: the worker Lambda itself with one thread, else its record handler on threads."""
+    from scheduler.handlers import worker
+
+    if threads <= 1:
+        return worker.lambda_handler
+
+    @contextmanager
+    def held(event: dict[str, Any]) -> Iterator[None]:
+        # What worker.lambda_handler does around its records: hold the batch, let the records release theirs
+        with worker.hold_batch(event) as batch:
+            worker._held = batch
+            try:
+                yield
+            finally:
+                worker._held = None
+
+    return ConcurrentBatch(worker.handle_record, threads, worker.metrics.flush_metrics, worker.KeepMessage, held)
+
+
+def stop_on_sigterm() -> threading.Event:
+    """SIGTERM sets the returned event: the poller finishes the batch in hand and exits (scaling down)."""
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    return stopping
+
+
+def idle_sleep(empty_rounds: int) -> float:
+    return float(min(MAX_IDLE_SLEEP_SECONDS, IDLE_SLEEP_SECONDS * 2 ** max(0, empty_rounds - 1)))
+
+
 def main() -> None:
-    from scheduler.handlers.worker import lambda_handler
+    threads = int(os.environ.get("SCHEDULER_LOCAL_WORKER_THREADS", str(DEFAULT_THREADS)))
+    handler = batch_handler(threads)
+    stopping = stop_on_sigterm()
 
     urls = {
         "high": os.environ.get("SCHEDULER_READY_QUEUE_HIGH_URL", ""),
@@ -149,18 +240,26 @@ def main() -> None:
         int(os.environ.get("SCHEDULER_LANE_AGING_ROUNDS", str(DEFAULT_AGING_ROUNDS))),
     )
     hold = hold_seconds()
-    print(f"worker polling {', '.join(f'{lane}={url}' for lane, url in urls.items())}; hold {hold}s", flush=True)
+    print(
+        f"worker polling {', '.join(f'{lane}={url}' for lane, url in urls.items())}; hold {hold}s; {threads} threads",
+        flush=True,
+    )
 
     def poll(lane: str) -> int:
-        return poll_once(sqs, urls[lane], arns[lane], lambda_handler, 0, hold)
+        return poll_once(sqs, urls[lane], arns[lane], handler, 0, hold)
 
-    while True:
+    empty_rounds = 0
+    while not stopping.is_set():
         try:
             if serve_round(scheduler, poll) is None:
-                time.sleep(IDLE_SLEEP_SECONDS)
+                empty_rounds += 1
+                time.sleep(idle_sleep(empty_rounds))
+            else:
+                empty_rounds = 0
         except Exception:
             traceback.print_exc(file=sys.stderr)  # the batch stays in the queue and comes back, as on Lambda
             time.sleep(1)
+    print("worker stopping (SIGTERM): its last batch is done", flush=True)
 
 
 if __name__ == "__main__":

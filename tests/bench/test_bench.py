@@ -31,12 +31,13 @@ def png_size(data: bytes) -> tuple[int, int]:
 def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, str], tmp_path: Path) -> None:
     # Given the emulators (their endpoints in AWS_ENDPOINT_URL_*, so the benchmark starts none of its own)
     env = {**os.environ, **aws_endpoints, "PYTHONPATH": str(ROOT / "functions")}
-    tiny = ["--quick", "--pending", "200", "--due", "20", "--burst", "20", "--cost-jobs", "3"]
+    tiny = ["--quick", "--pending", "200", "--due", "20", "--burst", "20", "--cost-jobs", "3", "--submit-jobs", "16"]
     tiny += ["--recurring-jobs", "2", "--occurrences", "2", "--jitter", "2", "--out", str(tmp_path)]
+    tiny += ["--emulator-depths", "0,30", "--moto-depths", "0", "--peer-processes", "2"]
 
     # When the benchmark runs every scenario at a tiny size
     done = subprocess.run(
-        [sys.executable, "-m", "scheduler_bench", *tiny], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "scheduler_bench", *tiny], env=env, capture_output=True, text=True, timeout=600
     )
 
     # Then it succeeds and records where it ran
@@ -70,7 +71,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     assert batching["batched"]["requests"] == 2 and batching["single"]["requests"] == 20
 
     # And each burst (with and without jitter) fired every occurrence once, never early
-    runs = results["burst"]["runs"]
+    runs = [r for r in results["burst"]["runs"] if r["system"].startswith("punctual")]
     assert [r["jitter_seconds"] for r in runs] == [0, 2]
     for run in runs:
         assert run["receiver"]["missing_keys"] == 0
@@ -78,10 +79,34 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
         assert run["ledger_states"].get("SUCCEEDED") == 20
         assert run["early_starts"] == 0
         assert len(run["lateness_samples"]) == 20
+        assert sum(run["cpu_profile"]["cpu_seconds"].values()) > 0
+
+    # And the peer ran the same herds, two APScheduler processes on one store: every occurrence, none early
+    peers = [r for r in results["burst"]["runs"] if r["system"].startswith("APScheduler")]
+    assert [(r["jitter_seconds"], r["processes"]) for r in peers] == [(0, 2), (2, 2)]
+    for run in peers:
+        assert run["receiver"]["missing_keys"] == 0 and run["early_starts"] == 0
+
+    # And the submit rate was measured through the API: every job accepted
+    one = results["burst"]["submit"]["one_by_one"]
+    assert one["accepted_jobs"] == 16 and one["statuses"] == {"201": 16}
+
+    # And the emulators' SQS latency was measured at each depth asked for, ministack's and moto's
+    measured = results["emulator_latency"]["emulators"]
+    assert [row["depth"] for row in measured["ministack"]["depths"]] == [0, 30]
+    assert [row["depth"] for row in measured["moto"]["depths"]] == [0]
+    assert all(row["receive_message_10"]["median_ms"] > 0 for row in measured["ministack"]["depths"])
 
     # And the report and the plot are written
     markdown = (tmp_path / "results.md").read_text()
-    for heading in ("## Cost per million fires", "## Sweep cost vs. pending set", "## Burst", "## Batching"):
+    for heading in (
+        "## Cost per million fires",
+        "## Sweep cost vs. pending set",
+        "## The herd",
+        "## Submit rate",
+        "## Batching",
+        "## The local SQS",
+    ):
         assert heading in markdown
     assert "EventBridge Scheduler alone" in markdown
     assert png_size((tmp_path / "lateness.png").read_bytes()) == (1000, 720)

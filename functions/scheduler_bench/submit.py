@@ -1,0 +1,109 @@
+"""Submit rate: jobs accepted per second through the local stack's HTTP API (`POST /v1/jobs`), one job per request
+from 8 concurrent clients (each its own keep-alive connection), and in batches of 100 when the API has
+`POST /v1/jobs:batch`. One-shot jobs a year ahead, so nothing fires while it is measured."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from scheduler.core.timefmt import rfc3339
+from scheduler_bench.environment import create_resources, delete_resources
+from scheduler_bench.services import client
+
+if TYPE_CHECKING:
+    from scheduler_bench.burst import BurstConfig
+
+CLIENTS = 8
+BATCH = 100
+TOKEN = "dev-token"
+
+
+def _body(at: datetime) -> dict[str, Any]:
+    return {
+        "name": "submit-rate",
+        "schedule": {"type": "once", "at": rfc3339(at)},
+        "target": {"type": "http", "url": "https://example.com/hook"},
+        "payload": {"bench": "submit"},
+    }
+
+
+class Client:
+    """One keep-alive connection to the API."""
+
+    def __init__(self, base: str) -> None:
+        url = urlparse(base)
+        self.connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60)
+
+    def post(self, path: str, body: Any) -> int:
+        self.connection.request(
+            "POST",
+            path,
+            body=json.dumps(body),
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        )
+        response = self.connection.getresponse()
+        response.read()
+        return response.status
+
+
+def _rate(base: str, requests: int, path: str, body: Callable[[int], Any], per_request: int) -> dict[str, Any]:
+    clients = [Client(base) for _ in range(CLIENTS)]
+    statuses: list[int] = []
+
+    def work(worker: int) -> list[int]:
+        return [clients[worker].post(path, body(i)) for i in range(worker, requests, CLIENTS)]
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        for done in pool.map(work, range(CLIENTS)):
+            statuses += done
+    seconds = time.perf_counter() - began
+    accepted = sum(per_request for status in statuses if status in (200, 201, 207))
+    return {
+        "clients": CLIENTS,
+        "requests": requests,
+        "jobs_per_request": per_request,
+        "seconds": seconds,
+        "accepted_jobs": accepted,
+        "jobs_per_second": accepted / seconds if seconds else None,
+        "statuses": {str(s): statuses.count(s) for s in sorted(set(statuses))},
+    }
+
+
+def _has_batch(base: str) -> bool:
+    connection = Client(base).connection
+    connection.request("GET", "/v1/openapi.json")
+    document = json.loads(connection.getresponse().read() or b"{}")
+    return "/v1/jobs:batch" in document.get("paths", {})
+
+
+def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    from scheduler_bench.burst import BurstStack
+
+    prefix = f"bs{uuid.uuid4().hex[:10]}"
+    plain_ddb, plain_sqs, plain_events = client("dynamodb"), client("sqs"), client("events")
+    resources = create_resources(prefix, plain_ddb, plain_sqs, plain_events)
+    stack = BurstStack(config.state_dir / prefix, prefix, config.workers, config.max_workers)
+    at = datetime.now(UTC) + timedelta(days=365)
+    try:
+        stack.start()
+        one = _rate(stack.base, config.submit_jobs, "/v1/jobs", lambda i: _body(at), 1)
+        log(f"submit: one by one, {CLIENTS} clients: {one['jobs_per_second']:.0f} jobs/s ({one['statuses']})")
+        out: dict[str, Any] = {"one_by_one": one, "batch": None}
+        if _has_batch(stack.base):
+            requests = max(1, config.submit_jobs * 5 // BATCH)
+            batch = _rate(stack.base, requests, "/v1/jobs:batch", lambda i: {"jobs": [_body(at)] * BATCH}, BATCH)
+            log(f"submit: batches of {BATCH}: {batch['jobs_per_second']:.0f} jobs/s ({batch['statuses']})")
+            out["batch"] = batch
+        return out
+    finally:
+        stack.stop()
+        delete_resources(resources, plain_ddb, plain_sqs, plain_events)
