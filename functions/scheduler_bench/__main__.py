@@ -65,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--moto-depths", default="0,1000,2000", help="queue depths for moto's, for comparison ('' skips moto)"
     )
+    parser.add_argument(
+        "--capacity-sizes", default="10000,50000,500000", help="herds the capacity model simulates (10000,50000,500000)"
+    )
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run: {','.join(SCENARIOS)}")
     parser.add_argument("--out", type=Path, default=environment.ROOT / "bench", help="output folder (bench/)")
     args = parser.parse_args(argv)
@@ -79,6 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     smallest = min(args.due, *args.burst_sizes, args.cost_jobs, args.recurring_jobs, args.occurrences, args.workers)
     if smallest < 1 or args.max_workers < args.workers or not args.burst_sizes:
         parser.error("sizes must be at least 1 (and --max-workers at least --workers)")
+    sizes = args.capacity_sizes.split(",")
+    if not all(size.strip().isdigit() and int(size) > 0 for size in sizes):
+        parser.error(f"--capacity-sizes must be positive whole numbers, comma-separated, not {args.capacity_sizes!r}")
     return args
 
 
@@ -151,7 +157,7 @@ def notes(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def _capacity(results: dict[str, Any], out: Path) -> dict[str, Any]:
+def _capacity(results: dict[str, Any], out: Path, sizes: tuple[int, ...]) -> dict[str, Any]:
     """The capacity model, driven by this run's cost figures (or, without them, by the last run's results.json)."""
     measured_from = results
     if not results.get("cost", {}).get("one_shot"):
@@ -161,16 +167,17 @@ def _capacity(results: dict[str, Any], out: Path) -> dict[str, Any]:
         measured_from = json.loads(previous.read_text())
     source = f"the cost scenario of the run of {measured_from.get('started_at', '?')}"
     log("capacity: simulating the herd on AWS's scaling rules")
-    model = capacity.run(capacity.Measured.from_results(measured_from, source))
+    model = capacity.run(capacity.Measured.from_results(measured_from, source), sizes=sizes)
     samples = model.pop("samples")
+    plotted = 50_000 if 50_000 in sizes else sizes[0]
     series = [
         plot.Series(f"{row['label'].upper()}: P99 {row['p99']:.1f} S", samples[key])
         for row in model["rows"]
         if (
             key := f"{row['scenario']['occurrences']}/{row['scenario']['spread_seconds']:g}/{row['scenario']['mode']}"
-        ).startswith("50000/1/")
+        ).startswith(f"{plotted}/1/")
     ]
-    plot.lateness_png(out / "capacity.png", series, "50,000 OCCURRENCES DUE IN ONE SECOND ON AWS (MODEL)")
+    plot.lateness_png(out / "capacity.png", series, f"{plotted:,} OCCURRENCES DUE IN ONE SECOND ON AWS (MODEL)")
     return model
 
 
@@ -217,11 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         "git": environment.git(),
         "prices_usd": prices.PRICES | {"lambda_memory_gb": prices.LAMBDA_MEMORY_GB},
     }
+    sizes = tuple(int(x) for x in args.capacity_sizes.split(",") if x.strip())
     previous = args.out / "results.json"
     if only == {"capacity"} and previous.exists():
         # The model alone: recompute it from the recorded measurements and keep every other recorded figure.
         recorded = json.loads(previous.read_text())
-        ok = _scenario("capacity", recorded, "capacity", lambda: _capacity(recorded, args.out))
+        ok = _scenario("capacity", recorded, "capacity", lambda: _capacity(recorded, args.out, sizes))
         write(recorded, args.out)
         log(f"wrote the capacity model into {previous} and {args.out / 'results.md'}")
         return 0 if ok else 1
@@ -229,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     if only - {"capacity"}:
         ok &= _measure(args, only, pending, results)
     if "capacity" in only:
-        ok &= _scenario("capacity", results, "capacity", lambda: _capacity(results, args.out))
+        ok &= _scenario("capacity", results, "capacity", lambda: _capacity(results, args.out, sizes))
     results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["duration_seconds"] = time.perf_counter() - started
     carry_over(results, args.out / "results.json", only)

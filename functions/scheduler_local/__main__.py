@@ -17,11 +17,13 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from scheduler_local import emulators
+from scheduler_local.prescale import FILE_NAME, INVOCATIONS_PER_POLLER, forecast_workers
 from scheduler_local.provision import provision
 from scheduler_local.scaling import Backlog, ScalingPolicy
 
@@ -115,6 +117,9 @@ class WorkerPool:
         self.sqs: Any = None
         self.peak = 0
         self.wanted: tuple[int, Backlog] | None = None
+        #: Pollers the forecast asks for ahead of a peak (scheduler_local.prescale), when pre-scaling is on.
+        self.forecast_floor: Callable[[], int] | None = None
+        self.floor = 0
 
     def add(self) -> None:
         self.serial += 1
@@ -153,7 +158,11 @@ class WorkerPool:
             except Exception as exc:  # the emulator is busy or restarting: keep the pollers as they are
                 say(json.dumps({"message": "worker scaling skipped", "error": str(exc)[:200]}))
                 continue
-            self.wanted = (self.policy.desired(len(self.workers), backlog, time.time()), backlog)
+            wanted = self.policy.desired(len(self.workers), backlog, time.time())
+            if self.forecast_floor is not None:
+                self.floor = min(self.policy.maximum, self.forecast_floor())
+                wanted = max(wanted, self.floor)
+            self.wanted = (wanted, backlog)
 
     def apply(self) -> None:
         if self.wanted is None:
@@ -177,6 +186,7 @@ class WorkerPool:
                     "visible": backlog.visible,
                     "in_flight": backlog.in_flight,
                     "delayed": backlog.delayed,
+                    "forecast_floor": self.floor,
                 }
             )
         )
@@ -266,6 +276,12 @@ def main() -> int:
             "PYTHONUNBUFFERED": "1",
         }
         policy = ScalingPolicy.from_env()
+        # Pre-scaling on the local stack (docs/capacity.md): the forecast grows the worker pool ahead of a peak.
+        prescaling = os.environ.get("SCHEDULER_LOCAL_PRESCALE", "").lower() in {"1", "true", "yes"}
+        if prescaling:
+            (state_dir / FILE_NAME).unlink(missing_ok=True)
+            env["SCHEDULER_PRESCALE_ENABLED"] = "true"
+            env["SCHEDULER_PRESCALE_STATE_FILE"] = str(state_dir / FILE_NAME)
         api_processes = max(1, int(os.environ.get("SCHEDULER_LOCAL_API_PROCESSES", "2")))
         children = [
             Child("api", "scheduler_local.api_server", logs / "api.log"),
@@ -284,6 +300,10 @@ def main() -> int:
             supervisor.spawn(child)
         lanes = [resources.ready_queue_high_url, resources.ready_queue_url, resources.ready_queue_low_url]
         pool = WorkerPool(supervisor, logs, policy, lanes)
+        if prescaling:
+            # The sweeper's pre-scaler writes each lane's pollers there; one local poller per provisioned one above
+            # the floor (both run about ten invocations / records at once).
+            pool.forecast_floor = lambda: policy.minimum + forecast_workers(state_dir, INVOCATIONS_PER_POLLER)
         pool.start()
         base = f"http://127.0.0.1:{port}"
         if not wait_healthy(base + "/v1/health", children, 60):

@@ -34,6 +34,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     tiny = ["--quick", "--pending", "200", "--due", "20", "--burst", "20", "--cost-jobs", "3", "--submit-jobs", "16"]
     tiny += ["--recurring-jobs", "2", "--occurrences", "2", "--jitter", "2", "--out", str(tmp_path)]
     tiny += ["--emulator-depths", "0,30", "--moto-depths", "0", "--peer-processes", "2"]
+    tiny += ["--capacity-sizes", "500"]
 
     # When the benchmark runs every scenario at a tiny size
     done = subprocess.run(
@@ -110,6 +111,15 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
         assert heading in markdown
     assert "EventBridge Scheduler alone" in markdown
     assert png_size((tmp_path / "lateness.png").read_bytes()) == (1000, 720)
+
+    # And the capacity model ran on this run's figures: today, provisioned and pre-scaled, for each spread
+    rows = results["capacity"]["rows"]
+    assert [(r["scenario"]["spread_seconds"], r["scenario"]["mode"]) for r in rows] == [
+        (spread, mode) for spread in (1.0, 60.0) for mode in ("standard", "provisioned", "prescaled")
+    ]
+    assert all(r["early_starts"] == 0 and r["p99"] >= r["p50"] >= 0 for r in rows)
+    assert "## Capacity model" in markdown and "## Forecast cost" in markdown
+    assert png_size((tmp_path / "capacity.png").read_bytes()) == (1000, 720)
 
 
 def test_png_writer_round_trips_pixels(tmp_path: Path) -> None:
