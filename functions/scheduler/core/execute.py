@@ -153,6 +153,19 @@ class Executor:
             if self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
                 self._announce(dispatch.key)
             return Outcome.acknowledge("no such job")
+        if (
+            dispatch.kind == "scheduled"
+            and job.left_to_resume(dispatch.scheduled_for, dispatch.version)
+            and self.ledger.get(dispatch.key) is None
+        ):
+            # Fell due while the job was paused: the resume's misfire policy decides it (JobService.resume), so it
+            # is not recorded SKIPPED here (a record would refuse the resumed chain's dispatch of the same key).
+            self.metrics.count("PausedOccurrences")
+            log.info(
+                "occurrence left to the resume's misfire policy",
+                extra={"job_id": dispatch.job_id, "occurrence_key": dispatch.key, "job_state": job.state.value},
+            )
+            return Outcome.acknowledge("left to the resume")
 
         # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
