@@ -8,9 +8,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scheduler.core.schedules import Schedule
+from scheduler.core.schedules import Instant, Schedule
 
 #: The largest payload accepted, in bytes of compact JSON. A DynamoDB item holds 400 KB and an SQS message
 #: 256 KB; the job item also carries the definition, and the payload travels in SNS/EventBridge/Step
@@ -241,8 +241,8 @@ class BackfillRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    range_from: AwareDatetime = Field(alias="from", description="the first instant of the range (inclusive)")
-    to: AwareDatetime = Field(description="the end of the range (exclusive); not in the future")
+    range_from: Instant = Field(alias="from", description="the first instant of the range (inclusive)")
+    to: Instant = Field(description="the end of the range (exclusive): after `from`, and not in the future")
 
     @model_validator(mode="after")
     def _ordered(self) -> BackfillRequest:
