@@ -35,8 +35,10 @@ PAGE = [
     {
         "name": "cursor",
         "in": "query",
-        "schema": {"type": "string"},
-        "description": "next_cursor of the previous page; any other value is a 422",
+        "schema": {"type": "string", "pattern": "^([A-Za-z0-9_-]{16,}={0,2})?$"},
+        "description": (
+            "next_cursor of the previous page, exactly as returned (empty: the first page); any other value is a 422"
+        ),
     },
 ]
 COMMON_ERRORS = {"401": _problem("no or unknown credentials"), "404": _problem("no such job for this caller")}
@@ -258,7 +260,7 @@ def document() -> dict[str, Any]:
                     {
                         "name": "If-Match",
                         "in": "header",
-                        "schema": {"type": "string"},
+                        "schema": {"type": "string", "pattern": '^(W/)?"?[0-9]{1,18}"?$'},
                         "description": 'the version you read, e.g. "3"',
                     },
                 ],

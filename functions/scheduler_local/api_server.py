@@ -178,6 +178,11 @@ def make_handler(invoke: Any, tokens: dict[str, str]) -> type[BaseHTTPRequestHan
         do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = do_HEAD = do_OPTIONS = _serve  # noqa: N815
         do_TRACE = do_CONNECT = _serve  # noqa: N815
 
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("do_"):  # any other method (QUERY, PROPFIND...) too: 405 from the handler, not 501
+                return self._serve
+            raise AttributeError(name)
+
     return Handler
 
 

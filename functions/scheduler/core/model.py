@@ -242,12 +242,12 @@ class BackfillRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     range_from: Instant = Field(alias="from", description="the first instant of the range (inclusive)")
-    to: Instant = Field(description="the end of the range (exclusive): after `from`, and not in the future")
+    to: Instant = Field(description="the end of the range (exclusive): not before `from`, and not in the future")
 
     @model_validator(mode="after")
     def _ordered(self) -> BackfillRequest:
-        if self.to <= self.range_from:
-            raise ValueError("'to' must be after 'from'")
+        if self.to < self.range_from:
+            raise ValueError("'to' must not be before 'from'")
         return self
 
 

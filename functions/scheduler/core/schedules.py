@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import croniter
@@ -59,7 +59,10 @@ def _sane_instant(value: datetime) -> datetime:
 Instant = Annotated[
     AwareDatetime,
     AfterValidator(_sane_instant),
-    Field(description="an RFC 3339 date-time with an offset, from 1970-01-01T00:00:00Z to before 2200"),
+    Field(
+        description="an RFC 3339 date-time with an offset, from 1970-01-01T00:00:00Z to before 2200",
+        json_schema_extra={"pattern": "^(19[7-9][0-9]|2[01][0-9]{2})-"},
+    ),
 ]
 
 
@@ -126,12 +129,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _exactly_one_of_at_or_delay(schema: dict[str, Any]) -> None:
+    """The JSON schema says what the validator below checks: exactly one of the two, neither null."""
+    properties = schema.get("properties", {})
+    for name in ("at", "delay_seconds"):
+        options = [o for o in properties.get(name, {}).pop("anyOf", []) if o.get("type") != "null"]
+        if options:
+            properties[name].update(options[0])
+        properties.get(name, {}).pop("default", None)
+    schema["oneOf"] = [{"required": ["at"]}, {"required": ["delay_seconds"]}]
+
+
 class OnceSchedule(_Strict):
     """Fire once: at an instant with an explicit offset, or `delay_seconds` after the job is created."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_exactly_one_of_at_or_delay)
 
     type: Literal["once"]
     at: Instant | None = None
     delay_seconds: int | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nulls(cls, value: Any) -> Any:
+        if isinstance(value, dict) and any(value.get(k, 0) is None for k in ("at", "delay_seconds")):
+            raise ValueError("'at' and 'delay_seconds' cannot be null: give exactly one of them")
+        return value
 
     @model_validator(mode="after")
     def _exactly_one(self) -> OnceSchedule:
