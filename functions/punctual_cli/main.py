@@ -793,12 +793,20 @@ def main(
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     ctx = Context(args, out, err, client)
+
+    def fail(code: int, title: str, detail: str, hint: str = "") -> int:
+        """One error, as the command's output is: a problem object with --json, a line of text otherwise."""
+        if ctx.as_json:
+            print(json.dumps({"title": title, "status": None, "detail": detail}), file=err)
+        else:
+            print(f"error: {detail}{hint}", file=err)
+        return code
+
     try:
         code: int = args.run(ctx)
         return code
     except UsageError as exc:
-        print(f"error: {exc}\n(see: punctual {args.command} --help)", file=err)
-        return EXIT_USAGE
+        return fail(EXIT_USAGE, "Usage error", str(exc), f"\n(see: punctual {args.command} --help)")
     except ApiError as exc:
         if ctx.as_json:
             print(json.dumps(_problem(exc)), file=err)
@@ -809,11 +817,10 @@ def main(
         return EXIT_REFUSED if isinstance(exc, InvalidDefinition) else exit_code_for(exc.status)
     except TransportError as exc:
         where = f" (API URL from {ctx.connection.source})" if ctx.connection else ""
-        print(f"error: {exc}{where}; is the scheduler running? (scripts/dev locally)", file=err)
-        return EXIT_UNAVAILABLE
+        detail = f"{exc}{where}; is the scheduler running? (scripts/dev locally)"
+        return fail(EXIT_UNAVAILABLE, "Connection failed", detail)
     except AuthError as exc:
-        print(f"error: {exc}", file=err)
-        return EXIT_USAGE
+        return fail(EXIT_USAGE, "Authentication", str(exc))
     except KeyboardInterrupt:
         print("interrupted", file=err)
         return 130
@@ -822,11 +829,9 @@ def main(
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError, ProfileNotFound
 
         if isinstance(exc, NoCredentialsError | NoRegionError | ProfileNotFound):
-            print(f"error: AWS configuration: {exc}", file=err)
-            return EXIT_USAGE
+            return fail(EXIT_USAGE, "AWS configuration", f"AWS configuration: {exc}")
         if isinstance(exc, BotoCoreError | ClientError):
-            print(f"error: AWS: {exc}", file=err)
-            return EXIT_UNAVAILABLE
+            return fail(EXIT_UNAVAILABLE, "AWS", f"AWS: {exc}")
         raise
 
 

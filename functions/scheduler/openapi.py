@@ -32,7 +32,14 @@ def _json(description: str, schema: str) -> dict[str, Any]:
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
 PAGE = [
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 50}},
-    {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "next_cursor of the previous page"},
+    {
+        "name": "cursor",
+        "in": "query",
+        "schema": {"type": "string", "pattern": "^([A-Za-z0-9_-]{16,}={0,2})?$"},
+        "description": (
+            "next_cursor of the previous page, exactly as returned (empty: the first page); any other value is a 422"
+        ),
+    },
 ]
 COMMON_ERRORS = {"401": _problem("no or unknown credentials"), "404": _problem("no such job for this caller")}
 
@@ -253,7 +260,7 @@ def document() -> dict[str, Any]:
                     {
                         "name": "If-Match",
                         "in": "header",
-                        "schema": {"type": "string"},
+                        "schema": {"type": "string", "pattern": '^(W/)?"?[0-9]{1,18}"?$'},
                         "description": 'the version you read, e.g. "3"',
                     },
                 ],
@@ -269,7 +276,15 @@ def document() -> dict[str, Any]:
                     **COMMON_ERRORS,
                 },
             },
-            "delete": {"summary": "cancel (idempotent)", **action},
+            "delete": {
+                "summary": "cancel (idempotent)",
+                "description": (
+                    "A soft delete: the job becomes CANCELLED and stays readable (GET returns it with state "
+                    "CANCELLED, its run history too); occurrences already queued are recorded CANCELLED, "
+                    "none fires after the 200. It cannot be resumed or changed."
+                ),
+                **action,
+            },
         },
         "/v1/jobs/{job_id}/pause": {"post": {"summary": "pause", **action}},
         "/v1/jobs/{job_id}/resume": {"post": {"summary": "resume (missed runs per the misfire policy)", **action}},
@@ -373,6 +388,7 @@ def document() -> dict[str, Any]:
             },
         },
     }
+    _declare_common_statuses(paths)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -396,6 +412,36 @@ def document() -> dict[str, Any]:
         "security": [{"sigv4": []}, {"devToken": []}],
         "paths": paths,
     }
+
+
+#: Statuses any operation can answer, besides its own: declared on each, so a client knows every status it gets.
+ANY_OPERATION = {
+    "500": _problem("unexpected error; nothing was changed unless a 2xx was returned earlier"),
+    "503": _problem("busy (the local stack) or throttled: retry after Retry-After"),
+}
+WITH_INPUT = {
+    "400": _problem("malformed request: a missing or unparsable JSON body, or a malformed header (If-Match)"),
+    "422": _problem("invalid input: a field, a path or query parameter (a repeated one too), or a cursor"),
+}
+WITH_BODY = {"413": _problem("request body too large"), "415": _problem("not application/json")}
+
+
+def _declare_common_statuses(paths: dict[str, Any]) -> None:
+    for path, operations in paths.items():
+        for operation in operations.values():
+            responses = operation["responses"]
+            for status, response in ANY_OPERATION.items():
+                responses.setdefault(status, response)
+            if path == "/v1/health":
+                continue
+            if "401" not in responses:
+                responses["401"] = COMMON_ERRORS["401"]
+            if operation.get("parameters") or "requestBody" in operation:
+                for status, response in WITH_INPUT.items():
+                    responses.setdefault(status, response)
+            if "requestBody" in operation:
+                for status, response in WITH_BODY.items():
+                    responses.setdefault(status, response)
 
 
 def render() -> str:

@@ -3,6 +3,12 @@
 There is no IAM locally. `Authorization: Bearer <token>` is looked up in SCHEDULER_DEV_TOKENS
 (`token=tenant,...`) and the tenant is placed where API Gateway puts the IAM principal
 (`requestContext.identity.userArn`), so the handler reads the tenant through the same code path as on AWS.
+
+It never wedges (issue 20, item 7): connections are served by a bounded pool (one beyond it gets a 503 at
+once), every socket read and write has a timeout (a client that sends a short body or idles is dropped), a
+request waits a bounded time for the handler (one Lambda container at a time, as on AWS) and gets a 503 with
+`Retry-After` when it is busy, and `/v1/health` is answered here, depending on nothing. The AWS clients behind
+the handler carry connect and read timeouts (`scheduler.handlers.wiring`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -22,6 +29,15 @@ from urllib.parse import parse_qsl, urlsplit
 from scheduler_local.lambda_context import LocalContext
 
 PUBLIC_PATHS = {"/v1/health"}
+HEALTH = "/v1/health"
+#: Connections served at once; one more is answered 503 at once (never queued without bound).
+MAX_CONNECTIONS = 32
+#: Seconds a socket read or write may block (a slow or idle client is dropped, its thread freed).
+SOCKET_TIMEOUT = 15.0
+#: Seconds a request waits for the handler (busy with another request) before a 503.
+HANDLER_WAIT = 20.0
+#: The largest request body read (API Gateway's limit is 10 MB; job bodies are far smaller).
+MAX_BODY = 1_048_576
 
 
 def parse_tokens(spec: str) -> dict[str, str]:
@@ -80,6 +96,7 @@ def make_handler(invoke: Any, tokens: dict[str, str]) -> type[BaseHTTPRequestHan
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = SOCKET_TIMEOUT
 
         def log_message(self, fmt: str, *args: Any) -> None:
             sys.stderr.write("api: " + (fmt % args) + "\n")
@@ -95,9 +112,20 @@ def make_handler(invoke: Any, tokens: dict[str, str]) -> type[BaseHTTPRequestHan
             self.wfile.write(body)
 
         def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
             path = urlsplit(self.path).path
+            if path == HEALTH and self.command in ("GET", "HEAD"):
+                self._health()
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0 or length > MAX_BODY:
+                self.close_connection = True
+                status, title = (400, "Bad Request") if length < 0 else (413, "Payload Too Large")
+                self._problem(status, title, f"send a Content-Length of 0 to {MAX_BODY} bytes")
+                return
+            body = self.rfile.read(length) if length else b""
             tenant = None
             if path not in PUBLIC_PATHS:
                 auth = self.headers.get("Authorization") or ""
@@ -116,8 +144,13 @@ def make_handler(invoke: Any, tokens: dict[str, str]) -> type[BaseHTTPRequestHan
                     return
             headers = {k: v for k, v in self.headers.items() if k.lower() != "authorization"}
             event = to_event(self.command, self.path, headers, body, tenant, self.client_address[0])
-            with lock:
+            if not lock.acquire(timeout=HANDLER_WAIT):
+                self._problem(503, "Service Unavailable", "the API is busy; retry shortly", {"Retry-After": "2"})
+                return
+            try:
                 response = invoke(event, LocalContext("punctual-api", 29))
+            finally:
+                lock.release()
             payload = response.get("body") or ""
             data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
             self.send_response(int(response["statusCode"]))
@@ -133,9 +166,69 @@ def make_handler(invoke: Any, tokens: dict[str, str]) -> type[BaseHTTPRequestHan
             self.end_headers()
             self.wfile.write(data)
 
+        def _health(self) -> None:
+            data = b"" if self.command == "HEAD" else json.dumps({"status": "ok"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        # Every method reaches the handler, which answers an undeclared one 405 problem+json (not 501).
         do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = do_HEAD = do_OPTIONS = _serve  # noqa: N815
+        do_TRACE = do_CONNECT = _serve  # noqa: N815
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("do_"):  # any other method (QUERY, PROPFIND...) too: 405 from the handler, not 501
+                return self._serve
+            raise AttributeError(name)
 
     return Handler
+
+
+class BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server whose threads come from a bounded pool; a connection beyond it gets a 503."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        workers: int,
+        bind_and_activate: bool = True,
+    ) -> None:
+        super().__init__(address, handler, bind_and_activate)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="api")
+        self.slots = threading.BoundedSemaphore(workers)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        self.pool.submit(self._serve_one, request, client_address)
+
+    def _serve_one(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def _refuse(self, request: Any) -> None:
+        body = json.dumps(
+            {"type": "about:blank", "title": "Service Unavailable", "status": 503, "detail": "too many connections"}
+        ).encode()
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 2\r\n"
+            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        try:
+            request.settimeout(2)
+            request.sendall(head + body)
+        except OSError:
+            pass
+        finally:
+            self.shutdown_request(request)
 
 
 def main() -> None:
@@ -143,13 +236,14 @@ def main() -> None:
     tokens = parse_tokens(os.environ.get("SCHEDULER_DEV_TOKENS") or "dev-token=dev")
     from scheduler.handlers.api import lambda_handler
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(lambda_handler, tokens), bind_and_activate=False)
+    server = BoundedServer(
+        ("127.0.0.1", port), make_handler(lambda_handler, tokens), MAX_CONNECTIONS, bind_and_activate=False
+    )
     # Several api processes share the port (SCHEDULER_LOCAL_API_PROCESSES): the kernel spreads the connections
     # over them, as API Gateway spreads requests over Lambda containers, each handling one request at a time.
     server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     server.server_bind()
     server.server_activate()
-    server.daemon_threads = True
     print(f"api listening on 127.0.0.1:{port}", flush=True)
     server.serve_forever()
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from scheduler.core.chain import counts_as_active
 from scheduler.core.errors import SchedulerError
 from scheduler.core.keys import occurrence_key
-from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState
+from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState
 from scheduler.core.ports import Execution
 from scheduler.core.schedules import Schedule, first_occurrence
 from scheduler.core.timefmt import rfc3339
@@ -49,6 +49,7 @@ INVARIANTS: dict[int, str] = {
     5: "a recurring job fires each of its occurrences once, and misses none beyond its misfire policy",
     6: "bad input never changes stored state",
     7: "once the run is quiet, each tenant's quota counter equals its jobs that can still fire (ACTIVE or PAUSED)",
+    8: "a change of version sends no old version's message again unless that version's last plan was unproven",
 }
 
 #: At most this many violations of one invariant are reported per run.
@@ -90,6 +91,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _run_all_skips(sim)
     found += _bad_input(sim)
     found += _quota(sim)
+    found += _version_change_costs(sim)
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:
@@ -127,8 +129,12 @@ def _terminal(sim: Simulation) -> list[Violation]:
                     f"attempts {item.attempts}, owner {item.owner}, lease until {_t(item.lease_until)})",
                 )
             )
+    windows = _pause_windows(sim)
     for key in sim.first_send:
         if key not in items:
+            dispatch = sim.sent_dispatch[key]
+            if any(start < dispatch.scheduled_for <= end for start, end in windows.get(dispatch.job_id, [])):
+                continue  # fell due while paused: the worker left it to the resume's misfire policy (invariant 5)
             found.append(Violation(1, f"{key} was dispatched but never reached the ledger"))
     for record in sim.records:
         for key, acked in record.triggers:
@@ -186,9 +192,47 @@ def _cancellations(sim: Simulation) -> list[Violation]:
     return found
 
 
+def _pause_windows(sim: Simulation) -> dict[str, list[tuple[datetime, datetime]]]:
+    """Per job, from the first attempt of each pause to the acknowledgement of the resume that ended it (or the
+    end of the run): the occurrences scheduled inside are the resume's to decide, not the paused worker's."""
+    windows: dict[str, list[tuple[datetime, datetime]]] = {}
+    for record in sim.records:
+        if record.job_id is None:
+            continue
+        start: datetime | None = None
+        for change in record.changes:
+            if change.kind == "pause" and start is None:
+                start = change.started - timedelta(seconds=10)  # the API's clock may run behind the sim's
+            elif change.kind in ("resume", "cancel") and start is not None:
+                windows.setdefault(record.job_id, []).append((start, change.acked + timedelta(seconds=10)))
+                start = None
+        if start is not None or record.uncertain_from is not None:
+            windows.setdefault(record.job_id, []).append((start or record.uncertain_from or sim.clock.now(), _END))
+    return windows
+
+
+_END = datetime.max.replace(tzinfo=UTC)
+
+
+def _version_change_costs(sim: Simulation) -> list[Violation]:
+    """Invariant 8 (issue 20, item 5): a pause, resume, edit or cancel does not send its chain's look-ahead
+    again. It may send the old version's last plan once only while that plan is unproven (a sweep lost or still
+    running between its advance and its next timer's write); a pause or cancel starts no chain, so sends no more."""
+    found: list[Violation] = []
+    for change in sim.version_changes:
+        name = f"job-{change.job_index} {change.kind} to v{change.version}"
+        if change.resent and not change.plan_open:
+            found.append(Violation(8, f"{name} sent {change.resent} older message(s) again; its last plan was sent"))
+        if change.kind in ("pause", "cancel") and change.sent > change.resent:
+            found.append(Violation(8, f"{name} sent {change.sent - change.resent} message(s) of a new chain"))
+    return found
+
+
 def _chains(sim: Simulation) -> list[Violation]:
     ran: dict[str, dict[datetime, Execution]] = {}
     for item in sim.ledger.items.values():
+        if item.state == RunState.SKIPPED and item.last_error == "job paused" and _resumed_after(sim, item):
+            continue  # a resume must decide it by the misfire policy, not find it skipped as paused (issue 20)
         ran.setdefault(item.job_id, {})[item.scheduled_for] = item
     found: list[Violation] = []
     for record in sim.records:
@@ -216,6 +260,19 @@ def _chains(sim: Simulation) -> list[Violation]:
             if era.active:
                 found += _gaps(sim, record, final, era, ran.get(record.job_id, {}))
     return found
+
+
+def _resumed_after(sim: Simulation, item: Execution) -> bool:
+    """Whether the item's occurrence fell inside a pause that a resume ended (strictly after the pause's write)."""
+    for record in sim.records:
+        if record.job_id != item.job_id:
+            continue
+        for change, following in zip(record.changes, record.changes[1:], strict=False):
+            paused = change.job.paused_at
+            resumed = change.kind == "pause" and following.kind == "resume" and paused is not None
+            if resumed and paused is not None and paused < item.scheduled_for <= following.started:
+                return True
+    return False
 
 
 def _eras(record: JobRecord) -> list[Era]:

@@ -133,6 +133,8 @@ class GateHost(Protocol):
 
     def queue_send(self, actor: str, dispatches: Sequence[Dispatch], now: datetime) -> None: ...
 
+    def timer_stored(self, timer: Timer) -> None: ...
+
 
 class Gate:
     """The fault point in front of every port call of one actor."""
@@ -287,6 +289,7 @@ class FaultyTimerStore:
     def put_timer(self, timer: Timer) -> None:
         self.gate.before("timers.put_timer", timer)
         self.inner.put_timer(timer)
+        self.gate.host.timer_stored(timer)
         self.gate.after("timers.put_timer")
 
     def claim_bucket(
@@ -303,6 +306,12 @@ class FaultyTimerStore:
         sealed = self.inner.is_sealed(bucket)
         self.gate.result("timers.is_sealed", sealed)
         return sealed
+
+    def has_timer(self, timer: Timer) -> bool:
+        self.gate.before("timers.has_timer", timer)
+        stored = self.inner.has_timer(timer)
+        self.gate.result("timers.has_timer", stored)
+        return stored
 
     def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
         self.gate.before("timers.query", bucket, after)

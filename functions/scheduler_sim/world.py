@@ -112,6 +112,19 @@ class JobRecord:
 
 
 @dataclass(frozen=True)
+class VersionChange:
+    """An acknowledged change of version and what it sent: `resent` messages of older versions (allowed only when
+    the chain's last plan was open - its next timer not stored - at some point during the call)."""
+
+    job_index: int
+    kind: str
+    version: int
+    resent: int
+    sent: int
+    plan_open: bool
+
+
+@dataclass(frozen=True)
 class Misfire:
     """A misfire decision the core made and wrote: a chain timer found late, `skipped` occurrences skipped."""
 
@@ -378,6 +391,10 @@ class ApiActor(Actor):
         record = sim.records[call.job]
         service = self.service
         job: Job
+        sim.api_sends = []
+        watched = record.job_id
+        open_before = watched is not None and watched in sim.open_plans
+        opened_before = sim.plans_opened.get(watched or "", 0)
         if call.kind == "create":
             assert call.body is not None
             spec = JobSpec.model_validate(call.body)  # the handler's validation, before the service
@@ -401,6 +418,11 @@ class ApiActor(Actor):
             sim.trace(self.name, f"trigger job-{call.job} -> {timer.key}")
             return
         acked = sim.clock.now()
+        if call.kind != "create" and (not record.changes or record.changes[-1].job.version != job.version):
+            resent = sum(1 for d in sim.api_sends if d.version < job.version)
+            plan_open = open_before or sim.plans_opened.get(job.job_id, 0) > opened_before
+            change = VersionChange(call.job, call.kind, job.version, resent, len(sim.api_sends), plan_open)
+            sim.version_changes.append(change)
         record.changes.append(Change(call.kind, started, acked, job))
         if call.kind == "cancel" and record.cancel_acked is None:
             record.cancel_acked = acked
@@ -473,6 +495,13 @@ class Simulation:
         self.max_epoch: dict[str, int] = {}
         self.stale_writes: list[str] = []
         self.first_send: dict[str, datetime] = {}
+        self.sent_dispatch: dict[str, Dispatch] = {}
+        #: Per job, the chain's last plan (version, advancing timer's instant) while its next timer is not stored.
+        self.open_plans: dict[str, tuple[int, datetime]] = {}
+        self.plans_opened: dict[str, int] = {}
+        #: What the API sent during the call in progress, and each acknowledged change of version's cost.
+        self.api_sends: list[Dispatch] = []
+        self.version_changes: list[VersionChange] = []
         self.misfires: dict[str, list[Misfire]] = {}
         self.quiet_from: datetime | None = None
         self.steps = 0
@@ -648,10 +677,19 @@ class Simulation:
     def advanced(
         self, timer: Timer, dispatched_for: datetime, skipped: int, result: AdvanceResult, now: datetime
     ) -> None:
+        if result.proceed and timer.plan is not None:
+            # Open until the chain's next timer is stored (the proof that the plan was sent).
+            self.open_plans[timer.job_id] = (timer.version, timer.scheduled_for)
+            self.plans_opened[timer.job_id] = self.plans_opened.get(timer.job_id, 0) + 1
         if skipped and result.proceed and timer.plan is not None:
             policy = timer.plan.misfire_policy
             misfire = Misfire(timer.version, policy, timer.scheduled_for, timer.fire_at, dispatched_for, skipped, now)
             self.misfires.setdefault(timer.job_id, []).append(misfire)
+
+    def timer_stored(self, timer: Timer) -> None:
+        plan = self.open_plans.get(timer.job_id)
+        if plan is not None and timer.plan is not None and timer.version == plan[0] and timer.scheduled_for > plan[1]:
+            del self.open_plans[timer.job_id]
 
     def ledger_claimed(self, key: str, epoch: int) -> None:
         previous = self.max_epoch.get(key, 0)
@@ -672,6 +710,9 @@ class Simulation:
             return
         for dispatch in dispatches:
             self.first_send.setdefault(dispatch.key, now)
+            self.sent_dispatch.setdefault(dispatch.key, dispatch)
+        if actor == self.api.name:
+            self.api_sends += dispatches
         self.queue.send(dispatches, now)
         self.trace(actor, f"sent {', '.join(d.key for d in dispatches)}")
         if not self.faults_on:

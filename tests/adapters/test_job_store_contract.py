@@ -385,22 +385,42 @@ def test_advance_re_run_replays_the_recorded_plan(jobs, make) -> None:
     assert jobs.get(job.job_id).next_run_at == nxt  # the recorded advance is not overwritten
 
 
-def test_advance_re_run_after_a_version_change_replays_the_plan_without_a_next_timer(jobs, make) -> None:
-    # The run that advanced died before sending; then the job was paused (a new version). Its plan's occurrences
-    # have left the chain: the re-run sends them again (the worker judges each), but writes no next timer.
+def test_advance_re_run_after_a_version_change_does_nothing(jobs, make) -> None:
+    # The run that advanced died before sending; then the job was paused (a new version). The change of version
+    # made sure that plan was sent (Dispatcher.ensure_sent), so a re-run of the old timer sends and writes nothing.
     job, first, _ = _recurring(jobs, make)
     planned_at, horizon = make.t0 - timedelta(seconds=3), make.t0 + timedelta(minutes=6)
     jobs.advance(first, make.t0 + timedelta(minutes=2), first.scheduled_for, 0, planned_at=planned_at,
                  planned_horizon=horizon)  # fmt: skip
     advanced = jobs.get(job.job_id)
     assert advanced.planned_version == first.version
-    jobs.replace(with_changes(advanced, state=JobState.PAUSED, version=advanced.version + 1), advanced, None, False)
+    paused = with_changes(advanced, state=JobState.PAUSED, version=advanced.version + 1)
+    jobs.replace(paused, advanced, None, False)
 
     again = jobs.advance(first, make.t0 + timedelta(minutes=3), first.scheduled_for, 0, planned_at=make.t0,
                          planned_horizon=horizon)  # fmt: skip
 
-    assert again == AdvanceResult(True, False, JobState.PAUSED, (planned_at, horizon))
-    assert jobs.get(job.job_id).state == JobState.PAUSED  # untouched
+    assert again == AdvanceResult(False, False, JobState.PAUSED)
+    assert jobs.get(job.job_id) == paused  # untouched
+
+
+def test_replace_after_the_chain_advanced_since_the_read_is_a_conflict(jobs, make) -> None:
+    # A change of version written from a read taken before a sweep advanced the chain would undo that advance's
+    # record of its plan (and its next run): it is refused, for the caller to read again
+    job, first, _ = _recurring(jobs, make)
+    read = jobs.get(job.job_id)
+    jobs.advance(first, make.t0 + timedelta(minutes=2), first.scheduled_for, 0, planned_at=make.t0,
+                 planned_horizon=make.t0 + timedelta(minutes=6))  # fmt: skip
+    advanced = jobs.get(job.job_id)
+
+    with pytest.raises(VersionConflict) as conflict:
+        jobs.replace(with_changes(read, state=JobState.PAUSED, version=read.version + 1), read, None, False)
+
+    assert conflict.value.current == advanced
+    assert jobs.get(job.job_id) == advanced
+    paused = with_changes(advanced, state=JobState.PAUSED, version=advanced.version + 1)
+    jobs.replace(paused, advanced, None, False)
+    assert jobs.get(job.job_id) == paused
 
 
 def test_advance_of_a_timer_the_chain_moved_past_does_nothing(jobs, make) -> None:

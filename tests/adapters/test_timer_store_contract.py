@@ -53,6 +53,21 @@ def test_put_timer_is_idempotent_and_round_trips(timers, make) -> None:
     assert bucket_timers(timers, timers.bucket_of(timer)) == [timer]
 
 
+def test_has_timer_answers_for_that_very_slot(timers, make) -> None:
+    # The proof a change of version relies on (Dispatcher.ensure_sent): a chain's next timer is stored
+    job = make.job()
+    timer = make.timer(job)
+    assert not timers.has_timer(timer)
+    timers.put_timer(timer)
+    assert timers.has_timer(timer)
+    # and only that slot: another version, or a resumed chain's first timer, is another timer
+    assert not timers.has_timer(replace(timer, version=timer.version + 1))
+    queued = replace(timer, queued_until=timer.scheduled_for + timedelta(minutes=3))
+    timers.put_timer(queued)
+    [stored] = [t for t in bucket_timers(timers, timers.bucket_of(timer)) if t.queued_until is not None]
+    assert stored == queued
+
+
 def test_a_deferred_timer_lives_in_the_bucket_of_its_retry_instant_and_round_trips(timers, make) -> None:
     # A timer its tenant's dispatch budget held back: outside the chain, due again later, in that later bucket
     job = make.job()

@@ -251,7 +251,7 @@ def test_backfill_start_refuses_an_empty_range_before_sending() -> None:
                  client=api.client())  # fmt: skip
 
     assert result.code == 1
-    assert "refused before sending" in result.err and "'to' must be after 'from'" in result.err
+    assert "refused before sending" in result.err and "'to' must not be before 'from'" in result.err
     assert api.requests == []
 
 

@@ -83,6 +83,18 @@ def test_an_unreachable_api_is_exit_5() -> None:
     assert "cannot reach" in result.err
 
 
+def test_with_json_an_unreachable_api_is_a_problem_document_too() -> None:
+    # issue 20, item 6: connection errors printed plain text under --json
+    def down(request: HttpRequest, timeout: float) -> Any:
+        raise TransportError(f"cannot reach {request.url}: connection refused")
+
+    result = run("--json", "get", "job-1", client=SchedulerClient(BASE, transport=down, retry_delay=0))
+
+    assert result.code == 5
+    problem = json.loads(result.err)
+    assert problem["title"] == "Connection failed" and "cannot reach" in problem["detail"]
+
+
 @pytest.mark.parametrize(
     "argv",
     [["get"], ["submit", "--in", "soon", "--handler", "x"], ["list", "--state", "SLEEPING"], ["frobnicate"],

@@ -4,9 +4,12 @@ in-memory adapters (no seeds, so they stay put while the code around them change
 They were `xfail(strict=True)` while open (the suite stays green while a bug is open and turns red the day it
 is fixed); all are fixed now and run as plain regression tests. The latest: a chain's plan lost when the job
 changed version (a pause, edit, cancel or resume) after a sweep had advanced the chain but before it sent the
-plan (seeds 111014 and 120946 of a 40,000-seed soak), fixed by replaying a plan across versions and by sending
-a version's last plan again before any change of version. Two more bugs the simulator found (an edit keeping
-`last_dispatched_for`, `is_near` ignoring bucket granularity) were fixed in the core while it was written.
+plan (seeds 111014 and 120946 of a 40,000-seed soak). It is fixed by one mechanism: before any change of version
+the dispatcher makes sure the version's last plan was sent - its next timer, written after its sends, is stored -
+and sends that plan again only when that proof is missing (`Dispatcher.ensure_sent`; the first fix also replayed
+plans across versions and re-sent the whole look-ahead at every pause, issue 20 item 5). Two more bugs the
+simulator found (an edit keeping `last_dispatched_for`, `is_near` ignoring bucket granularity) were fixed in the
+core while it was written.
 """
 
 from __future__ import annotations
@@ -228,7 +231,7 @@ def test_a_resume_whose_new_chain_advances_first_still_sends_the_old_plan() -> N
     world.clock.advance(150)
     world.sweep_every_minute(world.sweeper("sweeper-3"), 3)
 
-    # Then 09:05 was sent all the same: the pause sent the old version's last plan again before changing it
+    # Then 09:05 was sent all the same: the pause found that plan's next timer missing and sent the plan again
     assert datetime(2026, 1, 5, 9, 5, tzinfo=UTC) in world.sent(job)
     assert {datetime(2026, 1, 5, 9, m, tzinfo=UTC) for m in (10, 15, 20)} <= world.sent(job)
 

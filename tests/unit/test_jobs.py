@@ -17,6 +17,7 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
+from scheduler.core.jobs import JobService
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, JobState, RunState
 from tests.unit.fixtures import TENANT, FakeTarget, World, ambiguous, at, job_spec, spec_body
@@ -239,15 +240,10 @@ def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: World) 
         world.clock.advance(60)
         world.sweep()
 
-    # Then the new chain runs (the queued 10:00 message is skipped by the worker as superseded). The edit sent the
-    # old version's last plan (10:00) once more first, in case the sweep that planned it had died before sending.
-    assert world.sent_for(job.job_id) == [
-        at("2026-01-05T10:00"),
-        at("2026-01-05T10:00"),
-        at("2026-01-05T10:15"),
-        at("2026-01-05T11:15"),
-    ]
-    assert [d.version for d in world.sent(job.job_id)] == [1, 1, 2, 2]
+    # Then the new chain runs (the queued 10:00 message is skipped by the worker as superseded). The edit sent
+    # nothing again: the old plan's next timer (11:00) was stored, which proves that plan was sent.
+    assert world.sent_for(job.job_id) == [at("2026-01-05T10:00"), at("2026-01-05T10:15"), at("2026-01-05T11:15")]
+    assert [d.version for d in world.sent(job.job_id)] == [1, 2, 2]
 
 
 def test_update_to_an_earlier_minute_after_a_look_ahead_dispatch_keeps_the_chain(world: World) -> None:
@@ -413,6 +409,100 @@ def test_resumed_misfire_runs_are_executed_once() -> None:
     world.deliver(world.executor(target))
 
     assert [c.scheduled_for for c in target.calls] == [at(f"2026-01-05T{h}:00") for h in (10, 11, 12, 13)]
+
+
+EVERY_2S = {"type": "rate", "every_seconds": 2}
+
+
+def test_pause_resume_and_cancel_of_a_dispatched_chain_cost_no_message_again(world: World) -> None:
+    # Given a job every 2 s whose look-ahead (5 min, ~160 occurrences) the sweeper has dispatched
+    job = world.create(EVERY_2S)
+    world.sweep()
+    dispatched = len(world.sent(job.job_id))
+    assert dispatched > 150
+
+    # When it is paused, resumed 10 s later and cancelled (issue 20, item 5: each re-sent the whole plan)
+    world.service.pause(TENANT, job.job_id)
+    assert len(world.sent(job.job_id)) == dispatched
+    world.clock.advance(10)
+    world.service.resume(TENANT, job.job_id)
+    resumed = len(world.sent(job.job_id)) - dispatched
+    world.service.update(TENANT, job.job_id, {"payload": {"edited": True}}, None)
+    world.service.cancel(TENANT, job.job_id)
+
+    # Then the pause, edit and cancel sent nothing, and the resume only the occurrences it missed (10 s: 5)
+    assert resumed == 5
+    assert len(world.sent(job.job_id)) == dispatched + resumed
+    assert "PlanResent" not in world.metrics.counts
+
+
+def paused_inside_the_look_ahead(world: World, policy: str) -> tuple[str, FakeTarget]:
+    """A job every 2 s, run by a worker for 8 s, paused for a minute and a half and resumed: its messages for the
+    pause were queued before it (issue 20, item 2)."""
+    job = world.create(EVERY_2S, misfire_policy=policy)
+    target = FakeTarget(world.clock)
+    executor = world.executor(target)
+    world.sweep()
+    world.deliver_until(world.now() + timedelta(seconds=8), executor)
+    world.service.pause(TENANT, job.job_id)
+    world.deliver_until(world.now() + timedelta(seconds=90), executor)
+    world.service.resume(TENANT, job.job_id)
+    world.sweep()
+    world.deliver_until(world.now() + timedelta(seconds=4), executor)
+    return job.job_id, target
+
+
+def test_a_pause_racing_a_sweep_that_advances_the_chain_keeps_that_advance(world: World) -> None:
+    # Given a job every 2 s, and a pause whose write comes after a sweep advanced the chain past what it read
+    job = world.create(EVERY_2S)
+    world.sweep()
+    inner = world.jobs
+
+    class SweepBeforeFirstReplace:
+        raced = False
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(inner, name)
+
+        def replace(self, *args: object, **kwargs: object) -> None:
+            if not self.raced:
+                self.raced = True
+                world.clock.advance(120)
+                world.sweep()
+            inner.replace(*args, **kwargs)  # type: ignore[arg-type]
+
+    racing = JobService(SweepBeforeFirstReplace(), world.ledger, world.dispatcher, world.clock, max_active_jobs=10)  # type: ignore[arg-type]
+    advanced = world.job(job.job_id)
+    paused = racing.pause(TENANT, job.job_id)
+
+    # Then the pause was written from a fresh read: the sweep's advance (its plan's record) is kept, not undone
+    stored = world.job(job.job_id)
+    assert stored.state == JobState.PAUSED and stored.version == 2 == paused.version
+    assert stored.advanced_from is not None and advanced.advanced_from is not None
+    assert stored.advanced_from > advanced.advanced_from
+    assert stored.next_run_at == paused.next_run_at
+
+
+@pytest.mark.parametrize("policy", ["run_all", "run_once", "skip"])
+def test_resume_applies_the_misfire_policy_to_occurrences_queued_before_the_pause(world: World, policy: str) -> None:
+    job_id, target = paused_inside_the_look_ahead(world, policy)
+    job = world.job(job_id)
+    assert job.paused_at is not None and job.resumed_at is not None
+    missed = [job.paused_at + timedelta(seconds=s) for s in range(1, 100) if (job.paused_at.second + s) % 2 == 0]
+    missed = [m for m in missed if m <= job.resumed_at]
+    assert len(missed) == 46  # every 2 s from 09:00:10 to the resume at 09:01:40
+
+    # Then nothing that fell due during the pause was recorded SKIPPED "job paused"; the policy decided them all
+    history, _ = world.ledger.runs(job_id, 1000, None)
+    assert not [r for r in history if r.last_error == "job paused"]
+    ran = [c.scheduled_for for c in target.calls]
+    caught_up = [s for s in ran if job.paused_at < s <= job.resumed_at]
+    expected = {"run_all": missed, "run_once": missed[-1:], "skip": []}[policy]
+    assert caught_up == expected
+    assert job.misfire_skipped == len(missed) - len(expected)
+    # And the chain goes on after the resume, each occurrence once
+    assert job.resumed_at + timedelta(seconds=2) in ran
+    assert len(ran) == len(set(ran))
 
 
 # -- trigger ------------------------------------------------------------------------------------------------

@@ -440,3 +440,24 @@ def test_occurrences_keep_millisecond_precision_only() -> None:
     sched = schedule(type="once", at="2026-01-05T09:00:00.123456Z")
 
     assert first_occurrence(sched, CREATED) == datetime(2026, 1, 5, 9, 0, 0, 123000, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("instant", ["0001-01-01T00:00:00Z", "0096-05-19T12:44:20.552Z", "1969-12-31T23:59:59Z",
+                                     "2200-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])  # fmt: skip
+def test_instants_outside_1970_to_2200_are_refused_with_a_clear_message(instant: str) -> None:
+    # issue 20, item 7: years 0096-0681 were stored and came back as "96-05-19T12:44:20.552Z"
+    from pydantic import ValidationError
+
+    from scheduler.core.model import BackfillRequest, JobSpec
+
+    target = {"type": "http", "url": "https://example.com/x"}
+    for body, build in (
+        ({"from": instant, "to": "2026-01-01T00:00:00Z"}, BackfillRequest.model_validate),
+        ({"schedule": {"type": "once", "at": instant}, "target": target}, JobSpec.model_validate),
+        (
+            {"schedule": {"type": "rate", "every_seconds": 60, "end_at": instant}, "target": target},
+            JobSpec.model_validate,
+        ),
+    ):
+        with pytest.raises(ValidationError, match="between 1970-01-01T00:00:00Z and 2200-01-01T00:00:00Z"):
+            build(body)

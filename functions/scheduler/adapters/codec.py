@@ -82,10 +82,14 @@ def job_to_item(job: Job) -> Item:
         item["plan_v"] = n(job.planned_version)
     if job.release_pending_by is not None:
         item["rel_by"] = s(job.release_pending_by)
+    if job.paused_version is not None:
+        item["paused_v"] = n(job.paused_version)
     for name, value in (
         ("adv_ms", job.advanced_from),
         ("plan_ms", job.planned_at),
         ("horizon_ms", job.planned_horizon),
+        ("paused_ms", job.paused_at),
+        ("resumed_ms", job.resumed_at),
     ):
         if value is not None:
             item[name] = n(to_ms(value))
@@ -112,6 +116,9 @@ def job_from_item(item: Item) -> Job:
         planned_horizon=get_ms(item, "horizon_ms"),
         planned_version=get_n(item, "plan_v"),
         release_pending_by=item["rel_by"]["S"] if "rel_by" in item else None,
+        paused_at=get_ms(item, "paused_ms"),
+        resumed_at=get_ms(item, "resumed_ms"),
+        paused_version=get_n(item, "paused_v"),
     )
 
 
@@ -131,6 +138,7 @@ def timer_attributes(timer: Timer) -> Item:
         "sched_ms": n(to_ms(timer.scheduled_for)),
         "fire_ms": n(to_ms(timer.fire_at)),
         **({"defer_ms": n(to_ms(timer.defer_until))} if timer.defer_until is not None else {}),
+        **({"queued_ms": n(to_ms(timer.queued_until))} if timer.queued_until is not None else {}),
         "version": n(timer.version),
         "timer_kind": s(timer.kind),
         "priority": s(timer.priority),
@@ -192,6 +200,7 @@ def timer_from_item(item: Item) -> Timer:
         plan=plan,
         priority=_priority(get_s(item, "priority")),
         defer_until=get_ms(item, "defer_ms"),
+        queued_until=get_ms(item, "queued_ms"),
     )
 
 

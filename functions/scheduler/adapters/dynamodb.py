@@ -342,14 +342,18 @@ class DynamoJobStore:
         return out
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
+        # scheduler.core.chain.replace_allowed: same version, and the chain has not advanced since the read.
+        condition, values = "#version = :v AND attribute_not_exists(adv_ms)", {":v": n(previous.version)}
+        if previous.advanced_from is not None:
+            condition, values[":adv"] = "#version = :v AND adv_ms = :adv", n(to_ms(previous.advanced_from))
         items: list[dict[str, Any]] = [
             {
                 "Put": {
                     "TableName": self.table,
                     "Item": job_to_item(job),
-                    "ConditionExpression": "#version = :v",
+                    "ConditionExpression": condition,
                     "ExpressionAttributeNames": {"#version": "version"},
-                    "ExpressionAttributeValues": {":v": n(previous.version)},
+                    "ExpressionAttributeValues": values,
                 }
             },
             *self._timer_puts(timer, late),
@@ -509,6 +513,11 @@ class DynamoTimerStore:
             return BucketBusy(done=bool(old.get("done", {}).get("BOOL", False)))
         item = response["Attributes"]
         return BucketClaim(bucket, owner, int(item["epoch"]["N"]), item.get("cursor", {}).get("S"))
+
+    def has_timer(self, timer: Timer) -> bool:
+        key = {k: v for k, v in timer_item(timer, self.shard_count).items() if k in ("PK", "SK")}
+        response = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True, ProjectionExpression="PK")
+        return "Item" in response
 
     def is_sealed(self, bucket: BucketId) -> bool:
         """The bucket's seal, read strongly consistent with the watermark: a minute behind the watermark counts

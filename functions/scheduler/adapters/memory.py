@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.core.chain import active_delta, advance_allowed, already_advanced
+from scheduler.core.chain import active_delta, advance_allowed, already_advanced, replace_allowed
 from scheduler.core.errors import (
     ClaimLost,
     ClaimRefused,
@@ -125,7 +125,7 @@ class MemoryJobStore:
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
         with self.lock:
             current = self.jobs.get(job.job_id)
-            if current is None or current.version != previous.version:
+            if current is None or not replace_allowed(current, previous):
                 raise VersionConflict(current)
             self.active[job.tenant] = self.active.get(job.tenant, 0) + active_delta(current, job)
             self.jobs[job.job_id] = job
@@ -221,6 +221,10 @@ class MemoryTimerStore:
             if item is not None:
                 return item.sealed
             return self._watermark is not None and bucket.minute < self._watermark
+
+    def has_timer(self, timer: Timer) -> bool:
+        with self.lock:
+            return timer.slot in self.timer_items.get(self.bucket_of(timer), {})
 
     def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
         while True:

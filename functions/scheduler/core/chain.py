@@ -17,6 +17,14 @@ def active_delta(before: Job, after: Job) -> int:
     return int(counts_as_active(after)) - int(counts_as_active(before))
 
 
+def replace_allowed(current: Job | None, previous: Job) -> bool:
+    """The condition of a change of version: the job is still at the version it was read at, and its chain has not
+    advanced since (else the change, written from the read, would undo that advance's record of its plan)."""
+    if current is None or current.version != previous.version:
+        return False
+    return current.advanced_from == previous.advanced_from
+
+
 def advance_allowed(job: Job, timer: Timer, dispatched_for: datetime) -> bool:
     """The condition of the advance write (docs/design.md §3.3): the job is ACTIVE at the timer's version and its chain
     has not yet moved past this timer."""
@@ -33,27 +41,25 @@ def already_advanced(
     - The chain's last advance came from this very timer (a sweep or the API that advanced and then died, or a
       duplicate of the timer): replay that run's plan - same sends (absorbed by the ledger), same next timer
       (an idempotent put). The dispatcher sends before it writes the next timer, so a plan is never lost.
-    - The chain's last advance came from this timer, and then the job was paused, cancelled or edited (a new
-      version): the plan's occurrences have left the chain (the new version starts after them), so replay its
-      sends - the worker decides each one (skipped while paused, cancelled, skipped if an edit superseded it, else
-      run) - but not its next timer: the new version has its own.
-    - The chain moved on from a later timer: this timer's plan was sent before its next timer existed; nothing to
-      do. Likewise when the job was paused, cancelled or edited before this timer advanced it.
+    - Anything else: the chain moved on from a later timer (this timer's plan was sent before its next timer
+      existed), or the job was paused, cancelled or edited (a new version). Nothing to send: a change of version
+      first makes sure the chain's last plan was sent (`Dispatcher.ensure_sent`).
 
     When this timer's advance completed the job and left its quota release to `release_by` (a bucket sweep's
     checkpoint), the replay owes that release too: the run that advanced cannot have recorded it, or this timer
     would not be read again by the same kind of caller. A caller of another kind (the late lane) owes nothing.
+    That holds across a change of version too (the release is owed, the plan is not resent here).
     """
     if job is None:
         return AdvanceResult(False, False, None)
     replay = None
     if job.planned_at is not None and job.planned_horizon is not None:
         replay = (job.planned_at, job.planned_horizon)
-    advanced_here = job.advanced_from == timer.scheduled_for
     same_chain = job.version == timer.version and job.state in (JobState.ACTIVE, JobState.COMPLETED)
+    advanced_here = job.advanced_from == timer.scheduled_for
     release = release_by is not None and advanced_here and job.release_pending_by == release_by
     if same_chain and advanced_here:
         return AdvanceResult(True, True, job.state, replay, release)
-    if advanced_here and job.planned_version == timer.version and replay is not None:
-        return AdvanceResult(True, False, job.state, replay, release)
+    if release and job.planned_version == timer.version:
+        return AdvanceResult(False, False, job.state, None, release)
     return AdvanceResult(False, False, job.state)

@@ -162,19 +162,31 @@ class Dispatcher:
             self.place(following_timer)
         return len(sent)
 
-    def resend_last_plan(self, job: Job) -> int:
-        """Before `job` changes version (edit, pause, resume, cancel): send again what its chain's last advance
-        planned, if that advance was made at this version. The new version's chain starts after those
-        occurrences, and once it advances, a re-run of the old timer can no longer replay the plan - so if the run
-        that advanced died before its sends, nothing else would ever send them. Duplicates are absorbed by the
-        ledger, and the worker judges each against the job as it then is (skipped while paused, cancelled,
-        skipped if an edit superseded it, else run). Returns the messages sent."""
+    def ensure_sent(self, job: Job) -> int:
+        """Before `job` changes version (edit, pause, resume, cancel): make sure what its chain's last advance
+        planned was sent. The new version's chain starts after those occurrences and a re-run of the old timer
+        is refused by version, so if the run that advanced died before its sends, nothing else would send them.
+
+        The proof is one strongly consistent read: the plan's next timer is written only after its sends, so when
+        it is stored the plan was sent, and nothing is sent here. Only when it is missing (the run that advanced
+        died or is still running between its advance and that write, or the chain completed) is the plan sent
+        again: the same messages, absorbed by the ledger, each judged by the worker against the job as it then is.
+        So a change of version costs no message unless a sweep was lost mid-plan. Returns the messages sent."""
         if job.planned_version != job.version or job.advanced_from is None:
-            return 0
+            return 0  # no plan at this version (a new chain not yet advanced): nothing to prove
         if job.planned_at is None or job.planned_horizon is None:
             return 0
+        if job.next_run_at is not None and self.timers.has_timer(timer_for(job, job.next_run_at)):
+            return 0
         plan = self.plan(timer_for(job, job.advanced_from), job.planned_at, job.planned_horizon)
-        return len(self.send(plan.dispatches))
+        sent = self.send(plan.dispatches)
+        if plan.dispatches:
+            log.warning(
+                "last plan sent again before a change of version (its next timer is missing)",
+                extra={"job_id": job.job_id, "version": job.version, "messages": len(plan.dispatches)},
+            )
+            self.metrics.count("PlanResent", len(plan.dispatches))
+        return len(sent)
 
     def send(self, dispatches: Sequence[Dispatch], *, defer: bool = True) -> list[Dispatch]:
         """Hand messages to the ready queue, each with its own delay, through their tenants' dispatch budgets.
@@ -293,13 +305,15 @@ class Dispatcher:
             due = [timer.scheduled_for]
 
         # Occurrences inside the buckets this pass seals, or near enough that their bucket might be sealed, go
-        # out now with their own delays; so the next timer is never written into a sealed bucket.
+        # out now with their own delays; so the next timer is never written into a sealed bucket. A resumed
+        # chain's first plan leaves out those the previous version already queued and that are not due yet.
         nxt = next_occurrence(chain.schedule, cursor, chain.anchor) if is_recurring(chain.schedule) else None
         while nxt is not None and len(due) < MAX_EXPANSION:
             if fire(nxt) >= max(horizon_end, self.seal_limit(now)):
                 break
-            due.append(nxt)
             cursor = nxt
+            if not (timer.queued_until is not None and now < nxt < timer.queued_until):
+                due.append(nxt)
             nxt = next_occurrence(chain.schedule, cursor, chain.anchor)
 
         dispatches = [

@@ -40,6 +40,16 @@ log = logging.getLogger(__name__)
 
 #: Marks a RETRY_WAIT that is an overlap buffer (buffer_one), not a failed attempt.
 BUFFERED = "buffered"
+#: Runs read per page when looking for what overlaps (the run history index, newest first).
+OVERLAP_PAGE = 50
+
+
+def _buffered(run: Execution) -> bool:
+    return run.state == RunState.RETRY_WAIT and (run.last_error or "").startswith(BUFFERED)
+
+
+def _overlap_skipped(run: Execution) -> bool:
+    return run.state == RunState.SKIPPED and (run.last_error or "").startswith("overlap:")
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,19 @@ class Executor:
             if self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
                 self._announce(dispatch.key)
             return Outcome.acknowledge("no such job")
+        if (
+            dispatch.kind == "scheduled"
+            and job.left_to_resume(dispatch.scheduled_for, dispatch.version)
+            and self.ledger.get(dispatch.key) is None
+        ):
+            # Fell due while the job was paused: the resume's misfire policy decides it (JobService.resume), so it
+            # is not recorded SKIPPED here (a record would refuse the resumed chain's dispatch of the same key).
+            self.metrics.count("PausedOccurrences")
+            log.info(
+                "occurrence left to the resume's misfire policy",
+                extra={"job_id": dispatch.job_id, "occurrence_key": dispatch.key, "job_state": job.state.value},
+            )
+            return Outcome.acknowledge("left to the resume")
 
         # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
@@ -281,32 +304,34 @@ class Executor:
         return None
 
     def _overlap(self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, now: datetime) -> Outcome | None:
-        """Overlap policy for recurring jobs (docs/design.md §3.5): is an earlier occurrence still running?
+        """Overlap policy for recurring jobs (DESIGN.md 3.5): is an earlier occurrence still running?
 
         `skip` records this one SKIPPED; `buffer_one` parks it (RETRY_WAIT, the attempt refunded) until the
-        running one's lease ends, and skips it if another is already parked; `allow` runs it. Read from the run
-        history index, so it is a policy, best effort within the index's lag, not a safety property (the
-        ledger and the fencing token are what keep effects exactly-once).
+        running one finishes - the worker that finishes it sends the parked one at once (`_release_buffered`);
+        the running one's lease end is only the fallback - and skips it if another is already parked; `allow`
+        runs it. Read from the run history index, so it is a policy, best effort within the index's lag, not a
+        safety property (the ledger and the fencing token are what keep effects exactly-once).
         """
         policy = job.spec.overlap_policy
         if policy == "allow" or dispatch.kind != "scheduled" or not is_recurring(job.spec.schedule):
             return None
-        recent, _ = self.ledger.runs(job.job_id, 10, None)
-        earlier = [r for r in recent if r.key != execution.key and r.scheduled_for < dispatch.scheduled_for]
+        earlier = self._overlap_window(job.job_id, dispatch.scheduled_for, execution.key)
         running = [
             r for r in earlier if r.state == RunState.RUNNING and r.lease_until is not None and r.lease_until > now
         ]
         if not running:
             return None
         holder = running[0]
-        parked = [r for r in earlier if r.state == RunState.RETRY_WAIT and (r.last_error or "").startswith(BUFFERED)]
+        parked = [r for r in earlier if _buffered(r)]
         self.metrics.count("OverlapDetected")
         if policy == "skip" or parked:
             reason = f"overlap: {holder.key} is still running" + (" and one run is already buffered" if parked else "")
             return self._record(job, execution, owner, RunState.SKIPPED, reason=reason, error=reason)
         assert holder.lease_until is not None
-        wait_until = holder.lease_until + timedelta(seconds=self.config.lease_margin_seconds)
+        fallback = holder.lease_until + timedelta(seconds=self.config.lease_margin_seconds)
         try:
+            # Claimable at once (a duplicate delivery re-checks the overlap and parks it again); its message is
+            # hidden until the holder's lease ends, in case the holder's worker dies before it can release it.
             self.ledger.finish(
                 execution.key,
                 owner,
@@ -314,13 +339,60 @@ class Executor:
                 RunState.RETRY_WAIT,
                 now,
                 error=f"{BUFFERED} behind {holder.key}",
-                next_attempt_at=wait_until,
+                next_attempt_at=now,
                 refund_attempt=True,
             )
         except Fenced:
             self.metrics.count("FencedWrites")
             return Outcome.hide(self.config.lease.total_seconds(), "fenced")
-        return Outcome.hide((wait_until - now).total_seconds(), "buffered")
+        log.info(
+            "occurrence buffered behind a running one",
+            extra={"job_id": job.job_id, "occurrence_key": execution.key, "holder": holder.key},
+        )
+        return Outcome.hide((fallback - now).total_seconds(), "buffered")
+
+    def _overlap_window(self, job_id: str, before: datetime, exclude: str) -> list[Execution]:
+        """The runs scheduled before `before`, newest first, down to the first that is neither skipped for overlap
+        nor buffered: that one is the candidate holder. Whatever the history's length, only what overlapped it is
+        read (paged), never a fixed number of recent runs."""
+        window: list[Execution] = []
+        cursor: str | None = None
+        while True:
+            page, cursor = self.ledger.runs(job_id, OVERLAP_PAGE, cursor)
+            for run in page:
+                if run.key == exclude or run.scheduled_for >= before:
+                    continue
+                window.append(run)
+                if not (_buffered(run) or _overlap_skipped(run)):
+                    return window
+            if cursor is None:
+                return window
+
+    def _release_buffered(self, job: Job, finished: Dispatch) -> None:
+        """The running occurrence `finished` has finished: send the run parked behind it (buffer_one) at once, so it
+        starts now rather than when the lease would have ended. Never fails the finished occurrence."""
+        try:
+            cursor: str | None = None
+            while True:
+                page, cursor = self.ledger.runs(job.job_id, OVERLAP_PAGE, cursor)
+                newer = [r for r in page if r.scheduled_for > finished.scheduled_for]
+                parked = [r for r in newer if _buffered(r)]
+                if parked:
+                    run = parked[-1]  # the oldest parked one (there is at most one)
+                    now = self.clock.now()
+                    again = Dispatch(
+                        job.job_id, job.tenant, run.scheduled_for, now, job.version, "scheduled", job.spec.priority
+                    )
+                    self.queue.send([again], now)
+                    log.info(
+                        "buffered occurrence released",
+                        extra={"job_id": job.job_id, "occurrence_key": run.key, "behind": finished.key},
+                    )
+                    return
+                if cursor is None or len(newer) < len(page):
+                    return
+        except Exception:  # its message comes back when the holder's lease would have ended
+            log.exception("buffered occurrence not released", extra={"job_id": job.job_id})
 
     def _run(
         self,
@@ -375,8 +447,12 @@ class Executor:
             log.warning("lease lost; aborting", extra={"job_id": job.job_id, "occurrence_key": key})
             return Outcome.hide(lease_s, "lease lost")
         if failure is None:
-            return self._record(job, execution, owner, RunState.SUCCEEDED, result=result)
-        return self._failed(job, dispatch, execution, owner, failure)
+            outcome = self._record(job, execution, owner, RunState.SUCCEEDED, result=result)
+        else:
+            outcome = self._failed(job, dispatch, execution, owner, failure)
+        if job.spec.overlap_policy == "buffer_one" and outcome.reason != "fenced":
+            self._release_buffered(job, dispatch)
+        return outcome
 
     def _failed(
         self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, failure: TargetFailure

@@ -10,7 +10,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 IDEMPOTENCY_TTL = timedelta(hours=24)
 MAX_PREVIEW = 50
+#: Attempts of a change of version that races sweeps advancing the job's chain.
+CHANGE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -189,80 +191,90 @@ class JobService:
     def update(self, tenant: str, job_id: str, changes: dict[str, Any], if_match: int | None) -> Job:
         """Apply a JSON merge patch to the definition; the new definition applies to occurrences not yet
         dispatched. `if_match` must equal the current version (else VersionConflict, HTTP 412)."""
-        job = self.get(tenant, job_id)
-        if if_match is not None and if_match != job.version:
-            raise VersionConflict(job)
-        if job.state == JobState.CANCELLED:
-            raise InvalidState("a cancelled job cannot be changed")
-        merged = _merge(job.spec.model_dump(mode="json", exclude_none=True), changes)
-        spec = JobSpec.model_validate(merged)
-        self._check_payload(spec)
-        self.check_target(tenant, spec)
-        now = truncate_ms(self.clock.now())
-        if spec.schedule == job.spec.schedule and job.next_run_at is not None:
-            pending: datetime | None = job.next_run_at
-        elif isinstance(spec.schedule, OnceSchedule):
-            pending = first_occurrence(spec.schedule, job.created_at)
-        else:
-            pending = next_occurrence(spec.schedule, now, job.created_at)
-        state = job.state
-        if pending is None and job.state == JobState.ACTIVE:
-            state = JobState.COMPLETED
-        elif pending is not None and job.state == JobState.COMPLETED:
-            state = JobState.ACTIVE
-        changed = job.model_copy(
-            update={
-                "spec": spec,
-                "version": job.version + 1,
-                "state": state,
-                "updated_at": now,
-                "next_run_at": pending,
-            }
-        )
-        return self._replace(job, changed, schedule=state == JobState.ACTIVE)
+
+        def edit(job: Job) -> tuple[Job, bool] | None:
+            if if_match is not None and if_match != job.version:
+                raise VersionConflict(job)
+            if job.state == JobState.CANCELLED:
+                raise InvalidState("a cancelled job cannot be changed")
+            merged = _merge(job.spec.model_dump(mode="json", exclude_none=True), changes)
+            spec = JobSpec.model_validate(merged)
+            self._check_payload(spec)
+            self.check_target(tenant, spec)
+            now = truncate_ms(self.clock.now())
+            if spec.schedule == job.spec.schedule and job.next_run_at is not None:
+                pending: datetime | None = job.next_run_at
+            elif isinstance(spec.schedule, OnceSchedule):
+                pending = first_occurrence(spec.schedule, job.created_at)
+            else:
+                pending = next_occurrence(spec.schedule, now, job.created_at)
+            state = job.state
+            if pending is None and job.state == JobState.ACTIVE:
+                state = JobState.COMPLETED
+            elif pending is not None and job.state == JobState.COMPLETED:
+                state = JobState.ACTIVE
+            update = {"spec": spec, "version": job.version + 1, "state": state, "updated_at": now}
+            return job.model_copy(update={**update, "next_run_at": pending}), state == JobState.ACTIVE
+
+        return self._change(tenant, job_id, edit)
 
     def cancel(self, tenant: str, job_id: str) -> Job:
         """Tombstone the job (idempotent). Queued occurrences are recorded CANCELLED by the worker."""
-        job = self.get(tenant, job_id)
-        if job.state == JobState.CANCELLED:
-            return job
-        changed = job.model_copy(
-            update={
-                "state": JobState.CANCELLED,
-                "version": job.version + 1,
-                "updated_at": truncate_ms(self.clock.now()),
-                "next_run_at": None,
-            }
-        )
-        return self._replace(job, changed, schedule=False)
+
+        def tombstone(job: Job) -> tuple[Job, bool] | None:
+            if job.state == JobState.CANCELLED:
+                return None
+            now = truncate_ms(self.clock.now())
+            update = {"state": JobState.CANCELLED, "version": job.version + 1, "updated_at": now, "next_run_at": None}
+            return job.model_copy(update=update), False
+
+        return self._change(tenant, job_id, tombstone)
 
     def pause(self, tenant: str, job_id: str) -> Job:
-        job = self.get(tenant, job_id)
-        if job.state == JobState.PAUSED:
-            return job
-        if job.state != JobState.ACTIVE:
-            raise InvalidState(f"only an ACTIVE job can be paused; this one is {job.state.value}")
-        changed = job.model_copy(
-            update={
+        """Stop the job's occurrences from this instant until a resume, which hands them to the misfire policy."""
+
+        def pause(job: Job) -> tuple[Job, bool] | None:
+            if job.state == JobState.PAUSED:
+                return None
+            if job.state != JobState.ACTIVE:
+                raise InvalidState(f"only an ACTIVE job can be paused; this one is {job.state.value}")
+            now = truncate_ms(self.clock.now())
+            update = {
                 "state": JobState.PAUSED,
                 "version": job.version + 1,
-                "updated_at": truncate_ms(self.clock.now()),
+                "updated_at": now,
+                "paused_at": now,
+                "resumed_at": None,
+                "paused_version": job.version + 1,
             }
-        )
-        return self._replace(job, changed, schedule=False)
+            return job.model_copy(update=update), False
+
+        return self._change(tenant, job_id, pause)
 
     def resume(self, tenant: str, job_id: str) -> Job:
-        """Resume a paused job. Occurrences missed while paused are handled by the job's misfire policy: the
-        pending occurrence is re-timed at its original instant, so the sweeper sees it late and applies it."""
-        job = self.get(tenant, job_id)
-        if job.state == JobState.ACTIVE:
-            return job
-        if job.state != JobState.PAUSED:
-            raise InvalidState(f"only a PAUSED job can be resumed; this one is {job.state.value}")
-        now = truncate_ms(self.clock.now())
-        state = JobState.ACTIVE if job.next_run_at is not None else JobState.COMPLETED
-        changed = job.model_copy(update={"state": state, "version": job.version + 1, "updated_at": now})
-        return self._replace(job, changed, schedule=state == JobState.ACTIVE)
+        """Resume a paused job. The occurrences that fell due while it was paused are handled by its misfire
+        policy wherever they were: those the worker found queued were left unrecorded, and the resumed chain
+        starts at the first occurrence after the pause, so the sweeper finds it late and applies the policy
+        (`run_once`: the latest; `skip`: none, counted; `run_all`: all within the catch-up window, through the
+        tenant's dispatch budget). Occurrences the paused chain already queued and not yet due are not sent
+        again (the first timer's `queued_until`): a resume costs the policy's messages, not the look-ahead."""
+
+        def resume(job: Job) -> tuple[Job, bool] | None:
+            if job.state == JobState.ACTIVE:
+                return None
+            if job.state != JobState.PAUSED:
+                raise InvalidState(f"only a PAUSED job can be resumed; this one is {job.state.value}")
+            now = truncate_ms(self.clock.now())
+            pending = job.next_run_at
+            if pending is not None and job.paused_at is not None:
+                missed = next_occurrence(job.spec.schedule, job.paused_at, job.created_at)
+                if missed is not None and missed < pending:
+                    pending = missed
+            state = JobState.ACTIVE if pending is not None else JobState.COMPLETED
+            update = {"state": state, "version": job.version + 1, "updated_at": now, "next_run_at": pending}
+            return job.model_copy(update={**update, "resumed_at": now}), state == JobState.ACTIVE
+
+        return self._change(tenant, job_id, resume)
 
     def trigger(self, tenant: str, job_id: str) -> Timer:
         """Fire one extra occurrence now, with its own occurrence key; the schedule is not affected."""
@@ -300,6 +312,24 @@ class JobService:
 
     # -- internals ---------------------------------------------------------------------------------------
 
+    def _change(self, tenant: str, job_id: str, change: Callable[[Job], tuple[Job, bool] | None]) -> Job:
+        """Read the job, compute its new version with `change` (None: nothing to change), and write it. A sweep
+        that advances the chain between the read and the write makes the write fail (its plan's record must not be
+        undone): read again and recompute, a bounded number of times."""
+        for attempt in range(CHANGE_ATTEMPTS):
+            job = self.get(tenant, job_id)
+            result = change(job)
+            if result is None:
+                return job
+            changed, schedule = result
+            try:
+                return self._replace(job, changed, schedule=schedule)
+            except VersionConflict as conflict:
+                moved_chain = conflict.current is not None and conflict.current.version == job.version
+                if not moved_chain or attempt == CHANGE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     def _replace(self, old: Job, new: Job, *, schedule: bool) -> Job:
         timer = None
         pending = new.next_run_at
@@ -309,13 +339,18 @@ class JobService:
             # advance when the new schedule runs earlier than occurrences the old one already dispatched.
             new = new.model_copy(update={"last_dispatched_for": None})
             timer = timer_for(new, pending)
+            if old.state == JobState.PAUSED and old.next_run_at is not None and pending < old.next_run_at:
+                timer = replace(timer, queued_until=old.next_run_at)  # a resume: see `resume`
         late_copy = timer is not None and self.dispatcher.is_near(timer, self.clock.now())
         # Before the version changes: the old version's last plan must have been sent (a new chain starts after it).
-        self.dispatcher.resend_last_plan(old)
+        self.dispatcher.ensure_sent(old)
         self.jobs.replace(new, old, timer, late=late_copy)
         if timer is not None:
             self.dispatcher.settle(timer, late_copy)
-        log.info("job changed", extra={"job_id": new.job_id, "version": new.version, "state": new.state.value})
+        log.info(
+            "job changed",
+            extra={"job_id": new.job_id, "version": new.version, "state": new.state.value, "next": str(pending)},
+        )
         return new
 
     @staticmethod

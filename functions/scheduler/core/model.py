@@ -8,9 +8,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scheduler.core.schedules import Schedule
+from scheduler.core.schedules import Instant, Schedule
 
 #: The largest payload accepted, in bytes of compact JSON. A DynamoDB item holds 400 KB and an SQS message
 #: 256 KB; the job item also carries the definition, and the payload travels in SNS/EventBridge/Step
@@ -241,13 +241,13 @@ class BackfillRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    range_from: AwareDatetime = Field(alias="from", description="the first instant of the range (inclusive)")
-    to: AwareDatetime = Field(description="the end of the range (exclusive); not in the future")
+    range_from: Instant = Field(alias="from", description="the first instant of the range (inclusive)")
+    to: Instant = Field(description="the end of the range (exclusive): not before `from`, and not in the future")
 
     @model_validator(mode="after")
     def _ordered(self) -> BackfillRequest:
-        if self.to <= self.range_from:
-            raise ValueError("'to' must be after 'from'")
+        if self.to < self.range_from:
+            raise ValueError("'to' must not be before 'from'")
         return self
 
 
@@ -275,10 +275,26 @@ class Job(BaseModel):
     advanced_from: datetime | None = None
     planned_at: datetime | None = None
     planned_horizon: datetime | None = None
-    #: The version the chain's last advance was made at (the advancing timer's). An edit, pause or cancel keeps
-    #: the plan: a re-run of that timer still sends what it planned (those occurrences have left the chain).
+    #: The version the chain's last advance was made at (the advancing timer's). A change of version sends that plan
+    #: again only while it is unproven: its next timer, written after its sends, is not stored (DESIGN.md 3.3).
     planned_version: int | None = None
     #: Set when a bucket sweep completed the job with a plain write (no transaction with the quota counter): that
     #: sweep's page checkpoint owes the tenant's quota release, and a re-run of the page replays it from here
     #: (scheduler.core.chain.already_advanced). None when the release went with the completing write itself.
     release_pending_by: str | None = None
+    #: The last pause: when it took effect, and when the job was resumed (None while still paused). Occurrences
+    #: scheduled in between are left to the misfire policy of the resumed chain, wherever they were (a queued
+    #: message of them is dropped by the worker, unrecorded), so a resume handles them as the policy says.
+    paused_at: datetime | None = None
+    resumed_at: datetime | None = None
+    paused_version: int | None = None  # the version the pause wrote
+
+    def left_to_resume(self, scheduled_for: datetime, version: int) -> bool:
+        """Whether an occurrence dispatched at `version`, scheduled at this instant, is the resume's to decide: it
+        falls after the job's last pause took effect and not after its resume, and was dispatched before the pause
+        (the resumed chain's own dispatches carry a later version)."""
+        if self.paused_at is None or self.paused_version is None or version >= self.paused_version:
+            return False
+        if self.state not in (JobState.PAUSED, JobState.ACTIVE, JobState.COMPLETED):
+            return False
+        return self.paused_at < scheduled_for and (self.resumed_at is None or scheduled_for <= self.resumed_at)

@@ -52,6 +52,9 @@ class Timer:
     #: A deferred timer: an occurrence its tenant's dispatch budget held back, due again at this instant. It lives in
     #: the bucket of this instant (not of `fire_at`); its chain has already moved on (`plan` is None).
     defer_until: datetime | None = None
+    #: The first timer of a resumed chain: the previous version's plan already queued this chain's occurrences up to
+    #: (not including) this instant; its first plan sends none of them that are not yet due.
+    queued_until: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -325,6 +328,10 @@ class TimerStore(Protocol):
 
     def is_sealed(self, bucket: BucketId) -> bool:
         """Strongly consistent: has a sweeper sealed this bucket (so it may already have been queried)?"""
+        ...
+
+    def has_timer(self, timer: Timer) -> bool:
+        """Strongly consistent: is this timer (same slot) stored in its bucket? Swept timers stay until they expire."""
         ...
 
     def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:

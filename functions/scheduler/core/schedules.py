@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import croniter
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from scheduler.core.timefmt import truncate_ms, utc
 
@@ -42,6 +42,28 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("day of week", 0, 7, _DAYS),
 )
 _ITEM = re.compile(r"^(?P<range>\*|\?|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)?)(?:/(?P<step>\d+))?$")
+
+
+#: The instants the API accepts: far enough on both sides for any schedule, and always four-digit years (RFC 3339).
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def _sane_instant(value: datetime) -> datetime:
+    if not EARLIEST_INSTANT <= value < LATEST_INSTANT:
+        raise ValueError("must be between 1970-01-01T00:00:00Z and 2200-01-01T00:00:00Z")
+    return value
+
+
+#: An offset-aware date-time within [EARLIEST_INSTANT, LATEST_INSTANT).
+Instant = Annotated[
+    AwareDatetime,
+    AfterValidator(_sane_instant),
+    Field(
+        description="an RFC 3339 date-time with an offset, from 1970-01-01T00:00:00Z to before 2200",
+        json_schema_extra={"pattern": "^(19[7-9][0-9]|2[01][0-9]{2})-"},
+    ),
+]
 
 
 class InvalidSchedule(ValueError):
@@ -107,12 +129,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _exactly_one_of_at_or_delay(schema: dict[str, Any]) -> None:
+    """The JSON schema says what the validator below checks: exactly one of the two, neither null."""
+    properties = schema.get("properties", {})
+    for name in ("at", "delay_seconds"):
+        options = [o for o in properties.get(name, {}).pop("anyOf", []) if o.get("type") != "null"]
+        if options:
+            properties[name].update(options[0])
+        properties.get(name, {}).pop("default", None)
+    schema["oneOf"] = [{"required": ["at"]}, {"required": ["delay_seconds"]}]
+
+
 class OnceSchedule(_Strict):
     """Fire once: at an instant with an explicit offset, or `delay_seconds` after the job is created."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_exactly_one_of_at_or_delay)
+
     type: Literal["once"]
-    at: AwareDatetime | None = None
+    at: Instant | None = None
     delay_seconds: int | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nulls(cls, value: Any) -> Any:
+        if isinstance(value, dict) and any(value.get(k, 0) is None for k in ("at", "delay_seconds")):
+            raise ValueError("'at' and 'delay_seconds' cannot be null: give exactly one of them")
+        return value
 
     @model_validator(mode="after")
     def _exactly_one(self) -> OnceSchedule:
@@ -127,8 +169,8 @@ class CronSchedule(_Strict):
     type: Literal["cron"]
     expression: str = Field(min_length=1, max_length=200)
     timezone: str = "UTC"
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: Instant | None = None
+    end_at: Instant | None = None
 
     @field_validator("expression")
     @classmethod
@@ -152,8 +194,8 @@ class RateSchedule(_Strict):
 
     type: Literal["rate"]
     every_seconds: int = Field(ge=1, le=MAX_RATE_SECONDS)
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: Instant | None = None
+    end_at: Instant | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> RateSchedule:

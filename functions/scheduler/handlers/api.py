@@ -235,8 +235,8 @@ def is_number(text: str) -> bool:
 
 def int_query(name: str, default: int, low: int, high: int) -> int:
     raw = app.current_event.get_query_string_value(name, None)
-    if raw is None or raw == "":
-        return default
+    if raw is None:
+        return default  # an empty value is not a number either: 422 below, as the OpenAPI schema says
     if not is_number(raw) or not low <= int(raw) <= high:
         raise Problem(
             422,

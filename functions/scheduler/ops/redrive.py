@@ -7,6 +7,11 @@ Per message, in this order (a crash anywhere leaves the DLQ message in place, an
 2. DEAD -> revive (RETRY_WAIT, due now, a fresh attempt budget; conditional on DEAD);
 3. send the dispatch to the ready queue;
 4. delete the message from the DLQ.
+
+One command is one pass over the dead letters present when it starts: each occurrence is redriven at most once
+per command. A redriven occurrence that dies again comes back to the DLQ as a new message; that message (sent
+after the pass started, or of a key this pass already redrove) is left in the DLQ for the next command, so a
+redrive never loops on an occurrence that keeps failing.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ class DeadLetter:
     body: str
     dispatch: Dispatch | None
     error: str | None = None
+    #: When SQS accepted the message (its SentTimestamp), if known.
+    sent_at: datetime | None = None
 
 
 @dataclass
@@ -48,16 +55,28 @@ class RedriveLine:
     last_error: str | None = None
 
 
-def parse_dead_letter(message_id: str, receipt: str, body: str, message_key: bytes) -> DeadLetter:
+def parse_dead_letter(
+    message_id: str, receipt: str, body: str, message_key: bytes, sent_at: datetime | None = None
+) -> DeadLetter:
     """DLQ bodies are either our wrapper (`{"dispatch": {...}, "history": ...}`, written when an occurrence died)
     or a raw ready-queue body moved by SQS after maxReceiveCount (a poison message). Either way the dispatch must
     carry a valid HMAC under `message_key`: a message planted in the DLQ is unreadable, never redriven."""
     try:
         raw = json.loads(body)
         inner = raw.get("dispatch") if isinstance(raw, dict) and "dispatch" in raw else raw
-        return DeadLetter(message_id, receipt, body, dispatch_from_body(json.dumps(inner), message_key))
+        return DeadLetter(
+            message_id, receipt, body, dispatch_from_body(json.dumps(inner), message_key), sent_at=sent_at
+        )
     except (MalformedMessage, ValueError, AttributeError) as exc:
-        return DeadLetter(message_id, receipt, body, None, str(exc))
+        return DeadLetter(message_id, receipt, body, None, str(exc), sent_at=sent_at)
+
+
+def _sent_at(message: Any) -> datetime | None:
+    raw = message.get("Attributes", {}).get("SentTimestamp")
+    try:
+        return datetime.fromtimestamp(int(raw) / 1000, UTC) if raw is not None else None
+    except ValueError:
+        return None
 
 
 class SqsDeadLetters:
@@ -77,13 +96,14 @@ class SqsDeadLetters:
                 MaxNumberOfMessages=min(10, limit - len(seen)),
                 WaitTimeSeconds=1,
                 VisibilityTimeout=visibility_seconds,
+                AttributeNames=["SentTimestamp"],
             )
             fresh = [m for m in response.get("Messages", []) if m["MessageId"] not in seen]
             if not fresh:
                 return
             for m in fresh:
                 seen.add(m["MessageId"])
-                yield parse_dead_letter(m["MessageId"], m["ReceiptHandle"], m["Body"], self.message_key)
+                yield parse_dead_letter(m["MessageId"], m["ReceiptHandle"], m["Body"], self.message_key, _sent_at(m))
 
     def delete(self, letter: DeadLetter) -> None:
         self.client.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt_handle)
@@ -106,11 +126,20 @@ def redrive(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     progress: Callable[[RedriveLine], None] = lambda line: None,
 ) -> list[RedriveLine]:
+    """One pass over the dead letters present when it starts (see the module's docstring)."""
     lines: list[RedriveLine] = []
     untouched: list[DeadLetter] = []
+    started = now()
+    redriven: set[str] = set()
     try:
         for letter in letters.messages(limit):
+            key = letter.dispatch.key if letter.dispatch is not None else None
+            if (key is not None and key in redriven) or (letter.sent_at is not None and letter.sent_at > started):
+                untouched.append(letter)  # died again after this pass began: the next command's to redrive
+                continue
             line = _one(letter, letters, ledger, queue, dry_run, purge_refused, now, untouched)
+            if key is not None and line.action in ("redriven", "would redrive"):
+                redriven.add(key)
             lines.append(line)
             progress(line)
     finally:
