@@ -80,8 +80,8 @@ def job_to_item(job: Job) -> Item:
         item["last_ms"] = n(to_ms(job.last_dispatched_for))
     if job.planned_version is not None:
         item["plan_v"] = n(job.planned_version)
-    if job.release_pending_by is not None:
-        item["rel_by"] = s(job.release_pending_by)
+    if job.completed_by_checkpoint:
+        item["rel_done"] = {"SS": sorted(job.completed_by_checkpoint)}
     for name, value in (
         ("adv_ms", job.advanced_from),
         ("plan_ms", job.planned_at),
@@ -111,7 +111,7 @@ def job_from_item(item: Item) -> Job:
         planned_at=get_ms(item, "plan_ms"),
         planned_horizon=get_ms(item, "horizon_ms"),
         planned_version=get_n(item, "plan_v"),
-        release_pending_by=item["rel_by"]["S"] if "rel_by" in item else None,
+        completed_by_checkpoint=frozenset(item.get("rel_done", {}).get("SS", [])),
     )
 
 

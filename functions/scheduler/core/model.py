@@ -278,7 +278,9 @@ class Job(BaseModel):
     #: The version the chain's last advance was made at (the advancing timer's). An edit, pause or cancel keeps
     #: the plan: a re-run of that timer still sends what it planned (those occurrences have left the chain).
     planned_version: int | None = None
-    #: Set when a bucket sweep completed the job with a plain write (no transaction with the quota counter): that
-    #: sweep's page checkpoint owes the tenant's quota release, and a re-run of the page replays it from here
-    #: (scheduler.core.chain.already_advanced). None when the release went with the completing write itself.
-    release_pending_by: str | None = None
+    #: The completions a bucket sweep made with a plain write (no transaction with the quota counter), as
+    #: `completion_mark(version, scheduled_for)` of the completing timer: that sweep's page checkpoint owes the
+    #: tenant's quota release, and a re-run of the page finds the mark and owes it again
+    #: (scheduler.core.chain.already_advanced). A job completes at most once per version, so marks never clash;
+    #: they are never removed (a later completion after an edit must not erase an earlier one's obligation).
+    completed_by_checkpoint: frozenset[str] = frozenset()
