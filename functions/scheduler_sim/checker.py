@@ -49,6 +49,7 @@ INVARIANTS: dict[int, str] = {
     5: "a recurring job fires each of its occurrences once, and misses none beyond its misfire policy",
     6: "bad input never changes stored state",
     7: "once the run is quiet, each tenant's quota counter equals its jobs that can still fire (ACTIVE or PAUSED)",
+    8: "a tenant never has more occurrences running at its target than its execution budget allows",
 }
 
 #: At most this many violations of one invariant are reported per run.
@@ -90,6 +91,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _run_all_skips(sim)
     found += _bad_input(sim)
     found += _quota(sim)
+    found += [Violation(8, message) for message in sim.sink.over_limit]
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:
