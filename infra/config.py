@@ -116,7 +116,7 @@ class PunctualConfig(BaseModel):
     # --- capacity -------------------------------------------------------------------------------------
     #: Messages per worker invocation. At most 10: larger batches need a batching window, which delays
     #: starts, and the scheduler promises ~1 s start precision.
-    worker_batch_size: int = Field(default=5, ge=1, le=10)
+    worker_batch_size: int = Field(default=10, ge=1, le=10)
     #: Upper bound on concurrent worker invocations (the event source mapping's MaximumConcurrency).
     worker_max_concurrency: int = Field(default=50, ge=2, le=1000)
     #: The same for the `high` and `low` priority lanes (each lane has its own event source mapping, so a

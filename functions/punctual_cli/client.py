@@ -16,7 +16,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
@@ -457,6 +457,27 @@ class SchedulerClient:
             repeatable=idempotency_key is not None,
         )
         return JobView.from_json(body)
+
+    def create_batch(self, items: Sequence[tuple[JobSpec, str | None]]) -> list[JobView | ApiError]:
+        """`POST /v1/jobs/batch`: up to 25 (definition, idempotency key) pairs in one request; one result per item,
+        in order: the job (created, or replayed for a known key) or the item's own problem."""
+        body = {
+            "items": [
+                {"job": spec.model_dump(mode="json", exclude_unset=True), **({"idempotency_key": key} if key else {})}
+                for spec, key in items
+            ]
+        }
+        answer = self._call("POST", "/v1/jobs/batch", body=body, repeatable=all(key for _, key in items))
+        out: list[JobView | ApiError] = []
+        for result in answer.get("results", []):
+            if result.get("status") in (200, 201) and isinstance(result.get("job"), dict):
+                out.append(JobView.from_json(result["job"]))
+            else:
+                status = int(result.get("status") or 500)
+                out.append(ApiError.from_response(status, json.dumps(result.get("problem") or {}).encode()))
+        if len(out) != len(items):
+            raise ApiError(502, "Bad Gateway", f"the batch answered {len(out)} results for {len(items)} items")
+        return out
 
     def get(self, job_id: str, preview: int = 0) -> JobView:
         """`GET /v1/jobs/{id}`; with `preview`, `next_runs` holds the next N occurrences (at most 50)."""

@@ -214,6 +214,10 @@ def cmd_submit(ctx: Context) -> int:
     return EXIT_OK
 
 
+#: Definitions a bulk submit sends per `POST /v1/jobs/batch` (the API's limit).
+BATCH = 25
+
+
 def bulk_submit(ctx: Context, entries: list[tuple[int, Any]]) -> int:
     """Submit every definition of a JSONL file (flags apply on top of each). All are validated before any is
     sent. Line N is sent with Idempotency-Key `<prefix>:N`, so re-running with the same --idempotency-key
@@ -245,27 +249,33 @@ def bulk_submit(ctx: Context, entries: list[tuple[int, Any]]) -> int:
     progress = Progress("submitting", ctx.err, len(specs))
     results: list[tuple[int, JobView | ApiError]] = []
     first_failure = EXIT_OK
-    for number, spec in specs:
+    # Up to BATCH definitions a request (POST /v1/jobs/batch): one API Gateway request and one Lambda for them all.
+    for start in range(0, len(specs), BATCH):
+        chunk = specs[start : start + BATCH]
         try:
-            job = client.create(spec, f"{prefix}:{number}")
-        except ApiError as exc:
-            results.append((number, exc))
-            first_failure = first_failure or exit_code_for(exc.status)
-            progress.advance("failed")
-            if ctx.as_json:
-                ctx.emit_line({"line": number, "status": exc.status, "problem": _problem(exc)})
-            continue
+            answers: list[JobView | ApiError] = client.create_batch([(s, f"{prefix}:{n}") for n, s in chunk])
+        except ApiError as exc:  # the whole request was refused: every item of it has that answer
+            answers = [exc] * len(chunk)
         except TransportError:
             progress.finish()
             ctx.note(
-                f"stopped at line {number}: the API cannot be reached. Re-run with --idempotency-key {prefix} "
+                f"stopped at line {chunk[0][0]}: the API cannot be reached. Re-run with --idempotency-key {prefix} "
                 "to continue; jobs already created are replayed, not created again."
             )
             raise
-        results.append((number, job))
-        progress.advance("replayed" if job.replayed else "created")
-        if ctx.as_json:
-            ctx.emit_line({"line": number, "job_id": job.job_id, "state": job.state.value, "replayed": job.replayed})
+        for (number, _), answer in zip(chunk, answers, strict=True):
+            results.append((number, answer))
+            if isinstance(answer, ApiError):
+                first_failure = first_failure or exit_code_for(answer.status)
+                progress.advance("failed")
+                if ctx.as_json:
+                    ctx.emit_line({"line": number, "status": answer.status, "problem": _problem(answer)})
+                continue
+            progress.advance("replayed" if answer.replayed else "created")
+            if ctx.as_json:
+                ctx.emit_line(
+                    {"line": number, "job_id": answer.job_id, "state": answer.state.value, "replayed": answer.replayed}
+                )
     progress.finish()
     if not ctx.as_json:
         rows = [

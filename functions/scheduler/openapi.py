@@ -176,6 +176,53 @@ def document() -> dict[str, Any]:
                 "next_cursor": {"type": ["string", "null"]},
             },
         },
+        "JobBatch": {
+            "type": "object",
+            "required": ["items"],
+            "additionalProperties": False,
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 25,
+                    "items": {
+                        "type": "object",
+                        "required": ["job"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "job": {"$ref": REF.format(model="JobSpec")},
+                            "idempotency_key": {
+                                "type": "string",
+                                "minLength": 1,
+                                "maxLength": 255,
+                                "description": "as the Idempotency-Key header of a single create, for this item",
+                            },
+                        },
+                    },
+                }
+            },
+        },
+        "JobBatchResults": {
+            "type": "object",
+            "properties": {
+                "results": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["index", "status"],
+                        "properties": {
+                            "index": {"type": "integer", "description": "the item's position in the request"},
+                            "status": {
+                                "type": "integer",
+                                "description": "201 created, 200 replayed, else the problem's status",
+                            },
+                            "job": {"$ref": REF.format(model="Job")},
+                            "problem": {"$ref": "#/components/schemas/Problem"},
+                        },
+                    },
+                }
+            },
+        },
         "Problem": {
             "type": "object",
             "description": "RFC 9457 problem details",
@@ -240,6 +287,23 @@ def document() -> dict[str, Any]:
                 "responses": {
                     "200": _json("a page of jobs", "JobList"),
                     "422": _problem("bad query"),
+                    "401": COMMON_ERRORS["401"],
+                },
+            },
+        },
+        "/v1/jobs/batch": {
+            "post": {
+                "summary": "create up to 25 jobs in one request (each created, replayed or refused on its own)",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": REF.format(model="JobBatch")}}},
+                },
+                "responses": {
+                    "200": _json("one result per item, in the items' order", "JobBatchResults"),
+                    "400": _problem("malformed JSON"),
+                    "413": _problem("body over 5 MiB"),
+                    "415": _problem("not JSON"),
+                    "422": _problem("not a list of 1-25 items"),
                     "401": COMMON_ERRORS["401"],
                 },
             },

@@ -70,6 +70,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run: {','.join(SCENARIOS)}")
     parser.add_argument("--out", type=Path, default=environment.ROOT / "bench", help="output folder (bench/)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="an earlier results.json whose cost figures results.md shows beside this run's (before/after)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
@@ -225,6 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         "prices_usd": prices.PRICES | {"lambda_memory_gb": prices.LAMBDA_MEMORY_GB},
     }
     sizes = tuple(int(x) for x in args.capacity_sizes.split(",") if x.strip())
+    if args.baseline:
+        earlier = json.loads(args.baseline.read_text())
+        commit = (earlier.get("git") or {}).get("commit") or "unknown"
+        results["baseline"] = {
+            "label": f"commit `{commit[:12]}`, run {earlier.get('finished_at', '?')}",
+            "cost": earlier.get("baseline", {}).get("cost") if "cost" not in earlier else earlier["cost"],
+        }
     previous = args.out / "results.json"
     if only == {"capacity"} and previous.exists():
         # The model alone: recompute it from the recorded measurements and keep every other recorded figure.

@@ -23,6 +23,11 @@ PRICES: dict[str, float] = {
     #: EventBridge Scheduler, per scheduled invocation.
     "eventbridge_scheduler_invocation": 1.00 / 1e6,
 }
+#: DynamoDB provisioned capacity (us-east-1): per write and read capacity unit-hour. One unit-hour serves 3,600
+#: writes (reads) of 1 KB (4 KB, strongly consistent) at full use; at `utilisation` each costs 1/utilisation more.
+PROVISIONED: dict[str, float] = {"wcu_hour": 0.00065, "rcu_hour": 0.00013}
+#: API Gateway HTTP API, per request (the first 300 million a month; IAM authorization is included).
+API_GATEWAY_HTTP_REQUEST = 1.00 / 1e6
 LAMBDA_MEMORY_GB = 128 / 1024
 MINUTES_PER_MONTH = 30 * 24 * 60
 #: Assumed idle polling of the worker's SQS event source mapping: 5 pollers long-polling 20 s each.
@@ -94,3 +99,11 @@ def eventbridge_rows(worker_seconds_per_fire: float) -> list[dict[str, Any]]:
             ],
         },
     ]
+
+
+def provisioned_dynamodb_per_million(read_units: float, write_units: float, utilisation: float = 0.7) -> float:
+    """Dollars per million fires of `read_units` and `write_units` each, on provisioned capacity used at
+    `utilisation` on average."""
+    per_write = PROVISIONED["wcu_hour"] / 3600 / utilisation
+    per_read = PROVISIONED["rcu_hour"] / 3600 / utilisation
+    return (read_units * per_read + write_units * per_write) * 1e6

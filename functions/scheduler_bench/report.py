@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler_bench import capacity
+from scheduler_bench import capacity, prices
 from scheduler_bench.prices import PRICES
 
 
@@ -372,6 +372,82 @@ def _emulator(latency: dict[str, Any]) -> list[str]:
     ]
 
 
+#: Jobs per `POST /v1/jobs/batch` request in the batched-submit figure.
+BATCH_SUBMIT = 25
+
+
+def _fire_path(run: dict[str, Any]) -> dict[str, float]:
+    """A run's fire-path quantities (sweeper + worker) and its prices, on-demand and provisioned."""
+    by = run["per_fire"]["by_function"]
+    path = ("sweeper", "worker")
+    usd = run["per_million_fires_usd"]
+    read = sum(by[p]["read_units"] for p in path)
+    write = sum(by[p]["write_units"] for p in path)
+    on_demand_dynamodb = usd["fire_path"]["dynamodb"]
+    api = usd["with_submission"]
+    http_api = (
+        api["total"]
+        - api["api_gateway"]
+        + api["api_gateway"] * prices.API_GATEWAY_HTTP_REQUEST / (prices.PRICES["api_gateway_rest_request"])
+    )
+    return {
+        "read": read,
+        "write": write,
+        "sqs": sum(by[p]["sqs_billed_requests"] for p in path),
+        "events": sum(by[p]["events_billed"] for p in path),
+        "ms": 1000 * sum(run["per_fire"]["lambda_billed_seconds"][p] for p in path),
+        "usd": usd["fire_path"]["total"],
+        "usd_provisioned": usd["fire_path"]["total"]
+        - on_demand_dynamodb
+        + prices.provisioned_dynamodb_per_million(read, write),
+        "usd_submit_rest": api["total"],
+        "usd_submit_http": http_api,
+        "submit_write": run["per_fire"]["by_function"]["api"]["write_units"],
+        # Submitted 25 a request (POST /v1/jobs/batch): the API Gateway request and the api Lambda's invocation are
+        # shared by 25 jobs; the creates' writes and duration are not.
+        "usd_submit_batch_http": http_api
+        - (api["api_gateway"] * prices.API_GATEWAY_HTTP_REQUEST / prices.PRICES["api_gateway_rest_request"])
+        * (1 - 1 / BATCH_SUBMIT)
+        - run["per_fire"]["lambda_invocations"]["api"] * prices.PRICES["lambda_request"] * 1e6 * (1 - 1 / BATCH_SUBMIT),
+    }
+
+
+def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> list[str]:
+    """Before and after, side by side, per design and worker batch size (fire path unless it says so)."""
+    lines = [
+        "## Before and after: the fire path",
+        "",
+        f"Before: {label}. After: this run. Fire path = sweeper + worker; units per fire; dollars per million fires "
+        "(on-demand us-east-1; provisioned at 70% utilisation; with submit on API Gateway REST and on an HTTP API "
+        "with IAM authorization, one job a request or 25 a request with POST /v1/jobs/batch, whose API Gateway "
+        "request and Lambda invocation are shared; a recurring job's submission is shared by its fires).",
+        "",
+    ]
+    headers = ["Design", "Msgs per worker call"]
+    for name in ("Write units", "Read units", "SQS requests", "Events", "Lambda ms", "$ / M", "$ / M provisioned",
+                 "$ / M + submit (REST)", "$ / M + submit (HTTP API)", "$ / M + batch submit (HTTP API)"):  # fmt: skip
+        headers += [f"{name} before", f"{name} after"]
+    rows = []
+    names = {"one_shot": "one-shot job", "recurring": "recurring job (rate 1/min)"}
+    for kind in ("one_shot", "recurring"):
+        old = {r["batch_size"]: r for r in before.get(kind, [])}
+        for run in after.get(kind, []):
+            if run["batch_size"] not in old:
+                continue
+            b, a = _fire_path(old[run["batch_size"]]), _fire_path(run)
+            row = [names[kind], str(run["batch_size"])]
+            for key, money in (("write", False), ("read", False), ("sqs", False), ("events", False), ("ms", False),
+                               ("usd", True), ("usd_provisioned", True), ("usd_submit_rest", True),
+                               ("usd_submit_http", True), ("usd_submit_batch_http", True)):  # fmt: skip
+                row += (
+                    [_usd(b[key]), _usd(a[key])]
+                    if money
+                    else [_f(b[key], 1 if key == "ms" else 2), _f(a[key], 1 if key == "ms" else 2)]
+                )
+            rows.append(row)
+    return [*lines, *_table(headers, rows), ""]
+
+
 def render(results: dict[str, Any]) -> str:
     """The whole of results.md."""
     machine, versions, commit = results["machine"], results["versions"], results["git"]
@@ -411,6 +487,10 @@ def render(results: dict[str, Any]) -> str:
             f"{', '.join(carried['scenarios'])} (their figures are that run's, on that commit).",
             "",
         ]
+
+    baseline = results.get("baseline") or {}
+    if "cost" in baseline and "error" not in results.get("cost", {"error": ""}):
+        lines += _comparison(baseline["cost"], results["cost"], baseline.get("label", "the baseline run"))
     lines += _cost(results.get("cost", {"error": "not run"}))
     lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))
     lines += _batching(results.get("sweep_scaling", {}))

@@ -4,6 +4,7 @@ clock the benchmark controls; and the worker driven as the Lambda event source m
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,9 +17,9 @@ from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTime
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsMessage, SqsReadyQueue
 from scheduler.core.dispatch import Dispatcher
-from scheduler.core.execute import Executor
+from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs import JobService
-from scheduler.core.ports import Clock, NullMetrics
+from scheduler.core.ports import Clock, Dispatch, NullMetrics
 from scheduler.core.sweep import Sweeper
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
@@ -158,14 +159,21 @@ def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float 
         if not messages:
             return handled
         done: list[dict[str, str]] = []
+        dispatches = [dispatch_from_body(m["Body"], services.queue.message_key) for m in messages]
+        # The batch arrives when its last record is due; its records then run concurrently, as the worker's
+        # ConcurrentBatchProcessor runs them (one thread each).
+        due = max(d.fire_at for d in dispatches) + timedelta(seconds=arrival_lag)
+        services.worker_clock.set(max(services.worker_clock.now(), due))
+
+        def run(m: dict[str, Any], dispatch: Dispatch) -> tuple[dict[str, Any], Dispatch, SqsMessage, Outcome]:
+            receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))
+            control = SqsMessage(services.sqs, services.settings.ready_queue_url, m["ReceiptHandle"], receive_count)
+            return m, dispatch, control, services.executor.execute(dispatch, control)
+
         with meter.invocation("worker", records=len(messages)):
-            for m in messages:
-                dispatch = dispatch_from_body(m["Body"], services.queue.message_key)
-                due = dispatch.fire_at + timedelta(seconds=arrival_lag)
-                services.worker_clock.set(max(services.worker_clock.now(), due))
-                receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))
-                control = SqsMessage(services.sqs, services.settings.ready_queue_url, m["ReceiptHandle"], receive_count)
-                outcome = services.executor.execute(dispatch, control)
+            with ThreadPoolExecutor(max_workers=len(messages)) as pool:
+                results = list(pool.map(run, messages, dispatches))
+            for m, dispatch, control, outcome in results:
                 if outcome.ack:
                     done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
                 else:

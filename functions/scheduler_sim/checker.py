@@ -50,6 +50,7 @@ INVARIANTS: dict[int, str] = {
     6: "bad input never changes stored state",
     7: "once the run is quiet, each tenant's quota counter equals its jobs that can still fire (ACTIVE or PAUSED)",
     8: "a change of version sends no old version's message again unless that version's last plan was unproven",
+    9: "a tenant never has more occurrences running at its target than its execution budget allows",
 }
 
 #: At most this many violations of one invariant are reported per run.
@@ -92,6 +93,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _bad_input(sim)
     found += _quota(sim)
     found += _version_change_costs(sim)
+    found += [Violation(9, message) for message in sim.sink.over_limit]
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:

@@ -9,7 +9,7 @@ what at-most-once jobs are judged by.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from scheduler.core.ports import TargetCall, TargetFailure
@@ -39,6 +39,10 @@ class RawCall:
     verdict: Verdict | None = None
 
 
+#: Actors' clocks differ by up to 5 s (faults.FaultProfile): a lease is only counted as live this far inside it.
+SKEW_MARGIN = timedelta(seconds=12)
+
+
 @dataclass
 class KeyState:
     max_token: int = 0
@@ -54,8 +58,33 @@ class SinkTarget:
     keys: dict[str, KeyState] = field(default_factory=dict)
     #: Accepted effects, by (job_id, scheduled_for): the true identity of an occurrence, whatever key it carried.
     effects: dict[tuple[str, datetime], list[RawCall]] = field(default_factory=dict)
+    #: Target calls in progress, by tenant: (occurrence key, the attempt's lease end as the call began).
+    in_flight: dict[str, list[tuple[str, datetime]]] = field(default_factory=dict)
+    #: Calls that began while their tenant already had `limit` others in progress within their leases.
+    over_limit: list[str] = field(default_factory=list)
 
     def invoke(self, call: TargetCall) -> str | None:
+        """One target call, counted against its tenant's execution budget while it runs (invariant 8)."""
+        tenant = call.job.tenant
+        now = self.sim.clock.now()
+        running = self.in_flight.setdefault(tenant, [])
+        # Others still inside their lease (with a margin for the actors' clock skew): a worker frozen past its
+        # lease has lost its slot as it has lost its claim, so it does not count.
+        live = [key for key, until in running if until - SKEW_MARGIN > now]
+        limit = self.sim.concurrency.limit(tenant)
+        if limit > 0 and len(live) >= limit:
+            self.over_limit.append(
+                f"tenant {tenant}: {call.occurrence_key} started at {now.isoformat()} while {len(live)} "
+                f"({', '.join(live)}) were running, limit {limit}"
+            )
+        entry = (call.occurrence_key, call.deadline)
+        running.append(entry)
+        try:
+            return self._invoke(call)
+        finally:
+            running.remove(entry)
+
+    def _invoke(self, call: TargetCall) -> str | None:
         sim = self.sim
         actor = sim.current_actor()
         fate = self._fate()

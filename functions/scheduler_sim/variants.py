@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTimerStore
+from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTenantSlots, MemoryTimerStore
 from scheduler.core.errors import Fenced
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import AdvanceResult, BucketClaim, Dispatch, Timer
@@ -99,6 +99,7 @@ class Variant:
     rewrite: Callable[[Dispatch, random.Random], Dispatch] | None = None
     timers: Callable[[int], MemoryTimerStore] = MemoryTimerStore
     jobs: Callable[[], MemoryJobStore] = MemoryJobStore
+    slots: Callable[[], MemoryTenantSlots] = MemoryTenantSlots
 
 
 VARIANTS: dict[str, Variant] = {

@@ -484,7 +484,7 @@ class Simulation:
         )
         self.execute_config = ExecuteConfig(lease=cfg.lease, heartbeat_fraction=None)
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
-        self.tenant_slots = MemoryTenantSlots()
+        self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
         self.faults_on = True
         self.stack: list[Actor] = []

@@ -179,20 +179,27 @@ def test_bulk_submit_sends_each_line_with_a_derived_key_and_reports_each(tmp_pat
     lines = [json.dumps({"name": f"j{i}", "schedule": {"type": "once", "delay_seconds": 60},
                          "target": {"type": "handler", "name": "x"}}) for i in (1, 2, 3)]  # fmt: skip
 
-    def create(request: HttpRequest) -> tuple[int, Any]:
-        name = json.loads(request.body or b"{}")["name"]
-        if name == "j2":
-            return problem(429, "Too Many Jobs", "the tenant has 10000 active jobs")
-        return 201, job_json(f"id-{name}")
+    def create_batch(request: HttpRequest) -> tuple[int, Any]:
+        results: list[dict[str, Any]] = []
+        for index, item in enumerate(json.loads(request.body or b"{}")["items"]):
+            name = item["job"]["name"]
+            if name == "j2":
+                refused = {"title": "Too Many Jobs", "status": 429, "detail": "the tenant has 10000 active jobs"}
+                results.append({"index": index, "status": 429, "problem": refused})
+            else:
+                results.append({"index": index, "status": 201, "job": job_json(f"id-{name}")})
+        return 200, {"results": results}
 
-    api = FakeApi({"POST /v1/jobs": create})
+    api = FakeApi({"POST /v1/jobs/batch": create_batch})
 
     # When they are submitted in bulk with a key prefix
     result = run("--json", "submit", "--file", jsonl(tmp_path, ["# comment", *lines]), "--idempotency-key", "batch7",
                  client=api.client())  # fmt: skip
 
-    # Then each line went out with <prefix>:<line number>, and each has a JSON line of its own
-    assert [r.headers["Idempotency-Key"] for r in api.requests] == ["batch7:2", "batch7:3", "batch7:4"]
+    # Then the lines went out in one batch request, each with <prefix>:<line number>, and each has a JSON line
+    [request] = api.requests
+    keys = [item["idempotency_key"] for item in json.loads(request.body or b"{}")["items"]]
+    assert keys == ["batch7:2", "batch7:3", "batch7:4"]
     reported = [json.loads(line) for line in result.out.splitlines()]
     assert [r["line"] for r in reported] == [2, 3, 4]
     assert reported[0]["job_id"] == "id-j1"

@@ -136,7 +136,7 @@ def test_worker_consumes_every_lane_with_partial_batch_responses(default) -> Non
     for props in mappings.values():
         assert props["FunctionName"] == {"Ref": worker_id}
         assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-        assert props["BatchSize"] == 5
+        assert props["BatchSize"] == 10
         assert "MaximumBatchingWindowInSeconds" not in props  # a window would delay starts
     # Each lane has capacity of its own: a backlog in one never takes another's
     assert {lane: props["ScalingConfig"] for lane, props in mappings.items()} == {

@@ -29,7 +29,7 @@ def test_table_matches_the_shared_schema(default, schema: TableSchema) -> None:
         if index.sort_key:
             keys.append({"AttributeName": index.sort_key[0], "KeyType": "RANGE"})
         assert indexes[index.name]["KeySchema"] == keys
-        assert indexes[index.name]["Projection"] == {"ProjectionType": "ALL"}
+        assert indexes[index.name]["Projection"] == {"ProjectionType": index.projection}
 
 
 @pytest.mark.parametrize("schema", [JOBS_TABLE, EXECUTIONS_TABLE], ids=lambda s: s.logical_name)

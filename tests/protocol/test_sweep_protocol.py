@@ -42,6 +42,9 @@ def assert_exactly_once(world: World, expected: dict[str, set[str]]) -> None:
     for keys in expected.values():
         for key in keys:
             assert runs[key].state.value == "SUCCEEDED", (key, runs[key])
+    # The quota: every job that completed (some by a sweep whose page checkpoint releases them, some re-run after
+    # a crash) was released exactly once.
+    assert world.quota_counter() == world.can_still_fire()
 
 
 SWEEP_STEPS = [

@@ -21,12 +21,15 @@ from scheduler.adapters.memory import (
     MemoryTimerStore,
     RecordingMetrics,
 )
+from scheduler.core.chain import counts_as_active
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.jobs import JobService
+from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobSpec
 from scheduler.core.ports import TargetCall
+from scheduler.core.schedules import unindexed_occurrence
 from scheduler.core.sweep import SweepConfig, Sweeper
 
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past,
@@ -189,12 +192,27 @@ class World:
                 pass
             self.clock.advance(step)
 
+    def quota_counter(self, tenant: str = "tenant") -> int:
+        """The tenant's quota counter as the API's create check reads it."""
+        if self.backend == "memory":
+            return int(self.jobs.active.get(tenant, 0))
+        key = {"PK": {"S": f"TENANT#{tenant}"}, "SK": {"S": "QUOTA"}}
+        item = self.jobs.client.get_item(TableName=self.jobs.table, Key=key, ConsistentRead=True).get("Item", {})
+        return int(item.get("active", {}).get("N", "0"))
+
+    def can_still_fire(self) -> int:
+        """The created jobs that count against the quota (ACTIVE or PAUSED)."""
+        return sum(1 for job_id in self.created if counts_as_active(self.jobs.get(job_id)))
+
     def runs_by_key(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
         for job_id in self.created:
+            job = self.jobs.get(job_id)
+            at = unindexed_occurrence(job.spec.schedule, job.created_at)
+            own = occurrence_key(job_id, at) if at is not None else None
             cursor = None
             while True:
-                page, cursor = self.ledger.runs(job_id, 100, cursor)
+                page, cursor = self.ledger.runs(job_id, 100, cursor, own)
                 found.update({run.key: run for run in page})
                 if not cursor:
                     break

@@ -80,10 +80,10 @@ def job_to_item(job: Job) -> Item:
         item["last_ms"] = n(to_ms(job.last_dispatched_for))
     if job.planned_version is not None:
         item["plan_v"] = n(job.planned_version)
-    if job.release_pending_by is not None:
-        item["rel_by"] = s(job.release_pending_by)
     if job.paused_version is not None:
         item["paused_v"] = n(job.paused_version)
+    if job.completed_by_checkpoint:
+        item["rel_done"] = {"SS": sorted(job.completed_by_checkpoint)}
     for name, value in (
         ("adv_ms", job.advanced_from),
         ("plan_ms", job.planned_at),
@@ -115,10 +115,10 @@ def job_from_item(item: Item) -> Job:
         planned_at=get_ms(item, "plan_ms"),
         planned_horizon=get_ms(item, "horizon_ms"),
         planned_version=get_n(item, "plan_v"),
-        release_pending_by=item["rel_by"]["S"] if "rel_by" in item else None,
         paused_at=get_ms(item, "paused_ms"),
         resumed_at=get_ms(item, "resumed_ms"),
         paused_version=get_n(item, "paused_v"),
+        completed_by_checkpoint=frozenset(item.get("rel_done", {}).get("SS", [])),
     )
 
 

@@ -36,7 +36,7 @@ from scheduler.adapters.codec import (
     timer_from_item,
     timer_sk,
 )
-from scheduler.core.chain import active_delta, already_advanced
+from scheduler.core.chain import active_delta, already_advanced, completion_mark
 from scheduler.core.errors import (
     ClaimLost,
     ClaimRefused,
@@ -400,15 +400,11 @@ class DynamoJobStore:
             sets += ["plan_ms = :planned", "horizon_ms = :horizon"]
             values[":planned"] = n(to_ms(planned_at))
             values[":horizon"] = n(to_ms(planned_horizon))
-        removes = ["#next"] if next_run_at is None else []
+        adds = ["misfire_skipped :k"]
         if deferred_release:
-            sets.append("rel_by = :rel")
-            values[":rel"] = s(str(release_by))
-        else:
-            removes.append("rel_by")
-        expression = f"SET {', '.join(sets)} ADD misfire_skipped :k" + (
-            f" REMOVE {', '.join(removes)}" if removes else ""
-        )
+            adds.append("rel_done :mark")
+            values[":mark"] = {"SS": [completion_mark(timer)]}
+        expression = f"SET {', '.join(sets)} ADD {', '.join(adds)}" + (" REMOVE #next" if next_run_at is None else "")
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": {"PK": s(job_pk(timer.job_id)), "SK": s("DEF")},

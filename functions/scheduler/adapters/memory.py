@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.core.chain import active_delta, advance_allowed, already_advanced, replace_allowed
+from scheduler.core.chain import active_delta, advance_allowed, already_advanced, completion_mark, replace_allowed
 from scheduler.core.errors import (
     ClaimLost,
     ClaimRefused,
@@ -164,7 +164,9 @@ class MemoryJobStore:
                         "planned_version": timer.version,
                         "planned_at": planned_at,
                         "planned_horizon": planned_horizon,
-                        "release_pending_by": release_by if deferred_release else None,
+                        "completed_by_checkpoint": job.completed_by_checkpoint | {completion_mark(timer)}
+                        if deferred_release
+                        else job.completed_by_checkpoint,
                     }
                 )
                 return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release)

@@ -6,6 +6,12 @@ from datetime import datetime
 
 from scheduler.core.model import Job, JobState
 from scheduler.core.ports import AdvanceResult, Timer
+from scheduler.core.timefmt import to_ms
+
+
+def completion_mark(timer: Timer) -> str:
+    """The mark a bucket sweep's completing advance leaves on the job: the timer's version and instant."""
+    return f"{timer.version}@{to_ms(timer.scheduled_for)}"
 
 
 def counts_as_active(job: Job) -> bool:
@@ -57,9 +63,8 @@ def already_advanced(
         replay = (job.planned_at, job.planned_horizon)
     same_chain = job.version == timer.version and job.state in (JobState.ACTIVE, JobState.COMPLETED)
     advanced_here = job.advanced_from == timer.scheduled_for
-    release = release_by is not None and advanced_here and job.release_pending_by == release_by
+    release = release_by is not None and completion_mark(timer) in job.completed_by_checkpoint
     if same_chain and advanced_here:
         return AdvanceResult(True, True, job.state, replay, release)
-    if release and job.planned_version == timer.version:
-        return AdvanceResult(False, False, job.state, None, release)
-    return AdvanceResult(False, False, job.state)
+    # Nothing to send or put, but a completion this timer made from a bucket (its mark) still owes its release.
+    return AdvanceResult(False, False, job.state, release=release)

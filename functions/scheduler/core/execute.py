@@ -304,7 +304,7 @@ class Executor:
         return None
 
     def _overlap(self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, now: datetime) -> Outcome | None:
-        """Overlap policy for recurring jobs (DESIGN.md 3.5): is an earlier occurrence still running?
+        """Overlap policy for recurring jobs (docs/design.md §3.5): is an earlier occurrence still running?
 
         `skip` records this one SKIPPED; `buffer_one` parks it (RETRY_WAIT, the attempt refunded) until the
         running one finishes - the worker that finishes it sends the parked one at once (`_release_buffered`);

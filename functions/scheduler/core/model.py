@@ -276,12 +276,14 @@ class Job(BaseModel):
     planned_at: datetime | None = None
     planned_horizon: datetime | None = None
     #: The version the chain's last advance was made at (the advancing timer's). A change of version sends that plan
-    #: again only while it is unproven: its next timer, written after its sends, is not stored (DESIGN.md 3.3).
+    #: again only while it is unproven: its next timer, written after its sends, is not stored (docs/design.md §3.3).
     planned_version: int | None = None
-    #: Set when a bucket sweep completed the job with a plain write (no transaction with the quota counter): that
-    #: sweep's page checkpoint owes the tenant's quota release, and a re-run of the page replays it from here
-    #: (scheduler.core.chain.already_advanced). None when the release went with the completing write itself.
-    release_pending_by: str | None = None
+    #: The completions a bucket sweep made with a plain write (no transaction with the quota counter), as
+    #: `completion_mark(version, scheduled_for)` of the completing timer: that sweep's page checkpoint owes the
+    #: tenant's quota release, and a re-run of the page finds the mark and owes it again
+    #: (scheduler.core.chain.already_advanced). A job completes at most once per version, so marks never clash;
+    #: they are never removed (a later completion after an edit must not erase an earlier one's obligation).
+    completed_by_checkpoint: frozenset[str] = frozenset()
     #: The last pause: when it took effect, and when the job was resumed (None while still paused). Occurrences
     #: scheduled in between are left to the misfire policy of the resumed chain, wherever they were (a queued
     #: message of them is dropped by the worker, unrecorded), so a resume handles them as the policy says.

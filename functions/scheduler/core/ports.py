@@ -300,7 +300,7 @@ class JobStore(Protocol):
 
         Completing releases the job's quota slot in the same write (a transaction with the tenant's counter),
         unless `release_by` names the caller's progress record: then the write is a plain conditional update that
-        marks the job `release_pending_by=release_by`, and `release` in the result tells the caller to release it
+        marks the job (Job.completed_by_checkpoint), and `release` in the result tells the caller to release it
         with that record (also when the advance is replayed from an earlier run that died before recording).
         """
         ...

@@ -55,11 +55,15 @@ PROBLEM = "application/problem+json"
 #: The whole request body may carry the definition around the payload; refuse anything far beyond it early.
 MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 16 * 1024
 MAX_PAGE = 100
+#: Job definitions one `POST /v1/jobs/batch` creates at most, and its body's size limit (Lambda takes 6 MB).
+MAX_BATCH = 25
+MAX_BATCH_BYTES = 5 * 1024 * 1024
 _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/health$"), {"GET"}),
     (re.compile(r"^/v1/openapi\.json$"), {"GET"}),
     (re.compile(r"^/v1/forecast$"), {"GET"}),
     (re.compile(r"^/v1/jobs$"), {"GET", "POST"}),
+    (re.compile(r"^/v1/jobs/batch$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+$"), {"GET", "PATCH", "DELETE"}),
     (re.compile(r"^/v1/jobs/[^/]+/(pause|resume|trigger)$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs$"), {"GET"}),
@@ -190,14 +194,14 @@ def service() -> JobService:
     return wiring.container(metrics).job_service()
 
 
-def json_body(required: bool = True) -> Any:
+def json_body(required: bool = True, max_bytes: int = MAX_BODY_BYTES) -> Any:
     event = app.current_event
     try:
         raw = event.decoded_body or ""
     except (UnicodeDecodeError, ValueError):
         raise Problem(400, "Bad Request", "the body is not UTF-8 text; send JSON encoded as UTF-8") from None
-    if len(raw.encode()) > MAX_BODY_BYTES:
-        raise Problem(413, "Payload Too Large", f"the request body is over {MAX_BODY_BYTES} bytes")
+    if len(raw.encode()) > max_bytes:
+        raise Problem(413, "Payload Too Large", f"the request body is over {max_bytes} bytes")
     content_type = (event.headers or {}).get("content-type") or (event.headers or {}).get("Content-Type") or ""
     if raw and content_type and "json" not in content_type.lower():
         raise Problem(
@@ -325,6 +329,73 @@ def create_job() -> Response[str]:
     if created.replayed:
         headers["Idempotent-Replayed"] = "true"
     return json_response(200 if created.replayed else 201, view, headers)
+
+
+def _create_one(who: str, svc: JobService, item: Any) -> tuple[int, dict[str, Any]]:
+    """One item of a batch: (status, the job's view) or (status, problem). Stores nothing for a refused item."""
+    if not isinstance(item, dict) or not isinstance(item.get("job"), dict):
+        raise Problem(422, "Unprocessable Content", "each item is an object with a 'job' definition")
+    unknown = set(item) - {"job", "idempotency_key"}
+    if unknown:
+        raise Problem(422, "Unprocessable Content", f"unknown item field(s): {', '.join(sorted(unknown))}")
+    key = item.get("idempotency_key")
+    if key is not None and not (isinstance(key, str) and 1 <= len(key) <= 255):
+        raise Problem(422, "Unprocessable Content", "idempotency_key must be a string of 1-255 characters")
+    try:
+        spec = JobSpec.model_validate(item["job"])
+    except ValidationError as exc:
+        raise validation_problem(exc) from None
+    created = svc.create(who, spec, key, item["job"])
+    view = job_view(created.job, svc)
+    view["replayed"] = created.replayed
+    return (200 if created.replayed else 201), view
+
+
+@app.post("/v1/jobs/batch")
+def create_jobs() -> Response[str]:
+    """Create up to MAX_BATCH jobs in one request: each item is created (or replayed, or refused) on its own, and
+    the results come back in the items' order - one request to API Gateway and one Lambda for them all."""
+    who = tenant()
+    body = json_body(max_bytes=MAX_BATCH_BYTES)
+    items = body.get("items")
+    if set(body) - {"items"} or not isinstance(items, list) or not items:
+        raise Problem(422, "Unprocessable Content", 'send {"items": [{"job": {...}, "idempotency_key": ...}]}')
+    if len(items) > MAX_BATCH:
+        raise Problem(
+            422, "Unprocessable Content", f"a batch holds at most {MAX_BATCH} items; this one has {len(items)}"
+        )
+    svc = service()
+    results: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        try:
+            status, view = _create_one(who, svc, item)
+            results.append({"index": index, "status": status, "job": view})
+        except Exception as exc:  # each item's own problem, as the single create would answer it
+            refused = _problem_of(exc)
+            results.append({"index": index, "status": refused.status_code, "problem": json.loads(refused.body or "{}")})
+    created = sum(1 for r in results if r["status"] in (200, 201))
+    logger.info("batch created", extra={"items": len(items), "created_or_replayed": created})
+    metrics.add_metric(name="BatchItems", unit="Count", value=len(items))
+    return json_response(200, {"results": results})
+
+
+def _problem_of(exc: Exception) -> Response[str]:
+    """The problem response the API gives for `exc` (its exception handler's), for one item of a batch."""
+    handlers: dict[type[Exception], Callable[[Any], Response[str]]] = {
+        Problem: on_problem,
+        VersionConflict: on_version_conflict,
+        IdempotencyConflict: on_idempotency_conflict,
+        InvalidRequest: on_invalid,
+        InvalidSchedule: on_invalid_schedule,
+        InvalidState: on_invalid_state,
+        PayloadTooLarge: on_too_large,
+        QuotaExceeded: on_quota,
+    }
+    for kind, handle in handlers.items():
+        if isinstance(exc, kind):
+            return handle(exc)
+    unexpected: Response[str] = on_unexpected(exc)
+    return unexpected
 
 
 @app.get("/v1/jobs")

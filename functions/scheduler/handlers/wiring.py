@@ -53,7 +53,11 @@ from scheduler.signing import KeyRing
 from scheduler.target_policy import PolicedInvoker, TargetPolicy
 from scheduler.targets_registry import HandlerTargetInvoker, register_handler_modules, registry
 
-_BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20)
+#: Connections per client: enough for a worker batch's records in parallel (scheduler.handlers.worker), each
+#: with a heartbeat, and for the sweeper's sends.
+_BOTO_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20, max_pool_connections=32
+)
 
 
 class SystemClock:

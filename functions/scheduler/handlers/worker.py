@@ -12,6 +12,7 @@ visible again within `lease + margin`, not the queue's visibility timeout.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -26,9 +27,29 @@ from scheduler.handlers import wiring
 
 logger = Logger()
 metrics = Metrics()
+#: Records of one batch handled at once (the event source mapping's batch size is at most this; see infra).
+RECORD_THREADS = 10
+
+
+class ConcurrentBatchProcessor(BatchProcessor):
+    """Handles the records of a batch concurrently, one thread each, results in record order. Each record runs
+    the same protocol as a Lambda of its own: two copies of one occurrence key in one batch race on the ledger's
+    conditional claim exactly as two invocations do (one claims, the other finds it running and is kept)."""
+
+    def __init__(self, threads: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.threads = threads
+
+    def process(self) -> list[tuple[Any, ...]]:
+        if self.threads <= 1 or len(self.records) <= 1:
+            return super().process()
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(self.records)), thread_name_prefix="record") as pool:
+            return list(pool.map(self._process_record, self.records))
+
+
 # A batch whose every record is kept (all early, all waiting for a retry or a tenant's slot) is a normal outcome,
 # not an error: report the items, do not fail the invocation (that would count as a Lambda error and alarm).
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+processor = ConcurrentBatchProcessor(RECORD_THREADS, event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 #: The batch this invocation holds (bounded recovery); a record leaves it before its own visibility is set.
@@ -79,7 +100,8 @@ def handle_record(record: SQSRecord) -> str:
         if forged:
             metrics.add_metric(name="UnauthenticatedMessages", unit="Count", value=1)
         return what
-    logger.append_keys(job_id=dispatch.job_id, occurrence_key=dispatch.key)
+    # Per thread: the records of one batch run concurrently, each logging its own job and occurrence.
+    logger.thread_safe_append_keys(job_id=dispatch.job_id, occurrence_key=dispatch.key)
     receive_count = int(record.attributes.approximate_receive_count or 1)
     # The message's own lane: its visibility is changed on the queue it came from.
     queue_url = container.queue.queue_url_of(record.event_source_arn or "")
