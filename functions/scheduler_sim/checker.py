@@ -49,7 +49,12 @@ INVARIANTS: dict[int, str] = {
     5: "a recurring job fires each of its occurrences once, and misses none beyond its misfire policy",
     6: "bad input never changes stored state",
     7: "once the run is quiet, each tenant's quota counter equals its jobs that can still fire (ACTIVE or PAUSED)",
+    8: "what a dead worker held is received again within the hold time (lease + margin) of its death",
 }
+
+#: Added to the hold time: a worker's poll interval (up to 1.5 s) and the clock a few steps take (sub-second
+#: early waits) before one receives a message that came back.
+RESTART_SLACK_SECONDS = 10.0
 
 #: At most this many violations of one invariant are reported per run.
 MAX_PER_INVARIANT = 5
@@ -90,6 +95,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _run_all_skips(sim)
     found += _bad_input(sim)
     found += _quota(sim)
+    found += _restarts(sim)
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:
@@ -112,6 +118,31 @@ def _quota(sim: Simulation) -> list[Violation]:
         stored, actual = sim.jobs.active.get(tenant, 0), counted.get(tenant, 0)
         if stored != actual:
             found.append(Violation(7, f"tenant {tenant}: the counter says {stored}, {actual} jobs can still fire"))
+
+
+def _restarts(sim: Simulation) -> list[Violation]:
+    """Invariant 8 (bounded recovery): every message a worker held when it died, its batch's hold applied, is
+    received again within the hold time plus a poll's slack of the death - not after the queue's visibility
+    timeout. Time the fault model injected meanwhile (an outage, a frozen or paused actor, the jump into
+    quiescence) is added."""
+    found: list[Violation] = []
+    bound = sim.hold_config.hold_seconds + RESTART_SLACK_SECONDS
+    for abandoned in sim.abandoned:
+        deadline = abandoned.at + timedelta(seconds=bound)
+        for start, seconds in sorted(sim.stalls):
+            if abandoned.at <= start <= deadline:
+                deadline += timedelta(seconds=seconds)
+        for message_id, key in zip(abandoned.message_ids, abandoned.keys, strict=True):
+            again = next((t for t in sim.queue.receives.get(message_id, []) if t >= abandoned.at), None)
+            if again is None or again > deadline:
+                when = f"at {_t(again)}" if again else "never"
+                found.append(
+                    Violation(
+                        8,
+                        f"{key} ({message_id}), held by {abandoned.actor} when it died at {_t(abandoned.at)}, was "
+                        f"received again {when}; the bound was {_t(deadline)} (hold {sim.hold_config.hold_seconds}s)",
+                    )
+                )
     return found
 
 
