@@ -14,11 +14,12 @@ from botocore.config import Config
 from scheduler.adapters.codec import dispatch_from_body
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.adapters.http_target import HttpTargetInvoker
-from scheduler.adapters.sqs import SqsMessage, SqsReadyQueue
+from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor
 from scheduler.core.jobs import JobService
 from scheduler.core.ports import Clock, NullMetrics
+from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.sweep import Sweeper
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
@@ -94,6 +95,8 @@ class Services:
     executor: Executor
     sqs: Any
     dynamodb: Any
+    #: The handler's batch hold (bounded recovery: one ChangeMessageVisibilityBatch per batch).
+    hold_config: HoldConfig
     kept: list[str] = field(default_factory=list)
 
 
@@ -126,6 +129,7 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
         executor,
         sqs,
         dynamodb,
+        container.hold_config,
     )
 
 
@@ -141,8 +145,9 @@ def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float 
     """Feed the ready queue to the executor as the event source mapping does: receive a batch, run each record
     (at its fire time on the worker's clock, as the SQS delay would deliver it), delete what succeeded.
 
-    One Lambda invocation per non-empty batch; the handler's duration is the records' execution (receiving
-    and deleting is the event source mapping's work, billed as SQS requests). Returns the records handled.
+    One Lambda invocation per non-empty batch; the handler's duration is the records' execution and its batch hold
+    (one ChangeMessageVisibilityBatch, as the handler does: bounded recovery); receiving and deleting is the event
+    source mapping's work, billed as SQS requests. Returns the records handled.
     """
     handled = 0
     while True:
@@ -158,17 +163,23 @@ def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float 
         if not messages:
             return handled
         done: list[dict[str, str]] = []
-        with meter.invocation("worker", records=len(messages)):
+        url = services.settings.ready_queue_url
+        visibility = SqsBatchVisibility(services.sqs, {m["MessageId"]: (url, m["ReceiptHandle"]) for m in messages})
+        with (
+            meter.invocation("worker", records=len(messages)),
+            HeldBatch(visibility, dict.fromkeys(visibility.messages), services.hold_config, NullMetrics()) as held,
+        ):
             for m in messages:
                 dispatch = dispatch_from_body(m["Body"], services.queue.message_key)
                 due = dispatch.fire_at + timedelta(seconds=arrival_lag)
                 services.worker_clock.set(max(services.worker_clock.now(), due))
                 receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))
-                control = SqsMessage(services.sqs, services.settings.ready_queue_url, m["ReceiptHandle"], receive_count)
+                control = SqsMessage(services.sqs, url, m["ReceiptHandle"], receive_count)
                 outcome = services.executor.execute(dispatch, control)
                 if outcome.ack:
                     done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
                 else:
+                    held.release(m["MessageId"])
                     control.extend_visibility(outcome.hide_seconds)
                     services.kept.append(f"{dispatch.key}: {outcome.reason}")
         if done:
