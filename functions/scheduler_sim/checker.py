@@ -49,7 +49,7 @@ INVARIANTS: dict[int, str] = {
     5: "a recurring job fires each of its occurrences once, and misses none beyond its misfire policy",
     6: "bad input never changes stored state",
     7: "once the run is quiet, each tenant's quota counter equals its jobs that can still fire (ACTIVE or PAUSED)",
-    8: "what a dead worker held is received again within the hold time (lease + margin) of its death",
+    8: "what a dead worker held is received again within the hold time of its death",
 }
 
 #: Added to the hold time: a worker's poll interval (up to 1.5 s) and the clock a few steps take (sub-second

@@ -514,7 +514,7 @@ class Simulation:
             safety=timedelta(seconds=20),
         )
         self.execute_config = ExecuteConfig(lease=cfg.lease, heartbeat_fraction=None)
-        self.hold_config = HoldConfig(lease=cfg.lease, renew_fraction=None)
+        self.hold_config = HoldConfig(renew_fraction=None)
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
         self.tenant_slots = MemoryTenantSlots()
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
