@@ -118,6 +118,7 @@ def _quota(sim: Simulation) -> list[Violation]:
         stored, actual = sim.jobs.active.get(tenant, 0), counted.get(tenant, 0)
         if stored != actual:
             found.append(Violation(7, f"tenant {tenant}: the counter says {stored}, {actual} jobs can still fire"))
+    return found
 
 
 def _restarts(sim: Simulation) -> list[Violation]:
