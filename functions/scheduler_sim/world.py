@@ -272,6 +272,9 @@ class Abandoned:
     actor: str
     message_ids: tuple[str, ...]
     keys: tuple[str, ...]
+    #: Per message: whether the dead worker had claimed its occurrence (its own heartbeat may have extended the
+    #: message to the lease; the next worker waits for that lease anyway).
+    started: tuple[bool, ...] = ()
 
 
 class WorkerActor(Actor):
@@ -645,7 +648,9 @@ class Simulation:
         if not ids:
             return
         keys = tuple(held.keys[i] or "" for i in ids)
-        self.abandoned.append(Abandoned(self.clock.now(), worker.name, ids, keys))
+        items = [self.ledger.items.get(key) for key in keys]
+        started = tuple(item is not None and (item.owner or "").startswith(f"{worker.name}/") for item in items)
+        self.abandoned.append(Abandoned(self.clock.now(), worker.name, ids, keys, started))
         self.trace(worker.name, f"abandoned {', '.join(ids)} (held since {rfc3339(visibility.applied)})")
 
     def _quiesce(self) -> None:
