@@ -31,6 +31,7 @@ RETRIES = "Retries"
 DEAD_LETTERS = "DeadLetters"
 FENCED_WRITES = "FencedWrites"
 LEASE_LOST = "LeaseLost"
+BATCH_HOLD_FAILURES = "BatchHoldFailures"
 OCCURRENCES_SKIPPED = "OccurrencesSkipped"
 MISFIRE_SKIPPED = "MisfireSkipped"
 TARGET_FAILURES = "TargetFailures"
@@ -55,6 +56,7 @@ APPLICATION_METRICS = (
     DEAD_LETTERS,
     FENCED_WRITES,
     LEASE_LOST,
+    BATCH_HOLD_FAILURES,
     OCCURRENCES_SKIPPED,
     MISFIRE_SKIPPED,
     TARGET_FAILURES,
@@ -360,7 +362,10 @@ def _build_dashboard(
             "Retries, target failures, dead letters",
             [app_sum(RETRIES), app_sum(TARGET_FAILURES), app_sum(DEAD_LETTERS)],
         ),
-        graph("Fencing: fenced writes, leases lost", [app_sum(FENCED_WRITES), app_sum(LEASE_LOST)]),
+        graph(
+            "Fencing: fenced writes, leases lost, batch holds failed",
+            [app_sum(FENCED_WRITES), app_sum(LEASE_LOST), app_sum(BATCH_HOLD_FAILURES)],
+        ),
         graph("Skipped: by policy, misfires", [app_sum(OCCURRENCES_SKIPPED), app_sum(MISFIRE_SKIPPED)]),
     )
     dashboard.add_widgets(

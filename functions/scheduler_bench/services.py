@@ -15,11 +15,12 @@ from botocore.config import Config
 from scheduler.adapters.codec import dispatch_from_body
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.adapters.http_target import HttpTargetInvoker
-from scheduler.adapters.sqs import SqsMessage, SqsReadyQueue
+from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs import JobService
 from scheduler.core.ports import Clock, Dispatch, NullMetrics
+from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.sweep import Sweeper
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
@@ -95,6 +96,8 @@ class Services:
     executor: Executor
     sqs: Any
     dynamodb: Any
+    #: The handler's batch hold (bounded recovery: one ChangeMessageVisibilityBatch per batch).
+    hold_config: HoldConfig
     kept: list[str] = field(default_factory=list)
 
 
@@ -127,6 +130,7 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
         executor,
         sqs,
         dynamodb,
+        container.hold_config,
     )
 
 
@@ -142,8 +146,9 @@ def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float 
     """Feed the ready queue to the executor as the event source mapping does: receive a batch, run each record
     (at its fire time on the worker's clock, as the SQS delay would deliver it), delete what succeeded.
 
-    One Lambda invocation per non-empty batch; the handler's duration is the records' execution (receiving
-    and deleting is the event source mapping's work, billed as SQS requests). Returns the records handled.
+    One Lambda invocation per non-empty batch; the handler's duration is the records' execution and its batch hold
+    (one ChangeMessageVisibilityBatch, as the handler does: bounded recovery); receiving and deleting is the event
+    source mapping's work, billed as SQS requests. Returns the records handled.
     """
     handled = 0
     while True:
@@ -159,24 +164,30 @@ def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float 
         if not messages:
             return handled
         done: list[dict[str, str]] = []
+        url = services.settings.ready_queue_url
         dispatches = [dispatch_from_body(m["Body"], services.queue.message_key) for m in messages]
         # The batch arrives when its last record is due; its records then run concurrently, as the worker's
-        # ConcurrentBatchProcessor runs them (one thread each).
+        # ConcurrentBatchProcessor runs them (one thread each), while the batch is held (bounded recovery).
         due = max(d.fire_at for d in dispatches) + timedelta(seconds=arrival_lag)
         services.worker_clock.set(max(services.worker_clock.now(), due))
+        visibility = SqsBatchVisibility(services.sqs, {m["MessageId"]: (url, m["ReceiptHandle"]) for m in messages})
 
         def run(m: dict[str, Any], dispatch: Dispatch) -> tuple[dict[str, Any], Dispatch, SqsMessage, Outcome]:
             receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))
             control = SqsMessage(services.sqs, services.settings.ready_queue_url, m["ReceiptHandle"], receive_count)
             return m, dispatch, control, services.executor.execute(dispatch, control)
 
-        with meter.invocation("worker", records=len(messages)):
+        with (
+            meter.invocation("worker", records=len(messages)),
+            HeldBatch(visibility, dict.fromkeys(visibility.messages), services.hold_config, NullMetrics()) as held,
+        ):
             with ThreadPoolExecutor(max_workers=len(messages)) as pool:
                 results = list(pool.map(run, messages, dispatches))
             for m, dispatch, control, outcome in results:
                 if outcome.ack:
                     done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
                 else:
+                    held.release(m["MessageId"])
                     control.extend_visibility(outcome.hide_seconds)
                     services.kept.append(f"{dispatch.key}: {outcome.reason}")
         if done:

@@ -8,9 +8,9 @@ batch from the highest lane that has messages, except that a lane left waiting f
 first. So a lane with visible messages is served at least once every `aging_rounds + 2` rounds, however busy the
 lanes above it are: low-priority work waits, but is never starved.
 
-Bounded recovery: the poller receives with the hold time (`lease + margin`, scheduler.core.recovery) as the
-visibility, so a worker killed even between the receive and the handler's first hold leaves its batch visible
-again within that time. (On AWS the event source mapping receives with the queue's 6x visibility timeout, and the
+Bounded recovery: the poller receives with the hold time (scheduler.core.recovery) as the visibility, so a
+worker killed even between the receive and the handler's first hold leaves its batch visible again within that
+time. (On AWS the event source mapping receives with the queue's 6x visibility timeout, and the
 handler's first instruction shortens it; locally nothing throttles the handler, so the 6x rule has nothing to
 protect between the receive and the handler.)
 
@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -136,19 +135,12 @@ def serve_round(scheduler: LaneScheduler, poll: Callable[[str], int]) -> str | N
     return None
 
 
-def hold_seconds() -> int:
-    """The hold time of the handlers' configuration (the worker's lease plus the margin)."""
-    from scheduler.settings import Settings
-
-    return HoldConfig(lease=timedelta(seconds=Settings().lease_seconds)).hold_seconds
-
-
 class ConcurrentBatch:
     """A batch handler with the worker Lambda's contract (SQS event in, `batchItemFailures` out) that runs the
     worker's record handler on the batch's records concurrently: a record whose handler raises (the handler's
     "keep this message", or an error) is reported as failed, as Powertools' batch processor reports it. The
     handler's metrics are flushed once per batch, from this thread, after every record finished. `around` wraps
-    the whole batch as the handler wraps it (the worker holds the batch's messages for the lease meanwhile)."""
+    the whole batch as the handler wraps it (the worker holds the batch's messages meanwhile)."""
 
     def __init__(
         self,
@@ -239,7 +231,7 @@ def main() -> None:
         [lane for lane in LANES if lane in urls],
         int(os.environ.get("SCHEDULER_LANE_AGING_ROUNDS", str(DEFAULT_AGING_ROUNDS))),
     )
-    hold = hold_seconds()
+    hold = HoldConfig().hold_seconds
     print(
         f"worker polling {', '.join(f'{lane}={url}' for lane, url in urls.items())}; hold {hold}s; {threads} threads",
         flush=True,

@@ -51,7 +51,12 @@ INVARIANTS: dict[int, str] = {
     7: "once the run is quiet, each tenant's quota counter equals its jobs that can still fire (ACTIVE or PAUSED)",
     8: "a change of version sends no old version's message again unless that version's last plan was unproven",
     9: "a tenant never has more occurrences running at its target than its execution budget allows",
+    10: "what a dead worker held is received again within the hold time (its lease, if claimed) of its death",
 }
+
+#: Added to the hold time: a worker's poll interval (up to 1.5 s) and the clock a few steps take (sub-second
+#: early waits) before one receives a message that came back.
+RESTART_SLACK_SECONDS = 10.0
 
 #: At most this many violations of one invariant are reported per run.
 MAX_PER_INVARIANT = 5
@@ -94,6 +99,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _quota(sim)
     found += _version_change_costs(sim)
     found += [Violation(9, message) for message in sim.sink.over_limit]
+    found += _restarts(sim)
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:
@@ -116,6 +122,37 @@ def _quota(sim: Simulation) -> list[Violation]:
         stored, actual = sim.jobs.active.get(tenant, 0), counted.get(tenant, 0)
         if stored != actual:
             found.append(Violation(7, f"tenant {tenant}: the counter says {stored}, {actual} jobs can still fire"))
+    return found
+
+
+def _restarts(sim: Simulation) -> list[Violation]:
+    """Invariant 8 (bounded recovery): every message a worker held when it died, its batch's hold applied, is
+    received again within the hold time (the lease, for the occurrence it had claimed) plus a poll's slack of the
+    death - not after the queue's visibility timeout. Time the fault model injected meanwhile (an outage, a
+    frozen or paused actor, the jump into quiescence) is added."""
+    found: list[Violation] = []
+    hold = sim.hold_config.hold_seconds
+    leased = sim.execute_config.lease.total_seconds() + sim.execute_config.lease_margin_seconds
+    for abandoned in sim.abandoned:
+        started = abandoned.started or (False,) * len(abandoned.message_ids)
+        for message_id, key, claimed in zip(abandoned.message_ids, abandoned.keys, started, strict=True):
+            # A message whose occurrence the dead worker had claimed may have been extended to the lease by its
+            # own heartbeat: the next worker could not take it over before the lease ends anyway.
+            deadline = abandoned.at + timedelta(seconds=(leased if claimed else hold) + RESTART_SLACK_SECONDS)
+            for start, seconds in sorted(sim.stalls):
+                if abandoned.at <= start <= deadline:
+                    deadline += timedelta(seconds=seconds)
+            again = next((t for t in sim.queue.receives.get(message_id, []) if t >= abandoned.at), None)
+            if again is None or again > deadline:
+                when = f"at {_t(again)}" if again else "never"
+                found.append(
+                    Violation(
+                        10,
+                        f"{key} ({message_id}), held by {abandoned.actor} when it died at {_t(abandoned.at)}, was "
+                        f"received again {when}; the bound was {_t(deadline)} "
+                        f"({'its lease' if claimed else f'the {hold}s hold'})",
+                    )
+                )
     return found
 
 

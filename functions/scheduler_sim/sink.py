@@ -64,7 +64,7 @@ class SinkTarget:
     over_limit: list[str] = field(default_factory=list)
 
     def invoke(self, call: TargetCall) -> str | None:
-        """One target call, counted against its tenant's execution budget while it runs (invariant 8)."""
+        """One target call, counted against its tenant's execution budget while it runs (invariant 9)."""
         tenant = call.job.tenant
         now = self.sim.clock.now()
         running = self.in_flight.setdefault(tenant, [])

@@ -100,6 +100,8 @@ class Variant:
     timers: Callable[[int], MemoryTimerStore] = MemoryTimerStore
     jobs: Callable[[], MemoryJobStore] = MemoryJobStore
     slots: Callable[[], MemoryTenantSlots] = MemoryTenantSlots
+    #: False: the worker never shortens its batch's visibility (a dead worker's batch waits out the timeout).
+    batch_hold: bool = True
 
 
 VARIANTS: dict[str, Variant] = {
@@ -107,6 +109,11 @@ VARIANTS: dict[str, Variant] = {
         "unfenced-finish",
         "Ledger.finish ignores the epoch/owner condition (a stale worker's completion is accepted)",
         ledger=UnfencedLedger,
+    ),
+    "no-batch-hold": Variant(
+        "no-batch-hold",
+        "the worker leaves the queue's visibility timeout on its batch (no visibility change to the hold time)",
+        batch_hold=False,
     ),
     "random-key": Variant(
         "random-key",

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from scheduler.adapters.memory import (
     FakeClock,
+    MemoryBatchVisibility,
     MemoryJobStore,
     MemoryLedger,
     MemoryMessage,
@@ -39,6 +40,7 @@ from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
+from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.sweep import SweepConfig, Sweeper
 from scheduler.core.timefmt import rfc3339
 from scheduler_sim.checker import Violation, check, invalid_request
@@ -153,6 +155,8 @@ class SimQueue(MemoryQueue):
     def __init__(self, clock: FakeClock, visibility_timeout: float, rng: random.Random) -> None:
         super().__init__(clock=clock, visibility_timeout=visibility_timeout)
         self.rng = rng
+        #: When each message was received (taken from the queue), for the checker's restart-time invariant.
+        self.receives: dict[str, list[datetime]] = {}
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
         arrival = self.clock.now()
@@ -181,6 +185,7 @@ class SimQueue(MemoryQueue):
             for message in visible:
                 if len(out) == max_messages:
                     break
+                self.receives.setdefault(message.message_id, []).append(now)
                 message.receive_count += 1
                 if message.receive_count > self.max_receive_count:
                     del self.messages[message.message_id]
@@ -251,6 +256,40 @@ class SweeperActor(Actor):
         )
 
 
+class SimBatchVisibility(MemoryBatchVisibility):
+    """The batch's visibility change through the worker's gate (a crash right before or after it, or a throttled
+    request). `applied`: the hold reached the queue. A broken variant may skip it (the visibility timeout stays)."""
+
+    def __init__(self, actor: WorkerActor, messages: Sequence[QueuedMessage]) -> None:
+        super().__init__(actor.sim.queue, messages)
+        self.actor = actor
+        self.applied: datetime | None = None
+
+    def hold(self, message_ids: Sequence[str], seconds: int) -> list[str]:
+        sim = self.actor.sim
+        self.actor.gate.before("queue.hold", len(message_ids))
+        variant = sim.variant
+        refused = super().hold(message_ids, seconds) if variant is None or variant.batch_hold else []
+        self.applied = self.applied or sim.clock.now()
+        sim.trace(self.actor.name, f"held {', '.join(message_ids)} for {seconds}s")
+        self.actor.gate.after("queue.hold")
+        return refused
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    """Messages a worker held, with their hold applied, when its step ended without settling them (a crash, or
+    a failed invocation): each must be received again within the hold time."""
+
+    at: datetime
+    actor: str
+    message_ids: tuple[str, ...]
+    keys: tuple[str, ...]
+    #: Per message: whether the dead worker had claimed its occurrence (its own heartbeat may have extended the
+    #: message to the lease; the next worker waits for that lease anyway).
+    started: tuple[bool, ...] = ()
+
+
 class WorkerActor(Actor):
     """A worker Lambda fed by the event source mapping: receives a small batch, runs each message through the
     real `Executor`, deletes what it acknowledges and changes the visibility of what it keeps."""
@@ -270,6 +309,9 @@ class WorkerActor(Actor):
             gate=ConcurrencyGate(FaultyTenantSlots(sim.tenant_slots, self.gate), sim.concurrency, sim.metrics),
         )
         self.batch = sim.rng.randint(1, 3)
+        #: The batch this worker holds while it works through it (None between steps).
+        self.held: HeldBatch | None = None
+        self.holding: SimBatchVisibility | None = None
 
     def ready(self, now: datetime) -> bool:
         return self.next_at <= now and self.sim.queue.has_visible(now)
@@ -283,8 +325,18 @@ class WorkerActor(Actor):
         self.gate.before("queue.receive")
         messages = sim.queue.receive(self.batch)
         self.gate.after("queue.receive")
-        for message in messages:
-            self._handle(message)
+        if not messages:
+            return
+        # Bounded recovery: the batch is held for the hold time (one visibility change for the batch; no renewal:
+        # simulated steps take no real time). A crash from here on abandons what `held` still holds.
+        visibility = SimBatchVisibility(self, messages)
+        self.held = HeldBatch(visibility, {m.message_id: m.dispatch.key for m in messages}, sim.hold_config,
+                              sim.metrics)  # fmt: skip
+        self.holding = visibility
+        with self.held:
+            for message in messages:
+                self._handle(message)
+        self.held = self.holding = None
 
     def _handle(self, message: QueuedMessage) -> None:
         sim = self.sim
@@ -299,6 +351,8 @@ class WorkerActor(Actor):
             sim.trace(self.name, f"{message.message_id}: {exc}; left to time out")
             return
         if outcome.ack:
+            if self.held is not None:
+                self.held.release(message.message_id)  # deleted now (the event source mapping: after the batch)
             self.gate.before("queue.delete")
             sim.queue.delete(message)
             self.gate.after("queue.delete")
@@ -308,6 +362,8 @@ class WorkerActor(Actor):
                 copy_id = sim.queue.inject(message.dispatch, later)
                 sim.trace(self.name, f"FAULT {message.message_id} redelivered as {copy_id} at {rfc3339(later)}")
         else:
+            if self.held is not None:
+                self.held.release(message.message_id)
             self.gate.before("queue.change_visibility")
             sim.queue.change_visibility(message, outcome.hide_seconds)
             self.gate.after("queue.change_visibility")
@@ -483,6 +539,7 @@ class Simulation:
             safety=timedelta(seconds=20),
         )
         self.execute_config = ExecuteConfig(lease=cfg.lease, heartbeat_fraction=None)
+        self.hold_config = HoldConfig(renew_fraction=None)
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
         self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
@@ -505,6 +562,10 @@ class Simulation:
         self.misfires: dict[str, list[Misfire]] = {}
         self.quiet_from: datetime | None = None
         self.steps = 0
+        #: Batches dead workers left behind, and the time the fault model injected (outages, frozen and paused
+        #: actors, the jump into quiescence): the checker's restart-time invariant allows for those.
+        self.abandoned: list[Abandoned] = []
+        self.stalls: list[tuple[datetime, float]] = []
 
         self.api = ApiActor(self, "api")
         self.sweepers = [SweeperActor(self, f"sweeper-{n}") for n in range(1, self.rng.randint(1, 3) + 1)]
@@ -552,6 +613,7 @@ class Simulation:
             now = self.clock.now()
             if self.outage is not None and self.outage[0] <= now:
                 self.trace("sim", f"FAULT outage: nothing runs for {self.outage[1]}")
+                self.stalls.append((now, self.outage[1].total_seconds()))
                 self.clock.advance(self.outage[1].total_seconds())
                 self.outage = None
                 continue
@@ -599,13 +661,35 @@ class Simulation:
             self.trace(actor.name, f"UNEXPECTED {type(exc).__name__}: {_brief(exc)}")
         finally:
             self.stack.pop()
+            if isinstance(actor, WorkerActor):
+                self._abandoned_by(actor)
+
+    def _abandoned_by(self, worker: WorkerActor) -> None:
+        """A worker's step ended while it still held messages (it died, or its invocation failed)."""
+        held, visibility = worker.held, worker.holding
+        worker.held = worker.holding = None
+        if held is None or visibility is None or visibility.applied is None or not held.held:
+            return
+        # Only what it still held: a message another worker received meanwhile (while this one was frozen past
+        # the hold) is that worker's now.
+        current = self.queue.messages
+        ids = tuple(i for i in held.held if i in current and current[i].receipt == visibility.messages[i].receipt)
+        if not ids:
+            return
+        keys = tuple(held.keys[i] or "" for i in ids)
+        items = [self.ledger.items.get(key) for key in keys]
+        started = tuple(item is not None and (item.owner or "").startswith(f"{worker.name}/") for item in items)
+        self.abandoned.append(Abandoned(self.clock.now(), worker.name, ids, keys, started))
+        self.trace(worker.name, f"abandoned {', '.join(ids)} (held since {rfc3339(visibility.applied)})")
 
     def _quiesce(self) -> None:
         self.faults_on = False
         for actor in self.actors.values():
             actor.clock.offset = timedelta(0)
         cfg = self.config
-        self.clock.advance(max(cfg.visibility_timeout, cfg.bucket_lease.total_seconds(), cfg.lease.total_seconds()) + 1)
+        jump = max(cfg.visibility_timeout, cfg.bucket_lease.total_seconds(), cfg.lease.total_seconds()) + 1
+        self.stalls.append((self.clock.now(), jump))
+        self.clock.advance(jump)
         self.trace("sim", "quiescence: faults stop, clocks agree, leases and visibility timeouts have run out")
         while (pending := self.api.head()) is not None:
             pending.due = self.clock.now()
@@ -647,7 +731,9 @@ class Simulation:
         if not others:
             return
         other = self.rng.choice(others)
-        self.clock.advance(self.rng.randint(0, 2000) / 1000)
+        pause = self.rng.randint(0, 2000) / 1000
+        self.stalls.append((now, pause))
+        self.clock.advance(pause)
         self.trace(actor, f"FAULT paused at a port call while {other.name} runs")
         self.run_step(other)
 
@@ -661,6 +747,7 @@ class Simulation:
             seconds = cfg.lease.total_seconds() + self.rng.randint(1, 30)
         else:
             seconds = cfg.visibility_timeout + self.rng.randint(1, 60)
+        self.stalls.append((self.clock.now(), seconds))
         self.clock.advance(seconds)
         self.trace(actor.name, f"FAULT frozen {seconds:.0f}s {where}")
         for _ in range(self.rng.randint(1, 2)):

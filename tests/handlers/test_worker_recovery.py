@@ -1,6 +1,6 @@
 """Bounded recovery in the worker Lambda (issue 15), against the moto ready queue: a worker that dies in the
-middle of its batch leaves every record it held visible again within the hold time (lease + margin), not the
-queue's visibility timeout (720 s); the records it had not reached then run, once."""
+middle of its batch leaves every record it held visible again within the hold time (20 s), not the queue's
+visibility timeout (720 s); the records it had not reached then run, once."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
 from scheduler.core.execute import Executor
 from scheduler.core.ports import Dispatch
+from scheduler.core.recovery import HoldConfig
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import worker
 from scheduler_local.lambda_context import LocalContext
@@ -25,8 +26,7 @@ from scheduler_local.worker_poller import to_event
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
 TENANT = "arn:aws:iam::111111111111:user/alice"
-LEASE = 5  # the smallest lease the settings allow: hold = 7 s
-HOLD = LEASE + 2
+HOLD = HoldConfig().hold_seconds
 
 
 class WorkerDied(BaseException):
@@ -72,7 +72,6 @@ def receive(sqs: Any, queue_url: str, count: int, wait: float) -> list[dict[str,
 def test_a_worker_killed_mid_batch_leaves_its_records_visible_within_the_hold_time(
     env: Any, api_call: Any, calls: tuple[str, Counter[str]], sqs_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SCHEDULER_LEASE_SECONDS", str(LEASE))
     url, seen = calls
     # Given a batch of four occurrences due now, received with the queue's visibility timeout (720 s)
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
@@ -83,7 +82,7 @@ def test_a_worker_killed_mid_batch_leaves_its_records_visible_within_the_hold_ti
         assert created.status == 201, created.text
         dispatches.append(Dispatch(created.body["job_id"], TENANT, due, due, 1))
     for d in dispatches:
-        sqs_client.send_message(QueueUrl=env.ready_queue_url, MessageBody=dispatch_to_body(d))
+        sqs_client.send_message(QueueUrl=env.ready_queue_url, MessageBody=dispatch_to_body(d, LOCAL_MESSAGE_KEY))
     records = receive(sqs_client, env.ready_queue_url, 4, 10)
     assert len(records) == 4
 

@@ -1,8 +1,9 @@
 """Bounded recovery (issue 15) under crashes, against both backends: a worker takes a batch, holds it for the
-hold time (`lease + margin`, one visibility change for the batch), and dies right before or right after the hold,
-or at a ledger step or target call of any record. Every occurrence of the batch must be received again within
-the hold time of the crash (only a crash before the hold, the window the event source mapping owns on AWS, falls
-back to the queue's visibility timeout), and then take effect exactly once."""
+hold time (20 s, one visibility change for the batch), and dies right before or right after the hold, or at a
+ledger step or target call of any record. Every message of the batch must be received again within the hold time
+of the crash (only a crash before the hold, the window the event source mapping owns on AWS, falls back to the
+queue's visibility timeout); an occurrence the dead worker had not started then runs at once, one it had claimed
+as soon as its lease ends; each takes effect exactly once."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.timefmt import rfc3339
 
 DUE = T0 + timedelta(seconds=10)
-HOLD = HoldConfig(lease=LEASE, renew_fraction=None)
+HOLD = HoldConfig(renew_fraction=None)
+MARGIN = 2  # the executor hides a message it finds under someone else's live lease until the lease ends + 2 s
 BATCH = 4
 
 
@@ -69,7 +71,8 @@ class CrashingTarget:
 
 
 def recover(world: World, keys: list[str], crashed_at: datetime, until: float = 300) -> dict[str, float]:
-    """Fault-free workers poll every second; returns, per key, how long after the crash it was received again."""
+    """Fault-free workers poll every second until every occurrence is done; returns, per key, how long after the
+    crash it was received again."""
     back: dict[str, float] = {}
     end = crashed_at + timedelta(seconds=until)
     while world.clock.now() < end and not all(
@@ -128,6 +131,8 @@ def test_every_occurrence_a_dead_worker_held_restarts_within_the_hold_time(
     assert set(back) == set(keys)  # every message of the batch came back (the settled ones are absorbed)
     slowest = max(back.values())
     assert slowest <= HOLD.hold_seconds + 1, back
+    # ... and every occurrence is done once the dead worker's lease has ended, not after the visibility timeout
+    assert (world.clock.now() - crashed_at).total_seconds() <= LEASE.total_seconds() + MARGIN + 2
     assert_exactly_once(world, keys)
 
 

@@ -10,7 +10,7 @@ import pytest
 from scheduler.core.model import JobState, RunState
 from scheduler_sim import FaultProfile, Simulation
 from scheduler_sim.checker import check
-from scheduler_sim.world import InvalidOutcome
+from scheduler_sim.world import Abandoned, InvalidOutcome
 
 
 @pytest.fixture
@@ -89,3 +89,12 @@ def test_a_missed_occurrence_without_a_misfire_decision_is_reported(finished: Si
 def test_bad_input_that_changed_state_is_reported(finished: Simulation) -> None:
     finished.invalid_outcomes.append(InvalidOutcome("payload-too-large", "accepted", True, True))
     assert 6 in _invariants(finished)
+
+
+def test_a_message_a_dead_worker_held_that_comes_back_late_is_reported(finished: Simulation) -> None:
+    message_id, receives = next(iter(finished.queue.receives.items()))
+    died = receives[-1] - timedelta(seconds=finished.hold_config.hold_seconds + 60)
+    finished.abandoned.append(Abandoned(died, "worker-1", (message_id,), ("job:key",)))
+    assert 10 in _invariants(finished)
+    finished.abandoned[-1] = Abandoned(receives[-1] - timedelta(seconds=15), "worker-1", (message_id,), ("job:key",))
+    assert 10 not in _invariants(finished)

@@ -45,6 +45,8 @@ def test_seeds_hold_every_invariant_outside_the_windows_of_the_bugs_found_before
 
 #: A profile that often freezes workers inside the target while others take over: where fencing matters.
 PAUSES = FaultProfile(duplicate=0.2, target_pause=0.3, target_retryable=0.1)
+#: Workers (and everyone else) dying at port calls, often in the middle of a batch: where bounded recovery matters.
+CRASHES = FaultProfile(crash=0.03)
 
 
 @pytest.mark.parametrize(
@@ -58,6 +60,8 @@ PAUSES = FaultProfile(duplicate=0.2, target_pause=0.3, target_retryable=0.1)
         ("forgetful-checkpoint", None, 7, "the counter says"),
         # A bucket sweep releases the quota of jobs another path completed (and released) too.
         ("release-on-every-replay", None, 7, "the counter says"),
+        # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
+        ("no-batch-hold", CRASHES, 10, "was received again"),
     ],
 )
 def test_a_deliberately_broken_protocol_is_caught(

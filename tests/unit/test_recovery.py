@@ -1,11 +1,11 @@
-"""Bounded recovery (issue 15): a worker holds its batch for the lease plus a margin, renewed while it lives, so
-what a dead worker held is visible again within that time instead of the queue's visibility timeout."""
+"""Bounded recovery (issue 15): a worker holds its batch for a short hold time, renewed while it lives, so what a
+dead worker held is visible again within that time instead of the queue's visibility timeout."""
 
 from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -14,7 +14,7 @@ from scheduler.core.ports import Dispatch
 from scheduler.core.recovery import HeldBatch, HoldConfig
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-CONFIG = HoldConfig(lease=timedelta(seconds=60), renew_fraction=None)
+CONFIG = HoldConfig(renew_fraction=None)
 
 
 def batch_of(n: int) -> tuple[FakeClock, MemoryQueue, list]:
@@ -28,10 +28,10 @@ def visible_in(queue: MemoryQueue, clock: FakeClock) -> dict[str, float]:
     return {m.message_id: (m.visible_at - clock.now()).total_seconds() for m in queue.messages.values()}
 
 
-def test_the_hold_time_is_the_lease_plus_the_margin() -> None:
-    assert HoldConfig(lease=timedelta(seconds=60)).hold_seconds == 62
-    assert HoldConfig(lease=timedelta(seconds=60)).renew_every == pytest.approx(20)
-    assert HoldConfig(lease=timedelta(seconds=7.5), margin_seconds=3).hold_seconds == 11
+def test_the_hold_is_renewed_three_times_per_hold_time() -> None:
+    assert HoldConfig().hold_seconds == 20
+    assert HoldConfig().renew_every == pytest.approx(20 / 3)
+    assert HoldConfig(hold_seconds=30, renew_fraction=0.5).renew_every == 15
     assert CONFIG.renew_every is None
 
 
@@ -41,11 +41,11 @@ def test_a_batch_is_held_for_the_hold_time_not_the_queue_visibility_timeout() ->
     metrics = RecordingMetrics()
 
     with HeldBatch(MemoryBatchVisibility(queue, received), {m.message_id: None for m in received}, CONFIG, metrics):
-        assert set(visible_in(queue, clock).values()) == {62}
+        assert set(visible_in(queue, clock).values()) == {20}
 
     assert metrics.counts == {"BatchHolds": 1}
-    # The worker dies here (nothing settles the records): 62 s later every one of them is received again.
-    clock.advance(61.9)
+    # The worker dies here (nothing settles the records): 20 s later every one of them is received again.
+    clock.advance(19.9)
     assert queue.receive(10) == []
     clock.advance(0.1)
     assert {m.message_id for m in queue.receive(10)} == {m.message_id for m in received}
@@ -57,14 +57,14 @@ def test_a_renewal_covers_only_the_records_not_yet_settled() -> None:
     held = HeldBatch(MemoryBatchVisibility(queue, received), dict.fromkeys([first, second, third]), CONFIG,
                      RecordingMetrics())  # fmt: skip
     with held:
-        clock.advance(20)
+        clock.advance(6)
         held.release(first)
         queue.change_visibility(received[0], 5)  # the settled record's own visibility (a retry's backoff)
         held.release(second)
         queue.delete(received[1])  # acknowledged
         held.renew()
         assert held.held == [third]
-        assert visible_in(queue, clock) == {first: 5, third: 62}
+        assert visible_in(queue, clock) == {first: 5, third: 20}
     assert held.holds == 2
 
 
@@ -77,7 +77,7 @@ def test_a_message_no_longer_held_is_reported_and_the_others_are_still_held() ->
     with HeldBatch(MemoryBatchVisibility(queue, received), keys, CONFIG, metrics):
         pass
     assert metrics.counts == {"BatchHolds": 1, "BatchHoldFailures": 1}
-    assert visible_in(queue, clock)[received[1].message_id] == 62
+    assert visible_in(queue, clock)[received[1].message_id] == 20
 
 
 class Unreachable:
@@ -114,7 +114,7 @@ class Recording:
 
 def test_the_heartbeat_renews_the_hold_while_the_batch_runs() -> None:
     visibility = Recording()
-    config = HoldConfig(lease=timedelta(seconds=0.3), margin_seconds=1)
+    config = HoldConfig(hold_seconds=1, renew_fraction=0.1)
     with HeldBatch(visibility, {"a": None, "b": None}, config, RecordingMetrics()) as held:
         time.sleep(0.35)
         held.release("a")
@@ -122,9 +122,9 @@ def test_the_heartbeat_renews_the_hold_while_the_batch_runs() -> None:
     renewals = len(visibility.holds)
     time.sleep(0.25)
     assert len(visibility.holds) == renewals  # no renewal after the batch ends
-    assert visibility.holds[0][:2] == (["a", "b"], 2)
+    assert visibility.holds[0][:2] == (["a", "b"], 1)
     assert 4 <= renewals <= 8
-    assert visibility.holds[-1][:2] == (["b"], 2)
+    assert visibility.holds[-1][:2] == (["b"], 1)
 
 
 def test_a_release_waits_for_a_renewal_in_flight() -> None:

@@ -1,5 +1,5 @@
 """Bounded recovery of a worker's batch (issue 15): what a worker that dies holding a batch leaves behind comes
-back within the occurrence lease, not the queue's visibility timeout.
+back within seconds, not after the queue's visibility timeout.
 
 The ready queues' visibility timeout is 6x the worker timeout (720 s; AWS's rule for event source mappings, so a
 batch the mapping holds while the function is throttled is not received twice). That is the time a message stays
@@ -7,33 +7,33 @@ hidden after a receive, so on its own it is the time a dead worker's unfinished 
 worker holds its batch only for as long as it lives:
 
 - when a batch arrives, one request (ChangeMessageVisibilityBatch on SQS) sets every record's visibility to the
-  hold time, `lease + margin` (62 s by default);
+  hold time (20 s);
 - while the worker works through the batch, a heartbeat renews the hold of every record not yet settled, every
-  `lease x heartbeat_fraction` (20 s: two renewals may fail before a message shows early);
+  third of the hold (two renewals may fail before a message shows early);
 - a record is released from the hold when its outcome is known, before its own visibility is set (a retry's
   backoff, an early arrival), so a renewal never overrides that.
 
-The bound. Every record the worker still holds is visible again at most `hold` after the worker's last renewal,
-so at most `hold` after it died. The worker that receives it then either claims the occurrence (the dead one's
-ledger lease, `lease` from its last heartbeat, has ended) or finds the lease still running and hides the message
-until the lease ends plus the margin - also at most `hold` after the death. So an occurrence held by a worker that
-dies at any instruction after the batch's first hold restarts at most `lease + margin` after the death, plus the
-time to receive it. (A function that dies before its first instruction, e.g. while the runtime starts, leaves its
-batch to the queue's visibility timeout: the window between the event source mapping's receive and the handler is
-AWS's. The local stack's poller receives with the hold time itself.)
+The bound. Every record the worker still holds is visible again at most one hold time after the worker's last
+renewal, so at most `hold` after it died. A record it had not started is then simply run by the worker that
+receives it. A record it had started (claimed in the ledger) is found with the dead worker's lease still running,
+at most `lease` from its last heartbeat, so the receiving worker keeps it hidden until just after the lease ends
+(the executor's step 2). So an occurrence held by a worker that dies at any instruction after the batch's first
+hold restarts at most `hold` (not started) or `lease + margin` (started) after the death, plus the time to
+receive it; the hold is shorter than the lease so that a second death of a second worker holding the same
+not-started record adds only another `hold`. (A function that dies before its first instruction, e.g. while the
+runtime starts, leaves its batch to the queue's visibility timeout: the window between the event source mapping's
+receive and the handler is AWS's. The local stack's poller receives with the hold time itself.)
 
-Cost: one request per batch of up to 10 messages (0.1 per fire with full batches), plus one per 20 s of a batch
-that is still running.
+Cost: one request per batch of up to 10 messages (0.1 per fire with full batches), plus one per third of the hold
+that a batch is still running.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from types import TracebackType
 
 from scheduler.core.execute import _Heartbeat
@@ -44,20 +44,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class HoldConfig:
-    lease: timedelta
-    #: Added to the lease: a message shows again only after the lease of whoever held it has surely ended.
-    margin_seconds: int = 2
-    #: Renewal period as a fraction of the lease; None: no renewal (the simulator: steps take no real time).
+    #: How long a message a worker holds stays hidden without a renewal: how long a dead worker's records wait.
+    hold_seconds: int = 20
+    #: Renewal period as a fraction of the hold; None: no renewal (the simulator: steps take no real time).
     renew_fraction: float | None = 1 / 3
 
     @property
-    def hold_seconds(self) -> int:
-        """How long a message a worker holds stays hidden without a renewal: the recovery bound."""
-        return math.ceil(self.lease.total_seconds()) + self.margin_seconds
-
-    @property
     def renew_every(self) -> float | None:
-        return self.lease.total_seconds() * self.renew_fraction if self.renew_fraction else None
+        return self.hold_seconds * self.renew_fraction if self.renew_fraction else None
 
 
 class HeldBatch:

@@ -213,10 +213,11 @@ class Container:
 
     @property
     def hold_config(self) -> HoldConfig:
-        return HoldConfig(lease=timedelta(seconds=self.settings.lease_seconds))
+        return HoldConfig()
 
     def held_batch(self, messages: Mapping[str, tuple[str, str]], keys: Mapping[str, str | None]) -> HeldBatch:
-        """A received batch (message id -> (queue URL, receipt handle)), held for the lease while the worker lives."""
+        """A received batch (message id -> (queue URL, receipt handle)), held for the hold time while the worker
+        lives (renewed in the background)."""
         return HeldBatch(SqsBatchVisibility(self.queue.client, messages), keys, self.hold_config, self.metrics)
 
     def executor(self, worker_id: str) -> Executor:

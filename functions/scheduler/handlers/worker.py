@@ -4,9 +4,9 @@ A message the executor wants kept (retry backoff, early arrival, someone else's 
 changed and is reported in `batchItemFailures`, so SQS keeps it and delivers it again when it is due. A body
 that is not a dispatch goes straight to the DLQ and is acknowledged, so it cannot poison the batch.
 
-While the invocation runs, the batch is held for the occurrence lease only (`scheduler.core.recovery`): one
+While the invocation runs, the batch is held for a short hold time only (`scheduler.core.recovery`): one
 ChangeMessageVisibilityBatch when it arrives, renewed by a heartbeat, so a worker that dies leaves its records
-visible again within `lease + margin`, not the queue's visibility timeout.
+visible again within the hold time (20 s), not the queue's visibility timeout.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class KeepMessage(Exception):
 
 
 def hold_batch(event: dict[str, Any]) -> HeldBatch:
-    """The event's records, held for the occurrence lease while this invocation lives (renewed in the background)."""
+    """The event's records, held for the hold time while this invocation lives (renewed in the background)."""
     container = wiring.container(metrics)
     records = event.get("Records") or []
     messages = {
