@@ -105,7 +105,7 @@ def test_a_job_that_does_not_ask_for_events_writes_no_outbox_and_publishes_nothi
 
     # When the worker handles the message
     response = worker.lambda_handler(
-        {"Records": [record_for(sqs_client, env.ready_queue_url, dispatch_to_body(dispatch))]},
+        {"Records": [record_for(sqs_client, env.ready_queue_url, dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY))]},
         LocalContext("punctual-worker", 120),
     )
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
 from scheduler.core.execute import Executor
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339
@@ -83,7 +83,7 @@ def test_a_worker_killed_mid_batch_leaves_its_records_visible_within_the_hold_ti
         assert created.status == 201, created.text
         dispatches.append(Dispatch(created.body["job_id"], TENANT, due, due, 1))
     for d in dispatches:
-        sqs_client.send_message(QueueUrl=env.ready_queue_url, MessageBody=dispatch_to_body(d))
+        sqs_client.send_message(QueueUrl=env.ready_queue_url, MessageBody=dispatch_to_body(d, LOCAL_MESSAGE_KEY))
     records = receive(sqs_client, env.ready_queue_url, 4, 10)
     assert len(records) == 4
 
