@@ -16,7 +16,7 @@ from constructs import Construct
 
 from infra.config import PunctualConfig
 from infra.lambda_function import SchedulerFunction, data_removal_policy, log_retention
-from infra.storage import acknowledge_index_grants
+from infra.storage import acknowledge_index_grants, grant_table
 
 HANDLER = "scheduler.handlers.api.lambda_handler"
 #: Below API Gateway's 29 s integration timeout, so a stuck request ends in the function (and its logs)
@@ -92,8 +92,8 @@ class SchedulerApi(Construct):
         self.rest_api = _build_rest_api(self, config, self.access_logs)
         _add_routes(self.rest_api, self.function)
 
-        jobs_table.grant_read_write_data(self.function)
-        executions_table.grant_read_write_data(self.function)
+        grant_table(self.function, jobs_table, write=True)
+        grant_table(self.function, executions_table, write=True)
         # Triggers and near-term occurrences go out from the API, to their job's lane.
         for queue in [ready_queue, *(lane for lane in lanes if lane is not ready_queue)]:
             queue.grant_send_messages(self.function)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aws_cdk import Acknowledgment, CfnElement, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from infra.config import PunctualConfig
@@ -65,6 +66,17 @@ def _build_table(scope: Construct, schema: TableSchema, config: PunctualConfig) 
             projection_type=dynamodb.ProjectionType[index.projection],
         )
     return table
+
+
+#: What the functions do with a table: the DynamoDB calls in scheduler.adapters (GetItem, BatchGetItem, Query,
+#: and inside TransactWriteItems: ConditionCheck). No Scan, no BatchWriteItem, no stream reads: nothing uses them.
+READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem")
+WRITE_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+
+
+def grant_table(grantee: iam.IGrantable, table: dynamodb.Table, *, write: bool) -> None:
+    """Least privilege on one table (and its indexes): the reads the adapters make, and their writes if `write`."""
+    table.grant(grantee, *READ_ACTIONS, *(WRITE_ACTIONS if write else ()))
 
 
 def acknowledge_index_grants(grantee: IConstruct, *tables: dynamodb.Table) -> None:

@@ -15,7 +15,7 @@ from constructs import Construct
 
 from infra.config import PunctualConfig
 from infra.lambda_function import SchedulerFunction
-from infra.storage import acknowledge_index_grants
+from infra.storage import acknowledge_index_grants, grant_table
 
 HANDLER = "scheduler.handlers.sweeper.lambda_handler"
 #: A tick's work must fit before the next tick; the handler stops starting buckets
@@ -69,7 +69,7 @@ class Sweeper(Construct):
         )
         self.function = self.handler.function
         self.schedule = _build_schedule(self, self.function)
-        jobs_table.grant_read_write_data(self.function)
+        grant_table(self.function, jobs_table, write=True)
         for queue in [ready_queue, *(lane for lane in lanes if lane is not ready_queue)]:
             queue.grant_send_messages(self.function)
         for secret in secrets:  # the message key: every dispatch it sends carries an HMAC

@@ -16,10 +16,12 @@ from constructs import Construct
 from infra.config import PunctualConfig
 from infra.lambda_function import SchedulerFunction
 from infra.prescale import provisioned_pollers
-from infra.storage import acknowledge_index_grants
+from infra.storage import acknowledge_index_grants, grant_table
 from scheduler.schema import READY_QUEUE
 
 HANDLER = "scheduler.handlers.worker.lambda_handler"
+#: The worker reads the target role's ARN from here (scheduler.settings.Settings.target_role_arn).
+TARGET_ROLE_VARIABLE = "SCHEDULER_TARGET_ROLE_ARN"
 #: The ready queue's visibility timeout is 6x this (scheduler.schema), so the two cannot disagree.
 TIMEOUT = Duration.seconds(READY_QUEUE.worker_timeout_seconds)
 MEMORY_MB = 512
@@ -43,7 +45,8 @@ class Worker(Construct):
     Grants: read/write the executions table (the ledger), read the jobs table and write only its tenants' items
     (`TENANT#...`: the execution slots), consume the ready queues (receive, delete, change visibility) and send
     to them (a throttled occurrence goes back as a new message), send to the DLQ, read its three secrets, and
-    call exactly the targets listed in the configuration.
+    and assume the target role (which holds exactly the
+    targets listed in the configuration, and nothing of the scheduler's own).
     """
 
     def __init__(
@@ -86,8 +89,8 @@ class Worker(Construct):
         for source in self.event_sources.values():
             self.function.add_event_source(source)
 
-        executions_table.grant_read_write_data(self.function)
-        jobs_table.grant_read_data(self.function)
+        grant_table(self.function, executions_table, write=True)
+        grant_table(self.function, jobs_table, write=False)
         _grant_tenant_slots(self.function, jobs_table)
         for queue in (lanes or {"normal": ready_queue}).values():
             queue.grant_consume_messages(self.function)
@@ -95,7 +98,11 @@ class Worker(Construct):
         dead_letter_queue.grant_send_messages(self.function)
         for secret in secrets:
             secret.grant_read(self.function)
-        _grant_targets(self.function, config)
+        #: The role non-http targets are called with: only the target grants, assumed by the worker. The worker's
+        #: own role (which may write the scheduler's queues, tables and bus) is never lent to a tenant's target.
+        self.target_role = _build_target_role(self, config, self.handler.role)
+        if self.target_role is not None:
+            self.function.add_environment(TARGET_ROLE_VARIABLE, self.target_role.role_arn)
         acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
 
 
@@ -126,8 +133,21 @@ def _build_event_source(
     )
 
 
-def _grant_targets(function: lambda_.IFunction, config: PunctualConfig) -> None:
-    for field, actions in TARGET_ACTIONS.items():
-        arns: Sequence[str] = getattr(config, field)
+def _build_target_role(scope: Construct, config: PunctualConfig, worker_role: iam.IRole) -> iam.Role | None:
+    """A role holding exactly the configured target grants, which only the worker's role may assume; None when no
+    target is configured (the worker then has no target grant at all)."""
+    grants = [(list(actions), list(getattr(config, field))) for field, actions in TARGET_ACTIONS.items()]
+    if not any(arns for _, arns in grants):
+        return None
+    role = iam.Role(
+        scope,
+        "TargetRole",
+        assumed_by=iam.ArnPrincipal(worker_role.role_arn),
+        description=f"punctual {config.stage}: calls tenants' non-http targets (the target grants only)",
+        max_session_duration=Duration.hours(1),
+    )
+    for actions, arns in grants:
         if arns:
-            function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=list(arns)))
+            role.add_to_policy(iam.PolicyStatement(actions=actions, resources=arns))
+    role.grant_assume_role(worker_role)
+    return role

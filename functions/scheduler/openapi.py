@@ -41,7 +41,11 @@ PAGE = [
         ),
     },
 ]
-COMMON_ERRORS = {"401": _problem("no or unknown credentials"), "404": _problem("no such job for this caller")}
+COMMON_ERRORS = {
+    "401": _problem("no or unknown credentials"),
+    "403": _problem("a principal that cannot be a tenant (a federated user)"),
+    "404": _problem("no such job for this caller"),
+}
 
 
 def _job_schema(spec_schema: dict[str, Any]) -> dict[str, Any]:

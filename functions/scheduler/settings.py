@@ -6,6 +6,8 @@ composition roots) build a Settings; the core receives plain values.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -139,6 +141,9 @@ class Settings(BaseSettings):
     #: Python modules the worker imports to register `handler` targets (scheduler.targets_registry); none by default.
     #: The local stack registers the examples (`scheduler.examples`).
     handler_modules: list[str] = Field(default_factory=list)
+    #: The role non-http targets are called with (the stack's target role: only the target grants). Empty: the
+    #: function's own credentials (the local stack).
+    target_role_arn: str = ""
     #: The CloudFormation stack name: resources whose names start with `<stack_name>-` are the scheduler's own and
     #: no target may name them.
     stack_name: str = ""
@@ -146,6 +151,11 @@ class Settings(BaseSettings):
     tenant_targets: dict[str, TenantTargets] = Field(default_factory=dict)
     #: Tenants without an entry in `tenant_targets` may call every non-http target IAM allows (true), or none (false).
     default_targets_open: bool = True
+    #: How a caller's tenant is keyed (scheduler.identity): its principal and unique id (a re-created role or user is
+    #: a new tenant), or - for the migration from earlier versions - its ARN alone.
+    tenant_identity: Literal["unique_id", "arn"] = "unique_id"
+    #: The operator's mapping of principals (unique id, or ARN) to tenants, checked first.
+    tenant_map: dict[str, str] = Field(default_factory=dict)
     #: Local stack only: bearer tokens mapped to tenants, `token=tenant,token2=tenant2`.
     dev_tokens: str = ""
     service_name: str = "punctual"

@@ -142,3 +142,9 @@ def test_a_tenant_fetches_its_jobs_signing_keys_and_only_those(env, api_call) ->
     }  # fmt: skip
     assert api_call("GET", f"/v1/jobs/{job_id}/signing-keys", tenant=TENANT_B).status == 404
     assert api_call("GET", f"/v1/jobs/{job_id}/signing-keys", tenant=None).status == 401
+
+
+def test_a_federated_user_is_refused(env, api_call) -> None:
+    response = api_call("GET", "/v1/jobs", tenant="arn:aws:sts::111111111111:federated-user/i-say-i-am-alice")
+    assert response.status == 403
+    assert "federated users" in response.body["detail"]

@@ -7,7 +7,17 @@ import json
 import pytest
 
 HANDLERS = ("api", "sweeper", "worker")
-WRITE = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+WRITE = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+#: What no function uses, so none may do (least privilege).
+UNUSED = {
+    "dynamodb:Scan",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:DescribeStream",
+    "dynamodb:ListStreams",
+    "dynamodb:*",
+}
 READ = {"dynamodb:GetItem", "dynamodb:Query"}
 TARGET_ACTIONS = {
     "sqs:SendMessage",
@@ -100,6 +110,24 @@ def test_each_secret_is_readable_by_its_readers_only(default, secret: str, reade
         assert ("secretsmanager:GetSecretValue" in actions) == (handler in readers), handler
 
 
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_no_function_holds_table_actions_it_does_not_use(default, handler: str) -> None:
+    for statement in default.statements(handler):
+        assert not set(_as_list(statement["Action"])) & UNUSED, statement
+
+
+def test_the_worker_cannot_write_the_jobs_definitions(default) -> None:
+    actions = default.actions_on("worker", default.stack.storage.jobs_table)
+    granted_without_condition = {
+        action
+        for statement in default.statements("worker")
+        if default.logical_id(default.stack.storage.jobs_table) in json.dumps(statement["Resource"])
+        and "Condition" not in statement
+        for action in _as_list(statement["Action"])
+    }
+    assert actions >= READ and not granted_without_condition & WRITE
+
+
 def test_no_target_grants_without_configuration(default) -> None:
     own_bus = default.logical_id(default.stack.completion.bus)
     for handler in HANDLERS:
@@ -114,12 +142,16 @@ def test_no_target_grants_without_configuration(default) -> None:
                 assert "Fn::GetAtt" in json.dumps(statement["Resource"]), statement
 
 
-def test_configured_targets_are_granted_to_the_worker_exactly(configured, targets) -> None:
+def test_configured_targets_are_granted_to_the_target_role_exactly(configured, targets) -> None:
+    role = configured.stack.worker.target_role
+    assert role is not None
+    role_id = configured.logical_id(role)
     granted: dict[str, set[str]] = {}
-    for statement in configured.statements("worker"):
-        for resource in _as_list(statement["Resource"]):
-            if isinstance(resource, str):
-                granted.setdefault(resource, set()).update(_as_list(statement["Action"]))
+    for policy in configured.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                for resource in _as_list(statement["Resource"]):
+                    granted.setdefault(resource, set()).update(_as_list(statement["Action"]))
 
     assert granted == {
         targets["target_sqs_queue_arns"][0]: {"sqs:SendMessage"},
@@ -129,6 +161,33 @@ def test_configured_targets_are_granted_to_the_worker_exactly(configured, target
         targets["target_event_bus_arns"][0]: {"events:PutEvents"},
         targets["target_kms_key_arns"][0]: {"kms:GenerateDataKey", "kms:Decrypt"},
     }
+    # Only the worker's role may assume it, and the worker reads its ARN.
+    trust = configured.resources("AWS::IAM::Role")[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    worker_role = configured.function("worker")[1]["Role"]["Fn::GetAtt"][0]
+    assert [s["Principal"] for s in trust] == [{"AWS": {"Fn::GetAtt": [worker_role, "Arn"]}}]
+    assert configured.function("worker")[1]["Environment"]["Variables"]["SCHEDULER_TARGET_ROLE_ARN"] == {
+        "Fn::GetAtt": [role_id, "Arn"]
+    }
+
+
+def test_the_worker_itself_holds_no_target_grant_only_the_assume_role(configured, targets) -> None:
+    # The confused deputy: the role that can write the scheduler's queues is never the one calling targets.
+    literal = {
+        resource
+        for statement in configured.statements("worker")
+        for resource in _as_list(statement["Resource"])
+        if isinstance(resource, str)
+    }
+    assert literal == set()
+    assume = [s for s in configured.statements("worker") if "sts:AssumeRole" in _as_list(s["Action"])]
+    assert [s["Resource"] for s in assume] == [
+        {"Fn::GetAtt": [configured.logical_id(configured.stack.worker.target_role), "Arn"]}
+    ]
+
+
+def test_no_target_role_without_targets(default) -> None:
+    assert default.stack.worker.target_role is None
+    assert "SCHEDULER_TARGET_ROLE_ARN" not in default.function("worker")[1]["Environment"]["Variables"]
 
 
 @pytest.mark.parametrize("handler", ["api", "sweeper"])

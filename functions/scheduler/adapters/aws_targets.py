@@ -28,9 +28,11 @@ backoff, its attempt count and its ledger. Injected clients are used as they are
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import boto3
@@ -295,9 +297,13 @@ class _AwsTargetInvoker:
     #: How the operator grants the worker access to this kind of target (infra/config.py field names).
     grant: ClassVar[str]
 
-    def __init__(self, client: Any | None = None, config: Config | None = None) -> None:
+    def __init__(
+        self, client: Any | None = None, config: Config | None = None, session: Callable[[], Any] | None = None
+    ) -> None:
         self._client = client
         self._config = config
+        #: Where the client's credentials come from (the target role's session); None: the default credentials.
+        self._session = session
 
     def _client_config(self) -> Config:
         return self._config.merge(_NO_SDK_RETRIES) if self._config is not None else _NO_SDK_RETRIES
@@ -306,7 +312,8 @@ class _AwsTargetInvoker:
     def client(self) -> Any:
         """The boto3 client, created on first use: a worker that never calls this service never builds it."""
         if self._client is None:
-            self._client = boto3.client(self.service, config=self._client_config())  # type: ignore[call-overload]
+            maker: Any = self._session() if self._session is not None else boto3
+            self._client = maker.client(self.service, config=self._client_config())
         return self._client
 
     def _failure(self, exc: ClientError | BotoCoreError, target: str) -> TargetFailure:
@@ -483,13 +490,42 @@ class StepFunctionsTargetInvoker(_AwsTargetInvoker):
         return _short(f"execution {name} started")
 
 
-def build_aws_targets(config: Config | None = None) -> dict[str, TargetInvoker]:
+def assumed_role_session(role_arn: str, session_name: str, sts: Any | None = None) -> Any:
+    """A boto3 Session on the role `role_arn`, its credentials refreshed (AssumeRole) before they expire."""
+    from botocore.credentials import RefreshableCredentials
+    from botocore.session import get_session
+
+    client = sts or boto3.client("sts", config=Config(retries={"mode": "standard", "max_attempts": 5}))
+
+    def fetch() -> dict[str, str]:
+        answer = client.assume_role(RoleArn=role_arn, RoleSessionName=session_name[:64], DurationSeconds=3600)
+        credentials = answer["Credentials"]
+        return {
+            "access_key": credentials["AccessKeyId"],
+            "secret_key": credentials["SecretAccessKey"],
+            "token": credentials["SessionToken"],
+            "expiry_time": credentials["Expiration"].isoformat(),
+        }
+
+    botocore_session: Any = get_session()
+    # botocore has no public setter for refreshable credentials (this is how boto3's own tooling does it).
+    botocore_session._credentials = RefreshableCredentials.create_from_metadata(
+        metadata=fetch(), refresh_using=fetch, method="sts-assume-role"
+    )
+    return boto3.Session(botocore_session=botocore_session)
+
+
+def build_aws_targets(config: Config | None = None, target_role_arn: str = "") -> dict[str, TargetInvoker]:
     """The AWS target invokers by target type, for the executor's `targets` map. Each builds its client on first
-    use, from `config` (timeouts, connection pool) with the SDK's retries turned off (see the module docstring)."""
+    use, from `config` (timeouts, connection pool) with the SDK's retries turned off (see the module docstring),
+    with the credentials of `target_role_arn` when given (the stack's target role: only the target grants)."""
+    session = None
+    if target_role_arn:
+        session = functools.cache(lambda: assumed_role_session(target_role_arn, "punctual-worker-targets"))
     return {
-        "sqs": SqsTargetInvoker(config=config),
-        "sns": SnsTargetInvoker(config=config),
-        "eventbridge": EventBridgeTargetInvoker(config=config),
-        "lambda": LambdaTargetInvoker(config=config),
-        "stepfunctions": StepFunctionsTargetInvoker(config=config),
+        "sqs": SqsTargetInvoker(config=config, session=session),
+        "sns": SnsTargetInvoker(config=config, session=session),
+        "eventbridge": EventBridgeTargetInvoker(config=config, session=session),
+        "lambda": LambdaTargetInvoker(config=config, session=session),
+        "stepfunctions": StepFunctionsTargetInvoker(config=config, session=session),
     }

@@ -46,6 +46,7 @@ from scheduler.core.schedules import InvalidSchedule
 from scheduler.core.timefmt import rfc3339
 from scheduler.core.validation import field_errors, summary
 from scheduler.handlers import wiring
+from scheduler.identity import UnknownPrincipal, tenant_of
 
 logger = Logger()
 metrics = Metrics()
@@ -178,16 +179,16 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
 
 
 def tenant() -> str:
-    """The caller's tenant: its IAM principal (an assumed-role session counts as its role). Locally the dev
-    server puts the tenant of the bearer token in the same place."""
+    """The caller's tenant (scheduler.identity): its IAM principal and unique id - every session of a role is the
+    role's tenant. Locally the dev server puts the tenant of the bearer token in the same place."""
     identity = app.current_event.request_context.identity
     arn = identity.user_arn
     if not arn:
         raise Problem(401, "Unauthorized", "this API needs an authenticated caller")
-    match = re.match(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$", arn)
-    if match:
-        return f"arn:{match[1]}:iam::{match[2]}:role/{match[3]}"
-    return arn
+    try:
+        return tenant_of(arn, identity.user, wiring.container(metrics).settings)
+    except UnknownPrincipal as exc:
+        raise Problem(403, "Forbidden", str(exc)) from None
 
 
 def service() -> JobService:

@@ -245,7 +245,10 @@ class Container:
                 "http": HttpTargetInvoker(self.guard, self.key_ring, v1_secret, s.max_target_timeout_seconds),
                 **{
                     kind: PolicedInvoker(self.target_policy, invoker)
-                    for kind, invoker in {**build_aws_targets(_BOTO_CONFIG), "handler": HandlerTargetInvoker()}.items()
+                    for kind, invoker in {
+                        **build_aws_targets(_BOTO_CONFIG, s.target_role_arn),
+                        "handler": HandlerTargetInvoker(),
+                    }.items()
                 },
             }
         config = ExecuteConfig(
