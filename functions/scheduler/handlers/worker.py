@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -24,7 +24,7 @@ from scheduler.adapters.sqs import SqsMessage
 from scheduler.core.recovery import HeldBatch
 from scheduler.handlers import wiring
 
-logger = Logger()
+logger = wiring.handler_logger()
 metrics = Metrics()
 # A batch whose every record is kept (all early, all waiting for a retry or a tenant's slot) is a normal outcome,
 # not an error: report the items, do not fail the invocation (that would count as a Lambda error and alarm).
