@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,15 +20,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from scheduler_local.emulators import ROOT, free_port
+from scheduler_local.emulators import ensure_ministack, free_port, ministack_executable
 
-#: Where `ensure_ministack` installs it (it exports MINISTACK with the executable's path).
-DEFAULT_EXECUTABLE = ROOT / ".local" / "ministack" / "bin" / "ministack"
 #: The account and region it answers for, and credentials it accepts (it does not check them unless AUTH=true).
 ACCOUNT_ID = "000000000000"
 REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 HEALTH_PATH = "/_ministack/health"
+#: The Lambda runtime's Python (infra/bundling.py PYTHON_VERSION), which ministack's own interpreter must be.
+LAMBDA_PYTHON = "3.12"
 
 
 class MinistackNotInstalled(RuntimeError):
@@ -35,7 +36,7 @@ class MinistackNotInstalled(RuntimeError):
 
 
 def executable() -> Path:
-    path = Path(os.environ.get("MINISTACK") or DEFAULT_EXECUTABLE)
+    path = ministack_executable()
     if not os.access(path, os.X_OK):
         raise MinistackNotInstalled(
             f"ministack is not installed at {path}: run `bash -c 'source scripts/lib/bootstrap.sh && "
@@ -45,17 +46,25 @@ def executable() -> Path:
 
 
 def ensure_installed() -> Path:
-    """Install the pinned ministack if it is missing (`ensure_ministack`, the one installer); its executable."""
-    result = subprocess.run(
-        ["bash", "-c", 'source scripts/lib/bootstrap.sh && ensure_ministack && printf "%s" "$MINISTACK"'],
-        cwd=ROOT,
+    """`emulators.ensure_ministack` (the one installer), and a check that its venv is the Lambda runtime's Python."""
+    try:
+        program = ensure_ministack()
+    except SystemExit as error:
+        raise MinistackNotInstalled(str(error)) from None
+    python = program.parent / "python"
+    version = subprocess.run(
+        [str(python), "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
         capture_output=True,
         text=True,
         check=False,
-    )
-    if result.returncode != 0:
-        raise MinistackNotInstalled(f"ministack could not be installed:\n{result.stderr.strip()}")
-    return Path(result.stdout)
+    ).stdout.strip()
+    if version != LAMBDA_PYTHON:
+        raise MinistackNotInstalled(
+            f"ministack's venv ({program.parent.parent}) runs Python {version or '?'}, but it runs the Lambda "
+            f"functions with that interpreter and they need {LAMBDA_PYTHON}: install Python {LAMBDA_PYTHON} "
+            "(or set PYTHON312), remove that venv, and run again"
+        )
+    return program
 
 
 class Ministack:
@@ -66,6 +75,7 @@ class Ministack:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log = log.resolve()
+        self.tmp = self.log.parent / f"tmp-{self.port}"
         self.env = {
             **os.environ,
             **CREDENTIALS,
@@ -73,8 +83,8 @@ class Ministack:
             "BIND_HOST": "127.0.0.1",
             "MINISTACK_ACCOUNT_ID": ACCOUNT_ID,
             "MINISTACK_REGION": REGION,
-            # Its pid file goes to TMPDIR; keep it with the log, not in the shared /tmp.
-            "TMPDIR": str(log.resolve().parent),
+            # Its pid file and the functions' unpacked code go to TMPDIR: one of its own, removed by `stop`.
+            "TMPDIR": str(self.tmp),
             **(env or {}),
         }
         self.proc: subprocess.Popen[bytes] | None = None
@@ -91,7 +101,7 @@ class Ministack:
         }
 
     def start(self, timeout: float = 60) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
                 [str(self.executable)],
@@ -127,6 +137,7 @@ class Ministack:
             if _group_gone(self.proc, wait):
                 break
         self.proc = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def log_tail(self, chars: int = 3000) -> str:
         try:

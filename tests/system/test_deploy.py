@@ -336,6 +336,30 @@ def test_a_target_answering_4xx_goes_dead_and_reaches_the_dlq(
     assert any(key in body for body in bodies), bodies
 
 
+def test_the_functions_log_no_error_but_the_expected_dead_occurrence(
+    jobs: Jobs, aws: Callable[[str], Any], deployment: Deployment
+) -> None:
+    """What the offline checks cannot see - a missing variable, an unreachable bus, a wrong queue URL - shows as an
+    error in the deployed functions' logs even where the jobs still fire (e.g. completion events to the outbox)."""
+    dead = f"{jobs.refused}:{rfc3339(jobs.due)}"
+    errors, expected = [], []
+    for group, message in _log_lines(aws):
+        try:
+            line = json.loads(message)
+        except ValueError:
+            continue
+        if not isinstance(line, dict) or str(line.get("level", "")).upper() not in {"ERROR", "CRITICAL"}:
+            continue
+        if line.get("message") == "occurrence dead" and line.get("occurrence_key") == dead:
+            expected.append(group)
+        else:
+            errors.append(f"{group}: {message}")
+    assert not errors, "\n".join(errors)
+    # (And the logs were read: the worker's line about the dead occurrence is there, in the worker's log group.)
+    assert len(expected) == 1, f"no 'occurrence dead' line of {dead} in the logs:\n{_function_logs(aws)}"
+    assert "Worker" in expected[0]
+
+
 # -- helpers ---------------------------------------------------------------------------------------------------
 
 
@@ -343,14 +367,20 @@ def _until(moment: datetime) -> float:
     return max(0.0, (moment - datetime.now(UTC)).total_seconds())
 
 
-def _function_logs(aws: Callable[[str], Any], lines: int = 40) -> str:
-    """The last log lines of every log group of the emulator, for a failure's message."""
+def _log_lines(aws: Callable[[str], Any]) -> Iterator[tuple[str, str]]:
+    """(log group, message) of every line the emulator's log groups hold."""
     logs = aws("logs")
-    found = []
-    for group in logs.describe_log_groups().get("logGroups", []):
-        events = logs.filter_log_events(logGroupName=group["logGroupName"]).get("events", [])[-lines:]
-        found.append(f"--- {group['logGroupName']}\n" + "\n".join(str(e["message"]).rstrip() for e in events))
-    return "\n".join(found)
+    for group in logs.get_paginator("describe_log_groups").paginate():
+        for found in group.get("logGroups", []):
+            name = found["logGroupName"]
+            for page in logs.get_paginator("filter_log_events").paginate(logGroupName=name):
+                for event in page.get("events", []):
+                    yield name, str(event["message"]).rstrip()
+
+
+def _function_logs(aws: Callable[[str], Any], lines: int = 120) -> str:
+    """The last log lines of the emulator's log groups, for a failure's message."""
+    return "\n".join(f"{group}: {message}" for group, message in list(_log_lines(aws))[-lines:])
 
 
 def _runs(api: SchedulerClient, job_id: str) -> list[RunView]:

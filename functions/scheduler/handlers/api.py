@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -48,7 +48,7 @@ from scheduler.core.validation import field_errors, summary
 from scheduler.handlers import wiring
 from scheduler.identity import UnknownPrincipal, tenant_of
 
-logger = Logger()
+logger = wiring.handler_logger()
 metrics = Metrics()
 app = APIGatewayRestResolver()
 

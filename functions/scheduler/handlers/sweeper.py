@@ -6,13 +6,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import prescaling, wiring
 
-logger = Logger()
+logger = wiring.handler_logger()
 metrics = Metrics()
 
 

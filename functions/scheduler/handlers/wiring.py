@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Metrics
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
@@ -58,6 +59,16 @@ from scheduler.targets_registry import HandlerTargetInvoker, register_handler_mo
 _BOTO_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20, max_pool_connections=32
 )
+
+
+def handler_logger() -> Logger:
+    """A handler's Powertools logger, with the core's stdlib loggers (`scheduler.*`) writing through it: JSON with
+    their extras (job_id, occurrence_key). Without it the Lambda runtime's own handler prints them as plain
+    "[LEVEL] message" lines and drops the extras (found by the deployment into ministack, tests/system/test_deploy.py).
+    """
+    logger = Logger()
+    copy_config_to_registered_loggers(source_logger=logger, include={"scheduler"})
+    return logger
 
 
 class SystemClock:

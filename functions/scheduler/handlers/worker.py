@@ -15,7 +15,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -25,7 +25,7 @@ from scheduler.adapters.sqs import SqsMessage
 from scheduler.core.recovery import HeldBatch
 from scheduler.handlers import wiring
 
-logger = Logger()
+logger = wiring.handler_logger()
 metrics = Metrics()
 #: Records of one batch handled at once (the event source mapping's batch size is at most this; see infra).
 RECORD_THREADS = 10
