@@ -68,6 +68,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--capacity-sizes", default="10000,50000,500000", help="herds the capacity model simulates (10000,50000,500000)"
     )
+    parser.add_argument(
+        "--keep-runs",
+        action="store_true",
+        help="keep the previous results.json's herd runs of other sizes (run the herd sizes in several goes)",
+    )
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run: {','.join(SCENARIOS)}")
     parser.add_argument("--out", type=Path, default=environment.ROOT / "bench", help="output folder (bench/)")
     parser.add_argument(
@@ -252,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _scenario("capacity", results, "capacity", lambda: _capacity(results, args.out, sizes))
     results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["duration_seconds"] = time.perf_counter() - started
-    carry_over(results, args.out / "results.json", only)
+    carry_over(results, args.out / "results.json", only, args.keep_runs)
     results["notes"] = notes(results)
     write(results, args.out)
     log(f"wrote {args.out / 'results.json'}, {args.out / 'results.md'} and {args.out / 'lateness.png'}")
@@ -305,17 +310,25 @@ RESULT_KEYS = {
 }
 
 
-def carry_over(results: dict[str, Any], previous: Path, only: set[str]) -> None:
+def carry_over(results: dict[str, Any], previous: Path, only: set[str], keep_runs: bool = False) -> None:
     """Keep the figures of the scenarios this run did not run from the previous results.json in the same folder
-    (so `--only burst` refreshes the herd without dropping the cost tables), each marked with its own run."""
+    (so `--only burst` refreshes the herd without dropping the cost tables), each marked with its own run; with
+    `keep_runs`, the previous herd runs of sizes this run did not run too (and its submit rate if none now)."""
     try:
         earlier = json.loads(previous.read_text())
     except (OSError, ValueError):
         return
+    herd, before = results.get("burst"), earlier.get("burst") or {}
+    if keep_runs and herd and "runs" in herd and "runs" in before:
+        sizes = {r["jobs"] for r in herd["runs"]}
+        kept_runs = [{"carried_over_from": earlier.get("finished_at"), **r} for r in before["runs"]]
+        herd["runs"] = sorted([r for r in kept_runs if r["jobs"] not in sizes] + herd["runs"], key=lambda r: r["jobs"])
+        herd["submit"] = herd.get("submit") or before.get("submit")
     kept = []
     for scenario, key in RESULT_KEYS.items():
         if scenario not in only and key in earlier and key not in results:
-            results[key] = {**earlier[key], "carried_over_from": earlier.get("finished_at")}
+            first = earlier[key].get("carried_over_from") or earlier.get("finished_at")
+            results[key] = {**earlier[key], "carried_over_from": first}
             kept.append(scenario)
     if kept:
         results["carried_over"] = {"scenarios": kept, "from_run": earlier.get("finished_at")}

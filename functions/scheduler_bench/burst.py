@@ -40,6 +40,10 @@ from scheduler_local.process import StackProcess
 SUBMIT_THREADS = 8
 TENANTS = 32
 MIN_DISPATCH_RATE = 20.0
+STACK_START_SECONDS = 15.0
+#: The bench's stacks look ahead as far as SQS delays allow (780 s, the setting's maximum), so that a herd of
+#: 5,000 created on a slow machine is still handed over ahead of its fire time.
+LOOKAHEAD_SECONDS = 780
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class BurstStack(StackProcess):
             "SCHEDULER_LOCAL_PREFIX": prefix,
             "SCHEDULER_LOCAL_WORKERS": str(workers),
             "SCHEDULER_LOCAL_MAX_WORKERS": str(max_workers),
+            "SCHEDULER_LOOKAHEAD_SECONDS": str(LOOKAHEAD_SECONDS),
         }
         super().__init__(state_dir, env)
 
@@ -139,20 +144,13 @@ def run_one(
             }
             return JobSpec.model_validate(body), body
 
-        # The stack first (its start-up time varies most on a busy machine), then the jobs, due after a lead that
-        # leaves room to create them (threads) and for its sweeper to dispatch them all before T.
-        per_job = _calibrate(services, spec_at, 20)  # before the stack runs: this process's own cost
-        log("burst: starting the local stack (api, sweeper, workers) on fresh tables")
-        stack_began = time.time()
-        stack.start()
-        stack_started = time.time()
-        submit_estimate = jobs * per_job / 3
-        dispatch_estimate = jobs * per_job * 4  # a sweep's completion transaction + sends, measured ~4x
-        lead = submit_estimate + dispatch_estimate + 5
-        # A sequential create is a poor predictor on a busy machine: assume at least the sweeper's slowest
-        # dispatch rate seen locally (about 20 occurrences a second, under load) too.
-        lead = max(lead, submit_estimate + jobs / MIN_DISPATCH_RATE + 5)
-        lead = min(lead, settings.lookahead_seconds)  # the first sweep must see T's bucket
+        # The jobs first (nothing else running), then the stack; T after a lead that leaves room to create them
+        # (8 threads on this machine: about twice the sequential rate), start the stack, and let its sweeper
+        # dispatch them all before T at the slowest rate seen locally (about 20 a second, under load).
+        per_job = _calibrate(services, spec_at, 20)
+        submit_estimate = 1.2 * jobs * per_job / 2
+        lead = submit_estimate + STACK_START_SECONDS + jobs / MIN_DISPATCH_RATE + 5
+        lead = min(lead, LOOKAHEAD_SECONDS - 30)  # the first sweep must see T's bucket
         due = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0) + timedelta(seconds=1)
         spec, body = spec_at(due)
         log(f"burst: creating {jobs} jobs due at {rfc3339(due)} (jitter {jitter}s; in {lead:.0f}s)")
@@ -166,6 +164,10 @@ def run_one(
             )
         submit_seconds = time.time() - began
         expected = {job_id: fire_at(job_id, due, jitter) for job_id in job_ids}
+        log("burst: starting the local stack (api, sweeper, workers) on these tables")
+        stack_began = time.time()
+        stack.start()
+        stack_started = time.time()
 
         cpu = CpuWindow().start()
         first_seen = all_seen = None

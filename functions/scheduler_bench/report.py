@@ -293,7 +293,7 @@ def _submit(submit: dict[str, Any] | None) -> list[str]:
                     ", ".join(f"{k}: {v}" for k, v in run["statuses"].items()),
                 ]
             )
-    note = "" if submit.get("batch") else " The API has no `POST /v1/jobs:batch` at this commit: batches not measured."
+    note = "" if submit.get("batch") else " The API listed no batch endpoint in this run: batches not measured."
     return [
         "## Submit rate through the local API",
         "",

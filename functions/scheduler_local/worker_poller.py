@@ -14,9 +14,9 @@ time. (On AWS the event source mapping receives with the queue's 6x visibility t
 handler's first instruction shortens it; locally nothing throttles the handler, so the 6x rule has nothing to
 protect between the receive and the handler.)
 
-Each poller handles a batch's records concurrently (`ConcurrentBatch`, SCHEDULER_LOCAL_WORKER_THREADS threads, 10
-by default: a batch's size), with the worker's record handler and its partial-batch contract, so one slow target
-does not hold up the other nine. The supervisor runs several pollers and adds more while the queues are deep
+Each poller handles a batch's records concurrently - the worker Lambda's own handler does (10 threads), as on AWS;
+`ConcurrentBatch` (SCHEDULER_LOCAL_WORKER_THREADS threads) does it for a handler that would not - so one slow
+target does not hold up the other nine. The supervisor runs several pollers and adds more while the queues are deep
 (`scheduler_local.scaling`); SIGTERM makes a poller finish its batch and exit (how the supervisor scales down).
 """
 
@@ -181,10 +181,12 @@ class ConcurrentBatch:
 
 
 def batch_handler(threads: int) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """The handler a poller feeds: the worker Lambda itself with one thread, else its record handler on threads."""
+    """The handler a poller feeds: the worker Lambda itself when it handles a batch's records concurrently (it
+    does: `ConcurrentBatchProcessor`, as on AWS) or when one thread is asked for; otherwise its record handler on
+    `threads` threads (`ConcurrentBatch`, for a worker handler that handles records one after another)."""
     from scheduler.handlers import worker
 
-    if threads <= 1:
+    if threads <= 1 or getattr(worker.processor, "threads", 1) > 1:
         return worker.lambda_handler
 
     @contextmanager
