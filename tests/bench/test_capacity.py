@@ -71,8 +71,11 @@ def test_creation_writes_decide_the_shards_of_a_small_herd_created_fast() -> Non
 
 
 def test_the_goal_50000_due_in_one_second_start_within_5_s_when_pre_scaled_on_the_measured_figures() -> None:
+    # The figures the published model uses (bench/results.json, capacity.measured: a run on a quiet machine). Not
+    # the latest cost scenario's own Lambda time, which a loaded machine inflates: the goal is checked on the model,
+    # and the model's input is a recorded measurement, so this test cannot turn with the machine's load.
     results = json.loads((ROOT / "bench" / "results.json").read_text())
-    measured = Measured.from_results(results, "bench/results.json")
+    measured = Measured(**{**results["capacity"]["measured"], "source": "bench/results.json capacity.measured"})
     assumptions = Assumptions()
     today, _, prescaled = capacity.scenarios(50_000, 1.0, measured, assumptions)
     result = simulate(prescaled, measured, assumptions)
