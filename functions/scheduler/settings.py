@@ -135,8 +135,9 @@ class Settings(BaseSettings):
     #: Upgrade window only: accept ready-queue messages that carry no HMAC at all (sent by a version before dispatch
     #: messages were authenticated). A message with a wrong HMAC is refused whatever this says.
     accept_unsigned_messages: bool = False
-    #: The longest `timeout_seconds` an http target may have: the worker's Lambda timeout (120 s) less the time it
-    #: needs to record the outcome. Longer ones are refused at submit and cut to this at call time.
+    #: The longest `timeout_seconds` an http target may have, and the longest a `lambda` target is waited for: the
+    #: worker's Lambda timeout (120 s) less the time it needs to record the outcome. Longer http timeouts are
+    #: refused at submit and cut to this at call time; a longer Lambda run is an ambiguous outcome.
     max_target_timeout_seconds: int = Field(default=90, ge=1, le=900)
     #: Python modules the worker imports to register `handler` targets (scheduler.targets_registry); none by default.
     #: The local stack registers the examples (`scheduler.examples`).

@@ -31,6 +31,7 @@ from scheduler.adapters.aws_targets import (
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
+from scheduler.schema import READY_QUEUE
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 PAYLOAD = {"report": "daily", "ratio": 0.5}
@@ -134,9 +135,17 @@ def test_build_aws_targets_builds_each_client_lazily_without_sdk_retries(monkeyp
     sqs_config, lambda_config = built[0][1], built[1][1]
     assert sqs_config.retries == {"mode": "standard", "total_max_attempts": 1}
     assert (sqs_config.connect_timeout, sqs_config.read_timeout) == (3, 20)
-    # A synchronous Invoke lasts as long as the function: Lambda gets the longest read timeout.
-    assert lambda_config.read_timeout == LAMBDA_READ_TIMEOUT_SECONDS
+    # A synchronous Invoke lasts as long as the function: Lambda waits longer, but never past the worker's own
+    # timeout (a worker killed mid-call records nothing; a call that gives up first records an ambiguous outcome)
+    assert lambda_config.read_timeout == LAMBDA_READ_TIMEOUT_SECONDS < READY_QUEUE.worker_timeout_seconds - 20
     assert lambda_config.retries == {"mode": "standard", "total_max_attempts": 1}
+
+
+def test_a_lambda_target_is_waited_for_no_longer_than_the_deployment_allows(monkeypatch) -> None:
+    built: list[Config] = []
+    monkeypatch.setattr(boto3, "client", lambda service, config=None: built.append(config) or object())
+    _ = build_aws_targets(Config(), max_wait_seconds=45)["lambda"].client  # type: ignore[attr-defined]
+    assert built[0].read_timeout == 45
 
 
 # -- SQS ----------------------------------------------------------------------------------------------------

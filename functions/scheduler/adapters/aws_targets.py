@@ -146,9 +146,11 @@ _EXECUTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 EXECUTION_NAME_MAX = 80
 #: Hex digits of SHA-256 appended to a sanitised or truncated name (80 bits: collisions are not a concern).
 _NAME_HASH_HEX = 20
-#: A synchronous Invoke lasts as long as the function runs (at most 15 minutes); a shorter read timeout would
-#: turn every long but healthy run into an ambiguous outcome.
-LAMBDA_READ_TIMEOUT_SECONDS = 900
+#: How long the worker waits for a synchronous Invoke by default. The worker's own Lambda timeout (120 s) bounds
+#: it: a wait longer than the worker lives would end with the worker killed mid-call and nothing recorded, so the
+#: call must give up first and record an ambiguous outcome (retried, or RECONCILING for at-most-once jobs). A
+#: target function that runs longer should be invoked asynchronously (an `sqs` or `eventbridge` target in front).
+LAMBDA_READ_TIMEOUT_SECONDS = 90
 #: What is kept of a target's answer in the ledger's `result`.
 RESULT_MAX = 200
 
@@ -424,8 +426,12 @@ class LambdaTargetInvoker(_AwsTargetInvoker):
         "the deployment configuration, then redeploy"
     )
 
+    def __init__(self, *args: Any, read_timeout: float = LAMBDA_READ_TIMEOUT_SECONDS, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_timeout = read_timeout
+
     def _client_config(self) -> Config:
-        long_read = Config(read_timeout=LAMBDA_READ_TIMEOUT_SECONDS, tcp_keepalive=True)
+        long_read = Config(read_timeout=self.read_timeout, tcp_keepalive=True)
         return super()._client_config().merge(long_read)
 
     def invoke(self, call: TargetCall) -> str | None:
@@ -515,10 +521,13 @@ def assumed_role_session(role_arn: str, session_name: str, sts: Any | None = Non
     return boto3.Session(botocore_session=botocore_session)
 
 
-def build_aws_targets(config: Config | None = None, target_role_arn: str = "") -> dict[str, TargetInvoker]:
+def build_aws_targets(
+    config: Config | None = None, target_role_arn: str = "", max_wait_seconds: float = LAMBDA_READ_TIMEOUT_SECONDS
+) -> dict[str, TargetInvoker]:
     """The AWS target invokers by target type, for the executor's `targets` map. Each builds its client on first
     use, from `config` (timeouts, connection pool) with the SDK's retries turned off (see the module docstring),
-    with the credentials of `target_role_arn` when given (the stack's target role: only the target grants)."""
+    with the credentials of `target_role_arn` when given (the stack's target role: only the target grants). A
+    `lambda` target is waited for `max_wait_seconds` at most (the worker must outlive the call)."""
     session = None
     if target_role_arn:
         session = functools.cache(lambda: assumed_role_session(target_role_arn, "punctual-worker-targets"))
@@ -526,6 +535,6 @@ def build_aws_targets(config: Config | None = None, target_role_arn: str = "") -
         "sqs": SqsTargetInvoker(config=config, session=session),
         "sns": SnsTargetInvoker(config=config, session=session),
         "eventbridge": EventBridgeTargetInvoker(config=config, session=session),
-        "lambda": LambdaTargetInvoker(config=config, session=session),
+        "lambda": LambdaTargetInvoker(config=config, session=session, read_timeout=max_wait_seconds),
         "stepfunctions": StepFunctionsTargetInvoker(config=config, session=session),
     }

@@ -257,7 +257,7 @@ class Container:
                 **{
                     kind: PolicedInvoker(self.target_policy, invoker)
                     for kind, invoker in {
-                        **build_aws_targets(_BOTO_CONFIG, s.target_role_arn),
+                        **build_aws_targets(_BOTO_CONFIG, s.target_role_arn, s.max_target_timeout_seconds),
                         "handler": HandlerTargetInvoker(),
                     }.items()
                 },
