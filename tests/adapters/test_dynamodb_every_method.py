@@ -5,6 +5,7 @@ sure no method is left out (a method added later fails it until it is exercised 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections import Counter
 from datetime import timedelta
@@ -73,6 +74,8 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     # TimerStore
     assert timers.bucket_of(timer).shard in range(4)
     timers.put_timer(timer)
+    assert timers.has_timer(timer)  # (create wrote it already; the put is idempotent)
+    assert not timers.has_timer(dataclasses.replace(timer, version=9))
     bucket = timers.bucket_of(timer)
     assert not timers.is_sealed(bucket)
     held = timers.claim_bucket(bucket, "a", t0, t0 + timedelta(minutes=2))
