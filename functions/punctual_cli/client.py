@@ -484,6 +484,12 @@ class SchedulerClient:
         query = {"preview": str(preview)} if preview else None
         return JobView.from_json(self._call("GET", f"/v1/jobs/{_segment(job_id)}", query=query))
 
+    def signing_keys(self, job_id: str) -> dict[str, str]:
+        """`GET /v1/jobs/{id}/signing-keys`: the job's signature-v2 keys, key id -> key (for
+        `scheduler.signing.verify_v2`). Keep them secret: they sign every call of this job."""
+        body = self._call("GET", f"/v1/jobs/{_segment(job_id)}/signing-keys")
+        return {str(k["key_id"]): str(k["key"]) for k in body.get("keys", [])}
+
     def list_jobs(
         self, state: JobState | str | None = None, limit: int | None = None, cursor: str | None = None
     ) -> Page[JobView]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
@@ -26,7 +27,7 @@ from infra.bundling import PIP_PLATFORM
 from punctual_cli.client import RunView, SchedulerClient, SigV4Auth
 from scheduler.adapters.http_target import AddressGuard, BlockedAddress
 from scheduler.core.timefmt import rfc3339
-from scheduler.signing import tenant_key, verify
+from scheduler.signing import verify_v2
 from scheduler_local.emulated_aws import adjustments
 from scheduler_local.emulated_aws.deploy import STACK_NAME, Deployment, deploy
 from scheduler_local.emulators import ROOT
@@ -293,15 +294,16 @@ def test_one_shot_and_rate_jobs_fire_once_each_signed_with_key_and_token(
     assert len(jobs.receivers.ok.calls) == 2, f"{calls}\n{_function_logs(aws)}"
     by_job = {call.headers["x-scheduler-job-id"]: call for call in calls}
     assert set(by_job) == {jobs.one_shot, jobs.rate}
-    master = aws("secretsmanager").get_secret_value(SecretId=deployment.outputs["SigningSecretArn"])["SecretString"]
-    caller = aws("sts").get_caller_identity()["Arn"]
+    path = urlsplit(jobs.receivers.ok.url).path
     for job_id, call in by_job.items():
         key = f"{job_id}:{rfc3339(jobs.due)}"
         assert call.headers["idempotency-key"] == key
         assert call.headers["x-scheduler-attempt"] == "1"
         assert int(call.headers["x-scheduler-fencing-token"]) >= 1
         assert call.at >= jobs.due.timestamp(), "fired early"
-        verify(tenant_key(master, caller), call.headers["x-scheduler-signature"], call.body)
+        # signature v2, with the job's own keys as a tenant fetches them through the deployed API (SigV4)
+        signed = verify_v2(api.signing_keys(job_id), "POST", call.headers["host"], path, call.headers, call.body)
+        assert (signed.occurrence_key, signed.fencing_token) == (key, int(call.headers["x-scheduler-fencing-token"]))
         # And the run history records it
         assert [(run.occurrence_key, run.state.value) for run in _runs(api, job_id)] == [(key, "SUCCEEDED")]
     assert json.loads(by_job[jobs.rate].body) == {"n": 2}
