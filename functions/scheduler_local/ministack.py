@@ -77,7 +77,10 @@ class Ministack:
         self.log = log.resolve()
         self.tmp = self.log.parent / f"tmp-{self.port}"
         self.env = {
-            **os.environ,
+            # Not the caller's AWS endpoints: the functions it runs inherit its environment, and an
+            # AWS_ENDPOINT_URL_* of the test run (scripts/test exports its own emulators') would send the deployed
+            # functions to another emulator's tables and queues.
+            **{k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")},
             **CREDENTIALS,
             "GATEWAY_PORT": str(self.port),
             "BIND_HOST": "127.0.0.1",
