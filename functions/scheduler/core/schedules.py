@@ -14,7 +14,16 @@ from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import croniter
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from scheduler.core.timefmt import truncate_ms, utc
 
@@ -55,9 +64,17 @@ def _sane_instant(value: datetime) -> datetime:
     return value
 
 
+def _date_time_text(value: object) -> object:
+    """An RFC 3339 string (or a datetime built in code), never a number: pydantic would read 0 as 1970-01-01."""
+    if isinstance(value, str | datetime):
+        return value
+    raise ValueError("must be an RFC 3339 date-time string, e.g. 2026-12-01T09:00:00+01:00")
+
+
 #: An offset-aware date-time within [EARLIEST_INSTANT, LATEST_INSTANT).
 Instant = Annotated[
     AwareDatetime,
+    BeforeValidator(_date_time_text),
     AfterValidator(_sane_instant),
     Field(
         description="an RFC 3339 date-time with an offset, from 1970-01-01T00:00:00Z to before 2200",
