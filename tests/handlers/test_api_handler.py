@@ -114,6 +114,22 @@ def _bad_requests() -> list[tuple[str, dict[str, Any], int, str | None]]:
             422,
             "schedule.every_seconds",
         ),
+        # JSON types are the schema's: a boolean or a string is not a number of seconds, nor a string a boolean
+        ("boolean jitter", {"body": job_body(jitter_seconds=False)}, 422, "jitter_seconds"),
+        (
+            "string delay",
+            {"body": job_body(schedule={"type": "once", "delay_seconds": "5"})},
+            422,
+            "schedule.delay_seconds",
+        ),
+        (
+            "boolean rate",
+            {"body": job_body(schedule={"type": "rate", "every_seconds": True})},
+            422,
+            "schedule.every_seconds",
+        ),
+        ("string attempts", {"body": job_body(retry={"max_attempts": "3"})}, 422, "retry.max_attempts"),
+        ("string events flag", {"body": job_body(events="yes")}, 422, "events"),
         ("payload too large", {"body": job_body(payload=too_big)}, 413, None),
         ("body far too large", {"raw": json.dumps(job_body(payload="y" * 100_000)).encode()}, 413, None),
         ("not JSON media", {"body": job_body(), "headers": {"Content-Type": "text/plain"}}, 415, None),

@@ -106,7 +106,7 @@ class HttpTarget(_Strict):
     #: Extra request headers. Names are RFC 7230 tokens, values have no control characters; hop-by-hop and
     #: framing headers are refused; secret-bearing ones (Authorization, ...Token, ...Key) are redacted on read.
     headers: dict[str, str] = Field(default_factory=dict, max_length=20)
-    timeout_seconds: int = Field(default=30, ge=1, le=900)
+    timeout_seconds: int = Field(strict=True, default=30, ge=1, le=900)
 
     @field_validator("headers")
     @classmethod
@@ -191,10 +191,10 @@ Target = Annotated[
 
 
 class RetryPolicy(_Strict):
-    max_attempts: int = Field(default=5, ge=1, le=MAX_ATTEMPTS_LIMIT)
-    initial_backoff_seconds: int = Field(default=5, ge=1, le=3600)
-    max_backoff_seconds: int = Field(default=900, ge=1, le=43_200)
-    max_event_age_seconds: int = Field(default=86_400, ge=60, le=14 * 86_400)
+    max_attempts: int = Field(strict=True, default=5, ge=1, le=MAX_ATTEMPTS_LIMIT)
+    initial_backoff_seconds: int = Field(strict=True, default=5, ge=1, le=3600)
+    max_backoff_seconds: int = Field(strict=True, default=900, ge=1, le=43_200)
+    max_event_age_seconds: int = Field(strict=True, default=86_400, ge=60, le=14 * 86_400)
 
     @model_validator(mode="after")
     def _ordered(self) -> RetryPolicy:
@@ -219,7 +219,7 @@ class JobSpec(_Strict):
     target: Target
     payload: Any = None
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    jitter_seconds: int = Field(default=0, ge=0, le=3600)
+    jitter_seconds: int = Field(strict=True, default=0, ge=0, le=3600)
     misfire_policy: MisfirePolicy = "run_once"
     overlap_policy: OverlapPolicy = "skip"
     delivery: Delivery = "at_least_once"
@@ -227,7 +227,7 @@ class JobSpec(_Strict):
     #: Publish this job's terminal outcomes as completion events (EventBridge PutEvents, $1.00 per million). Left
     #: out: the deployment's default (`SCHEDULER_COMPLETION_EVENTS_DEFAULT`, off), so nobody pays for events
     #: nobody listens to.
-    events: bool | None = None
+    events: bool | None = Field(default=None, strict=True)
 
     @field_validator("payload")
     @classmethod

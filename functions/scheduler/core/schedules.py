@@ -164,7 +164,7 @@ class OnceSchedule(_Strict):
 
     type: Literal["once"]
     at: Instant | None = None
-    delay_seconds: int | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS)
+    delay_seconds: int | None = Field(strict=True, default=None, ge=0, le=MAX_DELAY_SECONDS)
 
     @model_validator(mode="before")
     @classmethod
@@ -210,7 +210,7 @@ class RateSchedule(_Strict):
     """Every `every_seconds` (at least 1), anchored at `start_at` or one period after creation."""
 
     type: Literal["rate"]
-    every_seconds: int = Field(ge=1, le=MAX_RATE_SECONDS)
+    every_seconds: int = Field(strict=True, ge=1, le=MAX_RATE_SECONDS)
     start_at: Instant | None = None
     end_at: Instant | None = None
 
