@@ -26,6 +26,8 @@ OUTPUT_JOBS_TABLE = "JobsTableName"
 OUTPUT_EXECUTIONS_TABLE = "ExecutionsTableName"
 OUTPUT_READY_QUEUE = "ReadyQueueUrl"
 OUTPUT_DLQ = "DeadLetterQueueUrl"
+#: The other priority lanes' ready queues (the normal lane is OUTPUT_READY_QUEUE).
+OUTPUT_LANE_QUEUES = {"high": "ReadyQueueHighUrl", "low": "ReadyQueueLowUrl"}
 OUTPUT_MESSAGE_SECRET = "MessageSecretArn"
 
 
@@ -141,6 +143,14 @@ class Deployment:
     log_dir: Path | None = None
     #: The Secrets Manager secret that authenticates dispatch messages (on AWS; locally the development one).
     message_secret_arn: str = ""
+    #: The ready queues of the high and low priority lanes (`ready_queue_url` is the normal lane's).
+    lane_queue_urls: dict[str, str] = field(default_factory=dict)
+
+    def ready_queues(self) -> dict[str, str]:
+        """Every priority lane's ready queue, high to low (a stack without lanes has only `normal`)."""
+        lanes = {"high": self.lane_queue_urls.get("high", ""), "normal": self.ready_queue_url}
+        lanes["low"] = self.lane_queue_urls.get("low", "")
+        return {lane: url for lane, url in lanes.items() if url}
 
     def message_key(self) -> bytes:
         """The key redrive checks and signs dispatch messages with: the stack's message secret (the operator needs
@@ -178,6 +188,7 @@ def aws_deployment(stack_name: str, session: Any, outputs: Mapping[str, str] | N
         session=session,
         description=f"stack {stack_name} ({session.region_name})",
         message_secret_arn=outputs.get(OUTPUT_MESSAGE_SECRET, ""),
+        lane_queue_urls={lane: outputs[key] for lane, key in OUTPUT_LANE_QUEUES.items() if outputs.get(key)},
     )
 
 
@@ -211,4 +222,12 @@ def local_deployment(state_dir: Path) -> Deployment:
         description=f"local stack ({state_dir})",
         endpoints={k: v for k, v in endpoints.items() if v},
         log_dir=state_dir / "logs",
+        lane_queue_urls={
+            lane: url
+            for lane, url in (
+                ("high", values.get("SCHEDULER_READY_QUEUE_HIGH_URL", "")),
+                ("low", values.get("SCHEDULER_READY_QUEUE_LOW_URL", "")),
+            )
+            if url
+        },
     )

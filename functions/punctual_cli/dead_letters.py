@@ -35,7 +35,9 @@ def run_redrive(
     return redrive(
         SqsDeadLetters(deployment.dlq_url, sqs, message_key=key),
         DynamoLedger(deployment.executions_table, deployment.client("dynamodb")),
-        SqsReadyQueue(deployment.ready_queue_url, deployment.dlq_url, sqs, message_key=key),
+        SqsReadyQueue(
+            deployment.ready_queue_url, deployment.dlq_url, sqs, lanes=deployment.lane_queue_urls, message_key=key
+        ),
         dry_run=dry_run,
         limit=limit,
         purge_refused=purge_refused,

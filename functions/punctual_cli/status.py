@@ -46,7 +46,9 @@ class Status:
     checked_at: datetime
     watermark: datetime | None = None
     dispatch_lag_seconds: float | None = None
+    #: All priority lanes together (what waits to start), and each lane's own depth.
     ready_queue: QueueDepth | None = None
+    lanes: dict[str, QueueDepth] = field(default_factory=dict)
     dead_letter_queue: QueueDepth | None = None
     recent: dict[str, float] = field(default_factory=dict)
     recent_source: str = ""
@@ -118,10 +120,10 @@ def log_lines(log_dir: Path) -> Iterable[str]:
 
 
 def cloudwatch_figures(
-    cloudwatch: Any, names: Iterable[str], queue_name: str, now: datetime
-) -> tuple[dict[str, float], float | None]:
-    """Sums of the application metrics over the window, and the ready queue's oldest-message age (the latest
-    one-minute maximum of the last five minutes), in one GetMetricData call."""
+    cloudwatch: Any, names: Iterable[str], queue_names: Mapping[str, str], now: datetime
+) -> tuple[dict[str, float], dict[str, float | None]]:
+    """Sums of the application metrics over the window, and each ready queue's oldest-message age (the latest
+    one-minute maximum), by lane, in one GetMetricData call. `queue_names` maps a lane to its queue's name."""
     names = list(names)
     queries: list[dict[str, Any]] = [
         {
@@ -139,9 +141,9 @@ def cloudwatch_figures(
         }
         for i, name in enumerate(names)
     ]
-    queries.append(
+    queries += [
         {
-            "Id": "age",
+            "Id": f"age_{lane}",
             "MetricStat": {
                 "Metric": {
                     "Namespace": "AWS/SQS",
@@ -153,14 +155,15 @@ def cloudwatch_figures(
             },
             "ReturnData": True,
         }
-    )
+        for lane, queue_name in queue_names.items()
+    ]
     response = cloudwatch.get_metric_data(
         MetricDataQueries=queries, StartTime=now - WINDOW, EndTime=now, ScanBy="TimestampDescending"
     )
     values: dict[str, list[float]] = {r["Id"]: list(r.get("Values", [])) for r in response["MetricDataResults"]}
     totals = {name: float(sum(values.get(f"m{i}", []))) for i, name in enumerate(names)}
-    ages = values.get("age", [])
-    return totals, (float(ages[0]) if ages else None)
+    ages = {lane: values.get(f"age_{lane}", []) for lane in queue_names}
+    return totals, {lane: (float(found[0]) if found else None) for lane, found in ages.items()}
 
 
 def collect(deployment: Deployment, now: datetime | None = None) -> Status:
@@ -177,20 +180,27 @@ def collect(deployment: Deployment, now: datetime | None = None) -> Status:
     except Exception as exc:
         status.problems.append(f"jobs table {deployment.jobs_table}: {_reason(exc)}")
     sqs = deployment.client("sqs")
-    for label, url in (("ready_queue", deployment.ready_queue_url), ("dead_letter_queue", deployment.dlq_url)):
+    lanes = deployment.ready_queues()
+    for lane, url in lanes.items():
         try:
-            setattr(status, label, queue_depth(sqs, url))
+            status.lanes[lane] = queue_depth(sqs, url)
         except Exception as exc:
-            status.problems.append(f"{label.replace('_', ' ')} {url}: {_reason(exc)}")
+            status.problems.append(f"{lane} lane ready queue {url}: {_reason(exc)}")
+    if status.lanes:
+        status.ready_queue = _total(status.lanes.values())
+    try:
+        status.dead_letter_queue = queue_depth(sqs, deployment.dlq_url)
+    except Exception as exc:
+        status.problems.append(f"dead letter queue {deployment.dlq_url}: {_reason(exc)}")
     if deployment.on_aws:
         try:
-            queue_name = deployment.ready_queue_url.rstrip("/").rsplit("/", 1)[-1]
-            totals, age = cloudwatch_figures(deployment.client("cloudwatch"), RECENT_METRICS, queue_name, now)
+            names = {lane: url.rstrip("/").rsplit("/", 1)[-1] for lane, url in lanes.items()}
+            totals, ages = cloudwatch_figures(deployment.client("cloudwatch"), RECENT_METRICS, names, now)
             status.recent, status.recent_source = totals, "CloudWatch, last hour"
+            status.lanes = {lane: _aged(depth, ages.get(lane)) for lane, depth in status.lanes.items()}
             if status.ready_queue is not None:
-                status.ready_queue = QueueDepth(
-                    status.ready_queue.visible, status.ready_queue.in_flight, status.ready_queue.delayed, age
-                )
+                known = [age for age in ages.values() if age is not None]
+                status.ready_queue = _aged(status.ready_queue, max(known) if known else None)
         except Exception as exc:
             status.problems.append(f"CloudWatch metrics: {_reason(exc)}")
     else:
@@ -201,6 +211,15 @@ def collect(deployment: Deployment, now: datetime | None = None) -> Status:
         else:
             status.notes.append(f"no logs at {deployment.log_dir}: recent failures unknown")
     return status
+
+
+def _total(depths: Iterable[QueueDepth]) -> QueueDepth:
+    depths = list(depths)
+    return QueueDepth(sum(d.visible for d in depths), sum(d.in_flight for d in depths), sum(d.delayed for d in depths))
+
+
+def _aged(depth: QueueDepth, age: float | None) -> QueueDepth:
+    return QueueDepth(depth.visible, depth.in_flight, depth.delayed, age)
 
 
 def _reason(exc: Exception) -> str:
@@ -234,12 +253,16 @@ def render(status: Status) -> str:
         )
     else:
         rows.append(("dispatch lag", "unknown"))
-    for label, depth in (("ready queue", status.ready_queue), ("dead-letter queue", status.dead_letter_queue)):
+    queues: list[tuple[str, QueueDepth | None, bool]] = [("ready queue", status.ready_queue, True)]
+    if len(status.lanes) > 1:
+        queues += [(f"  {lane} lane", depth, True) for lane, depth in status.lanes.items()]
+    queues.append(("dead-letter queue", status.dead_letter_queue, False))
+    for label, depth, aged in queues:
         if depth is None:
             rows.append((label, "unknown"))
             continue
         text = f"{depth.visible} waiting, {depth.in_flight} in flight, {depth.delayed} delayed"
-        if label == "ready queue":
+        if aged:
             age = _duration(depth.oldest_age_seconds) if depth.oldest_age_seconds is not None else "n/a"
             text += f"; oldest message {age}"
         rows.append((label, text))

@@ -212,9 +212,12 @@ def test_status_for_people(stack: LocalStack) -> None:
 
     assert result.code == 0, result.out
     assert result.out.startswith(f"punctual status: local stack ({stack.state_dir})")
-    for label in ("dispatch lag", "ready queue", "dead-letter queue", "last hour"):
+    for label in ("dispatch lag", "ready queue", "high lane", "normal lane", "low lane", "dead-letter queue"):
         assert label in result.out
+    assert "last hour" in result.out
     assert "could not read" not in result.out
+    # every priority lane's queue is read (a message waiting in the low lane counts as waiting)
+    assert set(cli(stack, "--json", "status").json()["lanes"]) == {"high", "normal", "low"}
 
 
 def test_health_an_unknown_token_and_an_unreachable_api(stack: LocalStack) -> None:

@@ -152,6 +152,7 @@ def test_the_status_view_says_what_it_knows_and_what_it_cannot() -> None:
         watermark=datetime(2026, 1, 5, 9, 5, tzinfo=UTC),
         dispatch_lag_seconds=0.0,
         ready_queue=QueueDepth(3, 1, 12),
+        lanes={"high": QueueDepth(0, 0, 0), "normal": QueueDepth(1, 1, 2), "low": QueueDepth(2, 0, 10)},
         dead_letter_queue=None,
         recent={"DeadLetters": 1.0, "FencedWrites": 0.0},
         recent_source="EMF lines in .local/logs, last hour",
@@ -163,6 +164,7 @@ def test_the_status_view_says_what_it_knows_and_what_it_cannot() -> None:
 
     assert "dispatch lag       0s (watermark 2026-01-05T09:05:00Z, 5m00s ahead of now)" in text
     assert "ready queue        3 waiting, 1 in flight, 12 delayed; oldest message n/a" in text
+    assert "  low lane         2 waiting, 0 in flight, 10 delayed; oldest message n/a" in text
     assert "dead-letter queue  unknown" in text
     assert "last hour          DeadLetters 1, FencedWrites 0\n" in text
     assert "metrics from       EMF lines in .local/logs, last hour" in text
@@ -190,7 +192,7 @@ class FakeAws:
         return {"Item": {"PK": {"S": "WATERMARK"}, "SK": {"S": "WATERMARK"}, "minute_ms": {"N": "1767607020000"}}}
 
     def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict[str, object]:  # noqa: N803
-        depth = "4" if QueueUrl.endswith("dlq") else "10"
+        depth = {"dlq": "4", "high": "1", "low": "7"}.get(QueueUrl.rsplit("-", 1)[-1], "10")
         return {"Attributes": {"ApproximateNumberOfMessages": depth, "ApproximateNumberOfMessagesNotVisible": "2",
                                "ApproximateNumberOfMessagesDelayed": "0"}}  # fmt: skip
 
@@ -199,7 +201,9 @@ class FakeAws:
         assert isinstance(queries, list)
         self.metric_queries = queries
         results = [{"Id": q["Id"], "Values": [3.0, 2.0] if q["Id"] == "m3" else []} for q in queries]
-        results[-1]["Values"] = [42.0, 17.0]  # the age, newest first
+        ages = {"age_high": [5.0], "age_normal": [42.0, 17.0], "age_low": []}  # newest first; low has none
+        for result in results:
+            result["Values"] = ages.get(str(result["Id"]), result["Values"])
         return {"MetricDataResults": results}
 
 
@@ -218,21 +222,27 @@ def test_on_aws_status_reads_cloudwatch_for_failures_and_the_oldest_message_age(
 
     deployment = Deployment("jobs", "executions", "https://sqs.eu-west-1.amazonaws.com/1/punctual-ready",
                             "https://sqs.eu-west-1.amazonaws.com/1/punctual-dlq", on_aws=True, session=Session(),
-                            description="stack punctual")  # fmt: skip
+                            description="stack punctual",
+                            lane_queue_urls={"high": "https://sqs.eu-west-1.amazonaws.com/1/punctual-high",
+                                             "low": "https://sqs.eu-west-1.amazonaws.com/1/punctual-low"})  # fmt: skip
 
     # When the status is collected (the watermark minute is 09:57, three minutes behind 10:00:30)
     status = collect(deployment, datetime(2026, 1, 5, 9, 0, 30, tzinfo=UTC) + timedelta(hours=1))
 
     # Then the lag comes from the watermark, the depths from SQS, the rest from CloudWatch
     assert status.dispatch_lag_seconds == 180.0
-    assert status.ready_queue == QueueDepth(10, 2, 0, 42.0)
+    # (every priority lane counted, each with its own oldest message; the total shows the oldest of all)
+    assert status.lanes == {"high": QueueDepth(1, 2, 0, 5.0), "normal": QueueDepth(10, 2, 0, 42.0),
+                            "low": QueueDepth(7, 2, 0, None)}  # fmt: skip
+    assert status.ready_queue == QueueDepth(18, 6, 0, 42.0)
     assert status.dead_letter_queue == QueueDepth(4, 2, 0, None)
     assert status.recent["DeadLetters"] == 5.0
     assert status.problems == []
     stats = [q["MetricStat"] for q in aws.metric_queries]  # type: ignore[index]
-    assert {s["Metric"]["MetricName"] for s in stats[:-1]} == set(RECENT_METRICS)  # type: ignore[index]
-    assert all(s["Metric"]["Dimensions"] == [{"Name": "service", "Value": "punctual"}] for s in stats[:-1])  # type: ignore[index]
-    assert stats[-1]["Metric"]["Dimensions"] == [{"Name": "QueueName", "Value": "punctual-ready"}]  # type: ignore[index]
+    assert {s["Metric"]["MetricName"] for s in stats[:-3]} == set(RECENT_METRICS)  # type: ignore[index]
+    assert all(s["Metric"]["Dimensions"] == [{"Name": "service", "Value": "punctual"}] for s in stats[:-3])  # type: ignore[index]
+    queues = [s["Metric"]["Dimensions"][0]["Value"] for s in stats[-3:]]  # type: ignore[index]
+    assert queues == ["punctual-high", "punctual-ready", "punctual-low"]
 
 
 def test_a_deployed_stack_is_found_through_its_outputs() -> None:
@@ -250,6 +260,15 @@ def test_a_deployed_stack_is_found_through_its_outputs() -> None:
     }
 
     deployment = aws_deployment("punctual-prod", Session(), outputs)
+    assert deployment.ready_queues() == {"normal": "https://q/ready"}  # a stack from before the lanes
+    with_lanes = aws_deployment(
+        "p", Session(), {**outputs, "ReadyQueueHighUrl": "https://q/h", "ReadyQueueLowUrl": "https://q/l"}
+    )
+    assert list(with_lanes.ready_queues().items()) == [
+        ("high", "https://q/h"),
+        ("normal", "https://q/ready"),
+        ("low", "https://q/l"),
+    ]
 
     assert (deployment.jobs_table, deployment.executions_table, deployment.dlq_url) == (
         "p-jobs",
