@@ -147,3 +147,30 @@ def test_buffer_one_starts_its_parked_run_when_the_running_one_finishes(stack: L
         assert not [r for r in history if r["state"] == "RETRY_WAIT"]
     finally:
         receiver.stop()
+
+
+def test_allow_starts_overlapping_runs_on_time_and_in_order(stack: LocalStack) -> None:
+    # Given a job every 2 s with overlap allowed whose target takes 5 s (so two or three runs overlap)
+    receiver = Receiver(respond=lambda n, h: (time.sleep(5), (200, {}))[1]).start()
+    try:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
+        body = {
+            "schedule": {"type": "rate", "every_seconds": 2, "start_at": rfc3339(start),
+                         "end_at": rfc3339(start + timedelta(seconds=12))},
+            "target": {"type": "http", "url": receiver.url, "timeout_seconds": 20},
+            "overlap_policy": "allow",
+        }  # fmt: skip
+        status, job, _ = stack.call("POST", "/v1/jobs", body)
+        assert status == 201, job
+        wait_for(lambda: len(receiver.calls) >= 6, 40, "six overlapping runs")
+
+        # Then each run started about on time, while the runs before it were still going (the local workers
+        # handle a batch's records concurrently, as the worker Lambda does), and in the order of their times
+        calls = sorted(receiver.calls, key=lambda call: call.at)
+        scheduled = [parse_rfc3339(call.headers["x-scheduler-scheduled-for"]) for call in calls]
+        assert scheduled == sorted(scheduled), scheduled
+        late = [call.at - at.timestamp() for call, at in zip(calls, scheduled, strict=True)]
+        assert all(-0.2 <= lateness <= 2.5 for lateness in late), late
+        assert calls[2].at - calls[0].at < 5, "the third run waited for the first to finish"
+    finally:
+        receiver.stop()
