@@ -13,6 +13,7 @@ if the ledger has an item for it. A run of consecutive occurrences with no item 
   more than the misfire grace after the first missed one's fire time (and, for `run_once`, that one is
   itself overdue when sent, being "the latest missed occurrence");
 - at the end of the last era for `skip`, when the job counted skipped occurrences.
+A catch-up (a resume's, a `run_all` misfire's) is never SKIPPED for overlap either: it runs one after another.
 An ACTIVE job's chain must also be alive at the end: a timer for its `next_run_at` at its current version,
 in a bucket not yet done (at or after the watermark) or in the late lane.
 """
@@ -390,7 +391,7 @@ def _misfired(sim: Simulation, job: Job, era: Era, missed: list[datetime]) -> bo
 
 
 def _run_all_skips(sim: Simulation) -> list[Violation]:
-    found: list[Violation] = []
+    found: list[Violation] = _catch_up_overlap_skips(sim)
     window = sim.config.catchup_window
     for job_id, decisions in sim.misfires.items():
         for m in decisions:
@@ -403,6 +404,53 @@ def _run_all_skips(sim: Simulation) -> list[Violation]:
                     )
                 )
     return found
+
+
+def _catch_up_overlap_skips(sim: Simulation) -> list[Violation]:
+    """A catch-up is never SKIPPED for overlap, whatever the overlap policy: each waits behind the one before it.
+    Judged where the catch-up is certain: for a job whose every known version is `run_all`, an occurrence first
+    claimed later than the misfire grace after its fire time (so late whenever its overlap was judged); for any
+    job, one that fell due well inside its last pause and was claimed after the resume that sent it."""
+    found: list[Violation] = []
+    grace, window = sim.config.misfire_grace, sim.config.catchup_window
+    for record in sim.records:
+        specs = [change.job.spec for change in record.changes]
+        if record.job_id is None or record.uncertain_from is not None or not specs:
+            continue
+        run_all = all(spec.misfire_policy == "run_all" for spec in specs)
+        jitter = max(spec.jitter_seconds for spec in specs)
+        held = _last_pause(record)
+        for item in sim.ledger.items.values():
+            if item.job_id != record.job_id or item.state != RunState.SKIPPED or item.created_at is None:
+                continue
+            if not (item.last_error or "").startswith("overlap:"):
+                continue
+            late = item.created_at - item.scheduled_for - timedelta(seconds=jitter)
+            why = ""
+            if run_all and grace < late and item.created_at - item.scheduled_for < window:
+                why = f"run_all, caught up {late.total_seconds():.0f}s after its fire time"
+            elif held is not None and held[0] < item.scheduled_for < held[1] < item.created_at:
+                why = f"fell due while paused, sent by the resume at {_t(held[1])}"
+            if why:
+                found.append(
+                    Violation(5, f"{item.key} (job-{record.index}, {why}) was skipped for overlap: {item.last_error}")
+                )
+    return found
+
+
+def _last_pause(record: JobRecord) -> tuple[datetime, datetime] | None:
+    """The job's last pause, if a resume ended it and nothing paused it again: from well after the pause was
+    acknowledged to well before the resume was first attempted (the API's clock may differ from the sim's)."""
+    pause: datetime | None = None
+    window: tuple[datetime, datetime] | None = None
+    for change in record.changes:
+        if change.kind == "pause":
+            pause, window = change.acked + timedelta(seconds=10), None
+        elif change.kind == "resume" and pause is not None:
+            window, pause = (pause, change.started - timedelta(seconds=10)), None
+        elif change.kind == "cancel":
+            pause, window = None, None
+    return window if pause is None and window is not None and window[0] < window[1] else None
 
 
 def _chain_alive(sim: Simulation, record: JobRecord, final: Job) -> list[Violation]:

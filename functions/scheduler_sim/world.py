@@ -538,7 +538,7 @@ class Simulation:
             dispatch_budget=1000,
             safety=timedelta(seconds=20),
         )
-        self.execute_config = ExecuteConfig(lease=cfg.lease, heartbeat_fraction=None)
+        self.execute_config = ExecuteConfig(lease=cfg.lease, heartbeat_fraction=None, misfire_grace=cfg.misfire_grace)
         self.hold_config = HoldConfig(renew_fraction=None)
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
         self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
+from scheduler.core.dispatch import fire_at
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import Outbox
 from scheduler.core.model import Job, JobState, RunState
@@ -64,6 +65,8 @@ class ExecuteConfig:
     #: Whether a job that does not say (`events` left out of its spec) has its outcomes announced, when there is
     #: an outbox at all. The deployed default is off (Settings.completion_events_default).
     events_by_default: bool = True
+    #: An occurrence started later than this after its fire time is a misfire: a `run_all` job catches it up.
+    misfire_grace: timedelta = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -324,7 +327,10 @@ class Executor:
         holder = running[0]
         parked = [r for r in earlier if _buffered(r)]
         self.metrics.count("OverlapDetected")
-        if policy == "skip" or parked:
+        # A catch-up (what a resume or a `run_all` misfire sends goes out together) is never skipped for overlap:
+        # each waits behind the one before it, so they run one after another, oldest first - never side by side,
+        # as `skip` and `buffer_one` mean, and none lost to the others' lateness.
+        if not self._catching_up(job, dispatch, now) and (policy == "skip" or parked):
             reason = f"overlap: {holder.key} is still running" + (" and one run is already buffered" if parked else "")
             return self._record(job, execution, owner, RunState.SKIPPED, reason=reason, error=reason)
         assert holder.lease_until is not None
@@ -350,6 +356,19 @@ class Executor:
             extra={"job_id": job.job_id, "occurrence_key": execution.key, "holder": holder.key},
         )
         return Outcome.hide((fallback - now).total_seconds(), "buffered")
+
+    def _catching_up(self, job: Job, dispatch: Dispatch, now: datetime) -> bool:
+        """Whether this occurrence is caught up rather than on time, so it overlaps only because it was held back:
+        it fell due while the job was paused and its resume sent it (missed by less than the misfire grace, or
+        what the misfire policy runs), or it is a `run_all` misfire, found later than the grace after its own
+        fire time (a released buffered one keeps its occurrence's fire time, not the release's)."""
+        paused, resumed = job.paused_at, job.resumed_at
+        if paused is not None and resumed is not None and paused < dispatch.scheduled_for <= resumed:
+            return True
+        if job.spec.misfire_policy != "run_all":
+            return False
+        due = fire_at(job.job_id, dispatch.scheduled_for, job.spec.jitter_seconds)
+        return now - due > self.config.misfire_grace
 
     def _overlap_window(self, job_id: str, before: datetime, exclude: str) -> list[Execution]:
         """The runs scheduled before `before`, newest first, down to the first that is neither skipped for overlap
@@ -378,7 +397,7 @@ class Executor:
                 newer = [r for r in page if r.scheduled_for > finished.scheduled_for]
                 parked = [r for r in newer if _buffered(r)]
                 if parked:
-                    run = parked[-1]  # the oldest parked one (there is at most one)
+                    run = parked[-1]  # the oldest parked one (one, or a run_all catch-up's queue of them)
                     now = self.clock.now()
                     again = Dispatch(
                         job.job_id, job.tenant, run.scheduled_for, now, job.version, "scheduled", job.spec.priority
@@ -450,7 +469,10 @@ class Executor:
             outcome = self._record(job, execution, owner, RunState.SUCCEEDED, result=result)
         else:
             outcome = self._failed(job, dispatch, execution, owner, failure)
-        if job.spec.overlap_policy == "buffer_one" and outcome.reason != "fenced":
+        parks = job.spec.overlap_policy == "buffer_one" or (
+            job.spec.overlap_policy == "skip" and self._catching_up(job, dispatch, self.clock.now())
+        )
+        if parks and outcome.reason != "fenced":
             self._release_buffered(job, dispatch)
         return outcome
 

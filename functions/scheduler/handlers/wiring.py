@@ -265,6 +265,7 @@ class Container:
         config = ExecuteConfig(
             lease=timedelta(seconds=self.settings.lease_seconds),
             events_by_default=self.settings.completion_events_default,
+            misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds),
         )
         return Executor(
             self.jobs,
