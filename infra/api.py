@@ -17,12 +17,13 @@ from constructs import Construct
 from infra.config import PunctualConfig
 from infra.lambda_function import SchedulerFunction, data_removal_policy, log_retention
 from infra.storage import acknowledge_index_grants, grant_table
+from scheduler.schema import FUNCTION_MEMORY_MB
 
 HANDLER = "scheduler.handlers.api.lambda_handler"
 #: Below API Gateway's 29 s integration timeout, so a stuck request ends in the function (and its logs)
 #: rather than as an anonymous 504 while the function runs on.
 TIMEOUT = Duration.seconds(25)
-MEMORY_MB = 512
+MEMORY_MB = FUNCTION_MEMORY_MB["api"]
 API_VERSION_PATH = "v1"
 HEALTH_PATH = "health"
 #: The execution log level: errors only. Request/response bodies are never logged (data tracing off):

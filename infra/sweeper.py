@@ -16,12 +16,13 @@ from constructs import Construct
 from infra.config import PunctualConfig
 from infra.lambda_function import SchedulerFunction
 from infra.storage import acknowledge_index_grants, grant_table
+from scheduler.schema import FUNCTION_MEMORY_MB
 
 HANDLER = "scheduler.handlers.sweeper.lambda_handler"
 #: A tick's work must fit before the next tick; the handler stops starting buckets
 #: `sweep_safety_seconds` before this deadline, and an unfinished bucket is re-claimed after its lease.
 TIMEOUT = Duration.seconds(60)
-MEMORY_MB = 512
+MEMORY_MB = FUNCTION_MEMORY_MB["sweeper"]
 #: The sweep period. Timing precision does not depend on it: the sweeper looks ahead and sets per-message
 #: DelaySeconds. It bounds how late a crashed sweep is noticed and re-run.
 SCHEDULE = events.Schedule.rate(Duration.minutes(1))

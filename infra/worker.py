@@ -17,14 +17,14 @@ from infra.config import PunctualConfig
 from infra.lambda_function import SchedulerFunction
 from infra.prescale import provisioned_pollers
 from infra.storage import acknowledge_index_grants, grant_table
-from scheduler.schema import READY_QUEUE
+from scheduler.schema import FUNCTION_MEMORY_MB, READY_QUEUE
 
 HANDLER = "scheduler.handlers.worker.lambda_handler"
 #: The worker reads the target role's ARN from here (scheduler.settings.Settings.target_role_arn).
 TARGET_ROLE_VARIABLE = "SCHEDULER_TARGET_ROLE_ARN"
 #: The ready queue's visibility timeout is 6x this (scheduler.schema), so the two cannot disagree.
 TIMEOUT = Duration.seconds(READY_QUEUE.worker_timeout_seconds)
-MEMORY_MB = 512
+MEMORY_MB = FUNCTION_MEMORY_MB["worker"]
 
 #: Actions per kind of target, granted only on the ARNs listed in the configuration.
 TARGET_ACTIONS: dict[str, tuple[str, ...]] = {

@@ -66,6 +66,9 @@ class QueueSchema:
 
 READY_QUEUE = QueueSchema(logical_name="Ready")
 
+#: Memory of each deployed function, MB (infra/ deploys these; the benchmark prices Lambda time at them).
+FUNCTION_MEMORY_MB: dict[str, int] = {"api": 512, "sweeper": 512, "worker": 512}
+
 #: One ready queue per priority lane (scheduler.core.model.Priority), all sharing the one DLQ. `normal` is the
 #: original ready queue, so a deployment from before lanes keeps its queue (and the messages in it).
 READY_LANES: dict[str, QueueSchema] = {

@@ -141,10 +141,14 @@ def notes(results: dict[str, Any]) -> list[str]:
         "SQS requests are counted per call and billed per 64 KB chunk of payload; the worker's empty receives are "
         "idle polling, counted as a fixed monthly cost, not per fire.",
         "Cost scenario: the real api, sweeper and worker code run in-process on a virtual clock (one sweep per "
-        "virtual minute, as EventBridge triggers it; each SQS batch handled at its fire time). SQS DelaySeconds are "
-        "zeroed there (a request costs the same whatever its delay). Per-fire figures are the run with the jobs "
-        "minus the same timeline without them.",
-        "Lambda: one invocation per API request, per sweep and per SQS batch; 128 MB arm64; durations measured "
+        "virtual minute, as EventBridge triggers it). Fire times are spread over the minute to the millisecond, as "
+        "real jobs' are. SQS DelaySeconds are zeroed on the wire (a request costs the same whatever its delay), but "
+        "each message's landing time is kept (virtual send time + its whole-second delay): a batch is handed to the "
+        "worker when its messages have landed, and the worker waits out, in real time and billed, what is left to "
+        "a record's fire time, as it does inside Lambda. Per-fire figures are the run with the jobs minus the same "
+        "timeline without them.",
+        "Lambda: one invocation per API request, per sweep and per SQS batch; arm64 at each function's deployed "
+        "memory (scheduler.schema.FUNCTION_MEMORY_MB); durations measured "
         "in-process against the emulators and rounded up to the millisecond (no cold starts; the sweeper's marginal "
         "time is each dispatching sweep less the median empty sweep). AWS latencies differ from the emulators'.",
         "Prices: us-east-1 on-demand list prices as recorded in results.json (DynamoDB $0.625/M write and $0.125/M "
@@ -232,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": environment.machine(),
         "versions": environment.versions(),
         "git": environment.git(),
-        "prices_usd": prices.PRICES | {"lambda_memory_gb": prices.LAMBDA_MEMORY_GB},
+        "prices_usd": prices.PRICES | {"lambda_memory_gb": dict(prices.LAMBDA_MEMORY_GB)},
     }
     sizes = tuple(int(x) for x in args.capacity_sizes.split(",") if x.strip())
     if args.baseline:

@@ -40,6 +40,13 @@ class CostConfig:
     batch_sizes: tuple[int, ...] = (10, 1)
 
 
+def spread(first: datetime, index: int) -> datetime:
+    """Job `index`'s first fire time: within the minute of `first`, to the millisecond, as real jobs' fire times
+    fall (created at arbitrary instants with `delay_seconds`, or `at` any instant): not all on a whole second,
+    which would make every SQS delay land exactly on time and hide the sub-second wait."""
+    return first + timedelta(milliseconds=(index * 7_919) % 60_000)
+
+
 def _spec(kind: str, url: str, first: datetime, occurrences: int) -> tuple[JobSpec, dict[str, Any]]:
     if kind == "one_shot":
         schedule: dict[str, Any] = {"type": "once", "at": rfc3339(first)}
@@ -63,6 +70,7 @@ def _timeline(
         settings = settings_for(resources, SIGNING_SECRET, 1_000_000)
         start = utc_minute(datetime.now(UTC))
         clock = VirtualClock(start)
+        meter.clock = clock  # the senders' (api and sweeper) clock: when each message lands
         services = build(settings, dynamodb, sqs, events, clock, SIGNING_SECRET)
         # Warm up to the steady state: a watermark at the start (a first sweep would begin 10 minutes back).
         services.timers.init_watermark(start)
@@ -73,13 +81,14 @@ def _timeline(
         last = first + timedelta(minutes=(occurrences - 1) if kind == "recurring" else 0)
         meter.reset()
         clock.set(start + timedelta(minutes=1, seconds=5))
-        job_ids: list[str] = []
-        spec, body = _spec(kind, receiver.url, first, occurrences)
+        job_ids: list[tuple[str, JobSpec, datetime]] = []
         if with_jobs:
-            for _ in range(jobs):
+            for index in range(jobs):
+                job_first = spread(first, index)
+                spec, body = _spec(kind, receiver.url, job_first, occurrences)
                 with meter.invocation("api"):
                     created = services.job_service.create("bench", spec, None, body)
-                job_ids.append(created.job.job_id)
+                job_ids.append((created.job.job_id, spec, job_first))
         sweeps = 0
         minute = start + timedelta(minutes=2, seconds=1)
         end = last + timedelta(minutes=1)
@@ -91,11 +100,12 @@ def _timeline(
             minute += timedelta(minutes=1)
         # What fired: every expected occurrence reached SUCCEEDED (read without the meter).
         expected = []
-        for job_id in job_ids:
-            at: datetime | None = first
-            while at is not None and at <= last:
+        for job_id, spec, job_first in job_ids:
+            job_last = job_first + (last - first)
+            at: datetime | None = job_first
+            while at is not None and at <= job_last:
                 expected.append(occurrence_key(job_id, at))
-                at = next_occurrence(spec.schedule, at, first) if kind == "recurring" else None
+                at = next_occurrence(spec.schedule, at, job_first) if kind == "recurring" else None
         states: dict[str, int] = {}
         for key in expected:
             item = plain.get_item(TableName=settings.executions_table, Key={"PK": {"S": key}}, ConsistentRead=True)
@@ -110,6 +120,7 @@ def _timeline(
             "succeeded": states.get(RunState.SUCCEEDED.value, 0),
             "states": states,
             "kept_messages": services.kept,
+            "worker_wait_seconds": sum(services.worker_clock.batch_waits),
         }
     finally:
         delete_resources(resources, plain, client("sqs"), client("events"))
@@ -138,7 +149,7 @@ def _priced(per_fire: dict[str, Any]) -> dict[str, dict[str, float]]:
             write_units=sum(bf[p]["write_units"] for p in phases),
             sqs_requests=sum(bf[p]["sqs_billed_requests"] for p in phases),
             lambda_requests=sum(per_fire["lambda_invocations"][p] for p in phases),
-            lambda_seconds=sum(per_fire["lambda_billed_seconds"][p] for p in phases),
+            lambda_gb_seconds=prices.gb_seconds({p: per_fire["lambda_billed_seconds"][p] for p in phases}),
             api_requests=api_requests,
             completion_events=sum(bf[p]["events_billed"] for p in phases),
         )
@@ -171,6 +182,8 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
                 marginal = {p: measured["totals"][p].minus(baseline["totals"][p]) for p in PHASES}
                 marginal["sweeper"].billed_seconds["sweeper"] = _marginal_sweep_seconds(measured["sweeper_durations"])
                 per_fire = _per_fire(marginal, max(1, fires))
+                # Of the worker's billed seconds: waiting out the sub-second remainder of messages that landed early.
+                per_fire["worker_wait_seconds"] = measured["worker_wait_seconds"] / max(1, fires)
                 runs.append(
                     {
                         "batch_size": batch_size,
@@ -211,7 +224,7 @@ def _fixed(baseline: dict[str, Any]) -> dict[str, Any]:
         write_units=per_sweep["write_units"],
         sqs_requests=per_sweep["sqs_billed_requests"],
         lambda_requests=1,
-        lambda_seconds=seconds,
+        lambda_gb_seconds=prices.gb_seconds({"sweeper": seconds}),
         completion_events=per_sweep["events_billed"],
     )
     scale = prices.MINUTES_PER_MONTH / 1e6

@@ -31,6 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -198,6 +199,10 @@ class Meter:
         self._lookup: Any = None
         #: Set DelaySeconds to 0 on every send (virtual-time runs: the price of a request does not depend on it).
         self.zero_delays = False
+        #: With a clock (the senders' virtual one): when each sent message lands - becomes visible - by occurrence
+        #: key: the send time plus its whole-second DelaySeconds, recorded before the delay is zeroed.
+        self.clock: Any = None
+        self.landing: dict[str, datetime] = {}
 
     # -- phases and invocations ----------------------------------------------------------------------------
 
@@ -330,6 +335,13 @@ class Meter:
             count.failed_conditions = 1
 
     def _sqs_before(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        if self.clock is not None and model.name in ("SendMessageBatch", "SendMessage"):
+            now = self.clock.now()
+            for entry in params.get("Entries", []) if model.name == "SendMessageBatch" else [params]:
+                key = ((entry.get("MessageAttributes") or {}).get("occurrence_key") or {}).get("StringValue")
+                if key:
+                    with self._lock:
+                        self.landing[key] = now + timedelta(seconds=int(entry.get("DelaySeconds", 0)))
         if self.zero_delays:
             if model.name == "SendMessageBatch":
                 for entry in params.get("Entries", []):

@@ -5,7 +5,10 @@ Prices change; these are the ones the figures were computed with, and they are w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from scheduler.schema import FUNCTION_MEMORY_MB
 
 PRICES: dict[str, float] = {
     #: DynamoDB on-demand, per unit (transactional writes are already doubled in the units).
@@ -28,7 +31,9 @@ PRICES: dict[str, float] = {
 PROVISIONED: dict[str, float] = {"wcu_hour": 0.00065, "rcu_hour": 0.00013}
 #: API Gateway HTTP API, per request (the first 300 million a month; IAM authorization is included).
 API_GATEWAY_HTTP_REQUEST = 1.00 / 1e6
-LAMBDA_MEMORY_GB = 128 / 1024
+#: Lambda time is priced at each function's deployed memory (scheduler.schema.FUNCTION_MEMORY_MB, what infra/
+#: deploys); the alternative's function is priced at the worker's (the same target call, the same runtime).
+LAMBDA_MEMORY_GB: dict[str, float] = {name: mb / 1024 for name, mb in FUNCTION_MEMORY_MB.items()}
 MINUTES_PER_MONTH = 30 * 24 * 60
 #: Assumed idle polling of the worker's SQS event source mapping: 5 pollers long-polling 20 s each.
 IDLE_POLLS_PER_MINUTE = 5 * 3
@@ -41,9 +46,9 @@ POWERTOOLS_REPEAT_WRITE_UNITS = 1
 POWERTOOLS_REPEAT_READ_UNITS = 1
 
 
-def lambda_seconds_cost(seconds: float) -> float:
-    """Dollars for `seconds` of a 128 MB arm64 Lambda."""
-    return seconds * LAMBDA_MEMORY_GB * PRICES["lambda_gb_second_arm64"]
+def gb_seconds(seconds_by_function: Mapping[str, float]) -> float:
+    """GB-seconds of billed Lambda time, each function's seconds at its deployed memory."""
+    return sum(seconds * LAMBDA_MEMORY_GB[function] for function, seconds in seconds_by_function.items())
 
 
 def per_million(
@@ -51,7 +56,7 @@ def per_million(
     write_units: float,
     sqs_requests: float,
     lambda_requests: float,
-    lambda_seconds: float,
+    lambda_gb_seconds: float,
     api_requests: float = 0.0,
     eventbridge_invocations: float = 0.0,
     completion_events: float = 0.0,
@@ -62,7 +67,7 @@ def per_million(
         "dynamodb": dynamodb * 1e6,
         "sqs": sqs_requests * PRICES["sqs_request"] * 1e6,
         "lambda_requests": lambda_requests * PRICES["lambda_request"] * 1e6,
-        "lambda_duration": lambda_seconds_cost(lambda_seconds) * 1e6,
+        "lambda_duration": lambda_gb_seconds * PRICES["lambda_gb_second_arm64"] * 1e6,
         "api_gateway": api_requests * PRICES["api_gateway_rest_request"] * 1e6,
         "eventbridge_scheduler": eventbridge_invocations * PRICES["eventbridge_scheduler_invocation"] * 1e6,
         "completion_events": completion_events * PRICES["eventbridge_custom_event"] * 1e6,
@@ -75,8 +80,9 @@ def eventbridge_rows(worker_seconds_per_fire: float) -> list[dict[str, Any]]:
     """The alternatives, priced from their documented per-call work (see the assumptions in each row)."""
     alone = per_million(0, 0, 0, 0, 0, eventbridge_invocations=1)
     with_lambda = per_million(
-        0, POWERTOOLS_WRITE_UNITS_PER_CALL, 0, 1, worker_seconds_per_fire, eventbridge_invocations=1
-    )
+        0, POWERTOOLS_WRITE_UNITS_PER_CALL, 0, 1, gb_seconds({"worker": worker_seconds_per_fire}),
+        eventbridge_invocations=1,
+    )  # fmt: skip
     return [
         {
             "design": "EventBridge Scheduler alone",
@@ -90,7 +96,8 @@ def eventbridge_rows(worker_seconds_per_fire: float) -> list[dict[str, Any]]:
             "design": "EventBridge Scheduler + Lambda + Powertools idempotency",
             "per_million": with_lambda,
             "assumptions": [
-                "1 scheduler invocation + 1 Lambda invocation (128 MB arm64) per fire",
+                f"1 scheduler invocation + 1 Lambda invocation (arm64, {FUNCTION_MEMORY_MB['worker']} MB as our "
+                "worker) per fire",
                 f"Lambda duration per fire = our worker's measured execution time per occurrence "
                 f"({worker_seconds_per_fire * 1000:.1f} ms): the same target call, fewer table calls",
                 "Powertools idempotency: conditional PutItem (INPROGRESS) + UpdateItem (COMPLETED) = 2 write units "

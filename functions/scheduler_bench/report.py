@@ -41,6 +41,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
         "Events / fire",
         "Lambda calls / fire",
         "Lambda ms / fire",
+        "of which the worker waits (ms)",
         "$ / M fires (fire path)",
         "$ / M fires (with submit)",
     ]
@@ -65,13 +66,14 @@ def _cost(cost: dict[str, Any]) -> list[str]:
                     _f(pf["events_billed"]),
                     _f(calls),
                     _f(ms, 1),
+                    _f(1000 * pf.get("worker_wait_seconds", 0.0), 1),
                     _usd(usd["fire_path"]["total"]),
                     _usd(usd["with_submission"]["total"]),
                 ]
             )
     for alternative in cost.get("alternatives", []):
         total = alternative["per_million"]["total"]
-        rows.append([alternative["design"], "1", "", "", "", "", "", "", _usd(total), _usd(total)])
+        rows.append([alternative["design"], "1", "", "", "", "", "", "", "", _usd(total), _usd(total)])
     lines += _table(headers, rows)
     lines += [
         "",

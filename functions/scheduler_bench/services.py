@@ -3,6 +3,8 @@ clock the benchmark controls; and the worker driven as the Lambda event source m
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -79,13 +81,43 @@ class VirtualClock:
         self._now += timedelta(seconds=seconds)
 
 
+class WorkerClock(VirtualClock):
+    """The worker's clock: the virtual instant a batch was handed over, plus what each record's thread has waited
+    since. `sleep` really sleeps, so the wait is in the invocation's measured (billed) duration, as the worker
+    waiting out a sub-second remainder inside Lambda is billed; each thread of a batch sees its own wait."""
+
+    def __init__(self, start: datetime) -> None:
+        super().__init__(start)
+        self._waited = threading.local()
+        #: Per batch, the longest wait of its records: the invocation's billed waiting (its records wait at once).
+        self.batch_waits: list[float] = []
+
+    def now(self) -> datetime:
+        return self._now + timedelta(seconds=getattr(self._waited, "seconds", 0.0))
+
+    def set(self, when: datetime) -> None:
+        self._now = when
+
+    def begin_record(self) -> None:
+        """A record's thread starts at the batch's instant."""
+        self._waited.seconds = 0.0
+
+    def waited(self) -> float:
+        """What this record's thread has waited since `begin_record`."""
+        return float(getattr(self._waited, "seconds", 0.0))
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+        self._waited.seconds = self.waited() + seconds
+
+
 @dataclass
 class Services:
     """The composition root's services for one set of tables and queues."""
 
     settings: Settings
     clock: Clock
-    worker_clock: VirtualClock
+    worker_clock: WorkerClock
     jobs: DynamoJobStore
     timers: DynamoTimerStore
     ledger: DynamoLedger
@@ -105,15 +137,15 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
     """The handlers' own wiring (`scheduler.handlers.wiring.build`: dispatch and execution budgets, completion
     events and all), on injected clients and clocks, with the `http` target signing with `signing_secret`.
 
-    The worker has its own clock: in virtual time a message is handled at its fire time, as the SQS delay
-    would deliver it, while the sweeper's clock goes on minute by minute.
+    The worker has its own clock: in virtual time a batch is handled when its messages land, as the SQS delay
+    delivers them, while the sweeper's clock goes on minute by minute.
     """
     container = wiring.build(settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock)
-    worker_clock = VirtualClock(clock.now())
+    worker_clock = WorkerClock(clock.now())
     executor = container.new_executor(
         f"bench-worker/{uuid.uuid4().hex[:8]}",
         clock=worker_clock,
-        sleep=worker_clock.advance,
+        sleep=worker_clock.sleep,
         targets={"http": HttpTargetInvoker(container.guard, KeyRing.parse(settings.signing_keys), signing_secret)},
     )
     return Services(
@@ -143,57 +175,77 @@ def sweep(services: Services, meter: Meter) -> int:
 
 
 def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float = 0.05) -> int:
-    """Feed the ready queue to the executor as the event source mapping does: receive a batch, run each record
-    (at its fire time on the worker's clock, as the SQS delay would deliver it), delete what succeeded.
+    """Feed the ready queue to the executor as the event source mapping does: batches of `batch_size` in the order
+    the messages land (`meter.landing`: send time + whole-second delay; the fire time if unknown), each handed over
+    when its last message has landed; its records run concurrently, each waiting out what is left to its fire time
+    (billed, as inside Lambda); what succeeded is deleted.
 
-    One Lambda invocation per non-empty batch; the handler's duration is the records' execution and its batch hold
-    (one ChangeMessageVisibilityBatch, as the handler does: bounded recovery); receiving and deleting is the event
-    source mapping's work, billed as SQS requests. Returns the records handled.
+    One Lambda invocation per batch; the handler's duration is the records' execution, their waits and the batch
+    hold (one ChangeMessageVisibilityBatch, as the handler does: bounded recovery); receiving and deleting is the
+    event source mapping's work, billed as SQS requests. Returns the records handled.
     """
     handled = 0
+    url = services.settings.ready_queue_url
     while True:
-        with meter.phase("worker"):
-            response = services.sqs.receive_message(
-                QueueUrl=services.settings.ready_queue_url,
-                MaxNumberOfMessages=batch_size,
-                WaitTimeSeconds=0,
-                AttributeNames=["All"],
-                MessageAttributeNames=["All"],
-            )
-        messages = response.get("Messages", [])
-        if not messages:
-            return handled
-        done: list[dict[str, str]] = []
-        url = services.settings.ready_queue_url
-        dispatches = [dispatch_from_body(m["Body"], services.queue.message_key) for m in messages]
-        # The batch arrives when its last record is due; its records then run concurrently, as the worker's
-        # ConcurrentBatchProcessor runs them (one thread each), while the batch is held (bounded recovery).
-        due = max(d.fire_at for d in dispatches) + timedelta(seconds=arrival_lag)
-        services.worker_clock.set(max(services.worker_clock.now(), due))
-        visibility = SqsBatchVisibility(services.sqs, {m["MessageId"]: (url, m["ReceiptHandle"]) for m in messages})
-
-        def run(m: dict[str, Any], dispatch: Dispatch) -> tuple[dict[str, Any], Dispatch, SqsMessage, Outcome]:
-            receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))
-            control = SqsMessage(services.sqs, services.settings.ready_queue_url, m["ReceiptHandle"], receive_count)
-            return m, dispatch, control, services.executor.execute(dispatch, control)
-
-        with (
-            meter.invocation("worker", records=len(messages)),
-            HeldBatch(visibility, dict.fromkeys(visibility.messages), services.hold_config, NullMetrics()) as held,
-        ):
-            with ThreadPoolExecutor(max_workers=len(messages)) as pool:
-                results = list(pool.map(run, messages, dispatches))
-            for m, dispatch, control, outcome in results:
-                if outcome.ack:
-                    done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
-                else:
-                    held.release(m["MessageId"])
-                    control.extend_visibility(outcome.hide_seconds)
-                    services.kept.append(f"{dispatch.key}: {outcome.reason}")
-        if done:
+        visible: list[dict[str, Any]] = []
+        while True:
             with meter.phase("worker"):
-                services.sqs.delete_message_batch(QueueUrl=services.settings.ready_queue_url, Entries=done)
-        handled += len(messages)
+                response = services.sqs.receive_message(
+                    QueueUrl=url,
+                    MaxNumberOfMessages=batch_size,
+                    WaitTimeSeconds=0,
+                    AttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                )
+            got = response.get("Messages", [])
+            visible += got
+            if not got or len(visible) >= 500:
+                break
+        if not visible:
+            return handled
+        entries = [(m, dispatch_from_body(m["Body"], services.queue.message_key)) for m in visible]
+        entries.sort(key=lambda e: meter.landing.get(e[1].key, e[1].fire_at))
+        for start in range(0, len(entries), batch_size):
+            _run_batch(services, meter, entries[start : start + batch_size], arrival_lag)
+        handled += len(entries)
+
+
+def _run_batch(
+    services: Services, meter: Meter, batch: list[tuple[dict[str, Any], Dispatch]], arrival_lag: float
+) -> None:
+    url = services.settings.ready_queue_url
+    landed = max(meter.landing.get(d.key, d.fire_at) for _, d in batch) + timedelta(seconds=arrival_lag)
+    services.worker_clock.set(max(services.worker_clock.now(), landed))
+    visibility = SqsBatchVisibility(services.sqs, {m["MessageId"]: (url, m["ReceiptHandle"]) for m, _ in batch})
+
+    def run(entry: tuple[dict[str, Any], Dispatch]) -> tuple[dict[str, Any], Dispatch, SqsMessage, Outcome]:
+        m, dispatch = entry
+        services.worker_clock.begin_record()
+        receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))
+        control = SqsMessage(services.sqs, url, m["ReceiptHandle"], receive_count)
+        outcome = services.executor.execute(dispatch, control)
+        waits.append(services.worker_clock.waited())
+        return m, dispatch, control, outcome
+
+    waits: list[float] = []
+    done: list[dict[str, str]] = []
+    with (
+        meter.invocation("worker", records=len(batch)),
+        HeldBatch(visibility, dict.fromkeys(visibility.messages), services.hold_config, NullMetrics()) as held,
+    ):
+        with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+            results = list(pool.map(run, batch))
+        services.worker_clock.batch_waits.append(max(waits, default=0.0))
+        for m, dispatch, control, outcome in results:
+            if outcome.ack:
+                done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
+            else:
+                held.release(m["MessageId"])
+                control.extend_visibility(outcome.hide_seconds)
+                services.kept.append(f"{dispatch.key}: {outcome.reason}")
+    if done:
+        with meter.phase("worker"):
+            services.sqs.delete_message_batch(QueueUrl=url, Entries=done)
 
 
 def utc_minute(when: datetime) -> datetime:

@@ -103,3 +103,28 @@ def test_triggers_and_deferred_occurrences_count_once_at_their_due_instant() -> 
     deferred = replace(stored[0], plan=None, defer_until=at("2026-01-05T09:41:00"))
     result = forecast([deferred], T0, 60)
     assert by_minute(result) == {"09:41": 1}
+
+
+def test_a_jittered_occurrence_past_the_window_does_not_hide_the_next_one_inside_it() -> None:
+    from scheduler.core.dispatch import fire_at
+    from scheduler.core.ports import ChainPlan, Timer
+    from scheduler.core.schedules import RateSchedule
+
+    # Given a rate-10 s chain with 21 s of jitter whose occurrence at 09:19:40 fires after the window's end
+    # (09:20) while the one at 09:19:50 fires before it (jitter delays each by its own amount)
+    end = at("2026-01-05T09:20")
+    before, after = at("2026-01-05T09:19:40"), at("2026-01-05T09:19:50")
+    job_id = next(
+        f"job-{n}" for n in range(10_000) if fire_at(f"job-{n}", before, 21) >= end > fire_at(f"job-{n}", after, 21)
+    )
+    plan = ChainPlan(RateSchedule(type="rate", every_seconds=10), T0, 21, "run_once")
+    first = at("2026-01-05T09:19:00")
+    timer = Timer(job_id, "acme", first, fire_at(job_id, first, 21), 1, "scheduled", plan)
+
+    # When the forecast of 09:00-09:20 is read
+    result = forecast([timer], T0, 20)
+
+    # Then the later occurrence, due inside the window, is counted
+    expected = sum(1 for k in range(6) if fire_at(job_id, first + timedelta(seconds=10 * k), 21) < end)
+    assert result.total == expected and expected >= 1
+    assert result.minutes[-1].due == expected  # all in its last minute, 09:19

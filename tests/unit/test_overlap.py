@@ -3,7 +3,7 @@ finishes, whatever the length of the run history."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -121,3 +121,39 @@ def test_a_catch_up_runs_every_occurrence_it_sends_one_after_another(
     assert [runs[at].state for at in missed] == [RunState.SUCCEEDED] * len(missed)
     assert [at for at in order if at in missed] == missed
     assert world.metrics.counts["OverlapDetected"] >= 3
+
+
+def test_an_occurrence_that_finds_a_parked_run_about_to_start_does_not_start_beside_it(world: World) -> None:
+    # Given a buffer_one job every 2 s whose first run takes 5 s: the next one is parked behind it
+    job = world.create(EVERY_2S, overlap_policy="buffer_one")
+    world.sweep()
+    other_worker = world.executor(worker_id="worker-2")
+
+    def long_run(call: TargetCall) -> str:
+        for _ in range(5):
+            world.clock.advance(1)
+            visible = world.queue.receive(10)
+            for message in visible:
+                world.handle(other_worker, message)
+        return "ok"
+
+    world.clock.advance(2)
+    [first] = world.queue.receive(1)
+    world.handle(world.executor(FakeTarget(world.clock, long_run)), first)
+    parked = [r for r in world.ledger.runs(job.job_id, 100, None)[0] if r.state == RunState.RETRY_WAIT]
+    assert len(parked) == 1
+
+    # When the next occurrence falls due before the parked one (released by the first run's worker) has started
+    world.clock.advance(1)
+    visible = world.queue.receive(10)
+    released = [m for m in visible if m.dispatch.scheduled_for == parked[0].scheduled_for]
+    on_time = [m for m in visible if m.dispatch.scheduled_for > parked[0].scheduled_for]
+    assert released and on_time
+    world.handle(other_worker, on_time[0])
+
+    # Then it is skipped (the parked one holds the place), and the parked one then runs
+    skipped = world.ledger.get(on_time[0].dispatch.key)
+    assert skipped is not None and skipped.state == RunState.SKIPPED
+    assert "about to run" in (skipped.last_error or "")
+    world.handle(other_worker, released[0])
+    assert world.ledger.get(parked[0].key).state == RunState.SUCCEEDED  # type: ignore[union-attr]

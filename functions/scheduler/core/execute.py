@@ -322,22 +322,31 @@ class Executor:
         running = [
             r for r in earlier if r.state == RunState.RUNNING and r.lease_until is not None and r.lease_until > now
         ]
-        if not running:
+        # A parked run is about to start (the run it waited for has finished and sent it): it holds the place too,
+        # or this one would start beside it. One not parked again for two leases has lost its message: ignored.
+        stale = now - 2 * self.config.lease
+        parked = [r for r in earlier if _buffered(r) and (r.updated_at is None or r.updated_at > stale)]
+        if not running and not parked:
             return None
-        holder = running[0]
-        parked = [r for r in earlier if _buffered(r)]
+        margin = timedelta(seconds=self.config.lease_margin_seconds)
+        if running:
+            holder, why = running[0], f"{running[0].key} is still running"
+            assert holder.lease_until is not None
+            fallback = holder.lease_until + margin
+        else:
+            holder, why = parked[-1], f"{parked[-1].key} is about to run"
+            fallback = now + self.config.lease + margin
         self.metrics.count("OverlapDetected")
         # A catch-up (what a resume or a `run_all` misfire sends goes out together) is never skipped for overlap:
         # each waits behind the one before it, so they run one after another, oldest first - never side by side,
         # as `skip` and `buffer_one` mean, and none lost to the others' lateness.
         if not self._catching_up(job, dispatch, now) and (policy == "skip" or parked):
-            reason = f"overlap: {holder.key} is still running" + (" and one run is already buffered" if parked else "")
+            reason = f"overlap: {why}" + (" and one run is already buffered" if parked and running else "")
             return self._record(job, execution, owner, RunState.SKIPPED, reason=reason, error=reason)
-        assert holder.lease_until is not None
-        fallback = holder.lease_until + timedelta(seconds=self.config.lease_margin_seconds)
         try:
             # Claimable at once (a duplicate delivery re-checks the overlap and parks it again); its message is
-            # hidden until the holder's lease ends, in case the holder's worker dies before it can release it.
+            # hidden until the holder's lease ends (a parked holder: a lease from now), in case the holder's worker
+            # dies before it can release it.
             self.ledger.finish(
                 execution.key,
                 owner,

@@ -77,12 +77,14 @@ def _occurrences(timers: list[Timer], end: datetime) -> list[tuple[str, str, dat
             continue  # superseded by an edit: the sweep will drop it
         counted = chains.setdefault(timer.job_id, set())
         instant: datetime | None = timer.scheduled_for
-        while instant is not None and instant not in counted and len(counted) < MAX_EXPANSION:
+        # Jitter only delays (a fire time is never before its instant), but not monotonically: an occurrence jittered
+        # past `end` can be followed by one that is not. So stop at the first instant at or after `end`, not at the
+        # first fire time past it.
+        while instant is not None and instant < end and instant not in counted and len(counted) < MAX_EXPANSION:
             at = fire_at(timer.job_id, instant, plan.jitter_seconds)
-            if at >= end:
-                break
             counted.add(instant)
-            out.append((timer.tenant, timer.priority, at))
+            if at < end:
+                out.append((timer.tenant, timer.priority, at))
             instant = next_occurrence(plan.schedule, instant, plan.anchor) if is_recurring(plan.schedule) else None
     return out
 
