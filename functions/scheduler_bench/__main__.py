@@ -242,10 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         earlier = json.loads(args.baseline.read_text())
         commit = (earlier.get("git") or {}).get("commit") or "unknown"
-        results["baseline"] = {
-            "label": f"commit `{commit[:12]}`, run {earlier.get('finished_at', '?')}",
-            "cost": earlier.get("baseline", {}).get("cost") if "cost" not in earlier else earlier["cost"],
-        }
+        label = f"commit `{commit[:12]}`, run {earlier.get('finished_at', '?')}"
+        if "cost" not in earlier:  # a results.json whose own baseline is wanted
+            label, baseline_cost = earlier["baseline"]["label"], earlier["baseline"]["cost"]
+        else:
+            baseline_cost = earlier["cost"]
+        results["baseline"] = {"label": label, "cost": cost.repriced(baseline_cost)}
     previous = args.out / "results.json"
     if only == {"capacity"} and previous.exists():
         # The model alone: recompute it from the recorded measurements and keep every other recorded figure.

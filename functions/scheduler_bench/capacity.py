@@ -119,7 +119,9 @@ class Measured:
         busy = max(results["cost"]["one_shot"], key=lambda run: run["batch_size"])
         functions = busy["per_fire"]["by_function"]
         worker = sum(functions["worker"]["billed_seconds"].values())
-        sweeper = sum(functions["sweeper"]["billed_seconds"].values())
+        # The sweeper's marginal time per fire is below the timer's resolution on a tiny run (it can read 0): the
+        # model needs a positive rate, so it takes at least 0.1 ms a fire (a sweep of 1,000 timers in 0.1 s).
+        sweeper = max(sum(functions["sweeper"]["billed_seconds"].values()), 1e-4)
         rounds = (results.get("sweep_scaling") or {}).get("rounds") or []
         reads = [r["sweep"]["query_read_units_per_dispatched"] for r in rounds if "sweep" in r]
         return cls(

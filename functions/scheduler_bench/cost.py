@@ -138,7 +138,7 @@ def _per_fire(marginal: dict[str, Totals], fires: int) -> dict[str, Any]:
     return out
 
 
-def _priced(per_fire: dict[str, Any]) -> dict[str, dict[str, float]]:
+def priced(per_fire: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Dollars per million fires: the fire path (sweeper + worker) and with the submission (api + API Gateway)."""
     fire_path = ("sweeper", "worker")
     bf = per_fire["by_function"]
@@ -158,6 +158,15 @@ def _priced(per_fire: dict[str, Any]) -> dict[str, dict[str, float]]:
         "fire_path": part(fire_path, 0.0),
         "with_submission": part(PHASES, per_fire["lambda_invocations"]["api"]),
     }
+
+
+def repriced(results: dict[str, Any]) -> dict[str, Any]:
+    """An earlier run's cost section priced at today's prices and memory sizes (from its recorded per-fire
+    quantities), so that a before/after comparison differs only in what was measured."""
+    out = {**results}
+    for kind in ("one_shot", "recurring"):
+        out[kind] = [{**run, "per_million_fires_usd": priced(run["per_fire"])} for run in results.get(kind, [])]
+    return out
 
 
 def run(config: CostConfig, log: Any) -> dict[str, Any]:
@@ -195,7 +204,7 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
                         "kept_messages": measured["kept_messages"],
                         "sweeps": measured["sweeps"],
                         "per_fire": per_fire,
-                        "per_million_fires_usd": _priced(per_fire),
+                        "per_million_fires_usd": priced(per_fire),
                     }
                 )
             results[kind] = runs

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -133,6 +134,18 @@ class Services:
     kept: list[str] = field(default_factory=list)
 
 
+def _sleeper(clock: Clock) -> Callable[[float], None]:
+    """The sweeper's wait for the instant that lands a message on time: real (so it is in the sweep's measured,
+    billed duration) and moving the virtual clock by as much."""
+
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+        if isinstance(clock, VirtualClock):
+            clock.advance(seconds)
+
+    return sleep
+
+
 def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock, signing_secret: str) -> Services:
     """The handlers' own wiring (`scheduler.handlers.wiring.build`: dispatch and execution budgets, completion
     events and all), on injected clients and clocks, with the `http` target signing with `signing_secret`.
@@ -140,7 +153,9 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
     The worker has its own clock: in virtual time a batch is handled when its messages land, as the SQS delay
     delivers them, while the sweeper's clock goes on minute by minute.
     """
-    container = wiring.build(settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock)
+    container = wiring.build(
+        settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock, sleep=_sleeper(clock)
+    )
     worker_clock = WorkerClock(clock.now())
     executor = container.new_executor(
         f"bench-worker/{uuid.uuid4().hex[:8]}",

@@ -235,7 +235,9 @@ class SweeperActor(Actor):
 
     def __init__(self, sim: Simulation, name: str) -> None:
         super().__init__(sim, name)
-        dispatcher = Dispatcher(self.jobs, self.timers, self.queue, self.clock, sim.dispatch_config, sim.metrics)
+        dispatcher = Dispatcher(
+            self.jobs, self.timers, self.queue, self.clock, sim.dispatch_config, sim.metrics, sleep=sim.sleep
+        )
         self.sweeper = Sweeper(self.timers, dispatcher, self.clock, sim.sweep_config, sim.metrics, name)
         self.invocations = 0
         self.next_at = sim.clock.now() + timedelta(milliseconds=sim.rng.randint(0, 60_000))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -73,12 +74,15 @@ class SqsReadyQueue:
             self._send(url, lane, now)
 
     def _send(self, queue_url: str, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        started = time.monotonic()
         for start in range(0, len(dispatches), BATCH):
+            # Each request's delays from the time it is made: a long send must not land its last messages late.
+            at = now + timedelta(seconds=time.monotonic() - started)
             pending = {
                 str(i): {
                     "Id": str(i),
                     "MessageBody": dispatch_to_body(d, self.message_key),
-                    "DelaySeconds": delay_seconds(d.send_at, now),
+                    "DelaySeconds": delay_seconds(d.send_at, at),
                     # SQS fair queues: the tenant is the message group, so a tenant with a backlog in flight
                     # does not raise the dwell time of the others' messages (standard queues: no ordering).
                     "MessageGroupId": d.tenant,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -37,6 +37,12 @@ class DispatchConfig:
     #: Beyond `now + lookahead`, how far a bucket may already be sealed by a sweeper whose clock runs ahead.
     #: Timers this near take the late-lane path. Keep lookahead + 60 s + this under SQS's 900 s delay cap.
     seal_margin: timedelta = timedelta(seconds=30)
+    #: A sweep's sends land each message at most `landing_lead` + `landing_window` (110 ms) before its fire time,
+    #: rather than up to a second before it (SQS delays are whole seconds): see `Dispatcher.send_landing`. None: off.
+    landing_window: timedelta | None = timedelta(milliseconds=70)
+    #: How far ahead of its time a message is aimed: SQS starts a delay when it receives the request, so a
+    #: request slower than this would land it that much late.
+    landing_lead: timedelta = timedelta(milliseconds=40)
 
 
 def fire_at(job_id: str, scheduled_for: datetime, jitter_seconds: int) -> datetime:
@@ -85,6 +91,7 @@ class Dispatcher:
         config: DispatchConfig,
         metrics: Metrics,
         admission: TenantAdmission | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.jobs = jobs
         self.timers = timers
@@ -94,6 +101,8 @@ class Dispatcher:
         self.metrics = metrics
         #: Per-tenant dispatch budgets (scheduler.core.fairness); None: no budgets.
         self.admission = admission
+        #: How a sweep waits for the instant that lands a message on time (None: it does not wait; sends at once).
+        self.sleep = sleep
 
     def seal_limit(self, now: datetime) -> datetime:
         """Buckets before this instant may already be sealed: a sweep seals whole minutes up to the end of the
@@ -135,7 +144,14 @@ class Dispatcher:
         if late_copy:
             self.timers.remove_late(timer)
 
-    def dispatch(self, timers: Sequence[Timer], horizon_end: datetime, releases: Counter[str] | None = None) -> int:
+    def dispatch(
+        self,
+        timers: Sequence[Timer],
+        horizon_end: datetime,
+        releases: Counter[str] | None = None,
+        *,
+        land_on_time: bool = False,
+    ) -> int:
         """Dispatch due timers (docs/design.md §3.3). Returns the messages sent. Do not reorder:
 
         1. advance each timer's chain (a conditional write that also records the plan's instant and horizon),
@@ -149,6 +165,9 @@ class Dispatcher:
         With `releases` (a bucket sweep), a job that completes is completed with a plain write and its tenant is
         counted in `releases`: the caller releases those quota slots with its page checkpoint. Without it (the
         late lane, the API), the completing write releases the slot itself (a transaction).
+
+        `land_on_time` (the sweeper's pages): step 2 times each send so the message lands just before its fire
+        time (`send_landing`); the order of the steps is unchanged.
         """
         now = self.clock.now()
         dispatches: list[Dispatch] = []
@@ -157,7 +176,7 @@ class Dispatcher:
             sends, following = self._take(timer, now, horizon_end, releases)
             dispatches += sends
             next_timers += following
-        sent = self.send(dispatches)
+        sent = self.send(dispatches, land_on_time=land_on_time)
         for following_timer in next_timers:
             self.place(following_timer)
         return len(sent)
@@ -188,7 +207,7 @@ class Dispatcher:
             self.metrics.count("PlanResent", len(plan.dispatches))
         return len(sent)
 
-    def send(self, dispatches: Sequence[Dispatch], *, defer: bool = True) -> list[Dispatch]:
+    def send(self, dispatches: Sequence[Dispatch], *, defer: bool = True, land_on_time: bool = False) -> list[Dispatch]:
         """Hand messages to the ready queue, each with its own delay, through their tenants' dispatch budgets.
         Returns the ones sent. Do not reorder: what a budget holds back is written as deferred timers (`defer`;
         a backfill keeps its own cursor instead) after the sends and before the caller records its progress
@@ -200,13 +219,66 @@ class Dispatcher:
             admitted = self.admission.admit(dispatches)
             sent, deferred = admitted.sent, admitted.deferred
         if sent:
-            self.queue.send(sent, self.clock.now())
+            if land_on_time and self.sleep is not None and self.config.landing_window is not None:
+                self.send_landing(sent, self.config.landing_window, self.sleep)
+            else:
+                self.queue.send(sent, self.clock.now())
             self.metrics.count("OccurrencesDispatched", len(sent))
         if defer:
             floor = self.seal_limit(self.clock.now()) + ONE_MINUTE  # a bucket no sweep can have sealed yet
             for dispatch, retry_at in deferred:
                 self.place(self._deferred_timer(dispatch, max(retry_at, floor)))
         return sent
+
+    def send_landing(self, dispatches: Sequence[Dispatch], window: timedelta, sleep: Callable[[float], None]) -> None:
+        """Send each message when it will land at most `window` before its time (step 2 of a sweep's page).
+
+        SQS holds a message for whole seconds, so one sent at `s` becomes visible at `s + floor(send_at - s)`: up to
+        a second before its time, and the worker would wait the rest out inside Lambda, billed. So each message is
+        sent when `send_at - now` is just over a whole number of seconds: in the order of that sub-second remainder,
+        one request per `window` of messages, waiting (at most a second for the whole page, billed once for the page
+        rather than once per message) for the next window to open. A message due within a second is sent just
+        before its time; one already due, at once. A send that falls behind (a page bigger than a second of
+        requests) sends the rest at once, soonest due first: they land early, as without alignment, and are
+        counted (`SendsOffWindow`). Crash-safe as any send: a re-run of the page sends everything again."""
+        lead = self.config.landing_lead.total_seconds()
+        width = window.total_seconds()
+        start = self.clock.now()
+
+        def wait_from_start(dispatch: Dispatch) -> float:
+            ahead = (dispatch.send_at - start).total_seconds()
+            if ahead <= lead:
+                return 0.0  # due, or due within the lead: now
+            if ahead < 1:
+                return ahead - lead  # lands at once: send just before its time
+            return (ahead - lead) % 1.0  # the next instant at which `ahead` is a whole number of seconds + lead
+
+        pending = sorted(((wait_from_start(d), d) for d in dispatches), key=lambda pair: pair[0])
+        waited = 0.0
+        off_window = 0
+        index = 0
+        while index < len(pending):
+            opens = pending[index][0]
+            elapsed = (self.clock.now() - start).total_seconds()
+            if elapsed > opens + width:
+                # Behind (more requests than a second holds): the rest goes at once, soonest due first, as an
+                # unaligned send would - landing early is better than landing late.
+                rest = sorted((d for _, d in pending[index:]), key=lambda d: d.send_at)
+                off_window += len(rest)
+                self.queue.send(rest, self.clock.now())
+                break
+            group = []
+            while index < len(pending) and pending[index][0] < opens + width:
+                group.append(pending[index][1])
+                index += 1
+            if elapsed < opens:
+                sleep(opens - elapsed)
+                waited += opens - elapsed
+            self.queue.send(group, self.clock.now())
+        if waited:
+            self.metrics.count("SendAlignmentSeconds", waited, unit="Seconds")
+        if off_window:
+            self.metrics.count("SendsOffWindow", off_window)
 
     @staticmethod
     def _deferred_timer(dispatch: Dispatch, retry_at: datetime) -> Timer:

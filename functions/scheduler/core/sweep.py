@@ -84,7 +84,7 @@ class Sweeper:
 
         late = self.timers.late_timers(limit=self.config.dispatch_budget)
         if late:
-            report.late_drained = self.dispatcher.dispatch(late, horizon_end)
+            report.late_drained = self.dispatcher.dispatch(late, horizon_end, land_on_time=True)
             for timer in late:
                 self.timers.remove_late(timer)
             report.dispatched += report.late_drained
@@ -155,7 +155,7 @@ class Sweeper:
             # The quota slots of the jobs this page completes are released with its checkpoint (one atomic
             # write): a crash before it re-runs the page, whose replayed advances owe the same releases.
             releases: Counter[str] = Counter()
-            report.dispatched += self.dispatcher.dispatch(page, horizon_end, releases)
+            report.dispatched += self.dispatcher.dispatch(page, horizon_end, releases, land_on_time=True)
             self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease, releases)
             if releases:
                 self.metrics.count("QuotaReleasedAtCheckpoint", sum(releases.values()))

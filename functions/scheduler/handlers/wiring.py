@@ -288,9 +288,10 @@ def build(
     *,
     clients: Clients | None = None,
     clock: Clock | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> Container:
-    """Every service, from `settings`: on the default AWS clients and the system clock unless given others
-    (the benchmarks meter their clients and run on a virtual clock)."""
+    """Every service, from `settings`: on the default AWS clients, the system clock and real sleeps unless given
+    others (the benchmarks meter their clients and run on a virtual clock, whose sleeps must move it)."""
     clients = clients or Clients.default(events=settings.completion_events)
     dynamodb, sqs = clients.dynamodb, clients.sqs
     clock = clock or SystemClock()
@@ -317,7 +318,9 @@ def build(
             },
         )
         admission = TenantAdmission(DynamoTenantBudgets(settings.jobs_table, dynamodb), clock, fairness, port_metrics)
-    dispatcher = Dispatcher(jobs, timers, queue, clock, dispatch_config, port_metrics, admission=admission)
+    dispatcher = Dispatcher(
+        jobs, timers, queue, clock, dispatch_config, port_metrics, admission=admission, sleep=sleep or time.sleep
+    )
     outbox = None
     if settings.completion_events:
         outbox = Outbox(ledger, EventBridgePublisher(settings.event_bus_name, clients.events), port_metrics)
