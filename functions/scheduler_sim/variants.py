@@ -88,17 +88,6 @@ class ReleaseOnEveryReplay(MemoryJobStore):
         return result
 
 
-class OverbookedSlots(MemoryTenantSlots):
-    """BROKEN on purpose: takes a slot whoever holds it (the slot's put without its "free or expired" condition),
-    so a tenant with an execution budget runs more occurrences at once than its limit."""
-
-    def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
-        with self.lock:
-            slot = sum(holder.encode()) % limit
-            self.held[(tenant, slot)] = (holder, lease_until)
-            return slot
-
-
 @dataclass(frozen=True)
 class Variant:
     """A change to the protocol under test: a different ledger or timer store, or a rewrite of each received
@@ -135,11 +124,6 @@ VARIANTS: dict[str, Variant] = {
         "forgetful-checkpoint",
         "the sweeper's page checkpoint drops the quota releases of the jobs the page completed",
         timers=ForgetfulCheckpoint,
-    ),
-    "overbooked-slots": Variant(
-        "overbooked-slots",
-        "a tenant's execution slot is taken whoever holds it (its condition dropped): more run than the limit",
-        slots=OverbookedSlots,
     ),
     "release-on-every-replay": Variant(
         "release-on-every-replay",

@@ -64,8 +64,6 @@ CRASHES = FaultProfile(crash=0.03)
         ("forgetful-checkpoint", None, 7, "the counter says"),
         # A bucket sweep releases the quota of jobs another path completed (and released) too.
         ("release-on-every-replay", None, 7, "the counter says"),
-        # A tenant's execution slot taken whoever holds it: more of its occurrences run at once than its limit.
-        ("overbooked-slots", None, 9, "were running, limit"),
         # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
         ("no-batch-hold", CRASHES, 10, "was received again"),
     ],
