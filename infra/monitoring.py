@@ -48,6 +48,10 @@ BACKFILL_DISPATCHED = "BackfillDispatched"
 FORECAST_DUE = "ForecastDueOccurrences"
 PRESCALE_POLLERS = "PrescaleMinimumPollers"
 PRESCALE_CHANGES = "PrescalePollerChanges"
+#: Landing on time (docs/cost.md): what the sweeper waited so its messages land just before their fire time, and
+#: the messages it could not send inside their window (a page bigger than a second of requests).
+SEND_ALIGNMENT = "SendAlignmentSeconds"
+SENDS_OFF_WINDOW = "SendsOffWindow"
 APPLICATION_METRICS = (
     DISPATCH_LAG,
     OCCURRENCES_DISPATCHED,
@@ -71,6 +75,8 @@ APPLICATION_METRICS = (
     FORECAST_DUE,
     PRESCALE_POLLERS,
     PRESCALE_CHANGES,
+    SEND_ALIGNMENT,
+    SENDS_OFF_WINDOW,
 )
 
 PERIOD = Duration.minutes(1)
@@ -386,6 +392,10 @@ def _build_dashboard(
             [app_sum(TENANT_CONCURRENCY_THROTTLED), application_metric(TENANT_CONCURRENCY_DELAY, "Maximum")],
         ),
         graph("Backfill: occurrences dispatched", [app_sum(BACKFILL_DISPATCHED)]),
+        graph(
+            "Landing on time: sweeper wait (s), sends off their window",
+            [app_sum(SEND_ALIGNMENT), app_sum(SENDS_OFF_WINDOW)],
+        ),
     )
     dashboard.add_widgets(
         graph("Forecast: due in the busiest minute ahead (max)", [application_metric(FORECAST_DUE, "Maximum")], 12),

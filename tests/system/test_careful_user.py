@@ -175,6 +175,8 @@ def test_allow_starts_overlapping_runs_on_time_and_in_order(stack: LocalStack) -
         assert scheduled == sorted(scheduled), scheduled
         late = [call.at - at.timestamp() for call, at in zip(calls, scheduled, strict=True)]
         assert all(-0.2 <= lateness <= 2.5 for lateness in late), late
-        assert calls[2].at - calls[0].at < 5, "the third run waited for the first to finish"
+        # (two pollers at least, each busy with its batch while its target runs: the second run starts beside the
+        # first at once; a third waits at most until the pollers scale up or one frees, inside the bound above)
+        assert calls[1].at - calls[0].at < 5, "the second run waited for the first to finish"
     finally:
         receiver.stop()
