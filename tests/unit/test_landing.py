@@ -117,3 +117,20 @@ def test_a_page_bigger_than_a_second_of_requests_sends_the_rest_at_once_and_coun
     later = [m for m in queue.messages.values() if m.dispatch.send_at > clock.now()]
     assert later and all(m.visible_at <= m.dispatch.send_at for m in later)
     assert metrics.counts["SendsOffWindow"] > 0
+
+
+@pytest.mark.parametrize(
+    ("count", "waits"), [(CONFIG.landing_min_messages - 1, False), (CONFIG.landing_min_messages, True)]
+)
+def test_a_sweep_aligns_only_pages_big_enough_to_pay_for_the_wait(count: int, waits: bool) -> None:
+    # Given a page just under and one at the threshold, sent by a sweep
+    clock, metrics = FakeClock(T0), RecordingMetrics()
+    queue = MemoryQueue(clock)
+    due = page(random.Random(5), count)
+
+    Dispatcher(None, None, queue, clock, CONFIG, metrics, sleep=clock.advance).send(due, land_on_time=True)  # type: ignore[arg-type]
+
+    # Then the small one went at once (the workers wait out its remainders), the big one was aligned
+    assert len(queue.messages) == count
+    assert (clock.now() > T0) == waits
+    assert ("SendAlignmentSeconds" in metrics.counts) == waits

@@ -43,6 +43,9 @@ class DispatchConfig:
     #: How far ahead of its time a message is aimed: SQS starts a delay when it receives the request, so a
     #: request slower than this would land it that much late.
     landing_lead: timedelta = timedelta(milliseconds=40)
+    #: Pages of fewer messages are sent at once: the sweeper's wait (up to a second a page, billed) would cost
+    #: more than the workers' waits it saves (each under a second, shared by a busy batch's records).
+    landing_min_messages: int = 50
 
 
 def fire_at(job_id: str, scheduled_for: datetime, jitter_seconds: int) -> datetime:
@@ -219,7 +222,8 @@ class Dispatcher:
             admitted = self.admission.admit(dispatches)
             sent, deferred = admitted.sent, admitted.deferred
         if sent:
-            if land_on_time and self.sleep is not None and self.config.landing_window is not None:
+            aligned = land_on_time and len(sent) >= self.config.landing_min_messages
+            if aligned and self.sleep is not None and self.config.landing_window is not None:
                 self.send_landing(sent, self.config.landing_window, self.sleep)
             else:
                 self.queue.send(sent, self.clock.now())
@@ -378,13 +382,16 @@ class Dispatcher:
 
         # Occurrences inside the buckets this pass seals, or near enough that their bucket might be sealed, go
         # out now with their own delays; so the next timer is never written into a sealed bucket. A resumed
-        # chain's first plan leaves out those the previous version already queued and that are not due yet.
+        # chain's first plan leaves out those the previous version already queued and that are not due yet - but
+        # not those due within the clock-skew allowance (`seal_margin`): a worker whose clock runs that far ahead
+        # may already have found the job paused and dropped their old message (sent again; the ledger keeps one).
+        not_yet_due = now + self.config.seal_margin
         nxt = next_occurrence(chain.schedule, cursor, chain.anchor) if is_recurring(chain.schedule) else None
         while nxt is not None and len(due) < MAX_EXPANSION:
             if fire(nxt) >= max(horizon_end, self.seal_limit(now)):
                 break
             cursor = nxt
-            if not (timer.queued_until is not None and now < nxt < timer.queued_until):
+            if not (timer.queued_until is not None and not_yet_due < nxt < timer.queued_until):
                 due.append(nxt)
             nxt = next_occurrence(chain.schedule, cursor, chain.anchor)
 
