@@ -12,112 +12,42 @@ signed with botocore from the standard AWS credential chain.
 from __future__ import annotations
 
 import json
-import re
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
-from urllib.parse import quote, urlencode, urlsplit
+from typing import Any, Literal
+from urllib.parse import quote, urlencode
 
 from pydantic import ValidationError
 
-from scheduler.core.keys import split_occurrence_key
-from scheduler.core.model import (
-    MAX_PAYLOAD_BYTES,
-    BackfillRequest,
-    BackfillState,
-    JobSpec,
-    JobState,
-    RunState,
-    payload_size,
+from punctual_cli.api_errors import (
+    ApiError,
+    AuthError,
+    FieldError,
+    InvalidDefinition,
+    TransportError,
+    definition_problem,
 )
-from scheduler.core.timefmt import parse_rfc3339, rfc3339
-from scheduler.core.validation import field_errors, summary
-
-if TYPE_CHECKING:
-    import boto3
+from punctual_cli.transport import (
+    EXECUTE_API_HOST,
+    Auth,
+    BearerAuth,
+    HttpRequest,
+    HttpResponse,
+    SigV4Auth,
+    Transport,
+    is_execute_api,
+    region_of,
+    urllib_transport,
+)
+from punctual_cli.views import BackfillView, JobView, Page, RunView, Triggered, instant_of
+from scheduler.core.keys import split_occurrence_key
+from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, JobSpec, JobState, payload_size
+from scheduler.core.timefmt import rfc3339
 
 USER_AGENT = "punctual-cli/0.1"
-#: Tags of the schedule and target unions; pydantic puts them in error locations, the API leaves them out.
-#: `https://{api-id}.execute-api.{region}.amazonaws.com/{stage}/`: an API Gateway endpoint (IAM auth).
-EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 #: Statuses worth one more try of a request that is safe to repeat (a gateway or the network hiccupped).
 _TRANSIENT = {502, 503, 504}
-
-
-# -- errors -----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One offending field of a rejected request (`errors[]` of the problem+json)."""
-
-    field: str
-    message: str
-
-
-class ApiError(Exception):
-    """The API refused a request: an RFC 9457 problem (status, title, detail and, for validation, fields)."""
-
-    def __init__(
-        self,
-        status: int,
-        title: str,
-        detail: str,
-        errors: tuple[FieldError, ...] = (),
-        problem: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.errors = errors
-        self.problem: dict[str, Any] = dict(problem or {})
-
-    @classmethod
-    def from_response(cls, status: int, body: bytes) -> ApiError:
-        """Read a problem+json body; anything else (a proxy's HTML page) still gives a usable error."""
-        try:
-            problem = json.loads(body.decode() or "{}")
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            problem = None
-        if not isinstance(problem, dict):
-            text = body.decode(errors="replace").strip()[:200]
-            return cls(status, f"HTTP {status}", text or f"the API answered {status} without a problem document")
-        errors = tuple(
-            FieldError(str(e.get("field", "body")), str(e.get("message", "")))
-            for e in problem.get("errors") or []
-            if isinstance(e, dict)
-        )
-        title = str(problem.get("title") or f"HTTP {status}")
-        detail = str(problem.get("detail") or problem.get("message") or title)
-        return cls(status, title, detail, errors, problem)
-
-    def __str__(self) -> str:
-        return f"{self.title} ({self.status}): {self.detail}"
-
-
-class InvalidDefinition(ApiError):
-    """A job definition refused here, before sending, with the same status and messages the API would give."""
-
-
-class TransportError(Exception):
-    """The API could not be reached or did not answer (DNS, refused connection, timeout, TLS)."""
-
-
-class AuthError(Exception):
-    """No credentials to sign with (no AWS credentials in the chain)."""
-
-
-def definition_problem(exc: ValidationError) -> InvalidDefinition:
-    """The 422 the API answers for this validation error: fields as the API names them, same messages."""
-    errors = field_errors(exc)
-    return InvalidDefinition(
-        422, "Unprocessable Content", summary(errors), tuple(FieldError(field, message) for field, message in errors)
-    )
 
 
 def validate_definition(definition: Mapping[str, Any]) -> JobSpec:
@@ -145,273 +75,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
-
-
-# -- responses --------------------------------------------------------------------------------------------
-
-
-def _instant(value: Any) -> datetime | None:
-    return parse_rfc3339(value) if isinstance(value, str) and value else None
-
-
-@dataclass(frozen=True)
-class JobView:
-    """A job as the API shows it: the definition plus what the scheduler tracks about it.
-
-    `spec` is None only when the server sends a definition this client's `JobSpec` does not know (a newer
-    server); `raw` always has the whole response.
-    """
-
-    job_id: str
-    state: JobState
-    version: int
-    spec: JobSpec | None
-    next_run_at: datetime | None
-    next_runs: tuple[datetime, ...]
-    created_at: datetime | None
-    updated_at: datetime | None
-    last_dispatched_for: datetime | None
-    misfire_skipped: int
-    replayed: bool
-    raw: dict[str, Any] = field(repr=False)
-
-    @property
-    def name(self) -> str | None:
-        return self.spec.name if self.spec else self.raw.get("name")
-
-    @property
-    def definition(self) -> dict[str, Any]:
-        """The definition part of the response (the fields of `JobSpec`), as JSON."""
-        return {k: v for k, v in self.raw.items() if k in JobSpec.model_fields}
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> JobView:
-        raw = dict(body)
-        try:
-            spec: JobSpec | None = JobSpec.model_validate({k: v for k, v in raw.items() if k in JobSpec.model_fields})
-        except ValidationError:
-            spec = None
-        return cls(
-            job_id=str(raw["job_id"]),
-            state=JobState(raw["state"]),
-            version=int(raw["version"]),
-            spec=spec,
-            next_run_at=_instant(raw.get("next_run_at")),
-            next_runs=tuple(t for t in (_instant(v) for v in raw.get("next_runs") or []) if t is not None),
-            created_at=_instant(raw.get("created_at")),
-            updated_at=_instant(raw.get("updated_at")),
-            last_dispatched_for=_instant(raw.get("last_dispatched_for")),
-            misfire_skipped=int(raw.get("misfire_skipped") or 0),
-            replayed=bool(raw.get("replayed", False)),
-            raw=raw,
-        )
-
-
-@dataclass(frozen=True)
-class RunView:
-    """One occurrence's run: its key, ledger state, attempts, times, last error and attempt history."""
-
-    occurrence_key: str
-    scheduled_for: datetime | None
-    state: RunState
-    attempts: int
-    created_at: datetime | None
-    updated_at: datetime | None
-    finished_at: datetime | None
-    next_attempt_at: datetime | None
-    last_error: str | None
-    result: Any
-    history: list[Any]
-    raw: dict[str, Any] = field(repr=False)
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> RunView:
-        raw = dict(body)
-        return cls(
-            occurrence_key=str(raw["occurrence_key"]),
-            scheduled_for=_instant(raw.get("scheduled_for")),
-            state=RunState(raw["state"]),
-            attempts=int(raw.get("attempts") or 0),
-            created_at=_instant(raw.get("created_at")),
-            updated_at=_instant(raw.get("updated_at")),
-            finished_at=_instant(raw.get("finished_at")),
-            next_attempt_at=_instant(raw.get("next_attempt_at")),
-            last_error=raw.get("last_error"),
-            result=raw.get("result"),
-            history=list(raw.get("history") or []),
-            raw=raw,
-        )
-
-
-@dataclass(frozen=True)
-class BackfillView:
-    """A backfill of a past range and its progress (waves of at most `wave_size` occurrences, one per sweep)."""
-
-    backfill_id: str
-    job_id: str
-    range_from: datetime | None
-    range_to: datetime | None
-    state: BackfillState
-    total: int
-    dispatched: int
-    remaining: int
-    waves: int
-    waves_left: int
-    wave_size: int
-    last_dispatched_for: datetime | None
-    created_at: datetime | None
-    updated_at: datetime | None
-    raw: dict[str, Any] = field(repr=False)
-
-    @property
-    def running(self) -> bool:
-        """Still sending waves (COMPLETED and CANCELLED are final)."""
-        return self.state == BackfillState.RUNNING
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> BackfillView:
-        raw = dict(body)
-        return cls(
-            backfill_id=str(raw["backfill_id"]),
-            job_id=str(raw.get("job_id") or ""),
-            range_from=_instant(raw.get("from")),
-            range_to=_instant(raw.get("to")),
-            state=BackfillState(raw["state"]),
-            total=int(raw.get("total") or 0),
-            dispatched=int(raw.get("dispatched") or 0),
-            remaining=int(raw.get("remaining") or 0),
-            waves=int(raw.get("waves") or 0),
-            waves_left=int(raw.get("waves_left") or 0),
-            wave_size=int(raw.get("wave_size") or 0),
-            last_dispatched_for=_instant(raw.get("last_dispatched_for")),
-            created_at=_instant(raw.get("created_at")),
-            updated_at=_instant(raw.get("updated_at")),
-            raw=raw,
-        )
-
-
-@dataclass(frozen=True)
-class Triggered:
-    """The extra occurrence `POST /v1/jobs/{id}/trigger` placed (it has its own occurrence key)."""
-
-    job_id: str
-    occurrence_key: str
-    scheduled_for: datetime | None
-    raw: dict[str, Any] = field(repr=False)
-
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    """One page of a listing; pass `next_cursor` back to get the next one (None: this was the last)."""
-
-    items: list[T]
-    next_cursor: str | None
-
-
-# -- transport and auth -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HttpRequest:
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes | None
-
-
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-Transport = Callable[[HttpRequest, float], HttpResponse]
-
-
-def urllib_transport(request: HttpRequest, timeout: float) -> HttpResponse:
-    """Send with urllib; every HTTP status comes back as a response, only a failure to talk raises."""
-    prepared = urllib.request.Request(request.url, data=request.body, method=request.method, headers=request.headers)
-    try:
-        with urllib.request.urlopen(prepared, timeout=timeout) as response:
-            return HttpResponse(response.status, dict(response.headers.items()), response.read())
-    except urllib.error.HTTPError as exc:
-        return HttpResponse(exc.code, dict(exc.headers.items()) if exc.headers else {}, exc.read())
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TransportError(f"cannot reach {request.url}: {reason}") from exc
-
-
-class Auth(Protocol):
-    """Adds credentials to a request that is otherwise ready to send."""
-
-    def sign(self, request: HttpRequest) -> HttpRequest: ...
-
-
-class BearerAuth:
-    """`Authorization: Bearer <token>`: the local stack maps dev tokens to tenants (SCHEDULER_DEV_TOKENS)."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    def sign(self, request: HttpRequest) -> HttpRequest:
-        return HttpRequest(
-            request.method, request.url, {**request.headers, "Authorization": f"Bearer {self.token}"}, request.body
-        )
-
-
-def region_of(url: str) -> str | None:
-    """The region of an `execute-api` URL, or None for any other host."""
-    match = EXECUTE_API_HOST.match(urlsplit(url).hostname or "")
-    return match[1] if match else None
-
-
-def is_execute_api(url: str) -> bool:
-    return region_of(url) is not None
-
-
-class SigV4Auth:
-    """Signs requests for API Gateway (`execute-api`) with SigV4 and the standard AWS credential chain.
-
-    Credentials are read at every request, so refreshed (assumed-role, SSO) credentials are picked up.
-    """
-
-    def __init__(self, region: str | None = None, session: boto3.Session | None = None) -> None:
-        if session is None:
-            import boto3
-
-            session = boto3.Session()
-        self.session = session
-        self.region = region or session.region_name
-
-    @classmethod
-    def for_url(cls, url: str, session: boto3.Session | None = None) -> SigV4Auth:
-        """Take the region from an `execute-api` URL, else from the session (AWS_REGION, profile)."""
-        return cls(region_of(url), session)
-
-    def sign(self, request: HttpRequest) -> HttpRequest:
-        from botocore.auth import SigV4Auth as BotocoreSigV4
-        from botocore.awsrequest import AWSRequest
-
-        credentials = self.session.get_credentials()
-        if credentials is None:
-            raise AuthError(
-                "no AWS credentials found: configure the standard chain (AWS_PROFILE, `aws sso login`, "
-                "environment variables or an instance role)"
-            )
-        if not self.region:
-            raise AuthError("no AWS region to sign for: pass --region or set AWS_REGION")
-        aws_request = AWSRequest(
-            method=request.method, url=request.url, data=request.body or b"", headers=dict(request.headers)
-        )
-        BotocoreSigV4(credentials.get_frozen_credentials(), "execute-api", self.region).add_auth(aws_request)
-        return HttpRequest(request.method, request.url, dict(aws_request.headers.items()), request.body)
-
-
-# -- the client -------------------------------------------------------------------------------------------
 
 
 Outcome = Literal["succeeded", "retry"]
@@ -534,7 +197,7 @@ class SchedulerClient:
         """Fire one extra occurrence now; the schedule is not affected."""
         body = self._call("POST", f"/v1/jobs/{_segment(job_id)}/trigger")
         return Triggered(
-            str(body.get("job_id", job_id)), str(body["occurrence_key"]), _instant(body.get("scheduled_for")), body
+            str(body.get("job_id", job_id)), str(body["occurrence_key"]), instant_of(body.get("scheduled_for")), body
         )
 
     # runs
@@ -674,3 +337,33 @@ def _backfill_path(job_id: str, backfill_id: str) -> str:
 def _segment(value: str) -> str:
     """One path segment, percent-encoded (occurrence keys carry ':'; nothing may carry '/')."""
     return quote(value, safe="")
+
+
+__all__ = [
+    "EXECUTE_API_HOST",
+    "USER_AGENT",
+    "ApiError",
+    "Auth",
+    "AuthError",
+    "BackfillView",
+    "BearerAuth",
+    "FieldError",
+    "HttpRequest",
+    "HttpResponse",
+    "InvalidDefinition",
+    "JobView",
+    "Outcome",
+    "Page",
+    "RunView",
+    "SchedulerClient",
+    "SigV4Auth",
+    "Transport",
+    "TransportError",
+    "Triggered",
+    "definition_problem",
+    "is_execute_api",
+    "merge_patch",
+    "region_of",
+    "urllib_transport",
+    "validate_definition",
+]

@@ -39,7 +39,8 @@ from scheduler_sim.workload import OTHER_TENANT, SCHEDULE_FIELDS, TENANT, Invali
 
 if TYPE_CHECKING:
     from scheduler.core.jobs import JobService
-    from scheduler_sim.world import JobRecord, Simulation
+    from scheduler_sim.records import JobRecord
+    from scheduler_sim.world import Simulation
 
 INVARIANTS: dict[int, str] = {
     0: "the run completes without unexpected errors",

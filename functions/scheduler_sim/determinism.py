@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from scheduler.adapters import memory as memory_module
+from scheduler.adapters.memory import ledger as memory_ledger
+from scheduler.adapters.memory import queue as memory_queue
+from scheduler.adapters.memory import tenants as memory_tenants
 from scheduler.core import dispatch as dispatch_module
 from scheduler.core import jobs as jobs_module
 from scheduler.core import schedules as schedules_module
@@ -42,7 +44,7 @@ def next_occurrence(schedule: Schedule, after: datetime, created_at: datetime) -
 
 
 class _SnapshotCopy:
-    """Stands in for the `copy` module in `scheduler.adapters.memory`."""
+    """Stands in for the `copy` module in the modules of `scheduler.adapters.memory` that snapshot items."""
 
     @staticmethod
     def deepcopy(value: object) -> object:
@@ -69,7 +71,7 @@ def deterministic_core(rng: random.Random) -> Iterator[None]:
         (jobs_module, "next_occurrence", next_occurrence),
         (dispatch_module, "next_occurrence", next_occurrence),
         (schedules_module, "next_occurrence", next_occurrence),
-        (memory_module, "copy", _SnapshotCopy()),
+        *((module, "copy", _SnapshotCopy()) for module in (memory_ledger, memory_queue, memory_tenants)),
     ]
     from scheduler.core import execute as execute_module
 

@@ -245,26 +245,11 @@ class FaultyJobStore:
         self.gate.after("jobs.replace")
 
     def advance(
-        self,
-        timer: Timer,
-        next_run_at: datetime | None,
-        dispatched_for: datetime,
-        skipped: int,
-        *,
-        planned_at: datetime | None = None,
-        planned_horizon: datetime | None = None,
-        release_by: str | None = None,
+        self, timer: Timer, next_run_at: datetime | None, dispatched_for: datetime, skipped: int, **plan: Any
     ) -> AdvanceResult:
+        """`plan`: JobStore.advance's keyword arguments, passed through."""
         self.gate.before("jobs.advance", timer, next_run_at, dispatched_for, skipped)
-        result = self.inner.advance(
-            timer,
-            next_run_at,
-            dispatched_for,
-            skipped,
-            planned_at=planned_at,
-            planned_horizon=planned_horizon,
-            release_by=release_by,
-        )
+        result = self.inner.advance(timer, next_run_at, dispatched_for, skipped, **plan)
         self.gate.result("jobs.advance", result)
         self.gate.host.advanced(timer, dispatched_for, skipped, result, self.clock.now())
         self.gate.in_chain_window = True
@@ -379,16 +364,11 @@ class FaultyLedger:
         return getattr(self.inner, name)
 
     def claim(
-        self,
-        dispatch: Dispatch,
-        owner: str,
-        now: datetime,
-        lease_until: datetime,
-        take_over_expired: bool,
-        indexed: bool = True,
+        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, *flags: Any, **options: Any
     ) -> Execution:
+        """`flags` and `options`: Ledger.claim's take_over_expired and indexed, passed through as they came."""
         self.gate.before("ledger.claim", dispatch, owner, lease_until)
-        execution = self.inner.claim(dispatch, owner, now, lease_until, take_over_expired, indexed)
+        execution = self.inner.claim(dispatch, owner, now, lease_until, *flags, **options)
         self.gate.result("ledger.claim", execution)
         self.gate.host.ledger_claimed(execution.key, execution.epoch)
         self.gate.after("ledger.claim")
@@ -405,32 +385,11 @@ class FaultyLedger:
         self.gate.after("ledger.heartbeat")
 
     def finish(
-        self,
-        key: str,
-        owner: str,
-        epoch: int,
-        state: RunState,
-        now: datetime,
-        *,
-        result: str | None = None,
-        error: str | None = None,
-        next_attempt_at: datetime | None = None,
-        refund_attempt: bool = False,
-        announce: bool = True,
+        self, key: str, owner: str, epoch: int, state: RunState, now: datetime, **outcome: Any
     ) -> Execution | None:
+        """`outcome`: Ledger.finish's keyword arguments (result, error, next attempt, ...), passed through."""
         self.gate.before("ledger.finish", key, owner, epoch, state.value)
-        recorded = self.inner.finish(
-            key,
-            owner,
-            epoch,
-            state,
-            now,
-            result=result,
-            error=error,
-            next_attempt_at=next_attempt_at,
-            refund_attempt=refund_attempt,
-            announce=announce,
-        )
+        recorded = self.inner.finish(key, owner, epoch, state, now, **outcome)
         self.gate.host.ledger_write(f"finish {state.value}", key, epoch, owner)
         self.gate.after("ledger.finish")
         return recorded

@@ -12,488 +12,45 @@ One run, step by step:
 
 from __future__ import annotations
 
-import math
 import random
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-
-from pydantic import ValidationError
 
 from scheduler.adapters.memory import (
     FakeClock,
-    MemoryBatchVisibility,
     MemoryJobStore,
     MemoryLedger,
-    MemoryMessage,
-    MemoryQueue,
     MemoryTenantSlots,
     MemoryTimerStore,
-    QueuedMessage,
     RecordingMetrics,
 )
-from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
-from scheduler.core.dispatch import DispatchConfig, Dispatcher
-from scheduler.core.errors import SchedulerError
-from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.concurrency import ConcurrencyConfig
+from scheduler.core.dispatch import DispatchConfig
+from scheduler.core.execute import ExecuteConfig
 from scheduler.core.jobs import JobService
-from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
-from scheduler.core.recovery import HeldBatch, HoldConfig
-from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.core.recovery import HoldConfig
+from scheduler.core.sweep import SweepConfig
 from scheduler.core.timefmt import rfc3339
-from scheduler_sim.checker import Violation, check, invalid_request
+from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, SweeperActor, WorkerActor, brief
+from scheduler_sim.checker import check, invalid_request
 from scheduler_sim.determinism import deterministic_core
-from scheduler_sim.faults import (
-    Crash,
-    Exposure,
-    FaultProfile,
-    FaultyJobStore,
-    FaultyLedger,
-    FaultyQueue,
-    FaultyTenantSlots,
-    FaultyTimerStore,
-    Gate,
-    SkewedClock,
-    Throttled,
+from scheduler_sim.faults import Crash, Exposure, FaultProfile, Throttled
+from scheduler_sim.records import (
+    Abandoned,
+    Change,
+    Event,
+    InvalidOutcome,
+    JobRecord,
+    Misfire,
+    SimConfig,
+    SimResult,
+    VersionChange,
 )
 from scheduler_sim.sink import SinkTarget
 from scheduler_sim.variants import Variant
-from scheduler_sim.workload import (
-    TENANT,
-    CallKind,
-    InvalidCall,
-    PlannedCall,
-    Workload,
-    draw_workload,
-)
-
-Event = tuple[datetime, str, str]
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """The system's settings in the simulation (production defaults where they matter to the protocol)."""
-
-    lookahead: timedelta = timedelta(seconds=300)
-    misfire_grace: timedelta = timedelta(seconds=60)
-    catchup_window: timedelta = timedelta(days=1)
-    bucket_lease: timedelta = timedelta(seconds=120)
-    lease: timedelta = timedelta(seconds=60)
-    #: >= 6x the worker timeout, as docs/design.md §2 asks.
-    visibility_timeout: float = 360.0
-    sweep_every: float = 60.0
-    quiet: timedelta = timedelta(minutes=10)
-    max_steps: int = 20_000
-
-
-@dataclass
-class Change:
-    """An acknowledged API call that returned the job: first attempted at `started`, acknowledged at `acked`."""
-
-    kind: CallKind
-    started: datetime
-    acked: datetime
-    job: Job
-
-
-@dataclass
-class JobRecord:
-    """What the client knows about one workload job: the acknowledged changes, in order."""
-
-    index: int
-    description: str
-    job_id: str | None = None
-    changes: list[Change] = field(default_factory=list)
-    cancel_acked: datetime | None = None
-    triggers: list[tuple[str, datetime]] = field(default_factory=list)
-    #: First attempt of a call whose outcome the client never learnt (it failed, and its retry was refused
-    #: because the first attempt had taken effect and the job moved on): its eras are not judged from here.
-    uncertain_from: datetime | None = None
-
-
-@dataclass(frozen=True)
-class VersionChange:
-    """An acknowledged change of version and what it sent: `resent` messages of older versions (allowed only when
-    the chain's last plan was open - its next timer not stored - at some point during the call)."""
-
-    job_index: int
-    kind: str
-    version: int
-    resent: int
-    sent: int
-    plan_open: bool
-
-
-@dataclass(frozen=True)
-class Misfire:
-    """A misfire decision the core made and wrote: a chain timer found late, `skipped` occurrences skipped."""
-
-    version: int
-    policy: str
-    scheduled_for: datetime
-    fire_at: datetime
-    dispatched_for: datetime
-    skipped: int
-    now: datetime  # the deciding actor's clock
-
-
-@dataclass(frozen=True)
-class InvalidOutcome:
-    name: str
-    outcome: str  # "rejected: <error>", "accepted" or "error: <unexpected exception>"
-    changed: bool
-    must_reject: bool
-
-
-class SimQueue(MemoryQueue):
-    """`MemoryQueue` with SQS standard's looser habits: visible messages come back in a seeded random order
-    (reordering), delays count from the queue's own clock, and copies can be injected to arrive later
-    (duplicates and late redeliveries)."""
-
-    def __init__(self, clock: FakeClock, visibility_timeout: float, rng: random.Random) -> None:
-        super().__init__(clock=clock, visibility_timeout=visibility_timeout)
-        self.rng = rng
-        #: When each message was received (taken from the queue), for the checker's restart-time invariant.
-        self.receives: dict[str, list[datetime]] = {}
-
-    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
-        arrival = self.clock.now()
-        with self.lock:
-            for dispatch in dispatches:
-                delay = max(0, min(900, math.floor((dispatch.fire_at - now).total_seconds())))
-                self._put(dispatch, arrival + timedelta(seconds=delay))
-
-    def inject(self, dispatch: Dispatch, visible_at: datetime) -> str:
-        """A copy of a message, delivered (again) from `visible_at`."""
-        with self.lock:
-            return self._put(dispatch, visible_at)
-
-    def _put(self, dispatch: Dispatch, visible_at: datetime) -> str:
-        self.sent += 1
-        message_id = f"m{self.sent}"
-        self.messages[message_id] = QueuedMessage(message_id, dispatch, visible_at)
-        return message_id
-
-    def receive(self, max_messages: int = 10) -> list[QueuedMessage]:
-        now = self.clock.now()
-        with self.lock:
-            visible = [m for m in self.messages.values() if m.visible_at <= now]
-            self.rng.shuffle(visible)
-            out: list[QueuedMessage] = []
-            for message in visible:
-                if len(out) == max_messages:
-                    break
-                self.receives.setdefault(message.message_id, []).append(now)
-                message.receive_count += 1
-                if message.receive_count > self.max_receive_count:
-                    del self.messages[message.message_id]
-                    self.dead.append((message.dispatch, None))
-                    continue
-                message.visible_at = now + timedelta(seconds=self.visibility_timeout)
-                message.receipt = f"{message.message_id}#{message.receive_count}"
-                out.append(replace(message))
-            return out
-
-    def earliest_visible(self) -> datetime | None:
-        return min((m.visible_at for m in self.messages.values()), default=None)
-
-    def has_visible(self, now: datetime) -> bool:
-        return any(m.visible_at <= now for m in self.messages.values())
-
-
-class Actor:
-    """One process of the system: its own clock view and its own fault-injecting ports."""
-
-    def __init__(self, sim: Simulation, name: str) -> None:
-        self.sim = sim
-        self.name = name
-        self.clock = SkewedClock(sim.clock)
-        self.gate = Gate(sim, name)
-        self.jobs = FaultyJobStore(sim.jobs, self.gate, self.clock)
-        self.timers = FaultyTimerStore(sim.timers, self.gate)
-        self.ledger = FaultyLedger(sim.ledger, self.gate)
-        self.queue = FaultyQueue(sim.queue, self.gate)
-        self.next_at = sim.clock.now()
-        self.job_read_at: datetime | None = None
-
-    def ready(self, now: datetime) -> bool:
-        """Whether the actor has a step to take now (its own schedule)."""
-        return self.next_at <= now
-
-    def can_interject(self, now: datetime) -> bool:
-        """Whether running a step now, out of schedule, does something (for races and pauses)."""
-        return True
-
-    def step(self) -> None:
-        raise NotImplementedError
-
-
-class SweeperActor(Actor):
-    """A sweeper Lambda, invoked about once a minute; each invocation has its own owner id."""
-
-    def __init__(self, sim: Simulation, name: str) -> None:
-        super().__init__(sim, name)
-        dispatcher = Dispatcher(
-            self.jobs, self.timers, self.queue, self.clock, sim.dispatch_config, sim.metrics, sleep=sim.sleep
-        )
-        self.sweeper = Sweeper(self.timers, dispatcher, self.clock, sim.sweep_config, sim.metrics, name)
-        self.invocations = 0
-        self.next_at = sim.clock.now() + timedelta(milliseconds=sim.rng.randint(0, 60_000))
-
-    def step(self) -> None:
-        sim = self.sim
-        self.invocations += 1
-        self.sweeper.owner = f"{self.name}#{self.invocations}"
-        if self.next_at <= sim.clock.now():
-            jitter = sim.rng.randint(-3000, 3000)
-            self.next_at = sim.clock.now() + timedelta(milliseconds=sim.config.sweep_every * 1000 + jitter)
-        report = self.sweeper.sweep(self.clock.now() + timedelta(seconds=60))
-        sim.trace(
-            self.name,
-            f"sweep #{self.invocations}: dispatched {report.dispatched} (late lane {report.late_drained}), "
-            f"buckets done {report.buckets_done}, busy {report.buckets_busy}, "
-            f"watermark {report.watermark and rfc3339(report.watermark)}",
-        )
-
-
-class SimBatchVisibility(MemoryBatchVisibility):
-    """The batch's visibility change through the worker's gate (a crash right before or after it, or a throttled
-    request). `applied`: the hold reached the queue. A broken variant may skip it (the visibility timeout stays)."""
-
-    def __init__(self, actor: WorkerActor, messages: Sequence[QueuedMessage]) -> None:
-        super().__init__(actor.sim.queue, messages)
-        self.actor = actor
-        self.applied: datetime | None = None
-
-    def hold(self, message_ids: Sequence[str], seconds: int) -> list[str]:
-        sim = self.actor.sim
-        self.actor.gate.before("queue.hold", len(message_ids))
-        variant = sim.variant
-        refused = super().hold(message_ids, seconds) if variant is None or variant.batch_hold else []
-        self.applied = self.applied or sim.clock.now()
-        sim.trace(self.actor.name, f"held {', '.join(message_ids)} for {seconds}s")
-        self.actor.gate.after("queue.hold")
-        return refused
-
-
-@dataclass(frozen=True)
-class Abandoned:
-    """Messages a worker held, with their hold applied, when its step ended without settling them (a crash, or
-    a failed invocation): each must be received again within the hold time."""
-
-    at: datetime
-    actor: str
-    message_ids: tuple[str, ...]
-    keys: tuple[str, ...]
-    #: Per message: whether the dead worker had claimed its occurrence (its own heartbeat may have extended the
-    #: message to the lease; the next worker waits for that lease anyway).
-    started: tuple[bool, ...] = ()
-
-
-class WorkerActor(Actor):
-    """A worker Lambda fed by the event source mapping: receives a small batch, runs each message through the
-    real `Executor`, deletes what it acknowledges and changes the visibility of what it keeps."""
-
-    def __init__(self, sim: Simulation, name: str) -> None:
-        super().__init__(sim, name)
-        self.executor = Executor(
-            self.jobs,
-            self.ledger,
-            self.queue,
-            {"handler": sim.sink},
-            self.clock,
-            sim.execute_config,
-            sim.metrics,
-            name,
-            sleep=sim.sleep,
-            gate=ConcurrencyGate(FaultyTenantSlots(sim.tenant_slots, self.gate), sim.concurrency, sim.metrics),
-        )
-        self.batch = sim.rng.randint(1, 3)
-        #: The batch this worker holds while it works through it (None between steps).
-        self.held: HeldBatch | None = None
-        self.holding: SimBatchVisibility | None = None
-
-    def ready(self, now: datetime) -> bool:
-        return self.next_at <= now and self.sim.queue.has_visible(now)
-
-    def can_interject(self, now: datetime) -> bool:
-        return self.sim.queue.has_visible(now)
-
-    def step(self) -> None:
-        sim = self.sim
-        self.next_at = sim.clock.now() + timedelta(milliseconds=sim.rng.randint(50, 1500))
-        self.gate.before("queue.receive")
-        messages = sim.queue.receive(self.batch)
-        self.gate.after("queue.receive")
-        if not messages:
-            return
-        # Bounded recovery: the batch is held for the hold time (one visibility change for the batch; no renewal:
-        # simulated steps take no real time). A crash from here on abandons what `held` still holds.
-        visibility = SimBatchVisibility(self, messages)
-        self.held = HeldBatch(visibility, {m.message_id: m.dispatch.key for m in messages}, sim.hold_config,
-                              sim.metrics)  # fmt: skip
-        self.holding = visibility
-        with self.held:
-            for message in messages:
-                self._handle(message)
-        self.held = self.holding = None
-
-    def _handle(self, message: QueuedMessage) -> None:
-        sim = self.sim
-        dispatch = message.dispatch
-        if sim.variant is not None and sim.variant.rewrite is not None:
-            dispatch = sim.variant.rewrite(dispatch, sim.rng)
-        sim.trace(self.name, f"received {message.message_id} {dispatch.key} (receive #{message.receive_count})")
-        try:
-            outcome = self.executor.execute(dispatch, MemoryMessage(sim.queue, message))
-        except Throttled as exc:
-            # The record fails; SQS shows the message again when its visibility timeout ends.
-            sim.trace(self.name, f"{message.message_id}: {exc}; left to time out")
-            return
-        if outcome.ack:
-            if self.held is not None:
-                self.held.release(message.message_id)  # deleted now (the event source mapping: after the batch)
-            self.gate.before("queue.delete")
-            sim.queue.delete(message)
-            self.gate.after("queue.delete")
-            sim.trace(self.name, f"{message.message_id} acknowledged: {outcome.reason}")
-            if sim.faults_on and sim.rng.random() < sim.profile.late_copy:
-                later = sim.clock.now() + timedelta(seconds=sim.rng.randint(30, 900))
-                copy_id = sim.queue.inject(message.dispatch, later)
-                sim.trace(self.name, f"FAULT {message.message_id} redelivered as {copy_id} at {rfc3339(later)}")
-        else:
-            if self.held is not None:
-                self.held.release(message.message_id)
-            self.gate.before("queue.change_visibility")
-            sim.queue.change_visibility(message, outcome.hide_seconds)
-            self.gate.after("queue.change_visibility")
-            sim.trace(self.name, f"{message.message_id} kept {outcome.hide_seconds}s: {outcome.reason}")
-
-
-@dataclass
-class _Pending:
-    call: PlannedCall | InvalidCall
-    due: datetime
-    attempts: int = 0
-    started: datetime | None = None
-
-
-class ApiActor(Actor):
-    """The API Lambda and its client in one: it makes the workload's calls through the real `JobService`, and
-    retries a call whose outcome it could not learn (a crash or a 5xx), as a client does. Creates carry an
-    Idempotency-Key, so a retried create returns the job the first attempt made. Triggers are not retried."""
-
-    def __init__(self, sim: Simulation, name: str) -> None:
-        super().__init__(sim, name)
-        dispatcher = Dispatcher(self.jobs, self.timers, self.queue, self.clock, sim.dispatch_config, sim.metrics)
-        self.service = JobService(self.jobs, sim.ledger, dispatcher, self.clock, max_active_jobs=100)
-        # Invalid requests run on the bare stores, with no faults and nothing interleaved, so that any change
-        # to stored state is theirs alone.
-        plain = Dispatcher(sim.jobs, sim.timers, sim.queue, self.clock, sim.dispatch_config, sim.metrics)
-        self.plain_service = JobService(sim.jobs, sim.ledger, plain, self.clock, max_active_jobs=100)
-        self.queues: dict[int, deque[_Pending]] = {}
-        for call in sim.workload.calls:
-            self.queues.setdefault(call.job, deque()).append(_Pending(call, call.at))
-        for invalid in sim.workload.invalid:
-            self.queues.setdefault(-1, deque()).append(_Pending(invalid, invalid.at))
-
-    def head(self) -> _Pending | None:
-        heads = [q[0] for q in self.queues.values() if q]
-        return min(heads, key=lambda p: (p.due, p.call.seq)) if heads else None
-
-    def ready(self, now: datetime) -> bool:
-        head = self.head()
-        return head is not None and head.due <= now
-
-    def can_interject(self, now: datetime) -> bool:
-        head = self.head()
-        return head is not None and head.due <= now + timedelta(seconds=30)
-
-    def step(self) -> None:
-        pending = self.head()
-        if pending is None:
-            return
-        sim = self.sim
-        call = pending.call
-        queue = self.queues[call.job if isinstance(call, PlannedCall) else -1]
-        if isinstance(call, InvalidCall):
-            queue.popleft()
-            sim.invalid_request(call, self.plain_service)
-            return
-        pending.attempts += 1
-        if pending.started is None:
-            pending.started = sim.clock.now()
-        try:
-            self._perform(call, pending.started)
-        except (Crash, Throttled) as exc:
-            if call.kind == "trigger":
-                sim.trace(self.name, f"{call.kind} job-{call.job}: {type(exc).__name__} {exc}; outcome unknown")
-            else:
-                pending.due = sim.clock.now() + timedelta(milliseconds=sim.rng.randint(1000, 20_000))
-                sim.trace(self.name, f"{call.kind} job-{call.job}: {type(exc).__name__} {exc}; will retry")
-                return
-        except (SchedulerError, ValidationError) as exc:
-            sim.trace(self.name, f"{call.kind} job-{call.job} rejected: {type(exc).__name__}: {_brief(exc)}")
-            record = sim.records[call.job]
-            if pending.attempts > 1 and record.uncertain_from is None:
-                record.uncertain_from = pending.started
-                sim.trace(
-                    self.name, f"{call.kind} job-{call.job}: outcome unknown (an earlier attempt may have applied)"
-                )
-        queue.popleft()
-
-    def _perform(self, call: PlannedCall, started: datetime) -> None:
-        sim = self.sim
-        record = sim.records[call.job]
-        service = self.service
-        job: Job
-        sim.api_sends = []
-        watched = record.job_id
-        open_before = watched is not None and watched in sim.open_plans
-        opened_before = sim.plans_opened.get(watched or "", 0)
-        if call.kind == "create":
-            assert call.body is not None
-            spec = JobSpec.model_validate(call.body)  # the handler's validation, before the service
-            job = service.create(TENANT, spec, call.idempotency_key, call.body).job
-            record.job_id = job.job_id
-        elif record.job_id is None:
-            sim.trace(self.name, f"{call.kind} job-{call.job}: skipped, the job was never created")
-            return
-        elif call.kind == "cancel":
-            job = service.cancel(TENANT, record.job_id)
-        elif call.kind == "pause":
-            job = service.pause(TENANT, record.job_id)
-        elif call.kind == "resume":
-            job = service.resume(TENANT, record.job_id)
-        elif call.kind == "update":
-            assert call.body is not None
-            job = service.update(TENANT, record.job_id, call.body, None)
-        else:
-            timer = service.trigger(TENANT, record.job_id)
-            record.triggers.append((timer.key, sim.clock.now()))
-            sim.trace(self.name, f"trigger job-{call.job} -> {timer.key}")
-            return
-        acked = sim.clock.now()
-        if call.kind != "create" and (not record.changes or record.changes[-1].job.version != job.version):
-            resent = sum(1 for d in sim.api_sends if d.version < job.version)
-            plan_open = open_before or sim.plans_opened.get(job.job_id, 0) > opened_before
-            change = VersionChange(call.job, call.kind, job.version, resent, len(sim.api_sends), plan_open)
-            sim.version_changes.append(change)
-        record.changes.append(Change(call.kind, started, acked, job))
-        if call.kind == "cancel" and record.cancel_acked is None:
-            record.cancel_acked = acked
-        sim.trace(
-            self.name,
-            f"{call.kind} job-{call.job} -> {job.job_id} v{job.version} {job.state.value} "
-            f"next {job.next_run_at and rfc3339(job.next_run_at)}",
-        )
-
-
-def _brief(exc: Exception) -> str:
-    text = str(exc).replace("\n", " ")
-    return text if len(text) <= 120 else text[:117] + "..."
+from scheduler_sim.workload import InvalidCall, Workload, draw_workload
 
 
 class Simulation:
@@ -665,8 +222,8 @@ class Simulation:
         except Throttled as exc:
             self.trace(actor.name, f"FAULT step failed: {exc}")
         except Exception as exc:  # a bug in the core or in the simulator: report it, keep the run going
-            self.errors.append(f"{actor.name}: unexpected {type(exc).__name__}: {_brief(exc)}")
-            self.trace(actor.name, f"UNEXPECTED {type(exc).__name__}: {_brief(exc)}")
+            self.errors.append(f"{actor.name}: unexpected {type(exc).__name__}: {brief(exc)}")
+            self.trace(actor.name, f"UNEXPECTED {type(exc).__name__}: {brief(exc)}")
         finally:
             self.stack.pop()
             if isinstance(actor, WorkerActor):
@@ -856,16 +413,21 @@ class Simulation:
         }
 
 
-@dataclass
-class SimResult:
-    """The outcome of one seed."""
-
-    seed: int
-    violations: list[Violation]
-    events: list[Event]
-    profile: FaultProfile
-    stats: dict[str, int]
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
+__all__ = [
+    "Abandoned",
+    "Actor",
+    "ApiActor",
+    "Change",
+    "Event",
+    "InvalidOutcome",
+    "JobRecord",
+    "Misfire",
+    "SimBatchVisibility",
+    "SimConfig",
+    "SimQueue",
+    "SimResult",
+    "Simulation",
+    "SweeperActor",
+    "VersionChange",
+    "WorkerActor",
+]

@@ -28,6 +28,17 @@ SHARDS = 4
 BACKENDS = ["memory", pytest.param("dynamodb", marks=pytest.mark.emulator)]
 
 
+def jobs_table_store(
+    request: pytest.FixtureRequest, memory: Callable[[], Any], dynamo: Callable[[str, Any], Any]
+) -> Any:
+    """The store a contract fixture parametrised over BACKENDS hands out: `memory()`, or `dynamo(table, client)` on
+    the jobs table of DynamoDB Local."""
+    if request.param == "memory":
+        return memory()
+    resources = request.getfixturevalue("resources")
+    return dynamo(resources.jobs_table, request.getfixturevalue("dynamodb_client"))
+
+
 @dataclass
 class Stores:
     """One implementation of each storage port, sharing one backend (the jobs and timers share a table)."""

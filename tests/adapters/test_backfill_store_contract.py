@@ -16,14 +16,12 @@ from scheduler.core.backfill import new_backfill_id
 from scheduler.core.model import BackfillState
 from scheduler.core.ports import Backfill, ChainPlan
 from scheduler.core.schedules import CronSchedule
+from tests.adapters.conftest import BACKENDS, jobs_table_store
 
 
-@pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.emulator)])
+@pytest.fixture(params=BACKENDS)
 def backfills(request: pytest.FixtureRequest) -> Any:
-    if request.param == "memory":
-        return MemoryBackfillStore()
-    resources = request.getfixturevalue("resources")
-    return DynamoBackfillStore(resources.jobs_table, request.getfixturevalue("dynamodb_client"))
+    return jobs_table_store(request, MemoryBackfillStore, DynamoBackfillStore)
 
 
 def backfill(make: Any, offset_ms: int = 0, **changes: Any) -> Backfill:

@@ -11,14 +11,12 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoTenantBudgets
 from scheduler.adapters.memory import MemoryTenantBudgets
 from scheduler.core.ports import BudgetCalendar
+from tests.adapters.conftest import BACKENDS, jobs_table_store
 
 
-@pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.emulator)])
+@pytest.fixture(params=BACKENDS)
 def budgets(request: pytest.FixtureRequest) -> Any:
-    if request.param == "memory":
-        return MemoryTenantBudgets()
-    resources = request.getfixturevalue("resources")
-    return DynamoTenantBudgets(resources.jobs_table, request.getfixturevalue("dynamodb_client"))
+    return jobs_table_store(request, MemoryTenantBudgets, DynamoTenantBudgets)
 
 
 def test_an_unknown_tenant_has_no_calendar(budgets) -> None:

@@ -12,17 +12,14 @@ import pytest
 
 from scheduler.adapters.dynamodb import DynamoTenantSlots
 from scheduler.adapters.memory import MemoryTenantSlots
-from tests.adapters.conftest import T0
+from tests.adapters.conftest import BACKENDS, T0, jobs_table_store
 
 LEASE = T0 + timedelta(seconds=60)
 
 
-@pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.emulator)])
+@pytest.fixture(params=BACKENDS)
 def slots(request: pytest.FixtureRequest) -> Any:
-    if request.param == "memory":
-        return MemoryTenantSlots()
-    resources = request.getfixturevalue("resources")
-    return DynamoTenantSlots(resources.jobs_table, request.getfixturevalue("dynamodb_client"))
+    return jobs_table_store(request, MemoryTenantSlots, DynamoTenantSlots)
 
 
 @pytest.fixture

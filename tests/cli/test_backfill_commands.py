@@ -159,7 +159,7 @@ ONE = f"{PATH}/bf-1"
 def naps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """`backfill status --watch` polls at once; the waits it asked for are recorded."""
     asked: list[float] = []
-    monkeypatch.setattr("punctual_cli.main.sleep", asked.append)
+    monkeypatch.setattr("punctual_cli.backfill_commands.sleep", asked.append)
     return asked
 
 
@@ -358,7 +358,7 @@ def test_backfill_status_watch_stops_on_ctrl_c_with_130(monkeypatch: pytest.Monk
     def interrupt(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("punctual_cli.main.sleep", interrupt)
+    monkeypatch.setattr("punctual_cli.backfill_commands.sleep", interrupt)
     api = FakeApi({f"GET {ONE}": (200, backfill_json("bf-1"))})
 
     result = run("backfill", "status", "job-1", "bf-1", "--watch", client=api.client())

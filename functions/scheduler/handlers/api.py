@@ -1,7 +1,8 @@
 """The api Lambda: the public REST API (docs/design.md §4) on Powertools' APIGatewayRestResolver.
 
-Routing and the mapping of domain errors to HTTP live here; the use cases are `scheduler.core.jobs`.
-Every error is an RFC 9457 problem+json with a `detail` a person can act on.
+The routes live here; the use cases are `scheduler.core.jobs`. What a request carries is read in `api_requests`, the
+responses are shaped in `api_views`, and every error is an RFC 9457 problem+json (`api_problems`) with a `detail` a
+person can act on.
 """
 
 from __future__ import annotations
@@ -9,53 +10,29 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from aws_lambda_powertools import Metrics
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from scheduler.core import forecast as forecasting
 from scheduler.core.backfill import BackfillService
-from scheduler.core.errors import (
-    BackfillNotFound,
-    IdempotencyConflict,
-    InvalidRequest,
-    InvalidState,
-    JobNotFound,
-    PayloadTooLarge,
-    QuotaExceeded,
-    VersionConflict,
-)
-from scheduler.core.jobs import JobService, JobStatus
-from scheduler.core.model import (
-    MAX_PAYLOAD_BYTES,
-    REDACTED,
-    BackfillRequest,
-    HttpTarget,
-    Job,
-    JobSpec,
-    JobState,
-    RunState,
-    redact_headers,
-)
-from scheduler.core.ports import Backfill, Execution
-from scheduler.core.schedules import InvalidSchedule
+from scheduler.core.errors import BackfillNotFound, JobNotFound
+from scheduler.core.jobs import JobService
+from scheduler.core.model import REDACTED, BackfillRequest, HttpTarget, Job, JobSpec, JobState, RunState
 from scheduler.core.timefmt import rfc3339
-from scheduler.core.validation import field_errors, summary
 from scheduler.handlers import wiring
+from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validation_problem
+from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
+from scheduler.handlers.api_views import backfill_view, job_view, json_response, run_view
 from scheduler.identity import UnknownPrincipal, tenant_of
 
 logger = wiring.handler_logger()
 metrics = Metrics()
-app = APIGatewayRestResolver()
 
-PROBLEM = "application/problem+json"
-#: The whole request body may carry the definition around the payload; refuse anything far beyond it early.
-MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 16 * 1024
-MAX_PAGE = 100
 #: Job definitions one `POST /v1/jobs/batch` creates at most, and its body's size limit (Lambda takes 6 MB).
 MAX_BATCH = 25
 MAX_BATCH_BYTES = 5 * 1024 * 1024
@@ -73,106 +50,6 @@ _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/jobs/[^/]+/backfill$"), {"GET", "POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/backfill/[^/]+$"), {"GET", "DELETE"}),
 ]
-
-
-class Problem(Exception):
-    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.extra = extra
-
-
-def problem_response(status: int, title: str, detail: str, **extra: Any) -> Response[str]:
-    body = {
-        "type": f"https://punctual.dev/problems/{title.lower().replace(' ', '-')}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        **extra,
-    }
-    headers = extra.pop("headers", None) if "headers" in extra else None
-    body.pop("headers", None)
-    return Response(status, PROBLEM, json.dumps(body), headers=headers)
-
-
-# -- presentation -----------------------------------------------------------------------------------------
-
-
-def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
-    spec = job.spec.model_dump(mode="json", exclude_none=True)
-    if spec["target"].get("headers"):  # secret-bearing header values are write-only
-        spec["target"]["headers"] = redact_headers(spec["target"]["headers"])
-    upcoming = service.next_runs(job, max(1, preview))
-    status = status or service.status(job)
-    view: dict[str, Any] = {
-        "job_id": job.job_id,
-        "state": status.state.value,
-        "version": job.version,
-        "created_at": rfc3339(job.created_at),
-        "updated_at": rfc3339(job.updated_at),
-        "next_run_at": rfc3339(upcoming[0]) if upcoming else None,
-        "last_dispatched_for": rfc3339(job.last_dispatched_for) if job.last_dispatched_for else None,
-        "misfire_skipped": job.misfire_skipped,
-        **spec,
-    }
-    if status.last_run_key is not None:
-        view["last_run"] = last_run_view(status)
-    if preview:
-        view["next_runs"] = [rfc3339(t) for t in upcoming[:preview]]
-    return view
-
-
-def last_run_view(status: JobStatus) -> dict[str, Any]:
-    """A COMPLETED (or DISPATCHED) job's last occurrence: where it is (QUEUED: dispatched, no run yet)."""
-    return {
-        "occurrence_key": status.last_run_key,
-        "scheduled_for": rfc3339(status.last_run_scheduled_for) if status.last_run_scheduled_for else None,
-        "state": status.last_run_state,
-    }
-
-
-def run_view(run: Execution) -> dict[str, Any]:
-    def ts(value: Any) -> str | None:
-        return rfc3339(value) if value else None
-
-    return {
-        "occurrence_key": run.key,
-        "scheduled_for": rfc3339(run.scheduled_for),
-        "state": run.state.value,
-        "attempts": run.attempts,
-        "created_at": ts(run.created_at),
-        "updated_at": ts(run.updated_at),
-        "finished_at": ts(run.finished_at),
-        "next_attempt_at": ts(run.next_attempt_at),
-        "last_error": run.last_error,
-        "result": run.result,
-        "history": run.history,
-    }
-
-
-def backfill_view(backfill: Backfill, service: BackfillService) -> dict[str, Any]:
-    return {
-        "backfill_id": backfill.backfill_id,
-        "job_id": backfill.job_id,
-        "from": rfc3339(backfill.range_from),
-        "to": rfc3339(backfill.range_to),
-        "state": backfill.state.value,
-        "total": backfill.total,
-        "dispatched": backfill.dispatched,
-        "remaining": backfill.remaining,
-        "waves": backfill.waves,
-        "wave_size": service.config.wave_size,
-        "waves_left": service.waves_left(backfill),
-        "last_dispatched_for": rfc3339(backfill.cursor) if backfill.cursor else None,
-        "created_at": rfc3339(backfill.created_at),
-        "updated_at": rfc3339(backfill.updated_at),
-    }
-
-
-def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
-    return Response(status, "application/json", json.dumps(body), headers=headers)
 
 
 # -- request helpers --------------------------------------------------------------------------------------
@@ -193,100 +70,6 @@ def tenant() -> str:
 
 def service() -> JobService:
     return wiring.container(metrics).job_service()
-
-
-def json_body(required: bool = True, max_bytes: int = MAX_BODY_BYTES) -> Any:
-    event = app.current_event
-    try:
-        raw = event.decoded_body or ""
-    except (UnicodeDecodeError, ValueError):
-        raise Problem(400, "Bad Request", "the body is not UTF-8 text; send JSON encoded as UTF-8") from None
-    if len(raw.encode()) > max_bytes:
-        raise Problem(413, "Payload Too Large", f"the request body is over {max_bytes} bytes")
-    content_type = (event.headers or {}).get("content-type") or (event.headers or {}).get("Content-Type") or ""
-    if raw and content_type and "json" not in content_type.lower():
-        raise Problem(
-            415, "Unsupported Media Type", f"send JSON (Content-Type: application/json), not '{content_type}'"
-        )
-    if not raw.strip():
-        if required:
-            raise Problem(400, "Bad Request", "the request body is empty; send a JSON object")
-        return {}
-    try:
-        body = json.loads(raw, parse_constant=_not_json)
-    except _NotJson as exc:
-        raise Problem(400, "Bad Request", f"the body is not valid JSON: {exc} is not a JSON value") from None
-    except json.JSONDecodeError as exc:
-        detail = f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise Problem(400, "Bad Request", detail) from None
-    if not isinstance(body, dict):
-        raise Problem(400, "Bad Request", "the body must be a JSON object")
-    return body
-
-
-class _NotJson(ValueError):
-    pass
-
-
-def _not_json(constant: str) -> Any:
-    """Python's json accepts NaN and Infinity; JSON does not (and DynamoDB could not store them)."""
-    raise _NotJson(constant)
-
-
-def is_number(text: str) -> bool:
-    """ASCII digits only: str.isdigit() also accepts characters such as '²' that int() refuses."""
-    return text.isascii() and text.isdigit()
-
-
-def int_query(name: str, default: int, low: int, high: int) -> int:
-    raw = app.current_event.get_query_string_value(name, None)
-    if raw is None:
-        return default  # an empty value is not a number either: 422 below, as the OpenAPI schema says
-    if not is_number(raw) or not low <= int(raw) <= high:
-        raise Problem(
-            422,
-            "Unprocessable Content",
-            f"query parameter '{name}' must be a whole number {low}-{high}",
-            errors=[{"field": name, "message": f"must be {low}-{high}"}],
-        )
-    return int(raw)
-
-
-T = TypeVar("T")
-
-
-def page_of(fetch: Callable[[int, str | None], tuple[list[T], str | None]]) -> tuple[list[T], str | None]:
-    """One page of a list endpoint: `?limit=` (1-100, default 50) and the opaque `?cursor=` of the previous page,
-    passed to `fetch`; a cursor the store did not hand out is a 422 on the `cursor` field."""
-    limit = int_query("limit", 50, 1, MAX_PAGE)
-    cursor = app.current_event.get_query_string_value("cursor", None)
-    try:
-        return fetch(limit, cursor)
-    except ValueError as exc:
-        raise Problem(
-            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
-        ) from None
-
-
-def header(name: str) -> str | None:
-    headers = app.current_event.headers or {}
-    for key, value in headers.items():
-        if key.lower() == name.lower():
-            return value
-    return None
-
-
-def validation_problem(exc: ValidationError) -> Problem:
-    errors = field_errors(exc)
-    return Problem(
-        422,
-        "Unprocessable Content",
-        summary(errors),
-        errors=[{"field": field, "message": message} for field, message in errors],
-    )
-
-
-# -- routes -----------------------------------------------------------------------------------------------
 
 
 @app.get("/v1/health")
@@ -381,19 +164,10 @@ def create_jobs() -> Response[str]:
 
 
 def _problem_of(exc: Exception) -> Response[str]:
-    """The problem response the API gives for `exc` (its exception handler's), for one item of a batch."""
-    handlers: dict[type[Exception], Callable[[Any], Response[str]]] = {
-        Problem: on_problem,
-        VersionConflict: on_version_conflict,
-        IdempotencyConflict: on_idempotency_conflict,
-        InvalidRequest: on_invalid,
-        InvalidSchedule: on_invalid_schedule,
-        InvalidState: on_invalid_state,
-        PayloadTooLarge: on_too_large,
-        QuotaExceeded: on_quota,
-    }
-    for kind, handle in handlers.items():
-        if isinstance(exc, kind):
+    """The problem response the API gives for `exc` (its exception handler's), for one item of a batch (which
+    creates jobs: a job or backfill not found is unexpected there)."""
+    for kind, handle in HANDLERS.items():
+        if kind not in (JobNotFound, BackfillNotFound) and isinstance(exc, kind):
             return handle(exc)
     unexpected: Response[str] = on_unexpected(exc)
     return unexpected
@@ -602,66 +376,8 @@ def not_found(exc: Exception) -> Response[str]:
     return problem_response(404, "Not Found", f"there is no resource at {path}")
 
 
-@app.exception_handler(Problem)
-def on_problem(exc: Problem) -> Response[str]:
-    return problem_response(exc.status, exc.title, exc.detail, **exc.extra)
-
-
-@app.exception_handler(JobNotFound)
-def on_not_found(exc: JobNotFound) -> Response[str]:
-    return problem_response(404, "Not Found", f"no job '{exc}' exists for this caller")
-
-
-@app.exception_handler(BackfillNotFound)
-def on_backfill_not_found(exc: BackfillNotFound) -> Response[str]:
-    return problem_response(404, "Not Found", f"no backfill '{exc}' of this job exists for this caller")
-
-
-@app.exception_handler(VersionConflict)
-def on_version_conflict(exc: VersionConflict) -> Response[str]:
-    current = exc.current.version if exc.current else None
-    return problem_response(
-        412,
-        "Precondition Failed",
-        f"the job is at version {current}; re-read it and send that version in If-Match",
-        current_version=current,
-    )
-
-
-@app.exception_handler(IdempotencyConflict)
-def on_idempotency_conflict(exc: IdempotencyConflict) -> Response[str]:
-    return problem_response(
-        409,
-        "Conflict",
-        "this Idempotency-Key was already used with a different request body; use a new key for a different job",
-    )
-
-
-@app.exception_handler(InvalidRequest)
-def on_invalid(exc: InvalidRequest) -> Response[str]:
-    return problem_response(
-        422, "Unprocessable Content", exc.detail, errors=[{"field": exc.field or "body", "message": exc.detail}]
-    )
-
-
-@app.exception_handler(InvalidSchedule)
-def on_invalid_schedule(exc: InvalidSchedule) -> Response[str]:
-    return problem_response(422, "Unprocessable Content", str(exc), errors=[{"field": "schedule", "message": str(exc)}])
-
-
-@app.exception_handler(InvalidState)
-def on_invalid_state(exc: InvalidState) -> Response[str]:
-    return problem_response(409, "Conflict", str(exc))
-
-
-@app.exception_handler(PayloadTooLarge)
-def on_too_large(exc: PayloadTooLarge) -> Response[str]:
-    return problem_response(413, "Payload Too Large", str(exc))
-
-
-@app.exception_handler(QuotaExceeded)
-def on_quota(exc: QuotaExceeded) -> Response[str]:
-    return problem_response(429, "Too Many Jobs", f"{exc}; cancel some or ask for a higher quota")
+for _kind, _handle in HANDLERS.items():
+    app.exception_handler(_kind)(_handle)
 
 
 @app.exception_handler(Exception)

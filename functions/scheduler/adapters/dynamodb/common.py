@@ -1,0 +1,147 @@
+"""What the DynamoDB stores share: error decoding, cursors, paged queries, the tenant quota counter."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError, ParamValidationError
+
+from scheduler.adapters.codec import Item, n, s
+
+PAGE_SIZE = 100
+#: TransactWriteItems takes at most 100 items: a page checkpoint and the quota releases of up to 99 tenants, so a
+#: page of timers holds at most 99.
+MAX_TRANSACTION_ITEMS = 100
+TIMER_PAGE_SIZE = MAX_TRANSACTION_ITEMS - 1
+
+
+def condition_failed(exc: ClientError) -> bool:
+    return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+def conditionally(write: Callable[..., Any], **request: Any) -> bool:
+    """Make a conditional write: whether it took effect (its condition held); any other error raises."""
+    try:
+        write(**request)
+    except ClientError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
+
+
+def first_write_refused(exc: ClientError) -> bool:
+    """Whether a transaction was cancelled because the condition of its first item failed."""
+    if exc.response["Error"]["Code"] != "TransactionCanceledException":
+        return False
+    reasons = cancellation_reasons(exc)
+    return bool(reasons) and reasons[0].get("Code") == "ConditionalCheckFailed"
+
+
+def old_item(exc: ClientError) -> Item | None:
+    """The item as it stood when a condition failed (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    response: dict[str, Any] = dict(exc.response)
+    item = response.get("Item")
+    return item if isinstance(item, dict) and item else None
+
+
+def cancellation_reasons(exc: ClientError) -> list[dict[str, Any]]:
+    response: dict[str, Any] = dict(exc.response)
+    return list(response.get("CancellationReasons") or [])
+
+
+def epoch_seconds(when: datetime) -> dict[str, str]:
+    return n(int(when.timestamp()))
+
+
+def encode_cursor(key: dict[str, Any] | None) -> str | None:
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
+    if not cursor:
+        return None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, TypeError) as exc:
+        raise ValueError("cursor is not one this API returned") from exc
+    if not isinstance(value, dict):
+        raise ValueError("cursor is not one this API returned")
+    return value
+
+
+def query_pages(client: Any, request: dict[str, Any]) -> Iterator[list[Item]]:
+    """The items of a query, a page at a time, following LastEvaluatedKey; the caller stops when it has enough."""
+    while True:
+        response = client.query(**request)
+        yield response.get("Items", [])
+        if not response.get("LastEvaluatedKey"):
+            return
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def query_from(client: Any, request: dict[str, Any], start: dict[str, Any] | None) -> dict[str, Any]:
+    """One query from `start` (a key decoded from a caller's cursor); a start key the table refuses is a
+    ValueError (a forged cursor)."""
+    if start:
+        request["ExclusiveStartKey"] = start
+    try:
+        response: dict[str, Any] = client.query(**request)
+    except ParamValidationError as exc:  # a start key of the wrong shape, refused before it is sent
+        if start:
+            raise ValueError("cursor is not one this API returned") from exc
+        raise
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ValidationException" and start:
+            raise ValueError("cursor is not one this API returned") from exc
+        raise
+    return response
+
+
+def query_page(
+    client: Any,
+    request: dict[str, Any],
+    start: dict[str, Any] | None,
+    limit: int,
+    cursor_fields: Sequence[str],
+    per_query: Callable[[int], int] | None = None,
+) -> tuple[list[Item], str | None]:
+    """One page of a list: query on from `start` until one item more than `limit` is found (so a page that ends
+    at the last item carries no cursor) or the results end. `per_query(found)` sets each query's Limit. Returns
+    the page and the cursor of its last item; a start key the table refuses is a ValueError (a forged cursor)."""
+    found: list[Item] = []
+    while len(found) <= limit:
+        if per_query is not None:
+            request["Limit"] = per_query(len(found))
+        response = query_from(client, request, start)
+        found += response.get("Items", [])
+        start = response.get("LastEvaluatedKey")
+        if not start:
+            break
+    page = found[:limit]
+    key = {k: page[-1][k] for k in cursor_fields} if len(found) > limit and page else None
+    return page, encode_cursor(key)
+
+
+def quota_key(tenant: str) -> dict[str, dict[str, str]]:
+    return {"PK": s(f"TENANT#{tenant}"), "SK": s("QUOTA")}
+
+
+def quota_update(table: str, tenant: str, delta: int, limit: int | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": quota_key(tenant),
+        "UpdateExpression": "ADD #active :d",
+        "ExpressionAttributeNames": {"#active": "active"},
+        "ExpressionAttributeValues": {":d": n(delta)},
+    }
+    if limit is not None:
+        update["ConditionExpression"] = "attribute_not_exists(#active) OR #active < :limit"
+        update["ExpressionAttributeValues"][":limit"] = n(limit)
+    return {"Update": update}

@@ -1,0 +1,265 @@
+"""The job store in the jobs table: job definitions, idempotency records and the tenant quota counter."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from scheduler.adapters.codec import Item, job_from_item, job_pk, job_to_item, n, s
+from scheduler.adapters.dynamodb.common import (
+    cancellation_reasons,
+    decode_cursor,
+    encode_cursor,
+    epoch_seconds,
+    first_write_refused,
+    old_item,
+    query_from,
+    quota_update,
+)
+from scheduler.adapters.dynamodb.timers import late_item, timer_item
+from scheduler.core.chain import active_delta, already_advanced, completion_mark
+from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
+from scheduler.core.model import Job, JobState
+from scheduler.core.ports import AdvanceResult, IdempotencyRecord, Timer
+from scheduler.core.timefmt import from_ms, to_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class DynamoJobStore:
+    def __init__(self, table_name: str, shard_count: int, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.shard_count = shard_count
+        self.client: Any = client or boto3.client("dynamodb")
+
+    def _timer_puts(self, timer: Timer | None, late: bool) -> list[dict[str, Any]]:
+        if timer is None:
+            return []
+        puts = [{"Put": {"TableName": self.table, "Item": timer_item(timer, self.shard_count)}}]
+        if late:
+            puts.append({"Put": {"TableName": self.table, "Item": late_item(timer, self.shard_count)}})
+        return puts
+
+    def create(
+        self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
+    ) -> None:
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": job_to_item(job),
+                    "ConditionExpression": "attribute_not_exists(PK)",
+                }
+            },
+            quota_update(self.table, job.tenant, 1, limit=quota),
+            *self._timer_puts(timer, late),
+        ]
+        if idempotency is not None:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "PK": s(f"IDEM#{idempotency.tenant}#{idempotency.key}"),
+                            "SK": s("IDEM"),
+                            "kind": s("idempotency"),
+                            "request_hash": s(idempotency.request_hash),
+                            "job_id": s(idempotency.job_id),
+                            "expires_ms": n(to_ms(idempotency.expires_at)),
+                            "expires_at": epoch_seconds(idempotency.expires_at),
+                        },
+                        # TTL deletes lazily, so an expired record may still be there: it no longer counts.
+                        "ConditionExpression": "attribute_not_exists(PK) OR expires_ms < :now",
+                        "ExpressionAttributeValues": {":now": n(to_ms(job.created_at))},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+            )
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = cancellation_reasons(exc)
+            if idempotency is not None and len(reasons) == len(items):
+                reason = reasons[-1]
+                if reason.get("Code") == "ConditionalCheckFailed":
+                    old = reason.get("Item") or {}
+                    if old.get("request_hash", {}).get("S") != idempotency.request_hash:
+                        raise IdempotencyConflict(idempotency.key) from exc
+                    raise IdempotentReplay(
+                        IdempotencyRecord(
+                            idempotency.tenant,
+                            idempotency.key,
+                            idempotency.request_hash,
+                            old["job_id"]["S"],
+                            from_ms(int(old["expires_ms"]["N"])),
+                        )
+                    ) from exc
+            if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                raise QuotaExceeded(f"this tenant already has {quota} active or paused jobs") from exc
+            raise
+
+    def get(self, job_id: str) -> Job | None:
+        response = self.client.get_item(
+            TableName=self.table, Key={"PK": s(job_pk(job_id)), "SK": s("DEF")}, ConsistentRead=True
+        )
+        item = response.get("Item")
+        return job_from_item(item) if item else None
+
+    def list(
+        self, tenant: str, state: JobState | None, limit: int, cursor: str | None
+    ) -> tuple[builtins.list[Job], str | None]:
+        """Oldest first from the keys-only by_tenant index, each page's jobs then read by key (eventually
+        consistent: a job created a moment ago may be missing from a list for a moment; GET by id is always
+        consistent). Reads one matching job ahead, so a page that ends at the tenant's last job carries no cursor."""
+        partition = s(f"TENANT#{tenant}")
+        start = decode_cursor(cursor)
+        if start is not None and start.get("tenant_pk") != partition:
+            raise ValueError("cursor is not one this API returned for this caller")
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_tenant",
+            "KeyConditionExpression": "tenant_pk = :t",
+            "ExpressionAttributeValues": {":t": partition},
+        }
+        found: builtins.list[tuple[Item, Job]] = []
+        while len(found) <= limit:
+            # A filtered list reads more per query: most jobs may not match.
+            request["Limit"] = limit + 1 - len(found) if state is None else max(limit + 1, 25)
+            response = query_from(self.client, request, start)
+            keys = response.get("Items", [])
+            items = self._get_many([{"PK": k["PK"], "SK": k["SK"]} for k in keys])
+            for key in keys:
+                item = items.get(key["PK"]["S"])
+                if item is None:  # deleted since the index listed it
+                    continue
+                job = job_from_item(item)
+                if state is None or job.state == state:
+                    found.append((key, job))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        page = found[:limit]
+        next_cursor = None
+        if len(found) > limit and page:
+            next_cursor = encode_cursor({f: page[-1][0][f] for f in ("PK", "SK", "tenant_pk", "tenant_sk")})
+        return [job for _, job in page], next_cursor
+
+    def _get_many(self, keys: builtins.list[dict[str, Any]]) -> dict[str, Item]:
+        """Items by key (BatchGetItem, 100 at a time, unprocessed keys retried), by PK."""
+        out: dict[str, Item] = {}
+        for begin in range(0, len(keys), 100):
+            pending: dict[str, Any] = {self.table: {"Keys": keys[begin : begin + 100]}}
+            for attempt in range(10):
+                response = self.client.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    out[item["PK"]["S"]] = item
+                pending = response.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                time.sleep(min(1.0, 0.05 * 2**attempt))
+            else:
+                raise RuntimeError("BatchGetItem left keys unprocessed after 10 attempts")
+        return out
+
+    def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
+        # scheduler.core.chain.replace_allowed: same version, and the chain has not advanced since the read.
+        condition, values = "#version = :v AND attribute_not_exists(adv_ms)", {":v": n(previous.version)}
+        if previous.advanced_from is not None:
+            condition, values[":adv"] = "#version = :v AND adv_ms = :adv", n(to_ms(previous.advanced_from))
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": job_to_item(job),
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": {"#version": "version"},
+                    "ExpressionAttributeValues": values,
+                }
+            },
+            *self._timer_puts(timer, late),
+        ]
+        delta = active_delta(previous, job)
+        if delta:
+            items.append(quota_update(self.table, job.tenant, delta))
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if first_write_refused(exc):
+                raise VersionConflict(self.get(job.job_id)) from exc
+            raise
+
+    def advance(
+        self,
+        timer: Timer,
+        next_run_at: datetime | None,
+        dispatched_for: datetime,
+        skipped: int,
+        *,
+        planned_at: datetime | None = None,
+        planned_horizon: datetime | None = None,
+        release_by: str | None = None,
+    ) -> AdvanceResult:
+        completing = next_run_at is None
+        deferred_release = completing and release_by is not None
+        names = {"#state": "state", "#version": "version", "#last": "last_ms", "#next": "next_ms"}
+        values: dict[str, Any] = {
+            ":v": n(timer.version),
+            ":active": s(JobState.ACTIVE.value),
+            ":sched": n(to_ms(timer.scheduled_for)),
+            ":d": n(to_ms(dispatched_for)),
+            ":new_state": s(JobState.COMPLETED.value if completing else JobState.ACTIVE.value),
+            ":k": n(skipped),
+        }
+        sets = ["#last = :d", "#state = :new_state", "adv_ms = :sched", "plan_v = :v"]
+        if next_run_at is not None:
+            sets.append("#next = :n")
+            values[":n"] = n(to_ms(next_run_at))
+        if planned_at is not None and planned_horizon is not None:
+            sets += ["plan_ms = :planned", "horizon_ms = :horizon"]
+            values[":planned"] = n(to_ms(planned_at))
+            values[":horizon"] = n(to_ms(planned_horizon))
+        adds = ["misfire_skipped :k"]
+        if deferred_release:
+            adds.append("rel_done :mark")
+            values[":mark"] = {"SS": [completion_mark(timer)]}
+        expression = f"SET {', '.join(sets)} ADD {', '.join(adds)}" + (" REMOVE #next" if next_run_at is None else "")
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"PK": s(job_pk(timer.job_id)), "SK": s("DEF")},
+            "UpdateExpression": expression,
+            "ConditionExpression": (
+                "#version = :v AND #state = :active AND (attribute_not_exists(#last) OR #last < :sched)"
+            ),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        try:
+            if completing and not deferred_release:
+                # The job stops counting against the tenant's quota in the same write that completes it.
+                self.client.transact_write_items(
+                    TransactItems=[{"Update": update}, quota_update(self.table, timer.tenant, -1)]
+                )
+            else:
+                self.client.update_item(**update)
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "ConditionalCheckFailedException":
+                old = old_item(exc)
+            elif code == "TransactionCanceledException":
+                reasons = cancellation_reasons(exc)
+                if not reasons or reasons[0].get("Code") != "ConditionalCheckFailed":
+                    raise
+                old = reasons[0].get("Item")
+            else:
+                raise
+            return already_advanced(job_from_item(old) if old else None, timer, dispatched_for, release_by)
+        return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release)

@@ -1,0 +1,143 @@
+"""Each tenant's dispatch-budget calendar and execution slots in the jobs table."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from scheduler.adapters.codec import n, s
+from scheduler.adapters.dynamodb.common import condition_failed, conditionally, epoch_seconds, query_pages
+from scheduler.core.ports import BudgetCalendar
+from scheduler.core.timefmt import to_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class DynamoTenantBudgets:
+    """Each tenant's dispatch-budget calendar in the jobs table: `PK=TENANT#{tenant}`, `SK=BUDGET`, next to the
+    tenant's quota counter; `slots` maps a window index to the releases booked in it. Replaced with a conditional
+    write on `version`, so concurrent sweepers never both fill the same window; an idle tenant's item expires."""
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.client: Any = client or boto3.client("dynamodb")
+
+    @staticmethod
+    def _key(tenant: str) -> dict[str, Any]:
+        return {"PK": s(f"TENANT#{tenant}"), "SK": s("BUDGET")}
+
+    def load(self, tenant: str) -> BudgetCalendar | None:
+        item = self.client.get_item(TableName=self.table, Key=self._key(tenant), ConsistentRead=True).get("Item")
+        if not item:
+            return None
+        slots = {int(window): int(count["N"]) for window, count in item.get("slots", {}).get("M", {}).items()}
+        return BudgetCalendar(int(item["version"]["N"]), int(item["window_ms"]["N"]), slots)
+
+    def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
+        item = {
+            **self._key(tenant),
+            "version": n(calendar.version),
+            "window_ms": n(calendar.window_ms),
+            "slots": {"M": {str(window): n(count) for window, count in calendar.slots.items()}},
+            "expires_at": epoch_seconds(expires),
+        }
+        request: dict[str, Any] = {"TableName": self.table, "Item": item}
+        if expected is None:
+            request["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            request["ConditionExpression"] = "#version = :v"
+            request["ExpressionAttributeNames"] = {"#version": "version"}
+            request["ExpressionAttributeValues"] = {":v": n(expected)}
+        return conditionally(self.client.put_item, **request)
+
+
+class DynamoTenantSlots:
+    """Each tenant's execution slots in the jobs table: `PK=TENANT#{tenant}`, `SK=SLOT#{n:05d}`, next to its quota
+    counter and budget calendar, so one query reads them all. A slot item exists while it is held (or until its
+    dead holder's lease ends): taking one is a conditional put (absent, or its lease ended), releasing it a
+    conditional delete (still ours). Every holder's item expires by TTL a day after its lease, whatever happens."""
+
+    #: Free slots tried (in random order, so concurrent workers spread out) before the tenant counts as full.
+    ATTEMPTS = 3
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.client: Any = client or boto3.client("dynamodb")
+
+    @staticmethod
+    def _key(tenant: str, slot: int) -> dict[str, Any]:
+        return {"PK": s(f"TENANT#{tenant}"), "SK": s(f"SLOT#{slot:05d}")}
+
+    def _held(self, tenant: str, now: datetime) -> dict[int, int]:
+        """Slot -> lease end (epoch ms) of every live holder."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :slot)",
+            "ExpressionAttributeValues": {":pk": s(f"TENANT#{tenant}"), ":slot": s("SLOT#")},
+            "ProjectionExpression": "SK, lease_until",
+            "ConsistentRead": True,
+        }
+        held: dict[int, int] = {}
+        for items in query_pages(self.client, request):
+            for item in items:
+                until = int(item["lease_until"]["N"])
+                if until >= to_ms(now):
+                    held[int(item["SK"]["S"].removeprefix("SLOT#"))] = until
+        return held
+
+    def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
+        held = self._held(tenant, now)
+        if len(held) >= limit:
+            return None
+        free = [slot for slot in range(limit) if slot not in held]
+        random.shuffle(free)
+        for slot in free[: self.ATTEMPTS]:
+            try:
+                self.client.put_item(
+                    TableName=self.table,
+                    Item={
+                        **self._key(tenant, slot),
+                        "holder": s(holder),
+                        "lease_until": n(to_ms(lease_until)),
+                        "expires_at": epoch_seconds(lease_until + timedelta(days=1)),
+                    },
+                    ConditionExpression="attribute_not_exists(PK) OR lease_until < :now",
+                    ExpressionAttributeValues={":now": n(to_ms(now))},
+                )
+            except ClientError as exc:
+                if condition_failed(exc):
+                    continue  # another worker took it since the query
+                raise
+            return slot
+        return None
+
+    def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=self._key(tenant, slot),
+            UpdateExpression="SET lease_until = :until, expires_at = :exp",
+            ConditionExpression="holder = :holder",
+            ExpressionAttributeValues={
+                ":holder": s(holder),
+                ":until": n(to_ms(lease_until)),
+                ":exp": epoch_seconds(lease_until + timedelta(days=1)),
+            },
+        )
+
+    def release(self, tenant: str, slot: int, holder: str) -> None:
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=self._key(tenant, slot),
+                ConditionExpression="holder = :holder",
+                ExpressionAttributeValues={":holder": s(holder)},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise

@@ -1,0 +1,279 @@
+"""The timer store in the jobs table: due timers by minute bucket and shard, bucket claims, the watermark and
+the late lane."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from scheduler.adapters.codec import Item, n, s, timer_attributes, timer_from_item, timer_sk
+from scheduler.adapters.dynamodb.common import (
+    MAX_TRANSACTION_ITEMS,
+    PAGE_SIZE,
+    TIMER_PAGE_SIZE,
+    condition_failed,
+    epoch_seconds,
+    first_write_refused,
+    old_item,
+    query_pages,
+    quota_update,
+)
+from scheduler.core.errors import ClaimLost
+from scheduler.core.keys import shard_of
+from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Timer
+from scheduler.core.timefmt import from_ms, minute_key, minute_of, rfc3339, to_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+TIMER_RETENTION = timedelta(days=2)
+WATERMARK_KEY = {"PK": s("WATERMARK"), "SK": s("WATERMARK")}
+
+
+def _bucket_pk(bucket: BucketId) -> str:
+    return f"BUCKET#{minute_key(bucket.minute)}#{bucket.shard}"
+
+
+def _due_pk(bucket: BucketId) -> str:
+    return f"DUE#{minute_key(bucket.minute)}#{bucket.shard}"
+
+
+def timer_item(timer: Timer, shard_count: int) -> Item:
+    bucket = BucketId(minute_of(timer.due_at), shard_of(timer.job_id, shard_count))
+    expires = max(timer.due_at, timer.scheduled_for) + TIMER_RETENTION
+    return {
+        "PK": s(_due_pk(bucket)),
+        "SK": s(timer_sk(timer)),
+        "expires_at": epoch_seconds(expires),
+        **timer_attributes(timer),
+    }
+
+
+def late_item(timer: Timer, shard_count: int) -> Item:
+    return {
+        "PK": s(f"LATE#{shard_of(timer.job_id, shard_count)}"),
+        "SK": s(timer_sk(timer)),
+        **timer_attributes(timer),
+    }
+
+
+class DynamoTimerStore:
+    def __init__(self, table_name: str, shard_count: int, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.shard_count = shard_count
+        self.client: Any = client or boto3.client("dynamodb")
+
+    def bucket_of(self, timer: Timer) -> BucketId:
+        return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
+
+    def put_timer(self, timer: Timer) -> None:
+        self.client.put_item(TableName=self.table, Item=timer_item(timer, self.shard_count))
+
+    def claim_bucket(
+        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
+    ) -> BucketClaim | BucketBusy:
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key={"PK": s(_bucket_pk(bucket)), "SK": s("BUCKET")},
+                UpdateExpression=("SET sealed = :t, #owner = :o, lease_ms = :lease, expires_at = :exp ADD epoch :one"),
+                ConditionExpression=(
+                    "(attribute_not_exists(done) OR done = :f) AND (attribute_not_exists(#owner) OR lease_ms < :now)"
+                ),
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={
+                    ":t": {"BOOL": True},
+                    ":f": {"BOOL": False},
+                    ":o": s(owner),
+                    ":lease": n(to_ms(lease_until)),
+                    ":now": n(to_ms(now)),
+                    ":one": n(1),
+                    ":exp": epoch_seconds(bucket.minute + TIMER_RETENTION),
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            old = old_item(exc) or {}
+            return BucketBusy(done=bool(old.get("done", {}).get("BOOL", False)))
+        item = response["Attributes"]
+        return BucketClaim(bucket, owner, int(item["epoch"]["N"]), item.get("cursor", {}).get("S"))
+
+    def has_timer(self, timer: Timer) -> bool:
+        key = {k: v for k, v in timer_item(timer, self.shard_count).items() if k in ("PK", "SK")}
+        response = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True, ProjectionExpression="PK")
+        return "Item" in response
+
+    def is_sealed(self, bucket: BucketId) -> bool:
+        """The bucket's seal, read strongly consistent with the watermark: a minute behind the watermark counts
+        as sealed even if no bucket item was ever written for it (it will never be swept again)."""
+        bucket_key = {"PK": s(_bucket_pk(bucket)), "SK": s("BUCKET")}
+        response = self.client.batch_get_item(
+            RequestItems={self.table: {"Keys": [bucket_key, WATERMARK_KEY], "ConsistentRead": True}}
+        )
+        items = response["Responses"].get(self.table, [])
+        for item in items:
+            if item["PK"]["S"] == bucket_key["PK"]["S"]:
+                return bool(item.get("sealed", {}).get("BOOL", False))
+        for item in items:
+            if item["PK"]["S"] == "WATERMARK":
+                return to_ms(bucket.minute) < int(item["minute_ms"]["N"])
+        # Unread (UnprocessedKeys) counts as sealed: dispatching directly is always safe, the ledger absorbs it.
+        return bool(response.get("UnprocessedKeys"))
+
+    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
+        start: dict[str, Any] | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "PK = :pk" + (" AND SK > :after" if after else ""),
+                "ExpressionAttributeValues": {":pk": s(_due_pk(bucket))},
+                "ConsistentRead": True,
+                "Limit": TIMER_PAGE_SIZE,
+            }
+            if after:
+                request["ExpressionAttributeValues"][":after"] = s(after)
+            if start:
+                request["ExclusiveStartKey"] = start
+            response = self.client.query(**request)
+            items = response.get("Items", [])
+            if items:
+                yield [timer_from_item(i) for i in items], items[-1]["SK"]["S"]
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    def _held_request(self, claim: BucketClaim, expression: str, values: dict[str, Any]) -> dict[str, Any]:
+        """An update of the bucket item conditional on the claim still being held."""
+        return {
+            "TableName": self.table,
+            "Key": {"PK": s(_bucket_pk(claim.bucket)), "SK": s("BUCKET")},
+            "UpdateExpression": expression,
+            "ConditionExpression": "epoch = :e AND #owner = :o AND (attribute_not_exists(done) OR done = :f)",
+            "ExpressionAttributeNames": {
+                "#owner": "owner",
+                **({"#cursor": "cursor"} if "#cursor" in expression else {}),
+            },
+            "ExpressionAttributeValues": {":e": n(claim.epoch), ":o": s(claim.owner), ":f": {"BOOL": False}, **values},
+        }
+
+    def upcoming(self, minute: datetime) -> list[Timer]:
+        """One eventually consistent query per shard (half the read units of the sweep's strongly consistent ones)."""
+        found: list[Timer] = []
+        for shard in range(self.shard_count):
+            request = {
+                "TableName": self.table,
+                "KeyConditionExpression": "PK = :pk",
+                "ExpressionAttributeValues": {":pk": s(_due_pk(BucketId(minute, shard)))},
+            }
+            for items in query_pages(self.client, request):
+                found += [timer_from_item(item) for item in items]
+        return found
+
+    def _held_update(self, claim: BucketClaim, expression: str, values: dict[str, Any]) -> None:
+        try:
+            self.client.update_item(**self._held_request(claim, expression, values))
+        except ClientError as exc:
+            if condition_failed(exc):
+                raise ClaimLost(_bucket_pk(claim.bucket)) from exc
+            raise
+
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        expression = "SET #cursor = :c, lease_ms = :lease"
+        values = {":c": s(cursor), ":lease": n(to_ms(lease_until))}
+        owed = {tenant: count for tenant, count in (releases or {}).items() if count}
+        if not owed:
+            self._held_update(claim, expression, values)
+            return
+        # The page's quota releases go with its checkpoint, in one transaction: the checkpoint's condition (the
+        # claim still held) decides both, so a page re-run after a crash releases them exactly once.
+        if len(owed) >= MAX_TRANSACTION_ITEMS:
+            raise ValueError(f"a page released the quota of {len(owed)} tenants; at most {MAX_TRANSACTION_ITEMS - 1}")
+        update = {"Update": self._held_request(claim, expression, values)}
+        items = [update, *(quota_update(self.table, tenant, -count) for tenant, count in sorted(owed.items()))]
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if first_write_refused(exc):
+                raise ClaimLost(_bucket_pk(claim.bucket)) from exc
+            raise
+
+    def release(self, claim: BucketClaim) -> None:
+        self._held_update(claim, "REMOVE #owner, lease_ms", {})
+
+    def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
+        self._held_update(
+            claim,
+            "SET done = :t, expires_at = :exp",
+            {":t": {"BOOL": True}, ":exp": epoch_seconds(expire_after)},
+        )
+
+    def watermark(self) -> datetime | None:
+        response = self.client.get_item(TableName=self.table, Key=WATERMARK_KEY, ConsistentRead=True)
+        item = response.get("Item")
+        return from_ms(int(item["minute_ms"]["N"])) if item else None
+
+    def init_watermark(self, minute: datetime) -> datetime:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={**WATERMARK_KEY, "minute_ms": n(to_ms(minute)), "minute": s(rfc3339(minute))},
+                ConditionExpression="attribute_not_exists(PK)",
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+        current = self.watermark()
+        assert current is not None
+        return current
+
+    def advance_watermark(self, minute: datetime) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=WATERMARK_KEY,
+                UpdateExpression="SET minute_ms = :m, #minute = :label",
+                ConditionExpression="attribute_not_exists(minute_ms) OR minute_ms < :m",
+                ExpressionAttributeNames={"#minute": "minute"},
+                ExpressionAttributeValues={":m": n(to_ms(minute)), ":label": s(rfc3339(minute))},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+
+    def put_late(self, timer: Timer) -> None:
+        self.client.put_item(TableName=self.table, Item=late_item(timer, self.shard_count))
+
+    def late_timers(self, limit: int) -> list[Timer]:
+        # Each shard is ordered by fire_at; the oldest `limit` overall are among the oldest `limit` of each shard.
+        found: list[Timer] = []
+        for shard in range(self.shard_count):
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "PK = :pk",
+                "ExpressionAttributeValues": {":pk": s(f"LATE#{shard}")},
+                "ConsistentRead": True,
+            }
+            in_shard = 0
+            while in_shard < limit:
+                request["Limit"] = min(PAGE_SIZE, limit - in_shard)
+                response = self.client.query(**request)
+                items = response.get("Items", [])
+                found += [timer_from_item(i) for i in items]
+                in_shard += len(items)
+                if not response.get("LastEvaluatedKey"):
+                    break
+                request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return sorted(found, key=lambda t: t.slot)[:limit]
+
+    def remove_late(self, timer: Timer) -> None:
+        key = late_item(timer, self.shard_count)
+        self.client.delete_item(TableName=self.table, Key={"PK": key["PK"], "SK": key["SK"]})

@@ -1,0 +1,29 @@
+"""In-memory adapters for every port, one module per store: for unit tests and the simulator. They keep the exact
+conditional semantics of the DynamoDB adapters (the same contract tests run against both). `doubles` holds the
+rest of the outside world: a clock, metrics, an event bus, the pollers' control."""
+
+from scheduler.adapters.memory.backfill import MemoryBackfillStore
+from scheduler.adapters.memory.doubles import FakeClock, MemoryEventPublisher, MemoryPollerControl, RecordingMetrics
+from scheduler.adapters.memory.jobs import MemoryJobStore
+from scheduler.adapters.memory.ledger import MemoryLedger
+from scheduler.adapters.memory.queue import MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
+from scheduler.adapters.memory.tenants import MemoryTenantBudgets, MemoryTenantSlots
+from scheduler.adapters.memory.timers import PAGE_SIZE, MemoryTimerStore
+
+__all__ = [
+    "PAGE_SIZE",
+    "FakeClock",
+    "MemoryBackfillStore",
+    "MemoryBatchVisibility",
+    "MemoryEventPublisher",
+    "MemoryJobStore",
+    "MemoryLedger",
+    "MemoryMessage",
+    "MemoryPollerControl",
+    "MemoryQueue",
+    "MemoryTenantBudgets",
+    "MemoryTenantSlots",
+    "MemoryTimerStore",
+    "QueuedMessage",
+    "RecordingMetrics",
+]

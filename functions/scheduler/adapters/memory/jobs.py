@@ -1,0 +1,125 @@
+"""The job store in memory: job definitions, idempotency records and each tenant's count of active jobs."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+
+from scheduler.adapters.memory.timers import MemoryTimerStore
+from scheduler.core.chain import active_delta, advance_allowed, already_advanced, completion_mark, replace_allowed
+from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
+from scheduler.core.model import Job, JobState
+from scheduler.core.ports import AdvanceResult, IdempotencyRecord, Timer
+from scheduler.core.timefmt import to_ms
+
+
+class MemoryJobStore:
+    def __init__(self) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
+        self.active: dict[str, int] = {}
+        self.timers: MemoryTimerStore | None = None
+        self.lock = threading.RLock()
+
+    def attach(self, timers: MemoryTimerStore) -> None:
+        """Jobs and timers share one table in DynamoDB; creates write both atomically."""
+        self.timers = timers
+        timers.quota = self
+
+    def create(
+        self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
+    ) -> None:
+        with self.lock:
+            if idempotency is not None:
+                existing = self.idempotency.get((idempotency.tenant, idempotency.key))
+                if existing is not None and existing.expires_at > job.created_at:
+                    if existing.request_hash != idempotency.request_hash:
+                        raise IdempotencyConflict(idempotency.key)
+                    raise IdempotentReplay(existing)
+            if job.job_id in self.jobs:
+                raise VersionConflict(self.jobs[job.job_id])
+            if self.active.get(job.tenant, 0) >= quota:
+                raise QuotaExceeded(f"this tenant already has {quota} active or paused jobs")
+            self.active[job.tenant] = self.active.get(job.tenant, 0) + 1
+            self.jobs[job.job_id] = job
+            if idempotency is not None:
+                self.idempotency[(idempotency.tenant, idempotency.key)] = idempotency
+            if timer is not None:
+                assert self.timers is not None
+                self.timers.put_timer(timer)
+                if late:
+                    self.timers.put_late(timer)
+
+    def get(self, job_id: str) -> Job | None:
+        with self.lock:
+            return self.jobs.get(job_id)
+
+    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        with self.lock:
+            mine = sorted(
+                (j for j in self.jobs.values() if j.tenant == tenant),
+                key=lambda j: (to_ms(j.created_at), j.job_id),
+            )
+        position = 0
+        if cursor:
+            position = next((i + 1 for i, j in enumerate(mine) if j.job_id == cursor), len(mine))
+        page: list[Job] = []
+        last_seen: str | None = None
+        for job in mine[position:]:
+            last_seen = job.job_id
+            if state is None or job.state == state:
+                page.append(job)
+            if len(page) == limit:
+                break
+        more = last_seen is not None and mine and last_seen != mine[-1].job_id
+        return page, (last_seen if more else None)
+
+    def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
+        with self.lock:
+            current = self.jobs.get(job.job_id)
+            if current is None or not replace_allowed(current, previous):
+                raise VersionConflict(current)
+            self.active[job.tenant] = self.active.get(job.tenant, 0) + active_delta(current, job)
+            self.jobs[job.job_id] = job
+            if timer is not None:
+                assert self.timers is not None
+                self.timers.put_timer(timer)
+                if late:
+                    self.timers.put_late(timer)
+
+    def advance(
+        self,
+        timer: Timer,
+        next_run_at: datetime | None,
+        dispatched_for: datetime,
+        skipped: int,
+        *,
+        planned_at: datetime | None = None,
+        planned_horizon: datetime | None = None,
+        release_by: str | None = None,
+    ) -> AdvanceResult:
+        with self.lock:
+            job = self.jobs.get(timer.job_id)
+            if job is None:
+                return AdvanceResult(False, False, None)
+            if advance_allowed(job, timer, dispatched_for):
+                deferred_release = next_run_at is None and release_by is not None
+                if next_run_at is None and not deferred_release:
+                    self.active[job.tenant] = self.active.get(job.tenant, 0) - 1
+                self.jobs[job.job_id] = job.model_copy(
+                    update={
+                        "last_dispatched_for": dispatched_for,
+                        "next_run_at": next_run_at,
+                        "state": JobState.ACTIVE if next_run_at is not None else JobState.COMPLETED,
+                        "misfire_skipped": job.misfire_skipped + skipped,
+                        "advanced_from": timer.scheduled_for,
+                        "planned_version": timer.version,
+                        "planned_at": planned_at,
+                        "planned_horizon": planned_horizon,
+                        "completed_by_checkpoint": job.completed_by_checkpoint | {completion_mark(timer)}
+                        if deferred_release
+                        else job.completed_by_checkpoint,
+                    }
+                )
+                return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release)
+            return already_advanced(job, timer, dispatched_for, release_by)

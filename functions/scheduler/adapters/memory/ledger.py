@@ -1,0 +1,234 @@
+"""The ledger in memory: one execution per occurrence, with its history and outbox."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
+from scheduler.core.events import outbox_entry
+from scheduler.core.model import RunState
+from scheduler.core.ports import Dispatch, Execution, OutboxEntry
+
+
+class MemoryLedger:
+    def __init__(self) -> None:
+        self.items: dict[str, Execution] = {}
+        self.lock = threading.RLock()
+
+    def claim(
+        self,
+        dispatch: Dispatch,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        take_over_expired: bool,
+        indexed: bool = True,
+    ) -> Execution:
+        # No index here: `runs` lists every item, which is what the DynamoDB adapter's merge gives.
+        with self.lock:
+            item = self.items.get(dispatch.key)
+            claimable = (
+                item is None
+                or (item.state == RunState.RETRY_WAIT and (item.next_attempt_at is None or item.next_attempt_at <= now))
+                or (
+                    take_over_expired
+                    and item.state == RunState.RUNNING
+                    and item.lease_until is not None
+                    and item.lease_until < now
+                )
+            )
+            if not claimable:
+                raise ClaimRefused(copy.deepcopy(item))
+            if item is None:
+                item = Execution(
+                    key=dispatch.key,
+                    job_id=dispatch.job_id,
+                    tenant=dispatch.tenant,
+                    scheduled_for=dispatch.scheduled_for,
+                    state=RunState.RUNNING,
+                    epoch=0,
+                    attempts=0,
+                    created_at=now,
+                )
+                self.items[dispatch.key] = item
+            item.state = RunState.RUNNING
+            item.epoch += 1
+            item.attempts += 1
+            item.owner = owner
+            item.lease_until = lease_until
+            item.next_attempt_at = None
+            item.updated_at = now
+            return copy.deepcopy(item)
+
+    def get(self, key: str) -> Execution | None:
+        with self.lock:
+            item = self.items.get(key)
+            return copy.deepcopy(item) if item else None
+
+    def _held(self, key: str, owner: str, epoch: int) -> Execution | None:
+        item = self.items.get(key)
+        if item is None or item.epoch != epoch or item.owner != owner or item.state != RunState.RUNNING:
+            return None
+        return item
+
+    def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
+        with self.lock:
+            item = self._held(key, owner, epoch)
+            if item is None:
+                raise LeaseLost(key)
+            item.lease_until = lease_until
+
+    def finish(
+        self,
+        key: str,
+        owner: str,
+        epoch: int,
+        state: RunState,
+        now: datetime,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        next_attempt_at: datetime | None = None,
+        refund_attempt: bool = False,
+        announce: bool = True,
+    ) -> Execution:
+        with self.lock:
+            item = self._held(key, owner, epoch)
+            if item is None:
+                raise Fenced(key)
+            if refund_attempt:
+                item.attempts -= 1
+            item.state = state
+            item.updated_at = now
+            item.lease_until = None
+            item.next_attempt_at = next_attempt_at
+            if result is not None:
+                item.result = result
+            if error is not None:
+                item.last_error = error
+            if state.terminal:
+                item.finished_at = now
+                if announce:
+                    item.outbox.append(outbox_entry(key, epoch, state, now, error=error, result=result))
+            item.history.append(_history_entry(epoch, state, now, error))
+            return copy.deepcopy(item)
+
+    def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
+        with self.lock:
+            if dispatch.key in self.items:
+                return False
+            self.items[dispatch.key] = Execution(
+                key=dispatch.key,
+                job_id=dispatch.job_id,
+                tenant=dispatch.tenant,
+                scheduled_for=dispatch.scheduled_for,
+                state=state,
+                epoch=0,
+                attempts=0,
+                last_error=reason,
+                created_at=now,
+                updated_at=now,
+                finished_at=now,
+                history=[_history_entry(0, state, now, reason)],
+                outbox=[outbox_entry(dispatch.key, 0, state, now, error=reason)],
+            )
+            return True
+
+    def expire_to(
+        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
+    ) -> bool:
+        with self.lock:
+            item = self.items.get(key)
+            if (
+                item is None
+                or item.epoch != epoch
+                or item.state != RunState.RUNNING
+                or item.lease_until is None
+                or item.lease_until >= now
+            ):
+                return False
+            item.state = state
+            item.last_error = reason
+            item.lease_until = None
+            item.updated_at = now
+            item.finished_at = now
+            item.history.append(_history_entry(epoch, state, now, reason))
+            if announce:
+                item.outbox.append(outbox_entry(key, epoch, state, now, error=reason))
+            return True
+
+    def mark_dead_lettered(self, key: str) -> None:
+        with self.lock:
+            item = self.items.get(key)
+            if item is not None:
+                item.dead_lettered = True
+
+    def revive(self, key: str, now: datetime, note: str) -> bool:
+        with self.lock:
+            item = self.items.get(key)
+            if item is None or item.state != RunState.DEAD:
+                return False
+            item.state = RunState.RETRY_WAIT
+            item.attempts = 0
+            item.next_attempt_at = now
+            item.dead_lettered = False
+            item.finished_at = None
+            item.updated_at = now
+            item.history.append(_history_entry(item.epoch, RunState.RETRY_WAIT, now, note))
+            return True
+
+    def runs(
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+    ) -> tuple[list[Execution], str | None]:
+        with self.lock:
+            mine = sorted(
+                (i for i in self.items.values() if i.job_id == job_id),
+                key=lambda e: e.scheduled_for,
+                reverse=True,
+            )
+        start = 0
+        if cursor:
+            start = next((n + 1 for n, e in enumerate(mine) if e.key == cursor), len(mine))
+        page = [copy.deepcopy(e) for e in mine[start : start + limit]]
+        more = start + limit < len(mine)
+        return page, (page[-1].key if more and page else None)
+
+    def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
+        with self.lock:
+            item = self.items.get(key)
+            if item is None or item.state != RunState.RECONCILING:
+                raise ClaimRefused(copy.deepcopy(item))
+            item.state = state
+            item.updated_at = now
+            item.next_attempt_at = now if state == RunState.RETRY_WAIT else None
+            item.finished_at = now if state.terminal else None
+            item.history.append(_history_entry(item.epoch, state, now, note))
+            if state.terminal:
+                item.outbox.append(outbox_entry(key, item.epoch, state, now, error=note))
+            return copy.deepcopy(item)
+
+    def pending_outbox(self, limit: int) -> list[Execution]:
+        with self.lock:
+            pending = sorted((i for i in self.items.values() if i.outbox), key=lambda e: e.outbox[-1].at)
+            return [copy.deepcopy(e) for e in pending[:limit]]
+
+    def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
+        with self.lock:
+            item = self.items.get(key)
+            if item is None or not published or len(item.outbox) != len(published):
+                return False
+            if item.outbox[-1].event_id != published[-1].event_id:
+                return False
+            item.outbox = []
+            return True
+
+
+def _history_entry(epoch: int, state: RunState, now: datetime, error: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"epoch": epoch, "state": state.value, "at": now.isoformat()}
+    if error:
+        entry["error"] = error[:500]
+    return entry

@@ -1,0 +1,110 @@
+"""The ready queue in memory, and the message and batch visibility controls of what it delivers."""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduler.core.ports import Dispatch, Execution
+
+
+@dataclass
+class QueuedMessage:
+    message_id: str
+    dispatch: Dispatch
+    visible_at: datetime
+    receive_count: int = 0
+    receipt: str | None = None
+
+
+@dataclass
+class MemoryQueue:
+    """An SQS-like queue: per-message delay, visibility timeouts, receive counts, a DLQ."""
+
+    clock: Any
+    visibility_timeout: float = 720
+    max_receive_count: int = 50
+    messages: dict[str, QueuedMessage] = field(default_factory=dict)
+    dead: list[tuple[Dispatch, Execution | None]] = field(default_factory=list)
+    sent: int = 0
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        with self.lock:
+            for d in dispatches:
+                self.sent += 1
+                delay = min(900, max(0, math.floor((d.send_at - now).total_seconds())))
+                mid = f"m{self.sent}"
+                self.messages[mid] = QueuedMessage(mid, d, now + timedelta(seconds=delay))
+
+    def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
+        with self.lock:
+            self.dead.append((dispatch, copy.deepcopy(execution)))
+
+    def receive(self, max_messages: int = 10) -> list[QueuedMessage]:
+        now = self.clock.now()
+        out: list[QueuedMessage] = []
+        with self.lock:
+            for msg in sorted(self.messages.values(), key=lambda m: m.visible_at):
+                if len(out) == max_messages:
+                    break
+                if msg.visible_at > now:
+                    continue
+                msg.receive_count += 1
+                if msg.receive_count > self.max_receive_count:
+                    del self.messages[msg.message_id]
+                    self.dead.append((msg.dispatch, None))
+                    continue
+                msg.visible_at = now + timedelta(seconds=self.visibility_timeout)
+                msg.receipt = f"{msg.message_id}#{msg.receive_count}"
+                out.append(replace(msg))
+        return out
+
+    def delete(self, message: QueuedMessage) -> None:
+        with self.lock:
+            current = self.messages.get(message.message_id)
+            if current is not None and current.receipt == message.receipt:
+                del self.messages[message.message_id]
+
+    def change_visibility(self, message: QueuedMessage, seconds: int) -> None:
+        with self.lock:
+            current = self.messages.get(message.message_id)
+            if current is not None and current.receipt == message.receipt:
+                current.visible_at = self.clock.now() + timedelta(seconds=seconds)
+
+
+class MemoryMessage:
+    """MessageControl for one received MemoryQueue message."""
+
+    def __init__(self, queue: MemoryQueue, message: QueuedMessage) -> None:
+        self.queue = queue
+        self.message = message
+        self.receive_count = message.receive_count
+
+    def extend_visibility(self, seconds: int) -> None:
+        self.queue.change_visibility(self.message, seconds)
+
+
+class MemoryBatchVisibility:
+    """BatchVisibility for one batch received from a MemoryQueue."""
+
+    def __init__(self, queue: MemoryQueue, messages: Sequence[QueuedMessage]) -> None:
+        self.queue = queue
+        self.messages = {m.message_id: m for m in messages}
+
+    def hold(self, message_ids: Sequence[str], seconds: int) -> list[str]:
+        refused = []
+        with self.queue.lock:
+            for message_id in message_ids:
+                received = self.messages[message_id]
+                current = self.queue.messages.get(message_id)
+                if current is None or current.receipt != received.receipt:
+                    refused.append(message_id)
+                else:
+                    self.queue.change_visibility(received, seconds)
+        return refused

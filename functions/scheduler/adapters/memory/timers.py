@@ -1,0 +1,151 @@
+"""The timer store in memory: timers by bucket, bucket claims, the watermark and the late lane."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from scheduler.core.errors import ClaimLost
+from scheduler.core.keys import shard_of
+from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Timer
+from scheduler.core.timefmt import minute_of
+
+if TYPE_CHECKING:
+    from scheduler.adapters.memory.jobs import MemoryJobStore
+
+PAGE_SIZE = 100
+
+
+@dataclass
+class _Bucket:
+    sealed: bool = False
+    done: bool = False
+    owner: str | None = None
+    epoch: int = 0
+    lease_until: datetime | None = None
+    cursor: str | None = None
+
+
+class MemoryTimerStore:
+    def __init__(self, shard_count: int) -> None:
+        self.shard_count = shard_count
+        self.buckets: dict[BucketId, _Bucket] = {}
+        self.timer_items: dict[BucketId, dict[str, Timer]] = {}
+        self.late: dict[str, Timer] = {}
+        self._watermark: datetime | None = None
+        self.lock = threading.RLock()
+        #: The job store whose tenant counters page checkpoints release into (one table in DynamoDB).
+        self.quota: MemoryJobStore | None = None
+
+    def bucket_of(self, timer: Timer) -> BucketId:
+        return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
+
+    def put_timer(self, timer: Timer) -> None:
+        with self.lock:
+            self.timer_items.setdefault(self.bucket_of(timer), {})[timer.slot] = timer
+
+    def claim_bucket(
+        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
+    ) -> BucketClaim | BucketBusy:
+        with self.lock:
+            item = self.buckets.setdefault(bucket, _Bucket())
+            if item.done:
+                return BucketBusy(done=True)
+            # A lease is live until strictly after its end (as in DynamoDB: claimable when lease_until < now).
+            if item.owner is not None and item.lease_until is not None and item.lease_until >= now:
+                return BucketBusy(done=False)
+            item.sealed = True
+            item.owner = owner
+            item.epoch += 1
+            item.lease_until = lease_until
+            return BucketClaim(bucket, owner, item.epoch, item.cursor)
+
+    def is_sealed(self, bucket: BucketId) -> bool:
+        with self.lock:
+            item = self.buckets.get(bucket)
+            if item is not None:
+                return item.sealed
+            return self._watermark is not None and bucket.minute < self._watermark
+
+    def has_timer(self, timer: Timer) -> bool:
+        with self.lock:
+            return timer.slot in self.timer_items.get(self.bucket_of(timer), {})
+
+    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
+        while True:
+            with self.lock:
+                items = sorted(self.timer_items.get(bucket, {}).items())
+            page = [(k, t) for k, t in items if after is None or k > after][:PAGE_SIZE]
+            if not page:
+                return
+            after = page[-1][0]
+            yield [t for _, t in page], after
+            if len(page) < PAGE_SIZE:
+                return
+
+    def upcoming(self, minute: datetime) -> list[Timer]:
+        with self.lock:
+            return [
+                timer
+                for shard in range(self.shard_count)
+                for _, timer in sorted(self.timer_items.get(BucketId(minute, shard), {}).items())
+            ]
+
+    def _held(self, claim: BucketClaim) -> _Bucket:
+        item = self.buckets.get(claim.bucket)
+        if item is None or item.epoch != claim.epoch or item.owner != claim.owner or item.done:
+            raise ClaimLost(str(claim.bucket))
+        return item
+
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        # One atomic write in DynamoDB (the checkpoint and the counters): both locks, the job store's first as in
+        # `create`.
+        with self.quota.lock if self.quota is not None else self.lock, self.lock:
+            item = self._held(claim)
+            item.cursor = cursor
+            item.lease_until = lease_until
+            if releases and self.quota is not None:
+                for tenant, count in releases.items():
+                    self.quota.active[tenant] = self.quota.active.get(tenant, 0) - count
+
+    def release(self, claim: BucketClaim) -> None:
+        with self.lock:
+            item = self._held(claim)
+            item.owner = None
+            item.lease_until = None
+
+    def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
+        with self.lock:
+            self._held(claim).done = True
+
+    def watermark(self) -> datetime | None:
+        with self.lock:
+            return self._watermark
+
+    def init_watermark(self, minute: datetime) -> datetime:
+        with self.lock:
+            if self._watermark is None:
+                self._watermark = minute
+            return self._watermark
+
+    def advance_watermark(self, minute: datetime) -> None:
+        with self.lock:
+            if self._watermark is None or minute > self._watermark:
+                self._watermark = minute
+
+    def put_late(self, timer: Timer) -> None:
+        with self.lock:
+            self.late[timer.slot] = timer
+
+    def late_timers(self, limit: int) -> list[Timer]:
+        with self.lock:
+            return [t for _, t in sorted(self.late.items())][:limit]
+
+    def remove_late(self, timer: Timer) -> None:
+        with self.lock:
+            self.late.pop(timer.slot, None)

@@ -1,0 +1,272 @@
+"""The records the core and its ports exchange: timers, dispatches, executions, backfills, outbox entries and
+the other values a store reads and writes (frozen dataclasses, free of any adapter)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from scheduler.core.keys import occurrence_key
+from scheduler.core.model import BackfillState, Job, JobState, MisfirePolicy, Priority, RunState
+from scheduler.core.schedules import Schedule
+from scheduler.core.timefmt import to_ms
+
+#: `scheduled`: an occurrence of the job's chain; `manual`: an extra one (trigger); `backfill`: an occurrence of a
+#: past range materialised on request (its key is the normal occurrence key: anything that ran is not run again).
+TimerKind = Literal["scheduled", "manual", "backfill"]
+
+
+@dataclass(frozen=True)
+class ChainPlan:
+    """What the sweeper needs to advance a recurring chain without reading the job: a snapshot of the job's
+    schedule and policies at the timer's version. The advance is conditional on that version, so a stale
+    snapshot can never act."""
+
+    schedule: Schedule
+    anchor: datetime  # the job's created_at (anchors rate and delay schedules)
+    jitter_seconds: int
+    misfire_policy: MisfirePolicy
+
+
+@dataclass(frozen=True)
+class Timer:
+    """One pending occurrence, stored in the time bucket of its `fire_at` (or in the late lane).
+
+    `plan` is None for manual triggers, which are extra occurrences outside the chain.
+    """
+
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    fire_at: datetime
+    version: int
+    kind: TimerKind = "scheduled"
+    plan: ChainPlan | None = None
+    #: The lane of the occurrence (the job's priority at the timer's version).
+    priority: Priority = "normal"
+    #: A deferred timer: an occurrence its tenant's dispatch budget held back, due again at this instant. It lives in
+    #: the bucket of this instant (not of `fire_at`); its chain has already moved on (`plan` is None).
+    defer_until: datetime | None = None
+    #: The first timer of a resumed chain: the previous version's plan already queued this chain's occurrences up to
+    #: (not including) this instant; its first plan sends none of them that are not yet due.
+    queued_until: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return occurrence_key(self.job_id, self.scheduled_for)
+
+    @property
+    def due_at(self) -> datetime:
+        """When the timer is due: its fire time, or when a deferred one may be tried again. Its bucket's minute."""
+        return self.defer_until if self.defer_until is not None else self.fire_at
+
+    @property
+    def slot(self) -> str:
+        """The timer's place (and cursor) in its bucket: ordered by fire_at; job, scheduled instant, kind and version
+        make it unique, so neither a manual trigger at the instant of a pending scheduled run nor an older version's
+        timer written late (a sweep racing an edit) overwrites a chain's only link to its next occurrence."""
+        return (
+            f"{to_ms(self.fire_at):015d}#{self.job_id}#{to_ms(self.scheduled_for):015d}#{self.kind[0]}#{self.version}"
+        )
+
+
+@dataclass(frozen=True)
+class BucketId:
+    minute: datetime
+    shard: int
+
+
+@dataclass(frozen=True)
+class BucketClaim:
+    """A sweeper's hold on a bucket. `cursor` is where an earlier holder stopped (resume after it)."""
+
+    bucket: BucketId
+    owner: str
+    epoch: int
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class BucketBusy:
+    """A bucket that cannot be claimed: already done, or held by another sweeper's live lease."""
+
+    done: bool
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """The ready-queue message body: everything the worker needs to find and run one occurrence."""
+
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    fire_at: datetime
+    version: int
+    kind: TimerKind = "scheduled"
+    #: The ready queue (lane) it goes to.
+    priority: Priority = "normal"
+    #: Not released before this instant (its tenant's dispatch budget delayed it). Not part of the message: the
+    #: queue holds it back (DelaySeconds); the worker only ever checks the fire time.
+    not_before: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return occurrence_key(self.job_id, self.scheduled_for)
+
+    @property
+    def send_at(self) -> datetime:
+        """When the message should become visible: its fire time, or later if its tenant's budget says so."""
+        return self.fire_at if self.not_before is None else max(self.fire_at, self.not_before)
+
+    def deferred_to(self, instant: datetime) -> Dispatch:
+        return replace(self, not_before=instant)
+
+    @classmethod
+    def of(cls, timer: Timer) -> Dispatch:
+        return cls(
+            timer.job_id,
+            timer.tenant,
+            timer.scheduled_for,
+            timer.fire_at,
+            timer.version,
+            timer.kind,
+            timer.priority,
+            timer.defer_until,
+        )
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    tenant: str
+    key: str
+    request_hash: str
+    job_id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class AdvanceResult:
+    """What the sweeper learnt from advancing a job past one of its timers."""
+
+    proceed: bool  # the chain advanced from this timer, now or in an earlier run: send its plan, write its next timer
+    put_next: bool  # write the next timer
+    job_state: JobState | None
+    #: (planned_at, planned_horizon) when this timer's advance happened in an earlier run that may have died before
+    #: sending: re-plan with these to send exactly what it planned.
+    replay: tuple[datetime, datetime] | None = None
+    #: This timer's advance completed the job without releasing its quota slot (`release_by`): the caller must
+    #: release it with its progress record (a bucket sweep: in the page checkpoint). True on a replay too.
+    release: bool = False
+
+
+@dataclass(frozen=True)
+class OutboxEntry:
+    """One recorded terminal outcome of an occurrence, waiting on the ledger item to be published.
+
+    The ledger appends it in the same conditional write that records the outcome (so a recorded outcome always
+    has its entry), and `Ledger.clear_outbox` removes it once the event was accepted by the bus.
+    `event_id` names the outcome: an occurrence can have several (RECONCILING, then SUCCEEDED once resolved;
+    DEAD, then SUCCEEDED after a redrive), each with its own id.
+    """
+
+    event_id: str
+    state: RunState
+    epoch: int
+    at: datetime
+    error: str | None = None
+    result: str | None = None
+
+
+@dataclass
+class Execution:
+    """One ledger item: the state of one occurrence, keyed by its occurrence key."""
+
+    key: str
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    state: RunState
+    epoch: int
+    attempts: int
+    owner: str | None = None
+    lease_until: datetime | None = None
+    next_attempt_at: datetime | None = None
+    last_error: str | None = None
+    result: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    finished_at: datetime | None = None
+    dead_lettered: bool = False
+    history: list[dict[str, Any]] = field(default_factory=list)
+    #: Terminal outcomes recorded but not yet published as completion events (the transactional outbox).
+    outbox: list[OutboxEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OutcomeEvent:
+    """A completion event: one terminal outcome of one occurrence, as published to the event bus.
+
+    Publishing is at-least-once: consumers dedupe on `event_id` (or on `occurrence_key` and `state`)."""
+
+    event_id: str
+    occurrence_key: str
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    state: RunState
+    fencing_token: int
+    attempts: int
+    finished_at: datetime
+    error: str | None = None
+    result: str | None = None
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """A request to materialise a recurring job's occurrences in [range_from, range_to), drained in waves by the
+    sweeper. `cursor` is the last occurrence dispatched (None before the first wave): the backfill itself is the
+    durable record of what is left, as a timer is for one occurrence."""
+
+    backfill_id: str
+    job_id: str
+    tenant: str
+    range_from: datetime
+    range_to: datetime
+    plan: ChainPlan  # the schedule at the job's version when the backfill was requested
+    version: int
+    total: int
+    state: BackfillState
+    created_at: datetime
+    updated_at: datetime
+    dispatched: int = 0
+    waves: int = 0
+    cursor: datetime | None = None
+
+    @property
+    def remaining(self) -> int:
+        return 0 if self.state == BackfillState.CANCELLED else max(0, self.total - self.dispatched)
+
+
+@dataclass(frozen=True)
+class BudgetCalendar:
+    """A tenant's booked releases (scheduler.core.fairness): releases per window of `window_ms`, by window index
+    (epoch ms // window_ms). `version` orders writes."""
+
+    version: int
+    window_ms: int
+    slots: dict[int, int]
+
+
+@dataclass(frozen=True)
+class TargetCall:
+    """What a target receives for one attempt."""
+
+    job: Job
+    occurrence_key: str
+    scheduled_for: datetime
+    attempt: int
+    fencing_token: int
+    heartbeat: Callable[[], None]
+    deadline: datetime

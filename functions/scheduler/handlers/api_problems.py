@@ -1,0 +1,130 @@
+"""The API's problem responses: every error is an RFC 9457 problem+json with a `detail` a person can act on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+from pydantic import ValidationError
+
+from scheduler.core.errors import (
+    BackfillNotFound,
+    IdempotencyConflict,
+    InvalidRequest,
+    InvalidState,
+    JobNotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    VersionConflict,
+)
+from scheduler.core.schedules import InvalidSchedule
+from scheduler.core.validation import field_errors, summary
+
+PROBLEM = "application/problem+json"
+
+
+class Problem(Exception):
+    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.extra = extra
+
+
+def problem_response(status: int, title: str, detail: str, **extra: Any) -> Response[str]:
+    body = {
+        "type": f"https://punctual.dev/problems/{title.lower().replace(' ', '-')}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        **extra,
+    }
+    headers = extra.pop("headers", None) if "headers" in extra else None
+    body.pop("headers", None)
+    return Response(status, PROBLEM, json.dumps(body), headers=headers)
+
+
+# -- presentation -----------------------------------------------------------------------------------------
+
+
+def validation_problem(exc: ValidationError) -> Problem:
+    errors = field_errors(exc)
+    return Problem(
+        422,
+        "Unprocessable Content",
+        summary(errors),
+        errors=[{"field": field, "message": message} for field, message in errors],
+    )
+
+
+# -- routes -----------------------------------------------------------------------------------------------
+
+
+def on_problem(exc: Problem) -> Response[str]:
+    return problem_response(exc.status, exc.title, exc.detail, **exc.extra)
+
+
+def on_not_found(exc: JobNotFound) -> Response[str]:
+    return problem_response(404, "Not Found", f"no job '{exc}' exists for this caller")
+
+
+def on_backfill_not_found(exc: BackfillNotFound) -> Response[str]:
+    return problem_response(404, "Not Found", f"no backfill '{exc}' of this job exists for this caller")
+
+
+def on_version_conflict(exc: VersionConflict) -> Response[str]:
+    current = exc.current.version if exc.current else None
+    return problem_response(
+        412,
+        "Precondition Failed",
+        f"the job is at version {current}; re-read it and send that version in If-Match",
+        current_version=current,
+    )
+
+
+def on_idempotency_conflict(exc: IdempotencyConflict) -> Response[str]:
+    return problem_response(
+        409,
+        "Conflict",
+        "this Idempotency-Key was already used with a different request body; use a new key for a different job",
+    )
+
+
+def on_invalid(exc: InvalidRequest) -> Response[str]:
+    return problem_response(
+        422, "Unprocessable Content", exc.detail, errors=[{"field": exc.field or "body", "message": exc.detail}]
+    )
+
+
+def on_invalid_schedule(exc: InvalidSchedule) -> Response[str]:
+    return problem_response(422, "Unprocessable Content", str(exc), errors=[{"field": "schedule", "message": str(exc)}])
+
+
+def on_invalid_state(exc: InvalidState) -> Response[str]:
+    return problem_response(409, "Conflict", str(exc))
+
+
+def on_too_large(exc: PayloadTooLarge) -> Response[str]:
+    return problem_response(413, "Payload Too Large", str(exc))
+
+
+def on_quota(exc: QuotaExceeded) -> Response[str]:
+    return problem_response(429, "Too Many Jobs", f"{exc}; cancel some or ask for a higher quota")
+
+
+#: The problem response of each domain error (the API's exception handlers; scheduler.handlers.api registers them).
+HANDLERS: dict[type[Exception], Callable[[Any], Response[str]]] = {
+    Problem: on_problem,
+    JobNotFound: on_not_found,
+    BackfillNotFound: on_backfill_not_found,
+    VersionConflict: on_version_conflict,
+    IdempotencyConflict: on_idempotency_conflict,
+    InvalidRequest: on_invalid,
+    InvalidSchedule: on_invalid_schedule,
+    InvalidState: on_invalid_state,
+    PayloadTooLarge: on_too_large,
+    QuotaExceeded: on_quota,
+}

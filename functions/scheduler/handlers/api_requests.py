@@ -1,0 +1,101 @@
+"""The API's resolver and what it reads from a request: the JSON body, query parameters, headers, a page."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+from scheduler.core.model import (
+    MAX_PAYLOAD_BYTES,
+)
+from scheduler.handlers.api_problems import Problem
+
+app = APIGatewayRestResolver()
+
+#: The whole request body may carry the definition around the payload; refuse anything far beyond it early.
+MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 16 * 1024
+MAX_PAGE = 100
+
+
+def json_body(required: bool = True, max_bytes: int = MAX_BODY_BYTES) -> Any:
+    event = app.current_event
+    try:
+        raw = event.decoded_body or ""
+    except (UnicodeDecodeError, ValueError):
+        raise Problem(400, "Bad Request", "the body is not UTF-8 text; send JSON encoded as UTF-8") from None
+    if len(raw.encode()) > max_bytes:
+        raise Problem(413, "Payload Too Large", f"the request body is over {max_bytes} bytes")
+    content_type = (event.headers or {}).get("content-type") or (event.headers or {}).get("Content-Type") or ""
+    if raw and content_type and "json" not in content_type.lower():
+        raise Problem(
+            415, "Unsupported Media Type", f"send JSON (Content-Type: application/json), not '{content_type}'"
+        )
+    if not raw.strip():
+        if required:
+            raise Problem(400, "Bad Request", "the request body is empty; send a JSON object")
+        return {}
+    try:
+        body = json.loads(raw, parse_constant=_not_json)
+    except _NotJson as exc:
+        raise Problem(400, "Bad Request", f"the body is not valid JSON: {exc} is not a JSON value") from None
+    except json.JSONDecodeError as exc:
+        detail = f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise Problem(400, "Bad Request", detail) from None
+    if not isinstance(body, dict):
+        raise Problem(400, "Bad Request", "the body must be a JSON object")
+    return body
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _not_json(constant: str) -> Any:
+    """Python's json accepts NaN and Infinity; JSON does not (and DynamoDB could not store them)."""
+    raise _NotJson(constant)
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also accepts characters such as '²' that int() refuses."""
+    return text.isascii() and text.isdigit()
+
+
+def int_query(name: str, default: int, low: int, high: int) -> int:
+    raw = app.current_event.get_query_string_value(name, None)
+    if raw is None:
+        return default  # an empty value is not a number either: 422 below, as the OpenAPI schema says
+    if not is_number(raw) or not low <= int(raw) <= high:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"query parameter '{name}' must be a whole number {low}-{high}",
+            errors=[{"field": name, "message": f"must be {low}-{high}"}],
+        )
+    return int(raw)
+
+
+T = TypeVar("T")
+
+
+def page_of(fetch: Callable[[int, str | None], tuple[list[T], str | None]]) -> tuple[list[T], str | None]:
+    """One page of a list endpoint: `?limit=` (1-100, default 50) and the opaque `?cursor=` of the previous page,
+    passed to `fetch`; a cursor the store did not hand out is a 422 on the `cursor` field."""
+    limit = int_query("limit", 50, 1, MAX_PAGE)
+    cursor = app.current_event.get_query_string_value("cursor", None)
+    try:
+        return fetch(limit, cursor)
+    except ValueError as exc:
+        raise Problem(
+            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
+        ) from None
+
+
+def header(name: str) -> str | None:
+    headers = app.current_event.headers or {}
+    for key, value in headers.items():
+        if key.lower() == name.lower():
+            return value
+    return None

@@ -1,0 +1,95 @@
+"""How the API shows jobs, runs and backfills."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+
+from scheduler.core.backfill import BackfillService
+from scheduler.core.jobs import JobService, JobStatus
+from scheduler.core.model import (
+    Job,
+    redact_headers,
+)
+from scheduler.core.ports import Backfill, Execution
+from scheduler.core.timefmt import rfc3339
+
+
+def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
+    spec = job.spec.model_dump(mode="json", exclude_none=True)
+    if spec["target"].get("headers"):  # secret-bearing header values are write-only
+        spec["target"]["headers"] = redact_headers(spec["target"]["headers"])
+    upcoming = service.next_runs(job, max(1, preview))
+    status = status or service.status(job)
+    view: dict[str, Any] = {
+        "job_id": job.job_id,
+        "state": status.state.value,
+        "version": job.version,
+        "created_at": rfc3339(job.created_at),
+        "updated_at": rfc3339(job.updated_at),
+        "next_run_at": rfc3339(upcoming[0]) if upcoming else None,
+        "last_dispatched_for": rfc3339(job.last_dispatched_for) if job.last_dispatched_for else None,
+        "misfire_skipped": job.misfire_skipped,
+        **spec,
+    }
+    if status.last_run_key is not None:
+        view["last_run"] = last_run_view(status)
+    if preview:
+        view["next_runs"] = [rfc3339(t) for t in upcoming[:preview]]
+    return view
+
+
+def last_run_view(status: JobStatus) -> dict[str, Any]:
+    """A COMPLETED (or DISPATCHED) job's last occurrence: where it is (QUEUED: dispatched, no run yet)."""
+    return {
+        "occurrence_key": status.last_run_key,
+        "scheduled_for": rfc3339(status.last_run_scheduled_for) if status.last_run_scheduled_for else None,
+        "state": status.last_run_state,
+    }
+
+
+def run_view(run: Execution) -> dict[str, Any]:
+    def ts(value: Any) -> str | None:
+        return rfc3339(value) if value else None
+
+    return {
+        "occurrence_key": run.key,
+        "scheduled_for": rfc3339(run.scheduled_for),
+        "state": run.state.value,
+        "attempts": run.attempts,
+        "created_at": ts(run.created_at),
+        "updated_at": ts(run.updated_at),
+        "finished_at": ts(run.finished_at),
+        "next_attempt_at": ts(run.next_attempt_at),
+        "last_error": run.last_error,
+        "result": run.result,
+        "history": run.history,
+    }
+
+
+def backfill_view(backfill: Backfill, service: BackfillService) -> dict[str, Any]:
+    return {
+        "backfill_id": backfill.backfill_id,
+        "job_id": backfill.job_id,
+        "from": rfc3339(backfill.range_from),
+        "to": rfc3339(backfill.range_to),
+        "state": backfill.state.value,
+        "total": backfill.total,
+        "dispatched": backfill.dispatched,
+        "remaining": backfill.remaining,
+        "waves": backfill.waves,
+        "wave_size": service.config.wave_size,
+        "waves_left": service.waves_left(backfill),
+        "last_dispatched_for": rfc3339(backfill.cursor) if backfill.cursor else None,
+        "created_at": rfc3339(backfill.created_at),
+        "updated_at": rfc3339(backfill.updated_at),
+    }
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
+    return Response(status, "application/json", json.dumps(body), headers=headers)
+
+
+# -- request helpers --------------------------------------------------------------------------------------

@@ -1,0 +1,118 @@
+"""What a simulated run is set up with and what it records: the system's settings, the client's record of
+each job and its acknowledged changes, the core's decisions the checker judges, and the result of a seed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from scheduler.core.model import Job
+from scheduler_sim.checker import Violation
+from scheduler_sim.faults import FaultProfile
+from scheduler_sim.workload import CallKind
+
+Event = tuple[datetime, str, str]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The system's settings in the simulation (production defaults where they matter to the protocol)."""
+
+    lookahead: timedelta = timedelta(seconds=300)
+    misfire_grace: timedelta = timedelta(seconds=60)
+    catchup_window: timedelta = timedelta(days=1)
+    bucket_lease: timedelta = timedelta(seconds=120)
+    lease: timedelta = timedelta(seconds=60)
+    #: >= 6x the worker timeout, as docs/design.md §2 asks.
+    visibility_timeout: float = 360.0
+    sweep_every: float = 60.0
+    quiet: timedelta = timedelta(minutes=10)
+    max_steps: int = 20_000
+
+
+@dataclass
+class Change:
+    """An acknowledged API call that returned the job: first attempted at `started`, acknowledged at `acked`."""
+
+    kind: CallKind
+    started: datetime
+    acked: datetime
+    job: Job
+
+
+@dataclass
+class JobRecord:
+    """What the client knows about one workload job: the acknowledged changes, in order."""
+
+    index: int
+    description: str
+    job_id: str | None = None
+    changes: list[Change] = field(default_factory=list)
+    cancel_acked: datetime | None = None
+    triggers: list[tuple[str, datetime]] = field(default_factory=list)
+    #: First attempt of a call whose outcome the client never learnt (it failed, and its retry was refused
+    #: because the first attempt had taken effect and the job moved on): its eras are not judged from here.
+    uncertain_from: datetime | None = None
+
+
+@dataclass(frozen=True)
+class VersionChange:
+    """An acknowledged change of version and what it sent: `resent` messages of older versions (allowed only when
+    the chain's last plan was open - its next timer not stored - at some point during the call)."""
+
+    job_index: int
+    kind: str
+    version: int
+    resent: int
+    sent: int
+    plan_open: bool
+
+
+@dataclass(frozen=True)
+class Misfire:
+    """A misfire decision the core made and wrote: a chain timer found late, `skipped` occurrences skipped."""
+
+    version: int
+    policy: str
+    scheduled_for: datetime
+    fire_at: datetime
+    dispatched_for: datetime
+    skipped: int
+    now: datetime  # the deciding actor's clock
+
+
+@dataclass(frozen=True)
+class InvalidOutcome:
+    name: str
+    outcome: str  # "rejected: <error>", "accepted" or "error: <unexpected exception>"
+    changed: bool
+    must_reject: bool
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    """Messages a worker held, with their hold applied, when its step ended without settling them (a crash, or
+    a failed invocation): each must be received again within the hold time."""
+
+    at: datetime
+    actor: str
+    message_ids: tuple[str, ...]
+    keys: tuple[str, ...]
+    #: Per message: whether the dead worker had claimed its occurrence (its own heartbeat may have extended the
+    #: message to the lease; the next worker waits for that lease anyway).
+    started: tuple[bool, ...] = ()
+
+
+@dataclass
+class SimResult:
+    """The outcome of one seed."""
+
+    seed: int
+    violations: list[Violation]
+    events: list[Event]
+    profile: FaultProfile
+    stats: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
