@@ -80,8 +80,10 @@ def _rate(base: str, requests: int, path: str, body: Callable[[int], Any], per_r
 
 def _batch_path(base: str) -> str | None:
     connection = Client(base).connection
-    connection.request("GET", "/v1/openapi.json")
-    document = json.loads(connection.getresponse().read() or b"{}")
+    connection.request("GET", "/v1/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"})
+    response = connection.getresponse()
+    body = response.read()
+    document = json.loads(body or b"{}") if response.status == 200 else {}
     paths = document.get("paths", {})
     return next((path for path in ("/v1/jobs/batch", "/v1/jobs:batch") if path in paths), None)
 
