@@ -96,9 +96,6 @@ class WorkerClock(VirtualClock):
     def now(self) -> datetime:
         return self._now + timedelta(seconds=getattr(self._waited, "seconds", 0.0))
 
-    def set(self, when: datetime) -> None:
-        self._now = when
-
     def begin_record(self) -> None:
         """A record's thread starts at the batch's instant."""
         self._waited.seconds = 0.0

@@ -81,7 +81,7 @@ def test_aligned_sends_land_within_a_tenth_of_a_second_and_plain_ones_up_to_a_se
     # Given 30 occurrences due in 3-6 s at arbitrary milliseconds, sent as a sweep sends a page
     aligned = due_soon(30, seed=1)
     assert config.landing_window is not None
-    dispatcher.send_landing(aligned, config.landing_window, time.sleep)
+    dispatcher.send_landing(aligned)
     # And 30 more sent at once, as before (a whole-second delay rounded down)
     plain = due_soon(30, seed=2)
     queue.send(plain, datetime.now(UTC))

@@ -52,7 +52,7 @@ def test_every_message_lands_at_most_110_ms_before_its_time_and_never_after(coun
     due = page(random.Random(count), count)
 
     # When the sweep sends them landing on time
-    dispatcher(queue, clock, metrics).send_landing(due, CONFIG.landing_window, clock.advance)  # type: ignore[arg-type]
+    dispatcher(queue, clock, metrics).send_landing(due)
 
     # Then each lands within 110 ms before its time (one already due, at once), and the sweep waited under a second
     assert len(queue.messages) == count
@@ -83,12 +83,12 @@ def test_a_crash_in_the_middle_of_the_sends_loses_nothing_when_the_page_is_sent_
     queue.fail_at = 3
     due = page(random.Random(3), 60)
     with pytest.raises(ConnectionError):
-        dispatcher(queue, clock, metrics).send_landing(due, CONFIG.landing_window, clock.advance)  # type: ignore[arg-type]
+        dispatcher(queue, clock, metrics).send_landing(due)
     sent_before = {m.dispatch.key for m in queue.messages.values()}
     assert 0 < len(sent_before) < len(due)
 
     # When the page runs again (the sweep's re-run sends its plan again; the ledger absorbs the duplicates)
-    dispatcher(queue, clock, metrics).send_landing(due, CONFIG.landing_window, clock.advance)  # type: ignore[arg-type]
+    dispatcher(queue, clock, metrics).send_landing(due)
 
     # Then every occurrence was sent, still landing on time
     keys = {m.dispatch.key for m in queue.messages.values()}
@@ -109,7 +109,7 @@ def test_a_page_bigger_than_a_second_of_requests_sends_the_rest_at_once_and_coun
 
     queue = SlowQueue(clock)
     due = page(random.Random(11), 400)
-    dispatcher(queue, clock, metrics).send_landing(due, CONFIG.landing_window, clock.advance)  # type: ignore[arg-type]
+    dispatcher(queue, clock, metrics).send_landing(due)
 
     # Then none is lost, none due later than the send's own length lands after its time, and those sent off
     # their window are counted

@@ -224,7 +224,7 @@ class Dispatcher:
         if sent:
             aligned = land_on_time and len(sent) >= self.config.landing_min_messages
             if aligned and self.sleep is not None and self.config.landing_window is not None:
-                self.send_landing(sent, self.config.landing_window, self.sleep)
+                self.send_landing(sent)
             else:
                 self.queue.send(sent, self.clock.now())
             self.metrics.count("OccurrencesDispatched", len(sent))
@@ -234,8 +234,8 @@ class Dispatcher:
                 self.place(self._deferred_timer(dispatch, max(retry_at, floor)))
         return sent
 
-    def send_landing(self, dispatches: Sequence[Dispatch], window: timedelta, sleep: Callable[[float], None]) -> None:
-        """Send each message when it will land at most `window` before its time (step 2 of a sweep's page).
+    def send_landing(self, dispatches: Sequence[Dispatch]) -> None:
+        """Send each message when it will land at most `landing_window` before its time (step 2 of a sweep's page).
 
         SQS holds a message for whole seconds, so one sent at `s` becomes visible at `s + floor(send_at - s)`: up to
         a second before its time, and the worker would wait the rest out inside Lambda, billed. So each message is
@@ -245,6 +245,9 @@ class Dispatcher:
         before its time; one already due, at once. A send that falls behind (a page bigger than a second of
         requests) sends the rest at once, soonest due first: they land early, as without alignment, and are
         counted (`SendsOffWindow`). Crash-safe as any send: a re-run of the page sends everything again."""
+        window, sleep = self.config.landing_window, self.sleep
+        if window is None or sleep is None:
+            raise ValueError("landing on time needs a landing window (DispatchConfig) and a sleep (Dispatcher)")
         lead = self.config.landing_lead.total_seconds()
         width = window.total_seconds()
         start = self.clock.now()
