@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from scheduler.adapters.dynamodb import DynamoJobStore
+
 TENANT_A = "arn:aws:iam::111111111111:user/alice"
 
 
@@ -82,3 +86,42 @@ def test_a_batch_is_bounded_and_must_have_items(api_call) -> None:
     assert_problem(batch(api_call, []), 422)
     assert_problem(api_call("POST", "/v1/jobs/batch", {"jobs": []}, tenant=TENANT_A), 422)
     assert_problem(api_call("GET", "/v1/jobs/batch", tenant=TENANT_A), 404)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_store_failure_mid_batch_fails_that_item_alone_and_a_retry_creates_each_job_once(
+    api_call, env, dynamodb_client, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    # Given the job store fails once on the batch's second item: before its atomic write ("before") or after it
+    # committed, the answer lost on the way back ("after")
+    real_create = DynamoJobStore.create
+    calls = {"n": 0}
+
+    def failing_create(self: DynamoJobStore, *args: Any, **kwargs: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2 and when == "before":
+            raise ConnectionError("the connection to DynamoDB dropped")
+        real_create(self, *args, **kwargs)
+        if calls["n"] == 2 and when == "after":
+            raise ConnectionError("the response from DynamoDB was lost")
+
+    monkeypatch.setattr(DynamoJobStore, "create", failing_create)
+    items = [{"job": job_body(name=f"n{i}"), "idempotency_key": f"crash-{when}-{i}"} for i in range(3)]
+
+    # When the batch is submitted, and sent again with the same keys (as the CLI and any client retry)
+    first = batch(api_call, items).body["results"]
+    again = batch(api_call, items).body["results"]
+
+    # Then only the failed item is a 500 that says to retry with the same key; the others are created
+    assert [r["status"] for r in first] == [201, 500, 201]
+    assert "Retry with the same Idempotency-Key" in first[1]["problem"]["detail"]
+    # And the retry replays what was stored and creates what was not: each key has exactly one job
+    assert [r["status"] for r in again] == [200, 201 if when == "before" else 200, 200]
+    assert again[0]["job"]["job_id"] == first[0]["job"]["job_id"]
+    assert again[2]["job"]["job_id"] == first[2]["job"]["job_id"]
+    stored = dynamodb_client.scan(TableName=env.jobs_table, ConsistentRead=True)["Items"]
+    jobs = sorted(i["PK"]["S"] for i in stored if i["PK"]["S"].startswith("JOB#") and i["SK"]["S"] == "DEF")
+    assert jobs == sorted(f"JOB#{r['job']['job_id']}" for r in again)
+    # And each job has exactly one first timer (it will fire once)
+    timers = [i["job_id"]["S"] for i in stored if i["PK"]["S"].startswith("DUE#")]
+    assert sorted(timers) == sorted(r["job"]["job_id"] for r in again)
