@@ -94,6 +94,8 @@ class PunctualConfig(BaseModel):
     misfire_grace_seconds: int | None = Field(default=None, ge=1)
     catchup_window_seconds: int | None = Field(default=None, ge=60)
     dispatch_budget: int | None = Field(default=None, ge=10)
+    #: Buckets of one minute a sweep works on at once (threads).
+    sweep_concurrency: int | None = Field(default=None, ge=1, le=64)
     #: Must leave the sweeper (60 s timeout) time to work: it stops starting buckets this long before.
     sweep_safety_seconds: int | None = Field(default=None, ge=1, le=45)
     max_active_jobs_per_tenant: int | None = Field(default=None, ge=1)

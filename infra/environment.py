@@ -70,6 +70,7 @@ def scheduler_environment(
         "SCHEDULER_MISFIRE_GRACE_SECONDS": config.misfire_grace_seconds,
         "SCHEDULER_CATCHUP_WINDOW_SECONDS": config.catchup_window_seconds,
         "SCHEDULER_DISPATCH_BUDGET": config.dispatch_budget,
+        "SCHEDULER_SWEEP_CONCURRENCY": config.sweep_concurrency,
         "SCHEDULER_SWEEP_SAFETY_SECONDS": config.sweep_safety_seconds,
         "SCHEDULER_MAX_ACTIVE_JOBS_PER_TENANT": config.max_active_jobs_per_tenant,
         "SCHEDULER_BACKFILL_WAVE_SIZE": config.backfill_wave_size,

@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     backfill_wave_size: int = Field(default=500, ge=1, le=10_000)
     #: Backfill: occurrences one backfill may cover at most; a larger range is refused (split it).
     backfill_max_occurrences: int = Field(default=10_000, ge=1, le=100_000)
+    #: Buckets (shards) of one minute a sweep works on at once, each in its own thread: a herd's minute is
+    #: dispatched in about the time of its biggest bucket rather than of all of them. 1: one after another.
+    sweep_concurrency: int = Field(default=8, ge=1, le=64)
     #: Stop starting new buckets this long before the invocation's deadline.
     sweep_safety_seconds: int = Field(default=20, ge=1)
     max_active_jobs_per_tenant: int = Field(default=10_000, ge=1)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import ValidationError
 
@@ -40,6 +40,8 @@ from scheduler_sim.workload import TENANT, InvalidCall, PlannedCall
 
 if TYPE_CHECKING:
     from scheduler_sim.world import Simulation
+
+T = TypeVar("T")
 
 
 class SimQueue(MemoryQueue):
@@ -125,6 +127,23 @@ class Actor:
         raise NotImplementedError
 
 
+class SeededOrder:
+    """The sweep's TaskPool in the simulator: a minute's buckets, which production sweeps at once in threads, in
+    a seeded random order (each bucket is claimed, drained and checkpointed on its own; the sim's gates preempt
+    between its port calls, as several sweepers already interleave)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
+        order = list(range(len(tasks)))
+        self.rng.shuffle(order)
+        results: dict[int, T] = {}
+        for index in order:
+            results[index] = tasks[index]()
+        return [results[index] for index in range(len(tasks))]
+
+
 class SweeperActor(Actor):
     """A sweeper Lambda, invoked about once a minute; each invocation has its own owner id."""
 
@@ -133,7 +152,10 @@ class SweeperActor(Actor):
         dispatcher = Dispatcher(
             self.jobs, self.timers, self.queue, self.clock, sim.dispatch_config, sim.metrics, sleep=sim.sleep
         )
-        self.sweeper = Sweeper(self.timers, dispatcher, self.clock, sim.sweep_config, sim.metrics, name)
+        order = random.Random(f"{sim.seed}/{name}/buckets")  # its own stream: the run's is untouched
+        broken = sim.variant.buckets if sim.variant is not None else None
+        pool = broken(order) if broken is not None else SeededOrder(order)
+        self.sweeper = Sweeper(self.timers, dispatcher, self.clock, sim.sweep_config, sim.metrics, name, pool=pool)
         self.invocations = 0
         self.next_at = sim.clock.now() + timedelta(milliseconds=sim.rng.randint(0, 60_000))
 

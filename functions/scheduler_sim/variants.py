@@ -4,7 +4,7 @@ be passing anything."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTenantSlots, MemoryTimerStore
 from scheduler.core.errors import Fenced
 from scheduler.core.model import JobState, RunState
-from scheduler.core.ports import AdvanceResult, BucketClaim, Dispatch, Timer
+from scheduler.core.ports import AdvanceResult, BucketClaim, Dispatch, TaskPool, Timer
 
 
 class UnfencedLedger(MemoryLedger):
@@ -88,6 +88,22 @@ class ReleaseOnEveryReplay(MemoryJobStore):
         return result
 
 
+class DoneWithoutWaiting:
+    """BROKEN on purpose: the sweep's TaskPool runs a minute's buckets but reports each done whatever it returned
+    (a sweep that awaits its threads and drops their results): the watermark then passes a minute whose bucket
+    another sweeper holds, a crash left half-swept or the budget left for later - and no sweep returns to it."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def run_all(self, tasks: Sequence[Callable[[], Any]]) -> list[Any]:
+        order = list(range(len(tasks)))
+        self.rng.shuffle(order)
+        for index in order:
+            tasks[index]()
+        return [True] * len(tasks)
+
+
 @dataclass(frozen=True)
 class Variant:
     """A change to the protocol under test: a different ledger or timer store, or a rewrite of each received
@@ -102,6 +118,8 @@ class Variant:
     slots: Callable[[], MemoryTenantSlots] = MemoryTenantSlots
     #: False: the worker never shortens its batch's visibility (a dead worker's batch waits out the timeout).
     batch_hold: bool = True
+    #: The sweep's TaskPool over a minute's buckets, from its own seeded stream (None: the simulator's own).
+    buckets: Callable[[random.Random], TaskPool] | None = None
 
 
 VARIANTS: dict[str, Variant] = {
@@ -124,6 +142,11 @@ VARIANTS: dict[str, Variant] = {
         "forgetful-checkpoint",
         "the sweeper's page checkpoint drops the quota releases of the jobs the page completed",
         timers=ForgetfulCheckpoint,
+    ),
+    "done-without-waiting": Variant(
+        "done-without-waiting",
+        "a sweep counts every bucket of a minute done once it ran, whatever it returned (the watermark passes it)",
+        buckets=DoneWithoutWaiting,
     ),
     "release-on-every-replay": Variant(
         "release-on-every-replay",

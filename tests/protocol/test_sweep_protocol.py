@@ -62,21 +62,24 @@ SWEEP_STEPS = [
 ]
 
 
+@pytest.mark.parametrize("buckets", ["in turn", "at once"])
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(("port", "method"), SWEEP_STEPS)
 def test_a_sweeper_crash_at_any_step_loses_nothing_and_duplicates_nothing(
-    world: World, port: str, method: str, when: str
+    world: World, port: str, method: str, when: str, buckets: str
 ) -> None:
     # Given jobs in several buckets
     expected = workload(world)
 
-    # When a sweeper dies right before / right after one of its writes or sends
+    # When a sweeper dies right before / right after one of its writes or sends - sweeping a minute's buckets one
+    # after another, or at once in threads (as deployed: then the other bucket's thread runs on to its end)
     proxies = {"jobs": world.jobs, "timers": world.timers, "queue": world.queue}
     crash = CrashAt(proxies[port], method, when)
     proxies[port] = crash
     dispatcher = world.dispatcher(proxies["jobs"], proxies["timers"], proxies["queue"])
+    doomed = world.sweeper("doomed", proxies["timers"], dispatcher, threads=buckets == "at once")
     with pytest.raises(Crash):
-        world.sweeper("doomed", proxies["timers"], dispatcher).sweep(world.deadline())
+        doomed.sweep(world.deadline())
     assert crash.fired
 
     # And the system then runs on without faults (its lease expires; another sweeper takes over)
@@ -105,8 +108,11 @@ def test_a_sweeper_that_dies_mid_bucket_is_resumed_from_its_checkpoint(world: Wo
     assert set(effects_by_job(world)) == set(ids)
 
 
+@pytest.mark.parametrize("buckets", ["in turn", "at once"])
 @pytest.mark.parametrize("sweepers", [2, 3])
-def test_concurrent_sweepers_dispatch_every_occurrence_once_between_them(world: World, sweepers: int) -> None:
+def test_concurrent_sweepers_dispatch_every_occurrence_once_between_them(
+    world: World, sweepers: int, buckets: str
+) -> None:
     # Given 120 one-shot jobs due within the look-ahead, across buckets and shards
     ids = [world.create({"type": "once", "at": rfc3339(T0 + timedelta(seconds=5 + i % 50))}) for i in range(120)]
 
@@ -116,7 +122,7 @@ def test_concurrent_sweepers_dispatch_every_occurrence_once_between_them(world: 
 
     def run(n: int) -> None:
         try:
-            sweeper = world.sweeper(f"sweeper-{n}")
+            sweeper = world.sweeper(f"sweeper-{n}", threads=buckets == "at once")
             barrier.wait()
             for _ in range(3):
                 sweeper.sweep(world.deadline())

@@ -3,6 +3,7 @@ Local), a fake clock, a MemoryQueue, a cooperating sink target, and crash inject
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from scheduler.adapters.memory import (
     MemoryTimerStore,
     RecordingMetrics,
 )
+from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.core.chain import counts_as_active
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.events import Outbox
@@ -54,6 +56,7 @@ class CrashAt:
         self._when = when
         self._left = nth
         self.fired = False
+        self._lock = threading.Lock()  # a sweep's buckets call it from their threads: exactly one call is the nth
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._target, name)
@@ -61,14 +64,14 @@ class CrashAt:
             return attribute
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if self.fired:
-                return attribute(*args, **kwargs)
-            self._left -= 1
-            if self._left == 0 and self._when == "before":
+            with self._lock:
+                self._left -= 1
+                nth = self._left == 0
+            if nth and self._when == "before":
                 self.fired = True
                 raise Crash(f"before {name}")
             result = attribute(*args, **kwargs)
-            if self._left == 0 and self._when == "after":
+            if nth and self._when == "after":
                 self.fired = True
                 raise Crash(f"after {name}")
             return result
@@ -143,11 +146,14 @@ class World:
     def service(self) -> JobService:
         return JobService(self.jobs, self.ledger, self.dispatcher(), self.clock, max_active_jobs=1000)
 
-    def sweeper(self, owner: str = "s", timers: Any = None, dispatcher: Dispatcher | None = None) -> Sweeper:
+    def sweeper(
+        self, owner: str = "s", timers: Any = None, dispatcher: Dispatcher | None = None, threads: bool = False
+    ) -> Sweeper:
+        """A sweeper; with `threads`, one that sweeps a minute's buckets at once, each in a thread (as deployed)."""
         config = SweepConfig(SHARDS, LOOKAHEAD, BUCKET_LEASE, 10_000, timedelta(seconds=1), initial_lag=timedelta(0))
         return Sweeper(
             timers or self.timers, dispatcher or self.dispatcher(), self.clock, config, self.metrics, owner,
-            outbox=self.outbox(),
+            outbox=self.outbox(), pool=ThreadTaskPool(SHARDS) if threads else None,
         )  # fmt: skip
 
     def executor(self, worker: str = "w", ledger: Any = None, queue: Any = None, target: Any = None) -> Executor:

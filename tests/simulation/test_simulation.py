@@ -64,6 +64,8 @@ CRASHES = FaultProfile(crash=0.03)
         ("forgetful-checkpoint", None, 7, "the counter says"),
         # A bucket sweep releases the quota of jobs another path completed (and released) too.
         ("release-on-every-replay", None, 7, "the counter says"),
+        # A sweep that counts a minute's buckets done without looking: the watermark passes an unfinished one.
+        ("done-without-waiting", CRASHES, 1, "never"),
         # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
         ("no-batch-hold", CRASHES, 10, "was received again"),
     ],

@@ -7,9 +7,9 @@ memory (`scheduler.adapters.memory`); one contract test suite runs against every
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.records import (
@@ -45,6 +45,7 @@ __all__ = [
     "EventPublisher",
     "Execution",
     "IdempotencyRecord",
+    "InOrder",
     "JobReader",
     "JobStore",
     "Ledger",
@@ -58,6 +59,7 @@ __all__ = [
     "TargetCall",
     "TargetFailure",
     "TargetInvoker",
+    "TaskPool",
     "TenantBudgetStore",
     "TenantSlots",
     "Timer",
@@ -66,10 +68,27 @@ __all__ = [
 ]
 
 
+T = TypeVar("T")
+
+
 class Clock(Protocol):
     def now(self) -> datetime:
         """The current instant, aware UTC."""
         ...
+
+
+class TaskPool(Protocol):
+    """Runs independent tasks, possibly at once (the sweep's buckets of one minute). Returns their results in
+    the tasks' order once all have finished; if any raised, raises one of those errors after all have finished."""
+
+    def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]: ...
+
+
+class InOrder:
+    """The TaskPool that runs each task in turn, in the calling thread (the default; unit tests, the simulator)."""
+
+    def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
+        return [task() for task in tasks]
 
 
 class JobStore(Protocol):

@@ -1,12 +1,17 @@
 """The sweep (docs/design.md §3.3): claim due buckets, dispatch their timers, advance the watermark.
 
 Several sweepers may run at once: bucket claims (conditional writes with an epoch) keep them disjoint, and a
-sweeper that dies mid-bucket loses its lease so another finishes the bucket from its last checkpoint.
+sweeper that dies mid-bucket loses its lease so another finishes the bucket from its last checkpoint. One sweep
+also works on the buckets (shards) of a minute at once, through its TaskPool: each bucket is claimed, drained and
+checkpointed on its own exactly as another sweeper would, so running them together needs no other order than
+the per-page one (advance -> send -> next timers -> checkpoint) and the minute barrier for the watermark.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,7 +20,7 @@ from scheduler.core.backfill import BackfillRunner
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.errors import ClaimLost
 from scheduler.core.events import Outbox
-from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, Metrics, TimerStore
+from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, InOrder, Metrics, TaskPool, TimerStore
 from scheduler.core.timefmt import ONE_MINUTE, minute_of
 
 log = logging.getLogger(__name__)
@@ -26,7 +31,8 @@ class SweepConfig:
     shard_count: int
     lookahead: timedelta
     bucket_lease: timedelta
-    #: Occurrences one invocation dispatches at most.
+    #: Occurrences one invocation dispatches at most (buckets swept at once may each finish the page they took
+    #: when the budget ran out: up to one page per bucket more).
     dispatch_budget: int
     #: Stop taking new pages this long before the deadline.
     safety: timedelta
@@ -64,6 +70,7 @@ class Sweeper:
         owner: str,
         outbox: Outbox | None = None,
         backfills: BackfillRunner | None = None,
+        pool: TaskPool | None = None,
     ) -> None:
         self.timers = timers
         self.dispatcher = dispatcher
@@ -73,6 +80,10 @@ class Sweeper:
         self.owner = owner
         self.outbox = outbox
         self.backfills = backfills
+        #: Runs a minute's buckets (one per shard), at once when it is a thread pool (scheduler.adapters.threads).
+        self.pool: TaskPool = pool or InOrder()
+        #: Guards the report, which the buckets of a minute update from their threads.
+        self._lock = threading.Lock()
 
     def sweep(self, deadline: datetime) -> SweepReport:
         """One sweeper invocation: drain the late lane, then the buckets from the watermark to the look-ahead."""
@@ -94,13 +105,11 @@ class Sweeper:
         contiguous = True
         minute = watermark
         while minute <= last_minute and not report.stopped_early:
-            minute_done = True
-            for shard in range(self.config.shard_count):
-                if self._spent(report, stop_at):
-                    minute_done = False
-                    break
-                done = self._sweep_bucket(BucketId(minute, shard), horizon_end, stop_at, report)
-                minute_done = minute_done and done
+            buckets = [BucketId(minute, shard) for shard in range(self.config.shard_count)]
+            done = self.pool.run_all(
+                [functools.partial(self._sweep_bucket, bucket, horizon_end, stop_at, report) for bucket in buckets]
+            )
+            minute_done = all(done)
             if minute_done and contiguous:
                 new_watermark = minute + ONE_MINUTE
             else:
@@ -128,18 +137,22 @@ class Sweeper:
         return report
 
     def _spent(self, report: SweepReport, stop_at: datetime) -> bool:
-        """The budget and the deadline bound a sweep: checked before every bucket and after every page."""
-        if report.dispatched >= self.config.dispatch_budget or self.clock.now() >= stop_at:
-            report.stopped_early = True
-        return report.stopped_early
+        """The budget and the deadline bound a sweep: checked before every bucket and before every page."""
+        with self._lock:
+            if report.dispatched >= self.config.dispatch_budget or self.clock.now() >= stop_at:
+                report.stopped_early = True
+            return report.stopped_early
 
     def _sweep_bucket(self, bucket: BucketId, horizon_end: datetime, stop_at: datetime, report: SweepReport) -> bool:
         """Claim, query page by page, dispatch, checkpoint; mark done. Returns whether the bucket is done."""
+        if self._spent(report, stop_at):
+            return False
         now = self.clock.now()
         claim = self.timers.claim_bucket(bucket, self.owner, now, now + self.config.bucket_lease)
         if isinstance(claim, BucketBusy):
             if not claim.done:
-                report.buckets_busy += 1
+                with self._lock:
+                    report.buckets_busy += 1
             return claim.done
         try:
             return self._drain(claim, horizon_end, stop_at, report)
@@ -155,10 +168,13 @@ class Sweeper:
             # The quota slots of the jobs this page completes are released with its checkpoint (one atomic
             # write): a crash before it re-runs the page, whose replayed advances owe the same releases.
             releases: Counter[str] = Counter()
-            report.dispatched += self.dispatcher.dispatch(page, horizon_end, releases, land_on_time=True)
+            sent = self.dispatcher.dispatch(page, horizon_end, releases, land_on_time=True)
+            with self._lock:
+                report.dispatched += sent
             self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease, releases)
             if releases:
                 self.metrics.count("QuotaReleasedAtCheckpoint", sum(releases.values()))
         self.timers.complete_bucket(claim, expire_after=claim.bucket.minute + self.config.retention)
-        report.buckets_done += 1
+        with self._lock:
+            report.buckets_done += 1
         return True

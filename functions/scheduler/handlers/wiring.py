@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from scheduler.adapters.file_pollers import FilePollerControl
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, check_headers
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
+from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
@@ -83,9 +85,13 @@ class PowertoolsMetrics:
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
+        #: A worker's records and a sweep's buckets count from their own threads; Powertools' metric set is a
+        #: plain dict of lists.
+        self._lock = threading.Lock()
 
     def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
-        self.metrics.add_metric(name=name, unit=self._UNITS.get(unit, MetricUnit.Count), value=value)
+        with self._lock:
+            self.metrics.add_metric(name=name, unit=self._UNITS.get(unit, MetricUnit.Count), value=value)
 
 
 @dataclass(frozen=True)
@@ -218,8 +224,17 @@ class Container:
             runner = BackfillRunner(
                 self.backfills, self.jobs, self.dispatcher, self.clock, self.backfill_config, self.metrics
             )
+        pool = ThreadTaskPool(min(s.sweep_concurrency, s.shard_count), name="bucket")
         return Sweeper(
-            self.timers, self.dispatcher, self.clock, config, self.metrics, owner, outbox=self.outbox, backfills=runner
+            self.timers,
+            self.dispatcher,
+            self.clock,
+            config,
+            self.metrics,
+            owner,
+            outbox=self.outbox,
+            backfills=runner,
+            pool=pool,
         )
 
     @property

@@ -1,0 +1,29 @@
+"""The core's TaskPool on threads: a sweep's buckets of one minute at once (they wait on DynamoDB and SQS, and on
+the landing of their sends, not on the CPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class ThreadTaskPool:
+    """Runs up to `size` tasks at once, each in its own thread; a size of 1 runs them in turn in the caller's."""
+
+    def __init__(self, size: int, name: str = "task") -> None:
+        if size < 1:
+            raise ValueError("a task pool runs at least one task at a time")
+        self.size = size
+        self.name = name
+
+    def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
+        if self.size == 1 or len(tasks) <= 1:
+            return [task() for task in tasks]
+        with ThreadPoolExecutor(max_workers=min(self.size, len(tasks)), thread_name_prefix=self.name) as pool:
+            futures = [pool.submit(task) for task in tasks]
+            wait(futures)
+        # Every task has finished (none is left running behind a failure); the first error, in the tasks' order.
+        return [future.result() for future in futures]
