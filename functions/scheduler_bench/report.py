@@ -281,7 +281,11 @@ def _submit(submit: dict[str, Any] | None) -> list[str]:
     if not submit:
         return []
     rows = []
-    for name, key in (("one job per request", "one_by_one"), ("batches", "batch")):
+    for name, key in (
+        ("one job per request", "one_by_one"),
+        ("batches", "batch"),
+        ("in-process JobService.create (no HTTP: the store's ceiling)", "store"),
+    ):
         run = submit.get(key)
         if run:
             rows.append(
@@ -301,8 +305,10 @@ def _submit(submit: dict[str, Any] | None) -> list[str]:
         "",
         *_table(["How", "Clients", "Jobs / request", "Accepted", "Seconds", "Jobs / s", "HTTP statuses"], rows),
         "",
-        "`POST /v1/jobs` on the local stack's API (one process, as `scripts/dev` runs it), keep-alive "
-        f"connections.{note}",
+        "`POST /v1/jobs` and `POST /v1/jobs/batch` on the local stack's API as `scripts/dev` runs it (2 api "
+        "processes, each serving one request at a time like a Lambda container; a batch's items are created 8 at "
+        "once), keep-alive connections. The in-process row calls `JobService.create` from 8 threads on the same "
+        f"tables: what DynamoDB Local accepts of the create transaction here, the ceiling under the API.{note}",
         "",
     ]
 

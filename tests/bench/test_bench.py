@@ -91,6 +91,9 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     # And the submit rate was measured through the API: every job accepted
     one = results["burst"]["submit"]["one_by_one"]
     assert one["accepted_jobs"] == 16 and one["statuses"] == {"201": 16}
+    batch = results["burst"]["submit"]["batch"]
+    assert batch["accepted_jobs"] == batch["requests"] * 25 and batch["statuses"] == {"200": batch["requests"]}
+    assert results["burst"]["submit"]["store"]["accepted_jobs"] == 16
 
     # And the emulators' SQS latency was measured at each depth asked for, ministack's and moto's
     measured = results["emulator_latency"]["emulators"]
