@@ -58,6 +58,8 @@ class BurstConfig:
     state_dir: Path = ROOT / "bench" / "tmp"
     peer_processes: tuple[int, ...] = (1, 2)
     submit_jobs: int = 400
+    #: The local sweeper's buckets swept at once (SCHEDULER_SWEEP_CONCURRENCY), one run each: 1,8 is before/after.
+    sweep_concurrency: tuple[int, ...] = (8,)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -70,12 +72,15 @@ def percentile(values: list[float], p: float) -> float:
 class BurstStack(StackProcess):
     """The local stack on this run's tables and the current endpoints, with `workers` worker processes."""
 
-    def __init__(self, state_dir: Path, prefix: str, workers: int, max_workers: int) -> None:
+    def __init__(
+        self, state_dir: Path, prefix: str, workers: int, max_workers: int, sweep_concurrency: int = 8
+    ) -> None:
         env = {
             "SCHEDULER_LOCAL_PREFIX": prefix,
             "SCHEDULER_LOCAL_WORKERS": str(workers),
             "SCHEDULER_LOCAL_MAX_WORKERS": str(max_workers),
             "SCHEDULER_LOOKAHEAD_SECONDS": str(LOOKAHEAD_SECONDS),
+            "SCHEDULER_SWEEP_CONCURRENCY": str(sweep_concurrency),
         }
         super().__init__(state_dir, env)
 
@@ -124,13 +129,19 @@ def _calibrate(services: Any, spec_at: Callable[[datetime], tuple[JobSpec, dict[
 
 
 def run_one(
-    config: BurstConfig, jobs: int, jitter: int, receiver: Receiver, log: Callable[[str], None]
+    config: BurstConfig,
+    jobs: int,
+    jitter: int,
+    receiver: Receiver,
+    log: Callable[[str], None],
+    sweep_concurrency: int = 8,
 ) -> dict[str, Any]:
-    """One burst of `jobs` jobs due at one instant, with `jitter` seconds of jitter, on the local stack."""
+    """One burst of `jobs` jobs due at one instant, with `jitter` seconds of jitter, on the local stack whose
+    sweeper sweeps `sweep_concurrency` buckets at once."""
     prefix = f"bb{uuid.uuid4().hex[:10]}"
     plain_ddb, plain_sqs, plain_events = client("dynamodb"), client("sqs"), client("events")
     resources = create_resources(prefix, plain_ddb, plain_sqs, plain_events)
-    stack = BurstStack(config.state_dir / prefix, prefix, config.workers, config.max_workers)
+    stack = BurstStack(config.state_dir / prefix, prefix, config.workers, config.max_workers, sweep_concurrency)
     try:
         settings = settings_for(resources, Settings().signing_secret, 10_000_000)
         services = build(settings, plain_ddb, plain_sqs, plain_events, SystemClock(), settings.signing_secret)
@@ -204,6 +215,7 @@ def run_one(
             "jitter_seconds": jitter,
             "workers": config.workers,
             "worker_peak": max(config.workers, stack.worker_peak()),
+            "sweep_concurrency": sweep_concurrency,
             "due_at": rfc3339(due),
             "lead_seconds": lead,
             "create_seconds_per_job_sequential": per_job,
@@ -281,7 +293,8 @@ def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
     try:
         for jobs in config.sizes:
             for jitter in config.jitters:
-                runs.append(run_one(config, jobs, jitter, receiver, log))
+                for concurrency in config.sweep_concurrency:
+                    runs.append(run_one(config, jobs, jitter, receiver, log, concurrency))
                 for processes in config.peer_processes:
                     assert python is not None
                     runs.append(peer.run_one(python, jobs, jitter, processes, receiver, config.state_dir, log))
@@ -293,6 +306,7 @@ def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
                 "workers": config.workers,
                 "max_workers": config.max_workers,
                 "peer_processes": list(config.peer_processes),
+                "sweep_concurrency": list(config.sweep_concurrency),
             },
             "runs": runs,
             "submit": submitted,

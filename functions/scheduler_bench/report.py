@@ -184,6 +184,8 @@ def _burst(burst: dict[str, Any]) -> list[str]:
                 late_dispatch |= done > 0
             seconds = d["seconds_to_dispatch_all"]
             system = f"punctual, pollers {r['workers']}-{r.get('worker_peak', r['workers'])}"
+            if "sweep_concurrency" in r:
+                system += f", {r['sweep_concurrency']} buckets at once"
         else:
             when, seconds = "-", None
             crashed = sum(e["tracebacks"] for e in r.get("scheduler_errors", []))
