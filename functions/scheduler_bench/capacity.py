@@ -122,12 +122,18 @@ class Measured:
         # The sweeper's marginal time per fire is below the timer's resolution on a tiny run (it can read 0): the
         # model needs a positive rate, so it takes at least 0.1 ms a fire (a sweep of 1,000 timers in 0.1 s).
         sweeper = max(sum(functions["sweeper"]["billed_seconds"].values()), 1e-4)
+        # Billed time is wall time; a sweep that swept its buckets at once spent that many times as long per fire
+        # in each bucket's chain (the model's unit: one sweep chain per shard). Results before that: 1.
+        sweeper *= int(results["cost"].get("sweep_buckets_at_once", 1))
         rounds = (results.get("sweep_scaling") or {}).get("rounds") or []
         reads = [r["sweep"]["query_read_units_per_dispatched"] for r in rounds if "sweep" in r]
+        read_units = max(reads) if reads else 0.125
+        # A chain cannot read its bucket's partition faster than the partition allows: it is throttled to that.
+        sweeper = max(sweeper, read_units / RULES["dynamodb_partition_read_units"].value)
         return cls(
             worker_seconds_per_occurrence=worker,
             sweeper_seconds_per_fire=sweeper,
-            sweep_read_units_per_timer=max(reads) if reads else 0.125,
+            sweep_read_units_per_timer=read_units,
             create_timer_write_units=2.0,
             source=source,
         )
@@ -356,9 +362,10 @@ def shards_needed(occurrences: int, measured: Measured, assumptions: Assumptions
     write_limit = RULES["dynamodb_partition_write_units"].value
     read_limit = RULES["dynamodb_partition_read_units"].value
     for_creation = math.ceil(assumptions.creation_per_second * measured.create_timer_write_units / write_limit)
-    sweep_reads = measured.sweep_read_units_per_timer / measured.sweeper_seconds_per_fire  # one sweep on one shard
-    for_reads = 1 if sweep_reads <= read_limit else math.inf
-    needed = max(for_dispatch, for_creation, int(for_reads))
+    # One sweep on one shard reads at most its partition's limit (Measured throttles a faster one to it).
+    sweep_reads = measured.sweep_read_units_per_timer / measured.sweeper_seconds_per_fire
+    assert sweep_reads <= read_limit * (1 + 1e-9), "Measured.from_results throttles a sweep to its partition"
+    needed = max(for_dispatch, for_creation)
     why = "dispatch in time" if needed == for_dispatch else "creation writes"
     return needed, why
 

@@ -19,6 +19,7 @@ from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobSpec, RunState
 from scheduler.core.schedules import next_occurrence
 from scheduler.core.timefmt import rfc3339
+from scheduler.settings import Settings
 from scheduler_bench import prices
 from scheduler_bench.environment import create_resources, delete_resources
 from scheduler_bench.metering import Meter, Totals
@@ -174,6 +175,10 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
     receiver = Receiver().start()
     try:
         results: dict[str, Any] = {"config": config.__dict__ | {"batch_sizes": list(config.batch_sizes)}}
+        # The sweeper sweeps this many buckets at once (its billed time is wall time: the capacity model divides
+        # by it to get one bucket chain's time per fire).
+        defaults = Settings()
+        results["sweep_buckets_at_once"] = min(defaults.sweep_concurrency, defaults.shard_count)
         fixed: dict[str, Any] | None = None
         for kind, jobs, occurrences in (
             ("one_shot", config.one_shot_jobs, 1),
