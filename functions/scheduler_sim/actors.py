@@ -212,6 +212,7 @@ class WorkerActor(Actor):
             name,
             sleep=sim.sleep,
             gate=ConcurrencyGate(FaultyTenantSlots(sim.tenant_slots, self.gate), sim.concurrency, sim.metrics),
+            ids=sim.ids,
         )
         self.batch = sim.rng.randint(1, 3)
         #: The batch this worker holds while it works through it (None between steps).
@@ -291,11 +292,11 @@ class ApiActor(Actor):
     def __init__(self, sim: Simulation, name: str) -> None:
         super().__init__(sim, name)
         dispatcher = Dispatcher(self.jobs, self.timers, self.queue, self.clock, sim.dispatch_config, sim.metrics)
-        self.service = JobService(self.jobs, sim.ledger, dispatcher, self.clock, max_active_jobs=100)
+        self.service = JobService(self.jobs, sim.ledger, dispatcher, self.clock, max_active_jobs=100, ids=sim.ids)
         # Invalid requests run on the bare stores, with no faults and nothing interleaved, so that any change
         # to stored state is theirs alone.
         plain = Dispatcher(sim.jobs, sim.timers, sim.queue, self.clock, sim.dispatch_config, sim.metrics)
-        self.plain_service = JobService(sim.jobs, sim.ledger, plain, self.clock, max_active_jobs=100)
+        self.plain_service = JobService(sim.jobs, sim.ledger, plain, self.clock, max_active_jobs=100, ids=sim.ids)
         self.queues: dict[int, deque[_Pending]] = {}
         for call in sim.workload.calls:
             self.queues.setdefault(call.job, deque()).append(_Pending(call, call.at))

@@ -34,11 +34,23 @@ from scheduler.core.dispatch import DispatchConfig, Dispatcher, timer_for
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor, Outcome
 from scheduler.core.fairness import FairnessConfig, TenantAdmission
+from scheduler.core.ids import RANDOM_IDS, RandomIds
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
-from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
+from scheduler.core.ports import Dispatch, Ids, TargetCall, TargetFailure
 from scheduler.core.schedules import Schedule
 from scheduler.core.sweep import SweepConfig, Sweeper, SweepReport
+
+
+class GivenJobIds(RandomIds):
+    """Ids whose job ids are the given ones, in order (tokens stay random)."""
+
+    def __init__(self, job_ids: Iterable[str]) -> None:
+        self._job_ids = iter(job_ids)
+
+    def job_id(self) -> str:
+        return next(self._job_ids)
+
 
 #: Monday 2026-01-05 09:00:00 UTC: the default start of every world.
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -189,10 +201,12 @@ class World:
     tenant_slots: MemoryTenantSlots = field(default_factory=MemoryTenantSlots)
     #: Per-tenant execution budgets (None: none).
     gate: ConcurrencyGate | None = None
+    #: Job ids, attempt owners and backfill ids.
+    ids: Ids = RANDOM_IDS
 
     @property
     def backfill(self) -> BackfillService:
-        return BackfillService(self.jobs, self.backfills, self.clock, self.backfill_config)
+        return BackfillService(self.jobs, self.backfills, self.clock, self.backfill_config, ids=self.ids)
 
     def backfill_runner(self) -> BackfillRunner:
         return BackfillRunner(
@@ -217,8 +231,10 @@ class World:
         budget: int = 10_000,
         fairness: FairnessConfig | None = None,
         concurrency: ConcurrencyConfig | None = None,
+        ids: Ids = RANDOM_IDS,
     ) -> World:
-        """`fairness`: per-tenant dispatch budgets, `concurrency`: per-tenant execution budgets (None: none)."""
+        """`fairness`: per-tenant dispatch budgets, `concurrency`: per-tenant execution budgets (None: none);
+        `ids`: where new jobs' ids come from."""
         clock = FakeClock(start)
         jobs = MemoryJobStore()
         timers = MemoryTimerStore(shard_count)
@@ -230,9 +246,10 @@ class World:
         admission = TenantAdmission(tenant_budgets, clock, fairness, metrics) if fairness is not None else None
         config = DispatchConfig(lookahead, misfire_grace, catchup_window)
         dispatcher = Dispatcher(jobs, timers, queue, clock, config, metrics, admission=admission)
-        service = JobService(jobs, ledger, dispatcher, clock, max_active_jobs=max_active_jobs)
+        service = JobService(jobs, ledger, dispatcher, clock, max_active_jobs=max_active_jobs, ids=ids)
         world = cls(clock, jobs, timers, ledger, queue, metrics, dispatcher, service, lookahead, budget)
         world.tenant_budgets = tenant_budgets
+        world.ids = ids
         service.outbox = world.outbox  # an operator's resolve publishes its outcome at once, as the api does
         if concurrency is not None:
             world.gate = ConcurrencyGate(world.tenant_slots, concurrency, metrics)
@@ -329,6 +346,7 @@ class World:
             sleep=self.clock.advance,  # waiting out a sub-second remainder moves the fake clock
             outbox=self.outbox,
             gate=self.gate,
+            ids=self.ids,
         )
 
     def deliver(self, executor: Executor, limit: int = 1000) -> list[Delivery]:

@@ -11,7 +11,6 @@ import logging
 import math
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,11 +19,13 @@ from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, th
 from scheduler.core.dispatch import fire_at
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import Outbox
+from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
     Clock,
     Dispatch,
     Execution,
+    Ids,
     JobReader,
     Ledger,
     MessageControl,
@@ -135,6 +136,7 @@ class Executor:
         sleep: Callable[[float], None] = time.sleep,
         outbox: Outbox | None = None,
         gate: ConcurrencyGate | None = None,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
         self.jobs = jobs
         self.ledger = ledger
@@ -150,6 +152,8 @@ class Executor:
         self.outbox = outbox
         #: Per-tenant execution slots (None: no execution budgets).
         self.gate = gate
+        #: Draws each attempt's owner suffix.
+        self.ids = ids
 
     def execute(self, dispatch: Dispatch, message: MessageControl) -> Outcome:
         now = self.clock.now()
@@ -181,7 +185,7 @@ class Executor:
             return Outcome.acknowledge("left to the resume")
 
         # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
-        owner = f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
+        owner = f"{self.worker_id}/{self.ids.token()}"
         # The tenant's execution budget: one of its slots for this attempt, or come back later.
         permit: Permit | None = Permit.unlimited(dispatch.tenant, owner)
         if self.gate is not None:

@@ -46,6 +46,7 @@ __all__ = [
     "Execution",
     "IdempotencyRecord",
     "InOrder",
+    "Ids",
     "JobReader",
     "JobStore",
     "Ledger",
@@ -89,6 +90,21 @@ class InOrder:
 
     def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
         return [task() for task in tasks]
+
+
+class Ids(Protocol):
+    """Where the core's identifiers come from: random in production (`scheduler.core.ids.RandomIds`), drawn from a
+    seed in the simulator, so that a run is a pure function of its seed. Ids decide shards, jitter and the order of
+    timers, so a replay needs them all from one source."""
+
+    def job_id(self) -> str:
+        """A new job's id: unique among all jobs (32 hex characters in production)."""
+        ...
+
+    def token(self) -> str:
+        """12 hex characters that no other caller draws: the tail of an attempt's owner (so even the same worker's
+        earlier attempt is fenced) and of a backfill's id."""
+        ...
 
 
 class JobStore(Protocol):
