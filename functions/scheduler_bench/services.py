@@ -17,6 +17,7 @@ from botocore.config import Config
 
 from scheduler.adapters.codec import dispatch_from_body
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
+from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.core.dispatch import Dispatcher
@@ -35,6 +36,10 @@ from scheduler_local.provision import Resources
 BOTO_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=60, max_pool_connections=32
 )
+
+
+#: The handler's batch-hold renewals (as the wiring's).
+_HEARTBEATS = ThreadHeartbeats()
 
 
 def client(service: str, meter: Meter | None = None) -> Any:
@@ -243,7 +248,9 @@ def _run_batch(
     done: list[dict[str, str]] = []
     with (
         meter.invocation("worker", records=len(batch)),
-        HeldBatch(visibility, dict.fromkeys(visibility.messages), services.hold_config, NullMetrics()) as held,
+        HeldBatch(
+            visibility, dict.fromkeys(visibility.messages), services.hold_config, NullMetrics(), _HEARTBEATS
+        ) as held,
     ):
         with ThreadPoolExecutor(max_workers=len(batch)) as pool:
             results = list(pool.map(run, batch))

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.memory import (
     FakeClock,
     MemoryBackfillStore,
@@ -37,7 +38,7 @@ from scheduler.core.fairness import FairnessConfig, TenantAdmission
 from scheduler.core.ids import RANDOM_IDS, RandomIds
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
-from scheduler.core.ports import Dispatch, Ids, TargetCall, TargetFailure
+from scheduler.core.ports import Dispatch, Heartbeats, Ids, TargetCall, TargetFailure
 from scheduler.core.schedules import Schedule
 from scheduler.core.sweep import SweepConfig, Sweeper, SweepReport
 
@@ -203,6 +204,8 @@ class World:
     gate: ConcurrencyGate | None = None
     #: Job ids, attempt owners and backfill ids.
     ids: Ids = RANDOM_IDS
+    #: The executors' background heartbeats (real threads: the heartbeat tests wait for them).
+    heartbeats: Heartbeats = field(default_factory=ThreadHeartbeats)
 
     @property
     def backfill(self) -> BackfillService:
@@ -347,6 +350,7 @@ class World:
             outbox=self.outbox,
             gate=self.gate,
             ids=self.ids,
+            heartbeats=self.heartbeats,
         )
 
     def deliver(self, executor: Executor, limit: int = 1000) -> list[Delivery]:

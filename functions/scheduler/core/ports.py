@@ -35,6 +35,7 @@ __all__ = [
     "Backfill",
     "BackfillStore",
     "BatchVisibility",
+    "Beating",
     "BucketBusy",
     "BucketClaim",
     "BucketId",
@@ -44,6 +45,7 @@ __all__ = [
     "Dispatch",
     "EventPublisher",
     "Execution",
+    "Heartbeats",
     "IdempotencyRecord",
     "InOrder",
     "Ids",
@@ -433,6 +435,24 @@ class BatchVisibility(Protocol):
         """Hide these messages of the batch for `seconds` from now, in as few requests as the queue allows (one
         per 10 messages and lane on SQS). Returns the ids it could not hold (deleted, received again elsewhere,
         or refused); raises if the queue could not be reached at all."""
+        ...
+
+
+class Beating(Protocol):
+    """A heartbeat that `Heartbeats.start` started."""
+
+    def stop(self) -> None:
+        """Stop beating. When this returns no beat is in flight and none starts any more."""
+        ...
+
+
+class Heartbeats(Protocol):
+    """Beats in the background while the caller works: a lease extended while a target runs, a batch's hold renewed
+    while a worker works through it (a thread per heartbeat in production: `scheduler.adapters.heartbeat`)."""
+
+    def start(self, beat: Callable[[], bool], every: float) -> Beating:
+        """Call `beat` every `every` seconds, the first time `every` seconds from now, until it returns False or
+        the heartbeat is stopped. `beat` may run concurrently with the caller; it never raises."""
         ...
 
 

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from scheduler.adapters.dynamodb import (
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.file_pollers import FilePollerControl
+from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, check_headers
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
@@ -45,7 +46,7 @@ from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
 from scheduler.core.model import HandlerTarget, HttpTarget, JobSpec
-from scheduler.core.ports import Clock, PollerControl, TargetInvoker
+from scheduler.core.ports import Clock, Heartbeats, PollerControl, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.recovery import HeldBatch, HoldConfig
@@ -128,6 +129,8 @@ class Container:
     gate: ConcurrencyGate | None = None
     #: The worker mappings' pollers (pre-scaling); None: built on first use from the settings.
     poller_control: PollerControl | None = None
+    #: Lease heartbeats and batch-hold renewals in the background.
+    heartbeats: Heartbeats = field(default_factory=ThreadHeartbeats)
 
     @property
     def message_key(self) -> bytes:
@@ -244,7 +247,8 @@ class Container:
     def held_batch(self, messages: Mapping[str, tuple[str, str]], keys: Mapping[str, str | None]) -> HeldBatch:
         """A received batch (message id -> (queue URL, receipt handle)), held for the hold time while the worker
         lives (renewed in the background)."""
-        return HeldBatch(SqsBatchVisibility(self.queue.client, messages), keys, self.hold_config, self.metrics)
+        visibility = SqsBatchVisibility(self.queue.client, messages)
+        return HeldBatch(visibility, keys, self.hold_config, self.metrics, self.heartbeats)
 
     def executor(self, worker_id: str) -> Executor:
         """The executor of this container (built once: it resolves the signing secret)."""
@@ -294,6 +298,7 @@ class Container:
             sleep=sleep,
             outbox=self.outbox,
             gate=self.gate,
+            heartbeats=self.heartbeats,
         )
 
 
