@@ -23,9 +23,9 @@ LEASE = timedelta(seconds=60)
 CONFIG = ExecuteConfig(lease=LEASE)
 
 
-def test_each_beat_extends_the_lease_and_the_message_while_the_target_runs(world: World) -> None:
+def test_each_beat_extends_the_lease_and_the_message_while_the_target_runs() -> None:
     manual = ManualHeartbeats()
-    world.heartbeats = manual
+    world = World.build(heartbeats=manual)
     _, dispatch = world.due()
     message = StubMessage()
     beats: list[int] = []
@@ -53,9 +53,9 @@ def test_each_beat_extends_the_lease_and_the_message_while_the_target_runs(world
     assert run is not None and (run.state, run.epoch) == (RunState.SUCCEEDED, 1)
 
 
-def test_a_beat_that_finds_the_lease_taken_stops_beating_and_the_attempt_writes_nothing(world: World) -> None:
+def test_a_beat_that_finds_the_lease_taken_stops_beating_and_the_attempt_writes_nothing() -> None:
     manual = ManualHeartbeats()
-    world.heartbeats = manual
+    world = World.build(heartbeats=manual)
     _, dispatch = world.due()
     beats: list[int] = []
 
@@ -75,9 +75,9 @@ def test_a_beat_that_finds_the_lease_taken_stops_beating_and_the_attempt_writes_
     assert run is not None and (run.state, run.owner, run.epoch) == (RunState.RUNNING, "worker-2/taken", 2)
 
 
-def test_a_failing_beat_is_retried_next_period(world: World) -> None:
+def test_a_failing_beat_is_retried_next_period() -> None:
     manual = ManualHeartbeats()
-    world.heartbeats = manual
+    world = World.build(heartbeats=manual)
     _, dispatch = world.due()
     message = StubMessage()
     heartbeat = world.ledger.heartbeat
