@@ -1,7 +1,8 @@
 """A small harness for unit tests of the core: fake clock, in-memory adapters, a scripted target.
 
 `World.build()` composes the services the Lambda handlers use (`scheduler.composition.compose`: JobService,
-Dispatcher, Sweeper, Executor, ...) over in-memory adapters, so a test can create jobs, sweep, deliver messages to workers and move time by hand.
+Dispatcher, Sweeper, Executor, ...) over in-memory adapters, so a test can create jobs, sweep, deliver messages
+to workers and move time by hand.
 """
 
 from __future__ import annotations
