@@ -194,26 +194,29 @@ def settings_for(
     catchup_window: timedelta,
     max_active_jobs: int,
     budget: int,
+    **more: Any,
 ) -> Settings:
-    """A unit world's Settings, every value that matters given: no dispatch budgets (tests ask for them), completion
-    events on and announced by default, small backfill waves, a short sweep safety margin."""
-    return Settings(
-        shard_count=shard_count,
-        lookahead_seconds=int(lookahead.total_seconds()),
-        misfire_grace_seconds=int(misfire_grace.total_seconds()),
-        catchup_window_seconds=int(catchup_window.total_seconds()),
-        bucket_lease_seconds=120,
-        lease_seconds=60,
-        dispatch_budget=budget,
-        sweep_safety_seconds=5,
-        max_active_jobs_per_tenant=max_active_jobs,
-        backfill_max_occurrences=1000,
-        backfill_wave_size=50,
-        tenant_dispatch_rate=0,
-        tenant_max_concurrency=0,
-        completion_events=True,
-        completion_events_default=True,
-    )
+    """A test world's Settings, every value that matters given: no dispatch budgets (tests ask for them), completion
+    events on and announced by default, small backfill waves, a short sweep safety margin; `more` changes others
+    (by their field names)."""
+    given: dict[str, Any] = {
+        "shard_count": shard_count,
+        "lookahead_seconds": int(lookahead.total_seconds()),
+        "misfire_grace_seconds": int(misfire_grace.total_seconds()),
+        "catchup_window_seconds": int(catchup_window.total_seconds()),
+        "bucket_lease_seconds": 120,
+        "lease_seconds": 60,
+        "dispatch_budget": budget,
+        "sweep_safety_seconds": 5,
+        "max_active_jobs_per_tenant": max_active_jobs,
+        "backfill_max_occurrences": 1000,
+        "backfill_wave_size": 50,
+        "tenant_dispatch_rate": 0,
+        "tenant_max_concurrency": 0,
+        "completion_events": True,
+        "completion_events_default": True,
+    }
+    return Settings(**{**given, **more})
 
 
 @dataclass
