@@ -146,7 +146,7 @@ class Container:
     metrics: Metrics
     ids: Ids
     dispatcher: Dispatcher
-    #: The executor's wait for a fire time less than `early_wait_max` away.
+    #: Every wait the core makes (a worker's for a fire time under `early_wait_max` away, a sweep's landing).
     sleep: Callable[[float], None]
     heartbeats: Heartbeats | None = None
     outbox: Outbox | None = None
