@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,14 +16,13 @@ import boto3
 from botocore.config import Config
 
 from scheduler.adapters.codec import dispatch_from_body
-from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs import JobService
-from scheduler.core.ports import Clock, Dispatch, NullMetrics
-from scheduler.core.recovery import HeldBatch, HoldConfig
+from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, NullMetrics, TimerStore
+from scheduler.core.recovery import HeldBatch
 from scheduler.core.sweep import Sweeper
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
@@ -116,9 +115,9 @@ class Services:
     settings: Settings
     clock: Clock
     worker_clock: WorkerClock
-    jobs: DynamoJobStore
-    timers: DynamoTimerStore
-    ledger: DynamoLedger
+    jobs: JobStore
+    timers: TimerStore
+    ledger: Ledger
     queue: SqsReadyQueue
     dispatcher: Dispatcher
     job_service: JobService
@@ -126,8 +125,8 @@ class Services:
     executor: Executor
     sqs: Any
     dynamodb: Any
-    #: The handler's batch hold (bounded recovery: one ChangeMessageVisibilityBatch per batch).
-    hold_config: HoldConfig
+    #: The handler's batch hold (bounded recovery: one ChangeMessageVisibilityBatch per batch, renewed by a thread).
+    held_batch: Callable[[BatchVisibility, Mapping[str, str | None]], HeldBatch]
     kept: list[str] = field(default_factory=list)
 
 
@@ -160,21 +159,22 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
         sleep=worker_clock.sleep,
         targets={"http": HttpTargetInvoker(container.guard, KeyRing.parse(settings.signing_keys), signing_secret)},
     )
+    core = container.core
     return Services(
         settings,
         clock,
         worker_clock,
-        container.jobs,
-        container.timers,
-        container.ledger,
+        core.stores.jobs,
+        core.stores.timers,
+        core.stores.ledger,
         container.queue,
-        container.dispatcher,
-        container.job_service(),
-        container.sweeper(f"bench-sweeper/{uuid.uuid4().hex[:8]}"),
+        core.dispatcher,
+        core.job_service(),
+        core.sweeper(f"bench-sweeper/{uuid.uuid4().hex[:8]}"),
         executor,
         sqs,
         dynamodb,
-        container.hold_config,
+        core.held_batch,
     )
 
 
@@ -243,7 +243,7 @@ def _run_batch(
     done: list[dict[str, str]] = []
     with (
         meter.invocation("worker", records=len(batch)),
-        HeldBatch(visibility, dict.fromkeys(visibility.messages), services.hold_config, NullMetrics()) as held,
+        services.held_batch(visibility, dict.fromkeys(visibility.messages)) as held,
     ):
         with ThreadPoolExecutor(max_workers=len(batch)) as pool:
             results = list(pool.map(run, batch))

@@ -20,7 +20,7 @@ Fault model (what the seed may choose, see `faults.FaultProfile`):
 - target failures: 503/429 (not applied), 400, and timeouts with the effect applied or not;
 - an outage (the clock jumps 10-60 minutes), per-actor clock skew of up to 5 s with jumps within it.
 
-Not modelled: the background heartbeat thread (runs use `heartbeat_fraction=None`), DynamoDB's eventual
+Not modelled: the background heartbeat (runs use `heartbeat_fraction=None`: no `Heartbeats`), DynamoDB's eventual
 consistency (the protocol only relies on strongly consistent reads), the DLQ redrive, concurrency finer
 than one port call, and the API's HTTP layer (the handler's validation is called directly).
 """

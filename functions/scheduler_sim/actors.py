@@ -14,15 +14,11 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import ValidationError
 
 from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
-from scheduler.core.concurrency import ConcurrencyGate
-from scheduler.core.dispatch import Dispatcher
+from scheduler.composition import Container, Stores, compose
 from scheduler.core.errors import SchedulerError
-from scheduler.core.execute import Executor
-from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
-from scheduler.core.ports import Dispatch
+from scheduler.core.ports import Dispatch, JobStore, Ledger
 from scheduler.core.recovery import HeldBatch
-from scheduler.core.sweep import Sweeper
 from scheduler.core.timefmt import rfc3339
 from scheduler_sim.faults import (
     Crash,
@@ -115,6 +111,19 @@ class Actor:
         self.next_at = sim.clock.now()
         self.job_read_at: datetime | None = None
 
+    def core(self, *, jobs: JobStore | None = None, ledger: Ledger | None = None) -> Container:
+        """The real core composed over this actor's fault-injecting ports (or the bare stores given instead), with
+        the simulation's configuration and ids; waits pass simulated time."""
+        sim = self.sim
+        stores = Stores(
+            jobs or self.jobs,
+            self.timers,
+            ledger or self.ledger,
+            self.queue,
+            tenant_slots=FaultyTenantSlots(sim.tenant_slots, self.gate),
+        )
+        return compose(sim.settings, stores, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep)
+
     def ready(self, now: datetime) -> bool:
         """Whether the actor has a step to take now (its own schedule)."""
         return self.next_at <= now
@@ -149,13 +158,10 @@ class SweeperActor(Actor):
 
     def __init__(self, sim: Simulation, name: str) -> None:
         super().__init__(sim, name)
-        dispatcher = Dispatcher(
-            self.jobs, self.timers, self.queue, self.clock, sim.dispatch_config, sim.metrics, sleep=sim.sleep
-        )
         order = random.Random(f"{sim.seed}/{name}/buckets")  # its own stream: the run's is untouched
         broken = sim.variant.buckets if sim.variant is not None else None
         pool = broken(order) if broken is not None else SeededOrder(order)
-        self.sweeper = Sweeper(self.timers, dispatcher, self.clock, sim.sweep_config, sim.metrics, name, pool=pool)
+        self.sweeper = self.core().sweeper(name, pool=pool)
         self.invocations = 0
         self.next_at = sim.clock.now() + timedelta(milliseconds=sim.rng.randint(0, 60_000))
 
@@ -201,18 +207,8 @@ class WorkerActor(Actor):
 
     def __init__(self, sim: Simulation, name: str) -> None:
         super().__init__(sim, name)
-        self.executor = Executor(
-            self.jobs,
-            self.ledger,
-            self.queue,
-            {"handler": sim.sink},
-            self.clock,
-            sim.execute_config,
-            sim.metrics,
-            name,
-            sleep=sim.sleep,
-            gate=ConcurrencyGate(FaultyTenantSlots(sim.tenant_slots, self.gate), sim.concurrency, sim.metrics),
-        )
+        self.services = self.core()
+        self.executor = self.services.executor(name, {"handler": sim.sink})
         self.batch = sim.rng.randint(1, 3)
         #: The batch this worker holds while it works through it (None between steps).
         self.held: HeldBatch | None = None
@@ -235,8 +231,7 @@ class WorkerActor(Actor):
         # Bounded recovery: the batch is held for the hold time (one visibility change for the batch; no renewal:
         # simulated steps take no real time). A crash from here on abandons what `held` still holds.
         visibility = SimBatchVisibility(self, messages)
-        self.held = HeldBatch(visibility, {m.message_id: m.dispatch.key for m in messages}, sim.hold_config,
-                              sim.metrics)  # fmt: skip
+        self.held = self.services.held_batch(visibility, {m.message_id: m.dispatch.key for m in messages})
         self.holding = visibility
         with self.held:
             for message in messages:
@@ -290,12 +285,12 @@ class ApiActor(Actor):
 
     def __init__(self, sim: Simulation, name: str) -> None:
         super().__init__(sim, name)
-        dispatcher = Dispatcher(self.jobs, self.timers, self.queue, self.clock, sim.dispatch_config, sim.metrics)
-        self.service = JobService(self.jobs, sim.ledger, dispatcher, self.clock, max_active_jobs=100)
+        self.service = self.core(ledger=sim.ledger).job_service()
         # Invalid requests run on the bare stores, with no faults and nothing interleaved, so that any change
         # to stored state is theirs alone.
-        plain = Dispatcher(sim.jobs, sim.timers, sim.queue, self.clock, sim.dispatch_config, sim.metrics)
-        self.plain_service = JobService(sim.jobs, sim.ledger, plain, self.clock, max_active_jobs=100)
+        bare = Stores(sim.jobs, sim.timers, sim.ledger, sim.queue)
+        plain = compose(sim.settings, bare, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep)
+        self.plain_service = plain.job_service()
         self.queues: dict[int, deque[_Pending]] = {}
         for call in sim.workload.calls:
             self.queues.setdefault(call.job, deque()).append(_Pending(call, call.at))

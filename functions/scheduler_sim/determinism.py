@@ -1,12 +1,15 @@
-"""Making one run of the real core a pure function of its seed.
+"""Making one run of the real core a pure function of its seed, and cheap.
 
-The core draws job ids and attempt owners from `uuid4` (right in production, fatal to a replay: ids decide
-shards, jitter and the order of timers). For the duration of a run they are drawn from the seed instead. The
-same context memoises `next_occurrence`, a pure function whose cron evaluation (croniter) dominates the cost
-of a run, and silences the core's logging, which a run would otherwise flood. Finally it gives the in-memory
-adapters a faster `deepcopy` for ledger items (their snapshots were half the cost of a run): an `Execution`
-holds immutable values and a list of flat dicts, so copying its fields and each history entry is the same
-snapshot; anything else goes to the real `copy.deepcopy`.
+Identity: the core draws job ids, attempt owners and backfill ids from its `Ids` port (`uuid4` in production,
+fatal to a replay: ids decide shards, jitter and the order of timers). The simulator hands its services
+`SeededIds`, drawn from the run's own generator; nothing about identity is patched.
+
+Performance only (none of these changes what a run does, only what it costs): `cheap_core` memoises
+`next_occurrence`, a pure function whose cron evaluation (croniter) dominates the cost of a run, silences the
+core's logging, which a run would otherwise flood, and gives the in-memory adapters a faster `deepcopy` for
+ledger items (their snapshots were half the cost of a run): an `Execution` holds immutable values and a list of
+flat dicts, so copying its fields and each history entry is the same snapshot; anything else goes to the real
+`copy.deepcopy`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ import dataclasses
 import functools
 import logging
 import random
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
@@ -53,29 +55,29 @@ class _SnapshotCopy:
         return copy.deepcopy(value)
 
 
-class _SeededUuid:
-    """Stands in for the `uuid` module where the core calls `uuid.uuid4()`."""
+class SeededIds:
+    """The core's `Ids`, drawn from the run's generator: job ids of 10 hex characters (40 bits), tokens of 12."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
 
-    def uuid4(self) -> uuid.UUID:
-        return uuid.UUID(int=self.rng.getrandbits(128), version=4)
+    def job_id(self) -> str:
+        return f"{self.rng.getrandbits(40):010x}"
+
+    def token(self) -> str:
+        # The first 12 hex characters of 128 random bits, as of a uuid4 (whose version bits come later).
+        return f"{self.rng.getrandbits(128):032x}"[:12]
 
 
 @contextmanager
-def deterministic_core(rng: random.Random) -> Iterator[None]:
-    """Within this block the core's ids come from `rng`, `next_occurrence` is memoised and logging is off."""
+def cheap_core() -> Iterator[None]:
+    """Within this block `next_occurrence` is memoised, ledger snapshots are field copies and logging is off."""
     patches: list[tuple[object, str, object]] = [
-        (jobs_module, "new_job_id", _job_ids(rng)),
         (jobs_module, "next_occurrence", next_occurrence),
         (dispatch_module, "next_occurrence", next_occurrence),
         (schedules_module, "next_occurrence", next_occurrence),
         *((module, "copy", _SnapshotCopy()) for module in (memory_ledger, memory_queue, memory_tenants)),
     ]
-    from scheduler.core import execute as execute_module
-
-    patches.append((execute_module, "uuid", _SeededUuid(rng)))
     saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
     logging_floor = logging.root.manager.disable
     for module, name, value in patches:
@@ -87,10 +89,3 @@ def deterministic_core(rng: random.Random) -> Iterator[None]:
         for module, name, value in saved:
             setattr(module, name, value)
         logging.disable(logging_floor)
-
-
-def _job_ids(rng: random.Random) -> Callable[[], str]:
-    def new_job_id() -> str:
-        return f"{rng.getrandbits(40):010x}"
-
-    return new_job_id

@@ -25,6 +25,8 @@ from scheduler.adapters.memory import (
     MemoryTimerStore,
     RecordingMetrics,
 )
+from scheduler.composition import Configs
+from scheduler.core.backfill import BackfillConfig
 from scheduler.core.concurrency import ConcurrencyConfig
 from scheduler.core.dispatch import DispatchConfig
 from scheduler.core.execute import ExecuteConfig
@@ -33,9 +35,10 @@ from scheduler.core.ports import AdvanceResult, Dispatch, Timer
 from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep import SweepConfig
 from scheduler.core.timefmt import rfc3339
+from scheduler.settings import Settings
 from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, SweeperActor, WorkerActor, brief
 from scheduler_sim.checker import check, invalid_request
-from scheduler_sim.determinism import deterministic_core
+from scheduler_sim.determinism import SeededIds, cheap_core
 from scheduler_sim.faults import Crash, Exposure, FaultProfile, Throttled
 from scheduler_sim.records import (
     Abandoned,
@@ -74,7 +77,8 @@ class Simulation:
         self.trace_calls = trace_calls
         self.events: list[Event] = []
         self.rng = random.Random(f"punctual-sim/run/{seed}")
-        self.ids = random.Random(f"punctual-sim/ids/{seed}")
+        #: Job ids, attempt owners and backfill ids, from their own generator.
+        self.ids = SeededIds(random.Random(f"punctual-sim/ids/{seed}"))
         self.profile = profile or FaultProfile.draw(random.Random(f"punctual-sim/faults/{seed}"))
         self.workload = workload or draw_workload(random.Random(f"punctual-sim/workload/{seed}"))
         self.clock = FakeClock(self.workload.start)
@@ -108,6 +112,20 @@ class Simulation:
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
         self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
+        # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say
+        # what is off (completion events, dispatch budgets: not simulated), the configuration is the run's own.
+        self.settings = Settings(completion_events=False, tenant_dispatch_rate=0)
+        self.configs = Configs(
+            dispatch=self.dispatch_config,
+            sweep=self.sweep_config,
+            execute=self.execute_config,
+            backfill=BackfillConfig(),
+            hold=self.hold_config,
+            fairness=None,
+            concurrency=self.concurrency,
+            max_active_jobs=100,
+            forecast_lookback=cfg.lookahead,
+        )
         self.faults_on = True
         self.stack: list[Actor] = []
         self.records = [JobRecord(i, self.workload.describe(i)) for i in range(self.workload.jobs)]
@@ -152,7 +170,7 @@ class Simulation:
 
     def run(self) -> SimResult:
         """Run the active phase, then quiesce, then check the invariants."""
-        with deterministic_core(self.ids):
+        with cheap_core():
             self.trace("sim", f"seed {self.seed}: faults {self.profile.describe()}")
             offsets = ", ".join(f"{a.name} {a.clock.offset.total_seconds():+.3f}s" for a in self.actors.values())
             self.trace("sim", f"actors and clock offsets: {offsets}; {self.timers.shard_count} shard(s)")

@@ -120,7 +120,7 @@ def test_secret_headers_are_write_only(env, api_call) -> None:
     # Sending the redacted view back keeps the stored secret
     patched = api_call("PATCH", f"/v1/jobs/{job_id}", {"target": {**target, "headers": shown | {"X-T": "b"}}})
     assert patched.status == 200, patched.text
-    stored = wiring.container(api.metrics).jobs.get(job_id)
+    stored = wiring.container(api.metrics).core.stores.jobs.get(job_id)
     assert stored is not None and stored.spec.target.headers == {"Authorization": "Bearer s3cret", "X-T": "b"}
 
 

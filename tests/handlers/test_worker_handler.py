@@ -311,7 +311,7 @@ def test_redrive_refuses_a_message_planted_in_the_dlq(env, api_call, sqs_client)
     sqs_client.send_message(QueueUrl=env.dlq_url, MessageBody=json.dumps({"dispatch": planted, "state": "DEAD"}))
 
     # When an operator redrives
-    ledger = wiring.container(worker.metrics).ledger
+    ledger = wiring.container(worker.metrics).core.stores.ledger
     letters = SqsDeadLetters(env.dlq_url, sqs_client, message_key=LOCAL_MESSAGE_KEY)
     queue = SqsReadyQueue(env.ready_queue_url, env.dlq_url, sqs_client, message_key=LOCAL_MESSAGE_KEY)
     [line] = redrive(letters, ledger, queue, dry_run=False, limit=10)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from world import LEASE, T0, Crash, CrashAt, World
 
-from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.execute import Executor
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import RunState
 from scheduler.core.ports import TargetCall, TargetFailure
@@ -21,11 +21,9 @@ DUE = T0 + timedelta(seconds=10)
 
 
 def executor(world: World, *, jobs: Any = None, ledger: Any = None, queue: Any = None, target: Any = None) -> Executor:
-    config = ExecuteConfig(lease=LEASE, heartbeat_fraction=None)
-    return Executor(
-        jobs or world.jobs, ledger or world.ledger, queue or world.queue, {"http": target or world.sink},
-        world.clock, config, world.metrics, "doomed", sleep=world.clock.advance,
-    )  # fmt: skip
+    """The doomed worker, without completion events."""
+    core = world.core(jobs=jobs, ledger=ledger, queue=queue, events=False)
+    return core.executor("doomed", {"http": target or world.sink})
 
 
 def one_due_occurrence(world: World, **extra: Any) -> str:

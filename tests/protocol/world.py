@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,16 +23,18 @@ from scheduler.adapters.memory import (
     RecordingMetrics,
 )
 from scheduler.adapters.threads import ThreadTaskPool
+from scheduler.composition import Configs, Container, Stores, compose
 from scheduler.core.chain import counts_as_active
-from scheduler.core.dispatch import DispatchConfig, Dispatcher
-from scheduler.core.events import Outbox
-from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.dispatch import Dispatcher
+from scheduler.core.execute import Executor
+from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobSpec
 from scheduler.core.ports import TargetCall
 from scheduler.core.schedules import unindexed_occurrence
-from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.core.sweep import Sweeper
+from tests.unit.fixtures import settings_for
 
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past,
 # so a fake clock in the past would see its timers and ledger items vanish.
@@ -41,6 +43,27 @@ SHARDS = 2
 LEASE = timedelta(seconds=30)
 BUCKET_LEASE = timedelta(seconds=20)
 LOOKAHEAD = timedelta(seconds=60)
+#: What the protocol tests run at (shorter than deployed, so that leases run out within a test's fake time).
+SETTINGS = settings_for(
+    shard_count=SHARDS,
+    lookahead=LOOKAHEAD,
+    misfire_grace=timedelta(seconds=60),
+    catchup_window=timedelta(hours=6),
+    max_active_jobs=1000,
+    budget=10_000,
+    bucket_lease_seconds=int(BUCKET_LEASE.total_seconds()),
+    lease_seconds=int(LEASE.total_seconds()),
+    sweep_safety_seconds=1,
+)
+_DERIVED = Configs.of(SETTINGS)
+#: And what Settings do not say: sends at once (no landing wait), a first sweep from the watermark's own minute,
+#: no background heartbeat (a target that needs one beats itself).
+CONFIGS = replace(
+    _DERIVED,
+    dispatch=replace(_DERIVED.dispatch, landing_window=None),
+    sweep=replace(_DERIVED.sweep, initial_lag=timedelta(0)),
+    execute=replace(_DERIVED.execute, heartbeat_fraction=None),
+)
 
 
 class Crash(BaseException):
@@ -119,9 +142,6 @@ class World:
     created: list[str] = field(default_factory=list)
     events: MemoryEventPublisher = field(default_factory=MemoryEventPublisher)
 
-    def outbox(self, ledger: Any = None) -> Outbox:
-        return Outbox(ledger or self.ledger, self.events, self.metrics)
-
     @classmethod
     def build(cls, backend: str, resources: Any = None, dynamodb: Any = None, start: datetime = T0) -> World:
         clock = FakeClock(start)
@@ -137,31 +157,39 @@ class World:
 
     # -- services, each optionally over crash proxies ------------------------------------------------------
 
-    def dispatcher(self, jobs: Any = None, timers: Any = None, queue: Any = None) -> Dispatcher:
-        config = DispatchConfig(LOOKAHEAD, timedelta(seconds=60), timedelta(hours=6))
-        return Dispatcher(
-            jobs or self.jobs, timers or self.timers, queue or self.queue, self.clock, config, self.metrics
+    def core(
+        self, *, jobs: Any = None, timers: Any = None, ledger: Any = None, queue: Any = None, events: bool = True
+    ) -> Container:
+        """The core composed over the world's stores, or over the proxies given in their place; `events`: with
+        completion events (the outbox)."""
+        stores = Stores(
+            jobs or self.jobs,
+            timers or self.timers,
+            ledger or self.ledger,
+            queue or self.queue,
+            events=self.events if events else None,
+        )
+        return compose(
+            SETTINGS, stores, self.clock, RANDOM_IDS, self.metrics, configs=CONFIGS, sleep=self.clock.advance
         )
 
+    def dispatcher(self, jobs: Any = None, timers: Any = None, queue: Any = None) -> Dispatcher:
+        return self.core(jobs=jobs, timers=timers, queue=queue).dispatcher
+
     def service(self) -> JobService:
-        return JobService(self.jobs, self.ledger, self.dispatcher(), self.clock, max_active_jobs=1000)
+        return self.core().job_service()
 
     def sweeper(
         self, owner: str = "s", timers: Any = None, dispatcher: Dispatcher | None = None, threads: bool = False
     ) -> Sweeper:
         """A sweeper; with `threads`, one that sweeps a minute's buckets at once, each in a thread (as deployed)."""
-        config = SweepConfig(SHARDS, LOOKAHEAD, BUCKET_LEASE, 10_000, timedelta(seconds=1), initial_lag=timedelta(0))
-        return Sweeper(
-            timers or self.timers, dispatcher or self.dispatcher(), self.clock, config, self.metrics, owner,
-            outbox=self.outbox(), pool=ThreadTaskPool(SHARDS) if threads else None,
-        )  # fmt: skip
+        core = self.core(timers=timers)
+        if dispatcher is not None:
+            core = replace(core, dispatcher=dispatcher)
+        return core.sweeper(owner, pool=ThreadTaskPool(SHARDS) if threads else None)
 
     def executor(self, worker: str = "w", ledger: Any = None, queue: Any = None, target: Any = None) -> Executor:
-        config = ExecuteConfig(lease=LEASE, heartbeat_fraction=None)
-        return Executor(
-            self.jobs, ledger or self.ledger, queue or self.queue, {"http": target or self.sink}, self.clock, config,
-            self.metrics, worker, sleep=self.clock.advance, outbox=self.outbox(ledger),
-        )  # fmt: skip
+        return self.core(ledger=ledger, queue=queue).executor(worker, {"http": target or self.sink})
 
     # -- driving ---------------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ core while it was written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,11 +29,13 @@ from scheduler.adapters.memory import (
     MemoryTimerStore,
     RecordingMetrics,
 )
-from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.composition import Configs, Container, Stores, compose
+from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueue, Timer, TimerStore
-from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.core.sweep import Sweeper
+from scheduler.settings import Settings
 from scheduler_sim.faults import Crash, SkewedClock
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -40,8 +43,24 @@ TENANT = "tenant-a"
 LOOKAHEAD = timedelta(seconds=300)
 
 
+#: The production settings that matter here (5 min look-ahead, 60 s grace, a day's catch-up, 2 min bucket lease,
+#: 20 s sweep safety), on one shard.
+SETTINGS = Settings(
+    shard_count=1,
+    lookahead_seconds=int(LOOKAHEAD.total_seconds()),
+    dispatch_budget=1000,
+    max_active_jobs_per_tenant=10,
+    tenant_dispatch_rate=0,
+    completion_events=False,
+)
+_DERIVED = Configs.of(SETTINGS)
+#: Sends at once (no landing wait).
+CONFIGS = replace(_DERIVED, dispatch=replace(_DERIVED.dispatch, landing_window=None))
+
+
 class World:
-    """The production settings that matter here (5 min look-ahead, 60 s grace, 2 min bucket lease), one shard."""
+    """The core composed over memory stores at `SETTINGS`; services and sweepers may see their own clock, timers or
+    queue (a skewed clock, a store that dies)."""
 
     def __init__(self, start: datetime = T0) -> None:
         self.clock = FakeClock(start)
@@ -51,12 +70,15 @@ class World:
         self.ledger = MemoryLedger()
         self.queue = MemoryQueue(self.clock)
         self.metrics = RecordingMetrics()
-        self.config = DispatchConfig(LOOKAHEAD, timedelta(seconds=60), timedelta(days=1))
+
+    def core(
+        self, clock: Clock | None = None, timers: TimerStore | None = None, queue: ReadyQueue | None = None
+    ) -> Container:
+        stores = Stores(self.jobs, timers or self.timers, self.ledger, queue or self.queue)
+        return compose(SETTINGS, stores, clock or self.clock, RANDOM_IDS, self.metrics, configs=CONFIGS)
 
     def service(self, clock: Clock | None = None) -> JobService:
-        clock = clock or self.clock
-        dispatcher = Dispatcher(self.jobs, self.timers, self.queue, clock, self.config, self.metrics)
-        return JobService(self.jobs, self.ledger, dispatcher, clock, max_active_jobs=10)
+        return self.core(clock).job_service()
 
     def sweeper(
         self,
@@ -66,11 +88,7 @@ class World:
         timers: TimerStore | None = None,
         queue: ReadyQueue | None = None,
     ) -> Sweeper:
-        clock = clock or self.clock
-        timers = timers or self.timers
-        dispatcher = Dispatcher(self.jobs, timers, queue or self.queue, clock, self.config, self.metrics)
-        config = SweepConfig(1, LOOKAHEAD, timedelta(seconds=120), dispatch_budget=1000, safety=timedelta(seconds=20))
-        return Sweeper(timers, dispatcher, clock, config, self.metrics, owner)
+        return self.core(clock, timers, queue).sweeper(owner)
 
     def create(self, schedule: dict[str, Any], clock: Clock | None = None) -> Job:
         body = {"schedule": schedule, "target": {"type": "handler", "name": "sink"}, "misfire_policy": "run_all"}

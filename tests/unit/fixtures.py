@@ -1,19 +1,21 @@
 """A small harness for unit tests of the core: fake clock, in-memory adapters, a scripted target.
 
-`World.build()` wires the same services the Lambda handlers wire (JobService, Dispatcher, Sweeper, Executor),
-on in-memory adapters, so a test can create jobs, sweep, deliver messages to workers and move time by hand.
+`World.build()` composes the services the Lambda handlers use (`scheduler.composition.compose`: JobService,
+Dispatcher, Sweeper, Executor, ...) over in-memory adapters, so a test can create jobs, sweep, deliver messages
+to workers and move time by hand.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import TypeAdapter
 
+from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.memory import (
     FakeClock,
     MemoryBackfillStore,
@@ -28,17 +30,31 @@ from scheduler.adapters.memory import (
     QueuedMessage,
     RecordingMetrics,
 )
+from scheduler.composition import Configs, Container, Stores, compose
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
-from scheduler.core.dispatch import DispatchConfig, Dispatcher, timer_for
+from scheduler.core.dispatch import Dispatcher, timer_for
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor, Outcome
-from scheduler.core.fairness import FairnessConfig, TenantAdmission
+from scheduler.core.fairness import FairnessConfig
+from scheduler.core.ids import RANDOM_IDS, RandomIds
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
-from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
+from scheduler.core.ports import Dispatch, Heartbeats, Ids, TargetCall, TargetFailure
 from scheduler.core.schedules import Schedule
-from scheduler.core.sweep import SweepConfig, Sweeper, SweepReport
+from scheduler.core.sweep import Sweeper, SweepReport
+from scheduler.settings import Settings
+
+
+class GivenJobIds(RandomIds):
+    """Ids whose job ids are the given ones, in order (tokens stay random)."""
+
+    def __init__(self, job_ids: Iterable[str]) -> None:
+        self._job_ids = iter(job_ids)
+
+    def job_id(self) -> str:
+        return next(self._job_ids)
+
 
 #: Monday 2026-01-05 09:00:00 UTC: the default start of every world.
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -170,39 +186,93 @@ class StubMessage:
         self.extensions.append(seconds)
 
 
+def settings_for(
+    *,
+    shard_count: int,
+    lookahead: timedelta,
+    misfire_grace: timedelta,
+    catchup_window: timedelta,
+    max_active_jobs: int,
+    budget: int,
+    **more: Any,
+) -> Settings:
+    """A test world's Settings, every value that matters given: no dispatch budgets (tests ask for them), completion
+    events on and announced by default, small backfill waves, a short sweep safety margin; `more` changes others
+    (by their field names)."""
+    given: dict[str, Any] = {
+        "shard_count": shard_count,
+        "lookahead_seconds": int(lookahead.total_seconds()),
+        "misfire_grace_seconds": int(misfire_grace.total_seconds()),
+        "catchup_window_seconds": int(catchup_window.total_seconds()),
+        "bucket_lease_seconds": 120,
+        "lease_seconds": 60,
+        "dispatch_budget": budget,
+        "sweep_safety_seconds": 5,
+        "max_active_jobs_per_tenant": max_active_jobs,
+        "backfill_max_occurrences": 1000,
+        "backfill_wave_size": 50,
+        "tenant_dispatch_rate": 0,
+        "tenant_max_concurrency": 0,
+        "completion_events": True,
+        "completion_events_default": True,
+    }
+    return Settings(**{**given, **more})
+
+
 @dataclass
 class World:
+    """The core composed over memory stores (`scheduler.composition.compose`), and the stores themselves."""
+
+    core: Container
     clock: FakeClock
     jobs: MemoryJobStore
     timers: MemoryTimerStore
     ledger: MemoryLedger
     queue: RecordingQueue
     metrics: RecordingMetrics
-    dispatcher: Dispatcher
+    events: MemoryEventPublisher
+    backfills: MemoryBackfillStore
+    tenant_budgets: MemoryTenantBudgets
+    tenant_slots: MemoryTenantSlots
     service: JobService
-    lookahead: timedelta
-    budget: int
-    events: MemoryEventPublisher = field(default_factory=MemoryEventPublisher)
-    backfills: MemoryBackfillStore = field(default_factory=MemoryBackfillStore)
-    backfill_config: BackfillConfig = field(default_factory=lambda: BackfillConfig(max_occurrences=1000, wave_size=50))
-    tenant_budgets: MemoryTenantBudgets = field(default_factory=MemoryTenantBudgets)
-    tenant_slots: MemoryTenantSlots = field(default_factory=MemoryTenantSlots)
-    #: Per-tenant execution budgets (None: none).
-    gate: ConcurrencyGate | None = None
+    backfill_config: BackfillConfig
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self.core.dispatcher
+
+    @property
+    def gate(self) -> ConcurrencyGate | None:
+        """Per-tenant execution budgets (None: none)."""
+        return self.core.gate
+
+    @property
+    def ids(self) -> Ids:
+        """Job ids, attempt owners and backfill ids."""
+        return self.core.ids
+
+    @property
+    def lookahead(self) -> timedelta:
+        return self.core.configs.sweep.lookahead
+
+    @property
+    def budget(self) -> int:
+        return self.core.configs.sweep.dispatch_budget
 
     @property
     def backfill(self) -> BackfillService:
-        return BackfillService(self.jobs, self.backfills, self.clock, self.backfill_config)
+        return self.core.backfill_service(self.backfill_config)
 
     def backfill_runner(self) -> BackfillRunner:
-        return BackfillRunner(
-            self.backfills, self.jobs, self.dispatcher, self.clock, self.backfill_config, self.metrics
-        )
+        runner = self.core.backfill_runner(self.backfill_config)
+        assert runner is not None
+        return runner
 
     @property
     def outbox(self) -> Outbox:
         """Completion events: the worker publishes after each terminal write, the sweep drains leftovers."""
-        return Outbox(self.ledger, self.events, self.metrics)
+        assert self.core.outbox is not None
+        return self.core.outbox
 
     @classmethod
     def build(
@@ -217,26 +287,45 @@ class World:
         budget: int = 10_000,
         fairness: FairnessConfig | None = None,
         concurrency: ConcurrencyConfig | None = None,
+        ids: Ids = RANDOM_IDS,
+        heartbeats: Heartbeats | None = None,
     ) -> World:
-        """`fairness`: per-tenant dispatch budgets, `concurrency`: per-tenant execution budgets (None: none)."""
+        """`fairness`: per-tenant dispatch budgets, `concurrency`: per-tenant execution budgets (None: none);
+        `ids`: where new jobs' ids come from; `heartbeats`: real threads unless given."""
         clock = FakeClock(start)
         jobs = MemoryJobStore()
         timers = MemoryTimerStore(shard_count)
         jobs.attach(timers)
-        ledger = MemoryLedger()
-        queue = RecordingQueue(clock)
-        metrics = RecordingMetrics()
-        tenant_budgets = MemoryTenantBudgets()
-        admission = TenantAdmission(tenant_budgets, clock, fairness, metrics) if fairness is not None else None
-        config = DispatchConfig(lookahead, misfire_grace, catchup_window)
-        dispatcher = Dispatcher(jobs, timers, queue, clock, config, metrics, admission=admission)
-        service = JobService(jobs, ledger, dispatcher, clock, max_active_jobs=max_active_jobs)
-        world = cls(clock, jobs, timers, ledger, queue, metrics, dispatcher, service, lookahead, budget)
-        world.tenant_budgets = tenant_budgets
-        service.outbox = world.outbox  # an operator's resolve publishes its outcome at once, as the api does
-        if concurrency is not None:
-            world.gate = ConcurrencyGate(world.tenant_slots, concurrency, metrics)
-        return world
+        ledger, queue, events, backfills = (
+            MemoryLedger(),
+            RecordingQueue(clock),
+            MemoryEventPublisher(),
+            MemoryBackfillStore(),
+        )
+        budgets, slots, metrics = MemoryTenantBudgets(), MemoryTenantSlots(), RecordingMetrics()
+        stores = Stores(jobs, timers, ledger, queue, backfills, budgets, slots, events)
+        settings = settings_for(
+            shard_count=shard_count,
+            lookahead=lookahead,
+            misfire_grace=misfire_grace,
+            catchup_window=catchup_window,
+            max_active_jobs=max_active_jobs,
+            budget=budget,
+        )
+        derived = Configs.of(settings)
+        configs = replace(
+            derived,
+            dispatch=replace(derived.dispatch, landing_window=None),  # sends at once: nothing waits for a landing
+            fairness=fairness,
+            concurrency=concurrency,
+        )
+        # A worker waiting out a sub-second remainder moves the fake clock.
+        beats = heartbeats or ThreadHeartbeats()
+        core = compose(settings, stores, clock, ids, metrics, configs=configs, sleep=clock.advance, heartbeats=beats)
+        # The service's resolve publishes its outcome at once, as the api's does.
+        service = core.job_service()
+        return cls(core, clock, jobs, timers, ledger, queue, metrics, events, backfills, budgets, slots, service,
+                   configs.backfill)  # fmt: skip
 
     # -- time ---------------------------------------------------------------------------------------------
 
@@ -269,23 +358,10 @@ class World:
     # -- sweeping -----------------------------------------------------------------------------------------
 
     def sweeper(self, owner: str = "sweeper-1", budget: int | None = None) -> Sweeper:
-        config = SweepConfig(
-            shard_count=self.timers.shard_count,
-            lookahead=self.lookahead,
-            bucket_lease=timedelta(minutes=2),
-            dispatch_budget=budget if budget is not None else self.budget,
-            safety=timedelta(seconds=5),
-        )
-        return Sweeper(
-            self.timers,
-            self.dispatcher,
-            self.clock,
-            config,
-            self.metrics,
-            owner,
-            outbox=self.outbox,
-            backfills=self.backfill_runner(),
-        )
+        config = self.core.configs.sweep
+        if budget is not None:
+            config = replace(config, dispatch_budget=budget)
+        return self.core.sweeper(owner, config=config, backfills=self.backfill_runner())
 
     def sweep(self, owner: str = "sweeper-1", budget: int | None = None) -> SweepReport:
         return self.sweeper(owner, budget).sweep(deadline=self.now() + timedelta(minutes=1))
@@ -317,18 +393,9 @@ class World:
         extra_targets: dict[str, Any] | None = None,
     ) -> Executor:
         target = target if target is not None else FakeTarget(self.clock)
-        return Executor(
-            self.jobs,
-            self.ledger,
-            self.queue,
-            {"handler": target, **(extra_targets or {})},
-            self.clock,
-            config or ExecuteConfig(lease=lease, heartbeat_fraction=None),
-            self.metrics,
-            worker_id,
-            sleep=self.clock.advance,  # waiting out a sub-second remainder moves the fake clock
-            outbox=self.outbox,
-            gate=self.gate,
+        targets = {"handler": target, **(extra_targets or {})}
+        return self.core.executor(
+            worker_id, targets, config=config or ExecuteConfig(lease=lease, heartbeat_fraction=None)
         )
 
     def deliver(self, executor: Executor, limit: int = 1000) -> list[Delivery]:

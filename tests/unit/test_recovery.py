@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryQueue, RecordingMetrics
 from scheduler.core.ports import Dispatch
 from scheduler.core.recovery import HeldBatch, HoldConfig
@@ -115,7 +116,7 @@ class Recording:
 def test_the_heartbeat_renews_the_hold_while_the_batch_runs() -> None:
     visibility = Recording()
     config = HoldConfig(hold_seconds=1, renew_fraction=0.1)
-    with HeldBatch(visibility, {"a": None, "b": None}, config, RecordingMetrics()) as held:
+    with HeldBatch(visibility, {"a": None, "b": None}, config, RecordingMetrics(), ThreadHeartbeats()) as held:
         time.sleep(0.35)
         held.release("a")
         time.sleep(0.25)

@@ -15,7 +15,7 @@ from scheduler.core.keys import occurrence_key, shard_of
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId
 from scheduler.core.schedules import preview
-from tests.unit.fixtures import TENANT, FakeTarget, World, at
+from tests.unit.fixtures import TENANT, FakeTarget, GivenJobIds, World, at
 
 EVERY_10_MIN = {"type": "cron", "expression": "*/10 * * * *"}
 HOURLY = {"type": "cron", "expression": "0 * * * *"}
@@ -177,11 +177,9 @@ def job_ids_one_per_shard(shard_count: int) -> list[str]:
     return [by_shard[s] for s in range(shard_count)]
 
 
-def test_a_sweep_that_spent_its_budget_claims_no_further_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sweep_that_spent_its_budget_claims_no_further_bucket() -> None:
     # Given four jobs due in the same minute, one in each of four shards, and a budget of one
-    ids = iter(job_ids_one_per_shard(4))
-    monkeypatch.setattr("scheduler.core.jobs.new_job_id", lambda: next(ids))
-    world = World.build(shard_count=4)
+    world = World.build(shard_count=4, ids=GivenJobIds(job_ids_one_per_shard(4)))
     for _ in range(4):
         world.create(once_in(150))
 
@@ -192,10 +190,8 @@ def test_a_sweep_that_spent_its_budget_claims_no_further_bucket(monkeypatch: pyt
     assert len(world.queue.history) == 1
 
 
-def test_a_sweep_over_budget_still_loses_and_repeats_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    ids = iter(job_ids_one_per_shard(4))
-    monkeypatch.setattr("scheduler.core.jobs.new_job_id", lambda: next(ids))
-    world = World.build(shard_count=4)
+def test_a_sweep_over_budget_still_loses_and_repeats_nothing() -> None:
+    world = World.build(shard_count=4, ids=GivenJobIds(job_ids_one_per_shard(4)))
     jobs = [world.create(once_in(150)) for _ in range(4)]
 
     # Four sweeps each dispatch one occurrence; the budget stops each before it claims another bucket, so a

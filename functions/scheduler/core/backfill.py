@@ -15,14 +15,14 @@ from __future__ import annotations
 import builtins
 import logging
 import math
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.dispatch import Dispatcher, fire_at
 from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState, JobNotFound
+from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model import BackfillState, Job, JobState
-from scheduler.core.ports import Backfill, BackfillStore, ChainPlan, Clock, Dispatch, JobReader, Metrics
+from scheduler.core.ports import Backfill, BackfillStore, ChainPlan, Clock, Dispatch, Ids, JobReader, Metrics
 from scheduler.core.schedules import is_recurring, next_occurrence
 from scheduler.core.timefmt import to_ms, truncate_ms
 
@@ -55,19 +55,22 @@ def occurrences_in(
     return found
 
 
-def new_backfill_id(now: datetime) -> str:
+def new_backfill_id(now: datetime, ids: Ids = RANDOM_IDS) -> str:
     """Sortable by creation (oldest backfills get their waves first), unique by its random tail."""
-    return f"{to_ms(now):012x}{uuid.uuid4().hex[:12]}"
+    return f"{to_ms(now):012x}{ids.token()}"
 
 
 class BackfillService:
     """The API's side: request, read and cancel backfills."""
 
-    def __init__(self, jobs: JobReader, backfills: BackfillStore, clock: Clock, config: BackfillConfig) -> None:
+    def __init__(
+        self, jobs: JobReader, backfills: BackfillStore, clock: Clock, config: BackfillConfig, *, ids: Ids = RANDOM_IDS
+    ) -> None:
         self.jobs = jobs
         self.backfills = backfills
         self.clock = clock
         self.config = config
+        self.ids = ids
 
     def _job(self, tenant: str, job_id: str) -> Job:
         job = self.jobs.get(job_id)
@@ -99,7 +102,7 @@ class BackfillService:
         if not found:
             raise InvalidRequest("the job's schedule has no occurrence in this range", field="from")
         backfill = Backfill(
-            backfill_id=new_backfill_id(now),
+            backfill_id=new_backfill_id(now, self.ids),
             job_id=job.job_id,
             tenant=tenant,
             range_from=start,

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,11 +18,15 @@ from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, th
 from scheduler.core.dispatch import fire_at
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import Outbox
+from scheduler.core.heartbeat import Heartbeat
+from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
     Clock,
     Dispatch,
     Execution,
+    Heartbeats,
+    Ids,
     JobReader,
     Ledger,
     MessageControl,
@@ -60,7 +62,8 @@ class ExecuteConfig:
     early_wait_max: timedelta = timedelta(seconds=2)
     #: Added to hides that wait for someone else's lease, so the lease has surely ended when we look again.
     lease_margin_seconds: int = 2
-    #: Heartbeat period as a fraction of the lease; None disables the background heartbeat.
+    #: Heartbeat period as a fraction of the lease; None disables the background heartbeat (which needs the
+    #: Executor's `heartbeats`).
     heartbeat_fraction: float | None = 1 / 3
     #: Whether a job that does not say (`events` left out of its spec) has its outcomes announced, when there is
     #: an outbox at all. The deployed default is off (Settings.completion_events_default).
@@ -86,39 +89,6 @@ class Outcome:
         return cls(False, reason, max(1, min(MAX_HIDE_SECONDS, math.ceil(seconds))))
 
 
-class _Heartbeat:
-    """Extends the lease in the background while a target that cannot heartbeat itself runs."""
-
-    def __init__(self, beat: Callable[[], None], interval: float | None) -> None:
-        self._beat = beat
-        self._interval = interval
-        self._stop = threading.Event()
-        self.lost = False
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> _Heartbeat:
-        if self._interval:
-            self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        assert self._interval is not None
-        while not self._stop.wait(self._interval):
-            try:
-                self._beat()
-            except LeaseLost:
-                self.lost = True
-                return
-            except Exception:  # a failed heartbeat is retried next period; the lease margin covers it
-                log.exception("heartbeat failed")
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
 class Executor:
     """Runs one dispatched occurrence; returns what to do with its message."""
 
@@ -135,7 +105,11 @@ class Executor:
         sleep: Callable[[float], None] = time.sleep,
         outbox: Outbox | None = None,
         gate: ConcurrencyGate | None = None,
+        ids: Ids = RANDOM_IDS,
+        heartbeats: Heartbeats | None = None,
     ) -> None:
+        if config.heartbeat_fraction and heartbeats is None:
+            raise ValueError("a background heartbeat (ExecuteConfig.heartbeat_fraction) needs Heartbeats")
         self.jobs = jobs
         self.ledger = ledger
         self.queue = queue
@@ -150,6 +124,10 @@ class Executor:
         self.outbox = outbox
         #: Per-tenant execution slots (None: no execution budgets).
         self.gate = gate
+        #: Draws each attempt's owner suffix.
+        self.ids = ids
+        #: Extends the lease in the background while a target that cannot heartbeat itself runs.
+        self.heartbeats = heartbeats
 
     def execute(self, dispatch: Dispatch, message: MessageControl) -> Outcome:
         now = self.clock.now()
@@ -181,7 +159,7 @@ class Executor:
             return Outcome.acknowledge("left to the resume")
 
         # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
-        owner = f"{self.worker_id}/{uuid.uuid4().hex[:12]}"
+        owner = f"{self.worker_id}/{self.ids.token()}"
         # The tenant's execution budget: one of its slots for this attempt, or come back later.
         permit: Permit | None = Permit.unlimited(dispatch.tenant, owner)
         if self.gate is not None:
@@ -455,7 +433,7 @@ class Executor:
         interval = lease_s * self.config.heartbeat_fraction if self.config.heartbeat_fraction else None
         failure: TargetFailure | None = None
         result: str | None = None
-        with _Heartbeat(heartbeat, interval) as beat:
+        with Heartbeat(self.heartbeats, heartbeat, interval) as beat:
             try:
                 if invoker is None:
                     raise TargetFailure("permanent", f"no target adapter for type '{job.spec.target.type}'")

@@ -8,7 +8,6 @@ import builtins
 import hashlib
 import json
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -24,9 +23,10 @@ from scheduler.core.errors import (
     VersionConflict,
 )
 from scheduler.core.events import Outbox
+from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
-from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, JobStore, Ledger, Timer
+from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, Ids, JobStore, Ledger, Timer
 from scheduler.core.schedules import (
     OnceSchedule,
     first_occurrence,
@@ -71,10 +71,6 @@ def request_hash(body: Any) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def new_job_id() -> str:
-    return uuid.uuid4().hex
-
-
 class JobService:
     def __init__(
         self,
@@ -86,6 +82,7 @@ class JobService:
         max_active_jobs: int,
         check_target: Callable[[str, JobSpec], None] = lambda tenant, spec: None,
         outbox: Outbox | None = None,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
         self.jobs = jobs
         self.ledger = ledger
@@ -95,6 +92,7 @@ class JobService:
         self.check_target = check_target
         #: Publishes the completion event of an outcome recorded here (an operator's resolve) at once.
         self.outbox = outbox
+        self.ids = ids
 
     # -- reads -------------------------------------------------------------------------------------------
 
@@ -162,9 +160,9 @@ class JobService:
         idempotency = None
         if idempotency_key is not None:
             idempotency = IdempotencyRecord(
-                tenant, idempotency_key, request_hash(body), new_job_id(), now + IDEMPOTENCY_TTL
+                tenant, idempotency_key, request_hash(body), self.ids.job_id(), now + IDEMPOTENCY_TTL
             )
-        job_id = idempotency.job_id if idempotency else new_job_id()
+        job_id = idempotency.job_id if idempotency else self.ids.job_id()
         first = first_occurrence(spec.schedule, now)
         if first is None:
             raise InvalidRequest("the schedule has no occurrence in the future", field="schedule")

@@ -35,6 +35,7 @@ __all__ = [
     "Backfill",
     "BackfillStore",
     "BatchVisibility",
+    "Beating",
     "BucketBusy",
     "BucketClaim",
     "BucketId",
@@ -44,7 +45,9 @@ __all__ = [
     "Dispatch",
     "EventPublisher",
     "Execution",
+    "Heartbeats",
     "IdempotencyRecord",
+    "Ids",
     "InOrder",
     "JobReader",
     "JobStore",
@@ -89,6 +92,21 @@ class InOrder:
 
     def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
         return [task() for task in tasks]
+
+
+class Ids(Protocol):
+    """Where the core's identifiers come from: random in production (`scheduler.core.ids.RandomIds`), drawn from a
+    seed in the simulator, so that a run is a pure function of its seed. Ids decide shards, jitter and the order of
+    timers, so a replay needs them all from one source."""
+
+    def job_id(self) -> str:
+        """A new job's id: unique among all jobs (32 hex characters in production)."""
+        ...
+
+    def token(self) -> str:
+        """12 hex characters that no other caller draws: the tail of an attempt's owner (so even the same worker's
+        earlier attempt is fenced) and of a backfill's id."""
+        ...
 
 
 class JobStore(Protocol):
@@ -417,6 +435,24 @@ class BatchVisibility(Protocol):
         """Hide these messages of the batch for `seconds` from now, in as few requests as the queue allows (one
         per 10 messages and lane on SQS). Returns the ids it could not hold (deleted, received again elsewhere,
         or refused); raises if the queue could not be reached at all."""
+        ...
+
+
+class Beating(Protocol):
+    """A heartbeat that `Heartbeats.start` started."""
+
+    def stop(self) -> None:
+        """Stop beating. When this returns no beat is in flight and none starts any more."""
+        ...
+
+
+class Heartbeats(Protocol):
+    """Beats in the background while the caller works: a lease extended while a target runs, a batch's hold renewed
+    while a worker works through it (a thread per heartbeat in production: `scheduler.adapters.heartbeat`)."""
+
+    def start(self, beat: Callable[[], bool], every: float) -> Beating:
+        """Call `beat` every `every` seconds, the first time `every` seconds from now, until it returns False or
+        the heartbeat is stopped. `beat` may run concurrently with the caller; it never raises."""
         ...
 
 

@@ -36,8 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from scheduler.core.execute import _Heartbeat
-from scheduler.core.ports import BatchVisibility, Metrics
+from scheduler.core.heartbeat import Heartbeat
+from scheduler.core.ports import BatchVisibility, Heartbeats, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,16 @@ class HeldBatch:
 
     `messages` maps each message id to its occurrence key (for logs; None when the message does not say).
     Use it as a context manager around the batch's processing, and `release` each record once it is settled.
+    `heartbeats` renews the hold in the background (needed unless the config renews never).
     """
 
     def __init__(
-        self, visibility: BatchVisibility, messages: Mapping[str, str | None], config: HoldConfig, metrics: Metrics
+        self,
+        visibility: BatchVisibility,
+        messages: Mapping[str, str | None],
+        config: HoldConfig,
+        metrics: Metrics,
+        heartbeats: Heartbeats | None = None,
     ) -> None:
         self.visibility = visibility
         self.keys = dict(messages)
@@ -70,7 +76,7 @@ class HeldBatch:
         self.metrics = metrics
         self._held = set(self.keys)
         self._lock = threading.Lock()
-        self._renewal = _Heartbeat(self.renew, config.renew_every)
+        self._renewal = Heartbeat(heartbeats, self.renew, config.renew_every)
         self.holds = 0
 
     def __enter__(self) -> HeldBatch:

@@ -66,13 +66,13 @@ def tenant() -> str:
     if not arn:
         raise Problem(401, "Unauthorized", "this API needs an authenticated caller")
     try:
-        return tenant_of(arn, identity.user, wiring.container(metrics).settings)
+        return tenant_of(arn, identity.user, wiring.container(metrics).core.settings)
     except UnknownPrincipal as exc:
         raise Problem(403, "Forbidden", str(exc)) from None
 
 
 def service() -> JobService:
-    return wiring.container(metrics).job_service()
+    return wiring.container(metrics).core.job_service()
 
 
 @app.get("/v1/health")
@@ -93,7 +93,7 @@ def get_forecast() -> Response[str]:
     """Occurrences due per minute over the next `minutes` (1-180, default 60): the caller's own."""
     who = tenant()
     minutes = int_query("minutes", 60, 1, forecasting.MAX_MINUTES)
-    result = wiring.container(metrics).forecast_service().forecast(minutes, tenant=who)
+    result = wiring.container(metrics).core.forecast_service().forecast(minutes, tenant=who)
     return json_response(200, forecasting.view(result))
 
 
@@ -332,7 +332,7 @@ def resolve_run(job_id: str, key: str) -> Response[str]:
 
 
 def backfills() -> BackfillService:
-    return wiring.container(metrics).backfill_service()
+    return wiring.container(metrics).core.backfill_service()
 
 
 @app.post("/v1/jobs/<job_id>/backfill")

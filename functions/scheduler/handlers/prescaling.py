@@ -11,28 +11,28 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.core.timefmt import minute_of, rfc3339
-from scheduler.handlers.wiring import Container
+from scheduler.handlers.wiring import AwsContainer
 
 log = logging.getLogger(__name__)
 #: The minute of this environment's last forecast.
 _last_minute: list[datetime] = []
 
 
-def after_sweep(container: Container) -> dict[str, Any]:
+def after_sweep(container: AwsContainer) -> dict[str, Any]:
     """Returns what it saw and did, for the sweep's log line."""
-    settings = container.settings
+    settings = container.core.settings
     if settings.forecast_minutes <= 0 and not settings.prescale_enabled:
         return {}
-    minute = minute_of(container.clock.now())
+    minute = minute_of(container.core.clock.now())
     if _last_minute and _last_minute[0] == minute:
         return {}
     _last_minute[:] = [minute]
     try:
         # The pre-scaler must see at least `lead` ahead (and the peak minute itself).
         minutes = max(settings.forecast_minutes, math.ceil(settings.prescale_lead_seconds / 60) + 1)
-        result = container.forecast_service().forecast(min(minutes, 180))
+        result = container.core.forecast_service().forecast(min(minutes, 180))
         peak = result.peak
-        container.metrics.count("ForecastDueOccurrences", peak.due if peak else 0)
+        container.core.metrics.count("ForecastDueOccurrences", peak.due if peak else 0)
         summary: dict[str, Any] = {
             "forecast_minutes": minutes,
             "forecast_peak_due": peak.due if peak else 0,
@@ -40,7 +40,7 @@ def after_sweep(container: Container) -> dict[str, Any]:
             "forecast_timers_read": result.timers_read,
         }
         if settings.prescale_enabled and (settings.prescale_mappings or settings.prescale_state_file):
-            changes = container.prescaler().run(result, container.clock.now())
+            changes = container.prescaler().run(result, container.core.clock.now())
             summary["prescale"] = [
                 {"lane": c.lane, "from": c.current, "to": c.target, "applied": c.applied, "reason": c.reason}
                 for c in changes
@@ -48,5 +48,5 @@ def after_sweep(container: Container) -> dict[str, Any]:
         return summary
     except Exception as exc:
         log.exception("forecast or pre-scaling failed", extra={"error": str(exc)})
-        container.metrics.count("PrescaleFailures")
+        container.core.metrics.count("PrescaleFailures")
         return {"prescale_error": str(exc)}

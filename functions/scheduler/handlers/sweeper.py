@@ -20,7 +20,7 @@ def sweep_once(remaining_ms: int, owner: str) -> dict[str, Any]:
     """Run one sweep that stops before `remaining_ms` runs out; returns its report."""
     container = wiring.container(metrics)
     deadline = datetime.now(UTC) + timedelta(milliseconds=remaining_ms)
-    report = container.sweeper(owner).sweep(deadline)
+    report = container.core.sweeper(owner).sweep(deadline)
     summary = {
         "dispatched": report.dispatched,
         "buckets_done": report.buckets_done,

@@ -1,4 +1,5 @@
-"""The composition root: builds the core's services from Settings, once per Lambda container."""
+"""The deployed composition root: the core's services composed (`scheduler.composition.compose`) over DynamoDB and
+SQS from Settings, once per Lambda container, with what only AWS has beside them."""
 
 from __future__ import annotations
 
@@ -31,25 +32,20 @@ from scheduler.adapters.dynamodb import (
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.file_pollers import FilePollerControl
+from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, check_headers
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.adapters.threads import ThreadTaskPool
-from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
-from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
-from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.composition import Container, Stores, compose
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.events import Outbox
-from scheduler.core.execute import ExecuteConfig, Executor
-from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
-from scheduler.core.forecast import ForecastService
-from scheduler.core.jobs import JobService
+from scheduler.core.execute import Executor
+from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model import HandlerTarget, HttpTarget, JobSpec
 from scheduler.core.ports import Clock, PollerControl, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity
-from scheduler.core.recovery import HeldBatch, HoldConfig
-from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.core.recovery import HeldBatch
 from scheduler.secrets import resolve_secret
 from scheduler.settings import Settings
 from scheduler.signing import KeyRing
@@ -113,21 +109,18 @@ class Clients:
 
 
 @dataclass
-class Container:
-    settings: Settings
-    clock: Clock
-    metrics: PortMetrics
-    jobs: DynamoJobStore
-    timers: DynamoTimerStore
-    ledger: DynamoLedger
+class AwsContainer:
+    """The deployed services: the core's, composed over DynamoDB and SQS (`core`), and what only a deployment on AWS
+    has: the SQS ready queue itself (its client, its message key), the functions' secrets, the targets they call,
+    the worker mappings' pollers."""
+
+    core: Container
     queue: SqsReadyQueue
-    dispatcher: Dispatcher
-    outbox: Outbox | None = None
-    backfills: DynamoBackfillStore | None = None
-    #: Per-tenant execution budgets (None: off).
-    gate: ConcurrencyGate | None = None
     #: The worker mappings' pollers (pre-scaling); None: built on first use from the settings.
     poller_control: PollerControl | None = None
+
+    def __post_init__(self) -> None:
+        self.core.check_target = self.check_target
 
     @property
     def message_key(self) -> bytes:
@@ -137,50 +130,29 @@ class Container:
     @functools.cached_property
     def key_ring(self) -> KeyRing:
         """The signature v2 root keys (resolved once per container)."""
-        return KeyRing.parse(resolve_secret(self.settings, "signing_keys"))
+        return KeyRing.parse(resolve_secret(self.core.settings, "signing_keys"))
 
     @functools.cached_property
     def target_policy(self) -> TargetPolicy:
-        return TargetPolicy.of(self.settings)
-
-    @property
-    def backfill_config(self) -> BackfillConfig:
-        return BackfillConfig(
-            max_occurrences=self.settings.backfill_max_occurrences, wave_size=self.settings.backfill_wave_size
-        )
-
-    def backfill_service(self) -> BackfillService:
-        assert self.backfills is not None
-        return BackfillService(self.jobs, self.backfills, self.clock, self.backfill_config)
+        return TargetPolicy.of(self.core.settings)
 
     @property
     def guard(self) -> AddressGuard:
-        return AddressGuard(self.settings.allow_private_targets)
-
-    def job_service(self) -> JobService:
-        return JobService(
-            self.jobs,
-            self.ledger,
-            self.dispatcher,
-            self.clock,
-            max_active_jobs=self.settings.max_active_jobs_per_tenant,
-            check_target=self.check_target,
-            outbox=self.outbox,
-        )
+        return AddressGuard(self.core.settings.allow_private_targets)
 
     def check_target(self, tenant: str, spec: JobSpec) -> None:
         """Submit-time checks of a target: the SSRF guard, the target policy (the scheduler's own resources, the
         tenant's allow-list), and that a handler target names a registered handler."""
         self.guard.check_spec(spec)
         check_headers(spec)
-        limit = self.settings.max_target_timeout_seconds
+        limit = self.core.settings.max_target_timeout_seconds
         if isinstance(spec.target, HttpTarget) and spec.target.timeout_seconds > limit:
             raise InvalidRequest(
                 f"timeout_seconds may be at most {limit} (the worker must outlive the call to record its outcome)",
                 field="target.timeout_seconds",
             )
         self.target_policy.check_spec(tenant, spec)
-        register_handler_modules(self.settings.handler_modules)
+        register_handler_modules(self.core.settings.handler_modules)
         if isinstance(spec.target, HandlerTarget) and registry.lookup(spec.target.name) is None:
             known = ", ".join(sorted(registry.names())) or "none"
             raise InvalidRequest(
@@ -188,15 +160,9 @@ class Container:
                 field="target.name",
             )
 
-    def forecast_service(self) -> ForecastService:
-        """The forecast reads the window's buckets and those the look-ahead may already have sent from (the
-        look-ahead, a bucket minute and the seal margin before the window)."""
-        lookback = timedelta(seconds=self.settings.lookahead_seconds + 60 + 30)
-        return ForecastService(self.timers, self.clock, lookback, self.metrics)
-
     def prescaler(self) -> Prescaler:
         """The pre-scaler of the worker mappings named in the settings (Lambda's API unless a control was given)."""
-        s = self.settings
+        s = self.core.settings
         if self.poller_control is None and s.prescale_state_file:
             self.poller_control = FilePollerControl(Path(s.prescale_state_file))
         if self.poller_control is None:
@@ -208,43 +174,12 @@ class Container:
             ceiling_pollers=s.prescale_ceiling_pollers,
         )
         config = PrescaleConfig(capacity, lead=timedelta(seconds=s.prescale_lead_seconds))
-        return Prescaler(self.poller_control, config, self.metrics)
-
-    def sweeper(self, owner: str) -> Sweeper:
-        s = self.settings
-        config = SweepConfig(
-            shard_count=s.shard_count,
-            lookahead=timedelta(seconds=s.lookahead_seconds),
-            bucket_lease=timedelta(seconds=s.bucket_lease_seconds),
-            dispatch_budget=s.dispatch_budget,
-            safety=timedelta(seconds=s.sweep_safety_seconds),
-        )
-        runner = None
-        if self.backfills is not None:
-            runner = BackfillRunner(
-                self.backfills, self.jobs, self.dispatcher, self.clock, self.backfill_config, self.metrics
-            )
-        pool = ThreadTaskPool(min(s.sweep_concurrency, s.shard_count), name="bucket")
-        return Sweeper(
-            self.timers,
-            self.dispatcher,
-            self.clock,
-            config,
-            self.metrics,
-            owner,
-            outbox=self.outbox,
-            backfills=runner,
-            pool=pool,
-        )
-
-    @property
-    def hold_config(self) -> HoldConfig:
-        return HoldConfig()
+        return Prescaler(self.poller_control, config, self.core.metrics)
 
     def held_batch(self, messages: Mapping[str, tuple[str, str]], keys: Mapping[str, str | None]) -> HeldBatch:
         """A received batch (message id -> (queue URL, receipt handle)), held for the hold time while the worker
         lives (renewed in the background)."""
-        return HeldBatch(SqsBatchVisibility(self.queue.client, messages), keys, self.hold_config, self.metrics)
+        return self.core.held_batch(SqsBatchVisibility(self.queue.client, messages), keys)
 
     def executor(self, worker_id: str) -> Executor:
         """The executor of this container (built once: it resolves the signing secret)."""
@@ -264,7 +199,7 @@ class Container:
     ) -> Executor:
         """An executor; `clock`, `sleep` and `targets` default to the real ones (every target type)."""
         if targets is None:
-            s = self.settings
+            s = self.core.settings
             register_handler_modules(s.handler_modules)
             v1_secret = resolve_secret(s, "signing_secret") if s.signature_v1 else None
             targets = {
@@ -277,24 +212,7 @@ class Container:
                     }.items()
                 },
             }
-        config = ExecuteConfig(
-            lease=timedelta(seconds=self.settings.lease_seconds),
-            events_by_default=self.settings.completion_events_default,
-            misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds),
-        )
-        return Executor(
-            self.jobs,
-            self.ledger,
-            self.queue,
-            targets,
-            clock or self.clock,
-            config,
-            self.metrics,
-            worker_id,
-            sleep=sleep,
-            outbox=self.outbox,
-            gate=self.gate,
-        )
+        return self.core.executor(worker_id, targets, clock=clock, sleep=sleep)
 
 
 def build(
@@ -304,54 +222,41 @@ def build(
     clients: Clients | None = None,
     clock: Clock | None = None,
     sleep: Callable[[float], None] | None = None,
-) -> Container:
-    """Every service, from `settings`: on the default AWS clients, the system clock and real sleeps unless given
-    others (the benchmarks meter their clients and run on a virtual clock, whose sleeps must move it)."""
+) -> AwsContainer:
+    """Every service, from `settings`, on DynamoDB and SQS: on the default AWS clients, the system clock and real
+    sleeps unless given others (the benchmarks meter their clients and run on a virtual clock, whose sleeps must
+    move it; `sleep` is the sweeper's, the executor's is `AwsContainer.new_executor`'s)."""
     clients = clients or Clients.default(events=settings.completion_events)
     dynamodb, sqs = clients.dynamodb, clients.sqs
-    clock = clock or SystemClock()
-    port_metrics: PortMetrics = PowertoolsMetrics(metrics) if isinstance(metrics, Metrics) else metrics
-    jobs = DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb)
-    timers = DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb)
-    ledger = DynamoLedger(settings.executions_table, dynamodb)
     lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
     key = message_key(resolve_secret(settings, "message_secret"))
     queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key)
-    dispatch_config = DispatchConfig(
-        lookahead=timedelta(seconds=settings.lookahead_seconds),
-        misfire_grace=timedelta(seconds=settings.misfire_grace_seconds),
-        catchup_window=timedelta(seconds=settings.catchup_window_seconds),
+    stores = Stores(
+        jobs=DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb),
+        timers=DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb),
+        ledger=DynamoLedger(settings.executions_table, dynamodb),
+        queue=queue,
+        backfills=DynamoBackfillStore(settings.jobs_table, dynamodb),
+        tenant_budgets=DynamoTenantBudgets(settings.jobs_table, dynamodb),
+        tenant_slots=DynamoTenantSlots(settings.jobs_table, dynamodb),
+        events=EventBridgePublisher(settings.event_bus_name, clients.events) if settings.completion_events else None,
     )
-    admission = None
-    if settings.tenant_dispatch_rate > 0:
-        fairness = FairnessConfig(
-            Budget(settings.tenant_dispatch_rate, settings.tenant_dispatch_burst),
-            {
-                tenant: Budget(b.rate or settings.tenant_dispatch_rate, b.burst or settings.tenant_dispatch_burst)
-                for tenant, b in settings.tenant_budgets.items()
-                if b.rate is not None or b.burst is not None
-            },
-        )
-        admission = TenantAdmission(DynamoTenantBudgets(settings.jobs_table, dynamodb), clock, fairness, port_metrics)
-    dispatcher = Dispatcher(
-        jobs, timers, queue, clock, dispatch_config, port_metrics, admission=admission, sleep=sleep or time.sleep
+    port_metrics: PortMetrics = PowertoolsMetrics(metrics) if isinstance(metrics, Metrics) else metrics
+    core = compose(
+        settings,
+        stores,
+        clock or SystemClock(),
+        RANDOM_IDS,
+        port_metrics,
+        sleep=sleep or time.sleep,
+        heartbeats=ThreadHeartbeats(),
+        pool=ThreadTaskPool(min(settings.sweep_concurrency, settings.shard_count), name="bucket"),
     )
-    outbox = None
-    if settings.completion_events:
-        outbox = Outbox(ledger, EventBridgePublisher(settings.event_bus_name, clients.events), port_metrics)
-    backfills = DynamoBackfillStore(settings.jobs_table, dynamodb)
-    gate = None
-    if settings.tenant_max_concurrency > 0 or any(b.concurrency for b in settings.tenant_budgets.values()):
-        concurrency = ConcurrencyConfig(
-            settings.tenant_max_concurrency,
-            {t: b.concurrency for t, b in settings.tenant_budgets.items() if b.concurrency is not None},
-        )
-        gate = ConcurrencyGate(DynamoTenantSlots(settings.jobs_table, dynamodb), concurrency, port_metrics)
-    return Container(settings, clock, port_metrics, jobs, timers, ledger, queue, dispatcher, outbox, backfills, gate)
+    return AwsContainer(core, queue)
 
 
 @functools.cache
-def container(metrics: Metrics) -> Container:
+def container(metrics: Metrics) -> AwsContainer:
     """One container per Lambda execution environment (clients are reused across invocations)."""
     return build(Settings(), metrics)
 

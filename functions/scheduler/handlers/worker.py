@@ -84,7 +84,7 @@ def release(record: SQSRecord) -> None:
 def handle_record(record: SQSRecord) -> str:
     container = wiring.container(metrics)
     try:
-        accept_unsigned = container.settings.accept_unsigned_messages
+        accept_unsigned = container.core.settings.accept_unsigned_messages
         dispatch = dispatch_from_body(record.body, container.message_key, accept_unsigned=accept_unsigned)
     except MalformedMessage as exc:
         # Forged or planted (no HMAC, or a wrong one) or unreadable: never run; kept in the DLQ for an operator,
@@ -93,7 +93,7 @@ def handle_record(record: SQSRecord) -> str:
         what = "unauthenticated" if forged else "malformed"
         logger.error(f"{what} message sent to the DLQ", extra={"message_id": record.message_id, "error": str(exc)})
         container.queue.client.send_message(
-            QueueUrl=container.settings.dlq_url,
+            QueueUrl=container.core.settings.dlq_url,
             MessageBody=json.dumps({what: record.body[:200_000], "error": str(exc)}),
         )
         metrics.add_metric(name="DeadLetters", unit="Count", value=1)

@@ -1,9 +1,15 @@
 """In-memory adapters for every port, one module per store: for unit tests and the simulator. They keep the exact
 conditional semantics of the DynamoDB adapters (the same contract tests run against both). `doubles` holds the
-rest of the outside world: a clock, metrics, an event bus, the pollers' control."""
+rest of the outside world: a clock, heartbeats, metrics, an event bus, the pollers' control."""
 
 from scheduler.adapters.memory.backfill import MemoryBackfillStore
-from scheduler.adapters.memory.doubles import FakeClock, MemoryEventPublisher, MemoryPollerControl, RecordingMetrics
+from scheduler.adapters.memory.doubles import (
+    FakeClock,
+    ManualHeartbeats,
+    MemoryEventPublisher,
+    MemoryPollerControl,
+    RecordingMetrics,
+)
 from scheduler.adapters.memory.jobs import MemoryJobStore
 from scheduler.adapters.memory.ledger import MemoryLedger
 from scheduler.adapters.memory.queue import MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
@@ -13,6 +19,7 @@ from scheduler.adapters.memory.timers import PAGE_SIZE, MemoryTimerStore
 __all__ = [
     "PAGE_SIZE",
     "FakeClock",
+    "ManualHeartbeats",
     "MemoryBackfillStore",
     "MemoryBatchVisibility",
     "MemoryEventPublisher",

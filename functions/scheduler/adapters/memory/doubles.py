@@ -1,10 +1,10 @@
-"""The rest of the outside world in memory: a clock that moves when told, recorded metrics, an event bus and the
-pollers' control."""
+"""The rest of the outside world in memory: a clock that moves when told, heartbeats that beat when told, recorded
+metrics, an event bus and the pollers' control."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from scheduler.core.errors import EventPublishFailed
@@ -25,6 +25,39 @@ class FakeClock:
 
     def set(self, when: datetime) -> None:
         self._now = when
+
+
+class ManualBeating:
+    """A heartbeat of `ManualHeartbeats`: beats only when `ManualHeartbeats.beat` says so."""
+
+    def __init__(self, beat: Callable[[], bool], every: float) -> None:
+        self.beat = beat
+        self.every = every
+        self.running = True
+
+    def stop(self) -> None:
+        self.running = False
+
+
+class ManualHeartbeats:
+    """The `Heartbeats` port without threads: every heartbeat started is kept, and `beat()` makes each one still
+    running beat once, on the caller's thread (a test decides when a period has passed)."""
+
+    def __init__(self) -> None:
+        self.started: list[ManualBeating] = []
+
+    def start(self, beat: Callable[[], bool], every: float) -> ManualBeating:
+        beating = ManualBeating(beat, every)
+        self.started.append(beating)
+        return beating
+
+    def beat(self) -> int:
+        """One period passes: every running heartbeat beats (one whose beat returns False stops). Returns how many
+        beat."""
+        running = [b for b in self.started if b.running]
+        for beating in running:
+            beating.running = beating.beat()
+        return len(running)
 
 
 class MemoryEventPublisher:
