@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
 from scheduler.core.dispatch import fire_at
@@ -72,21 +73,50 @@ class ExecuteConfig:
     misfire_grace: timedelta = timedelta(seconds=60)
 
 
+class Why(StrEnum):
+    """Why the worker acknowledges or keeps a message (the control flow tests these, never free text)."""
+
+    RECORDED = "recorded"  #: the attempt's outcome is in the ledger (acknowledged; kept while a retry waits)
+    EARLY = "early"  #: the message came before its fire time: back at it
+    NO_SUCH_JOB = "no such job"
+    LEFT_TO_RESUME = "left to the resume"  #: fell due while paused: the resume decides it
+    THROTTLED = "throttled"  #: the tenant's execution budget is full
+    CLAIM_REFUSED = "claim refused without an item"
+    ALREADY = "already"  #: the occurrence is already final (detail: its state)
+    RUNNING_ELSEWHERE = "running elsewhere"  #: another worker holds a live lease
+    RECONCILING = "reconciling"  #: an ambiguous at-most-once attempt waits for an operator
+    RACED = "raced"  #: the ledger changed between read and claim: look again
+    RETRY_NOT_DUE = "retry not due"
+    NOT_CLAIMABLE = "not claimable"  #: (detail: its state)
+    FENCED = "fenced"  #: a newer attempt took over: this one's writes are refused
+    BUFFERED = "buffered"  #: parked behind the running occurrence (buffer_one, catch-ups)
+    LEASE_LOST = "lease lost"
+    RETRY = "retry"  #: a failed attempt, retried after its backoff
+    DEAD = "dead"  #: out of attempts: dead-lettered
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What to do with the SQS message: acknowledge (delete) it, or hide it for `hide_seconds` and keep it."""
 
     ack: bool
-    reason: str
+    why: Why
     hide_seconds: int = 0
+    #: What else a log line or a trace should say (e.g. the state an occurrence is already in).
+    detail: str = ""
+
+    @property
+    def reason(self) -> str:
+        """`why`, and the detail if any: for logs, traces and the worker's report."""
+        return f"{self.why.value}: {self.detail}" if self.detail else self.why.value
 
     @classmethod
-    def acknowledge(cls, reason: str) -> Outcome:
-        return cls(True, reason)
+    def acknowledge(cls, why: Why, detail: str = "") -> Outcome:
+        return cls(True, why, detail=detail)
 
     @classmethod
-    def hide(cls, seconds: float, reason: str) -> Outcome:
-        return cls(False, reason, max(1, min(MAX_HIDE_SECONDS, math.ceil(seconds))))
+    def hide(cls, seconds: float, why: Why, detail: str = "") -> Outcome:
+        return cls(False, why, max(1, min(MAX_HIDE_SECONDS, math.ceil(seconds))), detail)
 
 
 class Executor:
@@ -135,7 +165,7 @@ class Executor:
         if early > 0:
             # Never start before the fire time: wait out a sub-second remainder, hide anything earlier.
             if early > self.config.early_wait_max.total_seconds():
-                return Outcome.hide(early, "early")
+                return Outcome.hide(early, Why.EARLY)
             self.sleep(early)
             now = self.clock.now()
 
@@ -143,7 +173,7 @@ class Executor:
         if job is None or job.tenant != dispatch.tenant:
             if self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
                 self._announce(dispatch.key)
-            return Outcome.acknowledge("no such job")
+            return Outcome.acknowledge(Why.NO_SUCH_JOB)
         if (
             dispatch.kind == "scheduled"
             and job.left_to_resume(dispatch.scheduled_for, dispatch.version)
@@ -156,7 +186,7 @@ class Executor:
                 "occurrence left to the resume's misfire policy",
                 extra={"job_id": dispatch.job_id, "occurrence_key": dispatch.key, "job_state": job.state.value},
             )
-            return Outcome.acknowledge("left to the resume")
+            return Outcome.acknowledge(Why.LEFT_TO_RESUME)
 
         # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
         owner = f"{self.worker_id}/{self.ids.token()}"
@@ -220,14 +250,14 @@ class Executor:
                 self.queue.send([dispatch.deferred_to(now + timedelta(seconds=wait))], now)
             except Exception:  # keep this message instead; the next receive tries again
                 log.exception("throttled occurrence not sent again", extra={"occurrence_key": dispatch.key})
-                return Outcome.hide(wait, "throttled")
-            return Outcome.acknowledge("throttled: sent again")
-        return Outcome.hide(wait, "throttled")
+                return Outcome.hide(wait, Why.THROTTLED)
+            return Outcome.acknowledge(Why.THROTTLED, "sent again")
+        return Outcome.hide(wait, Why.THROTTLED)
 
     def _not_claimed(self, dispatch: Dispatch, current: Execution | None, now: datetime, announce: bool) -> Outcome:
         """Step 2: the claim failed; decide from the item as it stands."""
         if current is None:
-            return Outcome.hide(1, "claim refused without an item")
+            return Outcome.hide(1, Why.CLAIM_REFUSED)
         if current.state.terminal:
             if current.outbox:
                 # The holder recorded the outcome but may have died before publishing it: publish it now
@@ -237,13 +267,13 @@ class Executor:
                 # The holder recorded DEAD but may have died before the DLQ send: finish its job.
                 self.queue.dead_letter(dispatch, current)
                 self.ledger.mark_dead_lettered(current.key)
-            return Outcome.acknowledge(f"already {current.state.value}")
+            return Outcome.acknowledge(Why.ALREADY, current.state.value)
         if current.state == RunState.RUNNING:
             assert current.lease_until is not None
             if current.lease_until > now:
                 # Maybe the holder's own message redelivered: keep it, look again when the lease has ended.
                 wait = (current.lease_until - now).total_seconds() + self.config.lease_margin_seconds
-                return Outcome.hide(wait, "running elsewhere")
+                return Outcome.hide(wait, Why.RUNNING_ELSEWHERE)
             # Expired lease on an at-most-once job: the outcome of the lost attempt is unknown.
             if self.ledger.expire_to(
                 current.key,
@@ -255,11 +285,11 @@ class Executor:
             ):
                 self.metrics.count("Reconciling")
                 self._announce(current.key)
-                return Outcome.acknowledge("reconciling")
-            return Outcome.hide(1, "raced")
+                return Outcome.acknowledge(Why.RECONCILING)
+            return Outcome.hide(1, Why.RACED)
         if current.state == RunState.RETRY_WAIT and current.next_attempt_at is not None:
-            return Outcome.hide((current.next_attempt_at - now).total_seconds(), "retry not due")
-        return Outcome.hide(1, f"not claimable in {current.state.value}")
+            return Outcome.hide((current.next_attempt_at - now).total_seconds(), Why.RETRY_NOT_DUE)
+        return Outcome.hide(1, Why.NOT_CLAIMABLE, current.state.value)
 
     def _announce(self, key: str, recorded: Execution | None = None) -> None:
         """Publish the outcome just recorded for `key`. Never fails the occurrence: whatever is not published
@@ -337,12 +367,12 @@ class Executor:
             )
         except Fenced:
             self.metrics.count("FencedWrites")
-            return Outcome.hide(self.config.lease.total_seconds(), "fenced")
+            return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
         log.info(
             "occurrence buffered behind a running one",
             extra={"job_id": job.job_id, "occurrence_key": execution.key, "holder": holder.key},
         )
-        return Outcome.hide((fallback - now).total_seconds(), "buffered")
+        return Outcome.hide((fallback - now).total_seconds(), Why.BUFFERED)
 
     def _catching_up(self, job: Job, dispatch: Dispatch, now: datetime) -> bool:
         """Whether this occurrence is caught up rather than on time, so it overlaps only because it was held back:
@@ -451,7 +481,7 @@ class Executor:
             # Step 4: LeaseLost means abort now and never write; the new holder owns the occurrence.
             self.metrics.count("LeaseLost")
             log.warning("lease lost; aborting", extra={"job_id": job.job_id, "occurrence_key": key})
-            return Outcome.hide(lease_s, "lease lost")
+            return Outcome.hide(lease_s, Why.LEASE_LOST)
         if failure is None:
             outcome = self._record(job, execution, owner, RunState.SUCCEEDED, result=result)
         else:
@@ -459,7 +489,7 @@ class Executor:
         parks = job.spec.overlap_policy == "buffer_one" or (
             job.spec.overlap_policy == "skip" and self._catching_up(job, dispatch, self.clock.now())
         )
-        if parks and outcome.reason != "fenced":
+        if parks and outcome.why is not Why.FENCED:
             self._release_buffered(job, dispatch)
         return outcome
 
@@ -479,20 +509,20 @@ class Executor:
                 outcome = self._record(
                     job, execution, owner, RunState.RETRY_WAIT, error=error, next_attempt_at=retry_at
                 )
-                if outcome.reason == "recorded":
+                if outcome.why is Why.RECORDED:
                     self.metrics.count("Retries")
                     log.info("retry scheduled", extra={"occurrence_key": execution.key, "in_s": delay.seconds})
-                    return Outcome.hide(delay.total_seconds(), "retry")
+                    return Outcome.hide(delay.total_seconds(), Why.RETRY)
                 return outcome
         outcome = self._record(job, execution, owner, RunState.DEAD, error=error)
-        if outcome.reason != "recorded":
+        if outcome.why is not Why.RECORDED:
             return outcome
         dead = self.ledger.get(execution.key) or execution
         self.queue.dead_letter(dispatch, dead)
         self.ledger.mark_dead_lettered(execution.key)
         self.metrics.count("DeadLetters")
         log.error("occurrence dead", extra={"job_id": job.job_id, "occurrence_key": execution.key, "error": error})
-        return Outcome.acknowledge("dead")
+        return Outcome.acknowledge(Why.DEAD)
 
     @staticmethod
     def _indexed(job: Job, dispatch: Dispatch) -> bool:
@@ -538,7 +568,7 @@ class Executor:
         except Fenced:
             self.metrics.count("FencedWrites")
             log.warning("fenced write rejected", extra={"occurrence_key": execution.key, "epoch": execution.epoch})
-            return Outcome.hide(self.config.lease.total_seconds(), "fenced")
+            return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
         log.info(
             "occurrence recorded",
             extra={"occurrence_key": execution.key, "state": state.value, "reason": reason, "error": error},
@@ -546,5 +576,5 @@ class Executor:
         if state.terminal:
             self._announce(execution.key, recorded)
         if state == RunState.RETRY_WAIT:
-            return Outcome(False, "recorded")
-        return Outcome(True, "recorded")
+            return Outcome(False, Why.RECORDED)
+        return Outcome(True, Why.RECORDED)
