@@ -24,7 +24,7 @@ from scheduler_bench import prices
 from scheduler_bench.environment import create_resources, delete_resources
 from scheduler_bench.metering import Meter, Totals
 from scheduler_bench.receiver import Receiver
-from scheduler_bench.services import VirtualClock, build, client, drain, settings_for, sweep, utc_minute
+from scheduler_bench.services import VirtualClock, build, client, drain, flowing, settings_for, sweep, utc_minute
 
 PHASES = ("api", "sweeper", "worker")
 SIGNING_SECRET = "bench-signing-secret"
@@ -75,7 +75,7 @@ def _timeline(
         services = build(settings, dynamodb, sqs, events, clock, SIGNING_SECRET)
         # Warm up to the steady state: a watermark at the start (a first sweep would begin 10 minutes back).
         services.timers.init_watermark(start)
-        with meter.phase("warmup"):
+        with meter.phase("warmup"), flowing(clock):
             services.sweeper.sweep(clock.now() + timedelta(seconds=60))
         # Far enough ahead that the API writes the timer to its bucket (not near: beyond look-ahead + margin).
         first = start + timedelta(minutes=9)

@@ -308,8 +308,8 @@ def _submit(submit: dict[str, Any] | None) -> list[str]:
         *_table(["How", "Clients", "Jobs / request", "Accepted", "Seconds", "Jobs / s", "HTTP statuses"], rows),
         "",
         "`POST /v1/jobs` and `POST /v1/jobs/batch` on the local stack's API as `scripts/dev` runs it (2 api "
-        "processes, each serving one request at a time like a Lambda container; a batch's items are created 8 at "
-        "once), keep-alive connections. The in-process row calls `JobService.create` from 8 threads on the same "
+        "processes, each serving one request at a time like a Lambda container; a batch's items one after another), "
+        "keep-alive connections. The in-process row calls `JobService.create` from 8 threads on the same "
         f"tables: what DynamoDB Local accepts of the create transaction here, the ceiling under the API.{note}",
         "",
     ]

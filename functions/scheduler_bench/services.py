@@ -6,8 +6,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -66,13 +67,29 @@ class SystemClock:
 
 
 class VirtualClock:
-    """The core's Clock port on a time the benchmark sets, so a day of sweeps runs in seconds."""
+    """The core's Clock port on a time the benchmark sets, so a day of sweeps runs in seconds. Within `flowing()`
+    (one sweeper invocation) it runs at the real clock's pace from where it stands, for every thread alike - as
+    time does for a sweep's buckets swept at once - and stays where the invocation left it."""
 
     def __init__(self, start: datetime) -> None:
         self._now = start
+        self._flowing_since: float | None = None
 
     def now(self) -> datetime:
-        return self._now
+        since = self._flowing_since
+        if since is None:
+            return self._now
+        return self._now + timedelta(seconds=time.monotonic() - since)
+
+    @contextmanager
+    def flowing(self) -> Iterator[None]:
+        began = time.monotonic()
+        self._flowing_since = began
+        try:
+            yield
+        finally:
+            self._flowing_since = None
+            self._now += timedelta(seconds=time.monotonic() - began)
 
     def set(self, when: datetime) -> None:
         self._now = when
@@ -130,18 +147,6 @@ class Services:
     kept: list[str] = field(default_factory=list)
 
 
-def _sleeper(clock: Clock) -> Callable[[float], None]:
-    """The sweeper's wait for the instant that lands a message on time: real (so it is in the sweep's measured,
-    billed duration) and moving the virtual clock by as much."""
-
-    def sleep(seconds: float) -> None:
-        time.sleep(seconds)
-        if isinstance(clock, VirtualClock):
-            clock.advance(seconds)
-
-    return sleep
-
-
 def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock, signing_secret: str) -> Services:
     """The handlers' own wiring (`scheduler.handlers.wiring.build`: dispatch and execution budgets, completion
     events and all), on injected clients and clocks, with the `http` target signing with `signing_secret`.
@@ -150,7 +155,7 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
     delivers them, while the sweeper's clock goes on minute by minute.
     """
     container = wiring.build(
-        settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock, sleep=_sleeper(clock)
+        settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock, sleep=time.sleep
     )
     worker_clock = WorkerClock(clock.now())
     executor = container.new_executor(
@@ -180,10 +185,16 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
 
 def sweep(services: Services, meter: Meter) -> int:
     """One sweeper invocation at the sweeper clock's time; returns the occurrences it dispatched."""
-    with meter.invocation("sweeper"):
+    with meter.invocation("sweeper"), flowing(services.clock):
         report = services.sweeper.sweep(services.clock.now() + timedelta(seconds=60))
     meter.invocations["sweeper"][-1].records = report.dispatched
     return report.dispatched
+
+
+def flowing(clock: Clock) -> AbstractContextManager[None]:
+    """The virtual clock's `flowing()` during a sweeper invocation (its landing waits are real: SQS's clock does
+    not stop); a real clock flows anyway."""
+    return clock.flowing() if isinstance(clock, VirtualClock) else nullcontext()
 
 
 def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float = 0.05) -> int:

@@ -32,7 +32,7 @@ from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
 from scheduler_bench.environment import create_naive_table, create_resources, delete_resources
 from scheduler_bench.metering import Meter, Totals
-from scheduler_bench.services import VirtualClock, build, client, settings_for, sweep, utc_minute
+from scheduler_bench.services import VirtualClock, build, client, flowing, settings_for, sweep, utc_minute
 
 SIGNING_SECRET = "bench-signing-secret"
 FAR_FUTURE = datetime(2099, 1, 1, tzinfo=UTC)
@@ -184,7 +184,7 @@ def run(config: SweepScalingConfig, log: Callable[[str], None]) -> dict[str, Any
         clock = VirtualClock(start)
         services = build(settings, dynamodb, sqs, events, clock, SIGNING_SECRET)
         services.timers.init_watermark(start)
-        with meter.phase("warmup"):
+        with meter.phase("warmup"), flowing(clock):
             services.sweeper.sweep(clock.now() + timedelta(seconds=60))
         rounds: list[dict[str, Any]] = []
         written = 0
@@ -210,7 +210,7 @@ def run(config: SweepScalingConfig, log: Callable[[str], None]) -> dict[str, Any
 
             # Steady state: every sweep before this one has run; this one takes the due minute's buckets.
             clock.set(due_at - timedelta(minutes=6) + timedelta(seconds=1))
-            with meter.phase("warmup"):
+            with meter.phase("warmup"), flowing(clock):
                 services.sweeper.sweep(clock.now() + timedelta(seconds=60))
             clock.set(due_at - timedelta(seconds=settings.lookahead_seconds) + timedelta(seconds=1))
             meter.reset()

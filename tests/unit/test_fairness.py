@@ -4,7 +4,9 @@ beyond a stated bound. Catch-up (run_all) and backfill waves go through the same
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -93,6 +95,33 @@ def test_the_calendar_is_kept_with_conditional_writes(world: World) -> None:
     # Then we read again and our release comes after the windows it filled (30 releases, 5 per 5 s window)
     [sent] = admitted.sent
     assert sent.not_before == world.now() + timedelta(seconds=30)
+
+
+def test_buckets_swept_at_once_book_one_tenant_in_turn_and_none_is_deferred_for_contention(world: World) -> None:
+    # Given a budget store with a network's latency (a read and a conditional write take 20 ms each), and one
+    # tenant's occurrences in eight pages that eight threads admit at once (a sweep's buckets), well within budget
+    admission = TenantAdmission(world.tenant_budgets, world.clock, FairnessConfig(Budget(100, 3000)), world.metrics)
+    real_load, real_save = world.tenant_budgets.load, world.tenant_budgets.save
+
+    def slow_load(tenant: str):  # type: ignore[no-untyped-def]
+        time.sleep(0.02)
+        return real_load(tenant)
+
+    def slow_save(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.02)
+        return real_save(*args, **kwargs)
+
+    world.tenant_budgets.load = slow_load  # type: ignore[method-assign]
+    world.tenant_budgets.save = slow_save  # type: ignore[method-assign]
+    pages = [[Dispatch(f"job-{p}-{i}", "acme", world.now(), world.now(), 1) for i in range(6)] for p in range(8)]
+
+    with ThreadPoolExecutor(8) as pool:
+        admitted = list(pool.map(admission.admit, pages))
+
+    # Then every occurrence is released now: none lost its booking to a thread of the same sweep and was deferred
+    assert [len(a.sent) for a in admitted] == [6] * 8
+    assert not any(a.deferred for a in admitted)
+    assert all(d.send_at == world.now() for a in admitted for d in a.sent)
 
 
 # -- admission in the dispatch path --------------------------------------------------------------------------

@@ -5,6 +5,7 @@ sweeper would; the watermark passes a minute only once all its buckets are done.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -52,6 +53,29 @@ class FailingTimers(BarrierTimers):
             self.failed = True
             raise ConnectionError("DynamoDB went away")
         return self.inner.checkpoint(claim, *args)
+
+
+class OverlapTimers(BarrierTimers):
+    """... whose checkpoints take 20 ms (a DynamoDB transaction) and record how many that release quota overlap."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner, 1, None)
+        self.releasing = 0
+        self.most_at_once = 0
+        self.guard = threading.Lock()
+
+    def checkpoint(self, claim: Any, cursor: Any, lease_until: Any, releases: Any = None) -> Any:
+        if not releases:
+            return self.inner.checkpoint(claim, cursor, lease_until, releases)
+        with self.guard:
+            self.releasing += 1
+            self.most_at_once = max(self.most_at_once, self.releasing)
+        try:
+            time.sleep(0.02)
+            return self.inner.checkpoint(claim, cursor, lease_until, releases)
+        finally:
+            with self.guard:
+                self.releasing -= 1
 
 
 def config(world: World) -> SweepConfig:
@@ -109,6 +133,22 @@ def test_a_bucket_that_fails_holds_the_watermark_and_the_next_sweep_finishes_it_
     assert set(first) | set(resent) == ids
     assert resent and {shard_of(job_id, SHARDS) for job_id in resent} == {2}  # the others were not sent again
     assert world.watermark_passed(minute)
+
+
+def test_checkpoints_that_release_a_tenants_quota_are_written_one_at_a_time() -> None:
+    # Given one tenant's one-shot herd over four buckets swept at once: each page's checkpoint releases the quota of
+    # the jobs it completed, a transaction on the tenant's counter that DynamoDB would cancel if another held it
+    world = World.build(shard_count=SHARDS, max_active_jobs=1000)
+    ids = herd(world)
+    timers = OverlapTimers(world.timers)
+    sweeper = Sweeper(timers, world.dispatcher, world.clock, config(world), world.metrics, "s", pool=ThreadTaskPool(8))
+
+    sweeper.sweep(world.now() + timedelta(minutes=1))
+
+    # Then no two releasing checkpoints overlapped, and every job was released once
+    assert timers.most_at_once == 1
+    assert sorted(d.job_id for d in world.sent()) == sorted(ids)
+    assert world.jobs.active.get("acme", 0) == 0
 
 
 def test_a_pool_runs_every_task_before_raising_and_returns_results_in_order() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -104,16 +105,27 @@ class TenantAdmission:
         self.clock = clock
         self.config = config
         self.metrics = metrics
+        #: One booking per tenant at a time in this process. A sweep's buckets are swept at once (threads): without
+        #: it they race on the tenant's budget item, and a page that loses WRITE_ATTEMPTS times in a row has no
+        #: release at all - its occurrences would be deferred past SQS's horizon for contention, not for budget
+        #: (found by the cost benchmark: 4 of 50 one-shot jobs of one tenant deferred). Other sweepers may still
+        #: race; the conditional save keeps them correct.
+        self._tenant_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
 
     def admit(self, dispatches: Sequence[Dispatch]) -> Admitted:
-        now = self.clock.now()
         by_tenant: dict[str, list[Dispatch]] = {}
         for dispatch in dispatches:
             by_tenant.setdefault(dispatch.tenant, []).append(dispatch)
         result = Admitted([], [])
         for tenant, mine in by_tenant.items():
-            self._admit_tenant(tenant, mine, now, result)
+            with self._lock_of(tenant):
+                self._admit_tenant(tenant, mine, self.clock.now(), result)
         return result
+
+    def _lock_of(self, tenant: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._tenant_locks.setdefault(tenant, threading.Lock())
 
     def _admit_tenant(self, tenant: str, dispatches: list[Dispatch], now: datetime, into: Admitted) -> None:
         budget = self.config.budget(tenant)

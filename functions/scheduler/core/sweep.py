@@ -84,6 +84,8 @@ class Sweeper:
         self.pool: TaskPool = pool or InOrder()
         #: Guards the report, which the buckets of a minute update from their threads.
         self._lock = threading.Lock()
+        #: Held by a bucket's checkpoint that releases quota (a transaction on tenant counters; see `_drain`).
+        self._releasing = threading.Lock()
 
     def sweep(self, deadline: datetime) -> SweepReport:
         """One sweeper invocation: drain the late lane, then the buckets from the watermark to the look-ahead."""
@@ -171,7 +173,14 @@ class Sweeper:
             sent = self.dispatcher.dispatch(page, horizon_end, releases, land_on_time=True)
             with self._lock:
                 report.dispatched += sent
-            self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease, releases)
+            if releases:
+                # One releasing checkpoint at a time: each is a transaction on its tenants' quota counters, and
+                # DynamoDB cancels a transaction on an item another one holds (TransactionConflict) - the buckets
+                # of a one-tenant herd would cancel each other's checkpoints.
+                with self._releasing:
+                    self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease, releases)
+            else:
+                self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease, releases)
             if releases:
                 self.metrics.count("QuotaReleasedAtCheckpoint", sum(releases.values()))
         self.timers.complete_bucket(claim, expire_after=claim.bucket.minute + self.config.retention)

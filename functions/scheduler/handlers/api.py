@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -37,8 +36,6 @@ metrics = Metrics()
 #: Job definitions one `POST /v1/jobs/batch` creates at most, and its body's size limit (Lambda takes 6 MB).
 MAX_BATCH = 25
 MAX_BATCH_BYTES = 5 * 1024 * 1024
-#: Items of one batch created at once (within the AWS clients' connection pool, scheduler.handlers.wiring).
-BATCH_THREADS = 8
 _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/health$"), {"GET"}),
     (re.compile(r"^/v1/openapi\.json$"), {"GET"}),
@@ -152,32 +149,16 @@ def create_jobs() -> Response[str]:
             422, "Unprocessable Content", f"a batch holds at most {MAX_BATCH} items; this one has {len(items)}"
         )
     svc = service()
-
-    def create(index: int) -> dict[str, Any]:
+    # One item after another: every item of a batch is the caller's, so each create is a transaction on the same
+    # tenant's quota counter, and DynamoDB cancels a transaction on an item another one holds (TransactionConflict).
+    results: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
         try:
-            status, view = _create_one(who, svc, items[index])
-            return {"index": index, "status": status, "job": view}
+            status, view = _create_one(who, svc, item)
+            results.append({"index": index, "status": status, "job": view})
         except Exception as exc:  # each item's own problem, as the single create would answer it
             refused = _problem_of(exc)
-            return {"index": index, "status": refused.status_code, "problem": json.loads(refused.body or "{}")}
-
-    # The items are independent (each its own atomic write and idempotency record), so they are created at once:
-    # a batch waits about as long as its slowest item, not the sum of 25 round trips (billed Lambda time). Items
-    # that share an idempotency key are created in turn, in their order, so the later ones replay the first (or
-    # conflict with it) exactly as separate requests would.
-    groups: dict[object, list[int]] = {}
-    for index, item in enumerate(items):
-        key = item.get("idempotency_key") if isinstance(item, dict) else None
-        groups.setdefault(key if isinstance(key, str) else index, []).append(index)
-
-    def create_group(indexes: list[int]) -> list[dict[str, Any]]:
-        return [create(index) for index in indexes]
-
-    results: list[dict[str, Any]] = []
-    with ThreadPoolExecutor(max_workers=min(BATCH_THREADS, len(groups)), thread_name_prefix="item") as pool:
-        for done in pool.map(create_group, groups.values()):
-            results += done
-    results.sort(key=lambda result: int(result["index"]))
+            results.append({"index": index, "status": refused.status_code, "problem": json.loads(refused.body or "{}")})
     created = sum(1 for r in results if r["status"] in (200, 201))
     logger.info("batch created", extra={"items": len(items), "created_or_replayed": created})
     metrics.add_metric(name="BatchItems", unit="Count", value=len(items))

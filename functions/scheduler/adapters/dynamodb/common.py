@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import random
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -40,6 +42,33 @@ def first_write_refused(exc: ClientError) -> bool:
         return False
     reasons = cancellation_reasons(exc)
     return bool(reasons) and reasons[0].get("Code") == "ConditionalCheckFailed"
+
+
+def conflicted(exc: ClientError) -> bool:
+    """Whether a transaction was cancelled only because another transaction held one of its items: nothing was
+    written, and the same transaction may simply be tried again."""
+    if exc.response["Error"]["Code"] != "TransactionCanceledException":
+        return False
+    codes = {reason.get("Code") for reason in cancellation_reasons(exc)}
+    return "TransactionConflict" in codes and codes <= {"TransactionConflict", "None", None}
+
+
+#: Attempts of a transaction cancelled by TransactionConflict, and the most a pause between them takes (seconds).
+CONFLICT_ATTEMPTS = 4
+CONFLICT_PAUSE = 0.05
+
+
+def transact(client: Any, items: list[dict[str, Any]], sleep: Callable[[float], None] = time.sleep) -> None:
+    """TransactWriteItems, tried again (after a short random pause) while DynamoDB cancels it for a conflict with
+    another transaction on one of its items; any other error raises (a refused condition included)."""
+    for attempt in range(CONFLICT_ATTEMPTS):
+        try:
+            client.transact_write_items(TransactItems=items)
+            return
+        except ClientError as exc:
+            if attempt == CONFLICT_ATTEMPTS - 1 or not conflicted(exc):
+                raise
+        sleep(random.uniform(0, CONFLICT_PAUSE * (attempt + 1)))
 
 
 def old_item(exc: ClientError) -> Item | None:

@@ -20,6 +20,7 @@ from scheduler.adapters.dynamodb.common import (
     old_item,
     query_from,
     quota_update,
+    transact,
 )
 from scheduler.adapters.dynamodb.timers import late_item, timer_item
 from scheduler.core.chain import active_delta, already_advanced, completion_mark
@@ -82,7 +83,7 @@ class DynamoJobStore:
                 }
             )
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact(self.client, items)
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
@@ -190,7 +191,7 @@ class DynamoJobStore:
         if delta:
             items.append(quota_update(self.table, job.tenant, delta))
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact(self.client, items)
         except ClientError as exc:
             if first_write_refused(exc):
                 raise VersionConflict(self.get(job.job_id)) from exc
@@ -245,9 +246,7 @@ class DynamoJobStore:
         try:
             if completing and not deferred_release:
                 # The job stops counting against the tenant's quota in the same write that completes it.
-                self.client.transact_write_items(
-                    TransactItems=[{"Update": update}, quota_update(self.table, timer.tenant, -1)]
-                )
+                transact(self.client, [{"Update": update}, quota_update(self.table, timer.tenant, -1)])
             else:
                 self.client.update_item(**update)
         except ClientError as exc:

@@ -21,6 +21,7 @@ from scheduler.adapters.dynamodb.common import (
     old_item,
     query_pages,
     quota_update,
+    transact,
 )
 from scheduler.core.errors import ClaimLost
 from scheduler.core.keys import shard_of
@@ -200,7 +201,7 @@ class DynamoTimerStore:
         update = {"Update": self._held_request(claim, expression, values)}
         items = [update, *(quota_update(self.table, tenant, -count) for tenant, count in sorted(owed.items()))]
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact(self.client, items)
         except ClientError as exc:
             if first_write_refused(exc):
                 raise ClaimLost(_bucket_pk(claim.bucket)) from exc
