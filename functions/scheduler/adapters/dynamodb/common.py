@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -13,6 +14,8 @@ from typing import Any
 from botocore.exceptions import ClientError, ParamValidationError
 
 from scheduler.adapters.codec import Item, n, s
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE = 100
 #: TransactWriteItems takes at most 100 items: a page checkpoint and the quota releases of up to 99 tenants, so a
@@ -68,6 +71,7 @@ def transact(client: Any, items: list[dict[str, Any]], sleep: Callable[[float], 
         except ClientError as exc:
             if attempt == CONFLICT_ATTEMPTS - 1 or not conflicted(exc):
                 raise
+        log.warning("transaction cancelled for a conflict: tried again", extra={"attempt": attempt + 1})
         sleep(random.uniform(0, CONFLICT_PAUSE * (attempt + 1)))
 
 
