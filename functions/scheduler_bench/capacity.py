@@ -159,8 +159,11 @@ class Assumptions:
     #: How fast the herd's jobs are created (the API's stage throttle bounds it; 50/s by default).
     creation_per_second: float = 1000.0
     warm_environments: int = 0
-    #: Deployed defaults: 8 shards, one sweep a minute (EventBridge), standard-mode mapping without a cap.
+    #: Deployed defaults: 8 shards, one sweep a minute (EventBridge) sweeping them at once, standard-mode mapping
+    #: without a cap.
     default_shards: int = 8
+    #: Buckets one sweep invocation sweeps at once (Settings.sweep_concurrency): today's sweep chains.
+    sweep_concurrency: int = 8
     target_start_seconds: float = 5.0
     time_step_seconds: float = 0.01
 
@@ -371,8 +374,10 @@ def shards_needed(occurrences: int, measured: Measured, assumptions: Assumptions
 
 
 def scenarios(occurrences: int, spread: float, measured: Measured, assumptions: Assumptions) -> list[Scenario]:
-    """Today (standard mode, one sweep a minute), provisioned at its floor, and pre-scaled with the shards it needs."""
-    today = Scenario(occurrences, spread, "standard", assumptions.default_shards, 1)
+    """Today (standard mode, one sweep a minute sweeping its shards' buckets at once), provisioned at its floor, and
+    pre-scaled with the shards it needs (one chain each: `sweep_concurrency` at least the shard count, up to 64)."""
+    chains = min(assumptions.sweep_concurrency, assumptions.default_shards)
+    today = Scenario(occurrences, spread, "standard", assumptions.default_shards, chains)
     shards, _ = shards_needed(occurrences, measured, assumptions)
     capacity = WorkerCapacity(
         measured.worker_seconds_per_occurrence,
@@ -428,9 +433,12 @@ def render(capacity: dict[str, Any]) -> list[str]:
     lines += [
         f"Simulated on AWS's documented scaling rules, driven by the measured worker time per occurrence "
         f"({1000 * measured['worker_seconds_per_occurrence']:.1f} ms) and sweeper time per fire "
-        f"({1000 * measured['sweeper_seconds_per_fire']:.1f} ms) from {measured['source']}. Lateness = the target "
-        "call's start - the fire time. *Today*: standard-mode mapping, one sweep a minute, 8 shards. *Pre-scaled*: "
-        "the mapping's MinimumPollers raised ahead of the peak (the pre-scaler's own sizing), one sweep per shard.",
+        f"({1000 * measured['sweeper_seconds_per_fire']:.1f} ms, one bucket chain's: the sweep's billed time per "
+        "fire times the buckets it swept at once, an upper bound) from "
+        f"{measured['source']}. Lateness = the target call's start - the fire time. *Today*: standard-mode "
+        "mapping, one sweep a minute sweeping its 8 shards at once. *Pre-scaled*: the mapping's MinimumPollers raised "
+        "ahead of the peak (the pre-scaler's own sizing), one chain per shard (`sweep_concurrency` >= the shard "
+        "count).",
         "",
     ]
     headers = [
