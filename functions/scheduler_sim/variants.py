@@ -13,6 +13,7 @@ from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTenant
 from scheduler.core.errors import Fenced
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import AdvanceResult, BucketClaim, Dispatch, TaskPool, Timer
+from scheduler_sim.actors import SeededOrder
 
 
 class UnfencedLedger(MemoryLedger):
@@ -88,19 +89,13 @@ class ReleaseOnEveryReplay(MemoryJobStore):
         return result
 
 
-class DoneWithoutWaiting:
+class DoneWithoutWaiting(SeededOrder):
     """BROKEN on purpose: the sweep's TaskPool runs a minute's buckets but reports each done whatever it returned
     (a sweep that awaits its threads and drops their results): the watermark then passes a minute whose bucket
     another sweeper holds, a crash left half-swept or the budget left for later - and no sweep returns to it."""
 
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-
     def run_all(self, tasks: Sequence[Callable[[], Any]]) -> list[Any]:
-        order = list(range(len(tasks)))
-        self.rng.shuffle(order)
-        for index in order:
-            tasks[index]()
+        super().run_all(tasks)
         return [True] * len(tasks)
 
 

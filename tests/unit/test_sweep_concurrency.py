@@ -20,18 +20,25 @@ from tests.unit.fixtures import T0, World
 SHARDS = 4
 
 
-class BarrierTimers:
-    """The timer store, with each bucket's claim of the first minute waiting until all of that minute's buckets
-    are claiming at once: a sweep that took them one after another would time out here."""
+class TimersProxy:
+    """The timer store, passed through but for what a subclass overrides."""
 
-    def __init__(self, inner: Any, parties: int, minute: Any) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.barrier = threading.Barrier(parties, timeout=10)
-        self.minute = minute
-        self.threads: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+class BarrierTimers(TimersProxy):
+    """... with each bucket's claim of the first minute waiting until all of that minute's buckets are claiming at
+    once: a sweep that took them one after another would time out here."""
+
+    def __init__(self, inner: Any, parties: int, minute: Any) -> None:
+        super().__init__(inner)
+        self.barrier = threading.Barrier(parties, timeout=10)
+        self.minute = minute
+        self.threads: set[str] = set()
 
     def claim_bucket(self, bucket: Any, *args: Any) -> Any:
         if bucket.minute == self.minute:
@@ -40,11 +47,11 @@ class BarrierTimers:
         return self.inner.claim_bucket(bucket, *args)
 
 
-class FailingTimers(BarrierTimers):
-    """... and the checkpoint of one bucket fails (its thread dies there)."""
+class FailingTimers(TimersProxy):
+    """... whose checkpoint of one bucket fails (its thread dies there)."""
 
     def __init__(self, inner: Any, failing_shard: int) -> None:
-        super().__init__(inner, 1, None)
+        super().__init__(inner)
         self.failing_shard = failing_shard
         self.failed = False
 
@@ -55,11 +62,11 @@ class FailingTimers(BarrierTimers):
         return self.inner.checkpoint(claim, *args)
 
 
-class OverlapTimers(BarrierTimers):
+class OverlapTimers(TimersProxy):
     """... whose checkpoints take 20 ms (a DynamoDB transaction) and record how many that release quota overlap."""
 
     def __init__(self, inner: Any) -> None:
-        super().__init__(inner, 1, None)
+        super().__init__(inner)
         self.releasing = 0
         self.most_at_once = 0
         self.guard = threading.Lock()

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
+from scheduler.core.ports import InOrder
+
 T = TypeVar("T")
 
 
@@ -21,7 +23,7 @@ class ThreadTaskPool:
 
     def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
         if self.size == 1 or len(tasks) <= 1:
-            return [task() for task in tasks]
+            return InOrder().run_all(tasks)
         with ThreadPoolExecutor(max_workers=min(self.size, len(tasks)), thread_name_prefix=self.name) as pool:
             futures = [pool.submit(task) for task in tasks]
             wait(futures)

@@ -9,6 +9,7 @@ the per-page one (advance -> send -> next timers -> checkpoint) and the minute b
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -173,13 +174,10 @@ class Sweeper:
             sent = self.dispatcher.dispatch(page, horizon_end, releases, land_on_time=True)
             with self._lock:
                 report.dispatched += sent
-            if releases:
-                # One releasing checkpoint at a time: each is a transaction on its tenants' quota counters, and
-                # DynamoDB cancels a transaction on an item another one holds (TransactionConflict) - the buckets
-                # of a one-tenant herd would cancel each other's checkpoints.
-                with self._releasing:
-                    self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease, releases)
-            else:
+            # One releasing checkpoint at a time: each is a transaction on its tenants' quota counters, and DynamoDB
+            # cancels a transaction on an item another one holds (TransactionConflict) - the buckets of a one-tenant
+            # herd would cancel each other's checkpoints.
+            with self._releasing if releases else contextlib.nullcontext():
                 self.timers.checkpoint(claim, cursor, self.clock.now() + self.config.bucket_lease, releases)
             if releases:
                 self.metrics.count("QuotaReleasedAtCheckpoint", sum(releases.values()))
