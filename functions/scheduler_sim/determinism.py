@@ -51,7 +51,7 @@ class _SnapshotCopy:
     @staticmethod
     def deepcopy(value: object) -> object:
         if type(value) is Execution:
-            return dataclasses.replace(value, history=[dict(entry) for entry in value.history])
+            return dataclasses.replace(value, history=list(value.history), outbox=list(value.outbox))
         return copy.deepcopy(value)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
     AdvanceResult,
+    AttemptEnd,
     BucketBusy,
     BucketClaim,
     BucketId,
@@ -384,13 +385,10 @@ class FaultyLedger:
         self.gate.host.ledger_write("heartbeat", key, epoch, owner)
         self.gate.after("ledger.heartbeat")
 
-    def finish(
-        self, key: str, owner: str, epoch: int, state: RunState, now: datetime, **outcome: Any
-    ) -> Execution | None:
-        """`outcome`: Ledger.finish's keyword arguments (result, error, next attempt, ...), passed through."""
-        self.gate.before("ledger.finish", key, owner, epoch, state.value)
-        recorded = self.inner.finish(key, owner, epoch, state, now, **outcome)
-        self.gate.host.ledger_write(f"finish {state.value}", key, epoch, owner)
+    def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Execution:
+        self.gate.before("ledger.finish", key, owner, epoch, end.state.value)
+        recorded = self.inner.finish(key, owner, epoch, now, end)
+        self.gate.host.ledger_write(f"finish {end.state.value}", key, epoch, owner)
         self.gate.after("ledger.finish")
         return recorded
 

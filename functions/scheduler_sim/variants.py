@@ -12,7 +12,7 @@ from typing import Any
 from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTenantSlots, MemoryTimerStore
 from scheduler.core.errors import Fenced
 from scheduler.core.model import JobState, RunState
-from scheduler.core.ports import AdvanceResult, BucketClaim, Dispatch, TaskPool, Timer
+from scheduler.core.ports import AdvanceResult, AttemptEnd, BucketClaim, Dispatch, TaskPool, Timer
 from scheduler_sim.actors import SeededOrder
 
 
@@ -23,7 +23,7 @@ class UnfencedLedger(MemoryLedger):
     It runs the real `finish` as if the caller held the lease (an unconditional write), then puts the item's
     owner and epoch back: an update without a condition does not change who holds the occurrence."""
 
-    def finish(self, key: str, owner: str, epoch: int, state: RunState, now: datetime, **options: Any) -> Any:
+    def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Any:
         with self.lock:
             item = self.items.get(key)
             if item is None:
@@ -31,7 +31,7 @@ class UnfencedLedger(MemoryLedger):
             held = item.owner, item.epoch
             item.owner, item.epoch, item.state = owner, epoch, RunState.RUNNING
             try:
-                return super().finish(key, owner, epoch, state, now, **options)
+                return super().finish(key, owner, epoch, now, end)
             finally:
                 item.owner, item.epoch = held
 

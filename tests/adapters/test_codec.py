@@ -161,10 +161,27 @@ def test_execution_from_item_with_history() -> None:
     assert execution.scheduled_for == T0 and execution.finished_at == at2 and execution.created_at == T0
     assert (execution.owner, execution.result, execution.last_error) == ("w2", "HTTP 200", "HTTP 503")
     assert execution.lease_until is None and execution.next_attempt_at is None
-    assert execution.history == [
+    assert [h.view() for h in execution.history] == [
         {"epoch": 1, "state": "RETRY_WAIT", "at": "2026-03-29T00:30:16.123Z", "error": "HTTP 503"},
         {"epoch": 2, "state": "SUCCEEDED", "at": "2026-03-29T00:30:55.123Z"},
     ]
+
+
+def test_an_overlap_is_read_from_its_attribute_only() -> None:
+    # the overlap policy never parses error text: a note that reads like a buffer is just a note
+    item = {
+        "PK": {"S": "j1:2026-03-29T00:30:15.123Z"},
+        "job_id": {"S": "j1"},
+        "tenant": {"S": "t1"},
+        "scheduled_ms": {"N": str(to_ms(T0))},
+        "state": {"S": "RETRY_WAIT"},
+        "epoch": {"N": "1"},
+        "attempts": {"N": "0"},
+        "last_error": {"S": "buffered behind j1:2026-03-29T00:29:15.123Z"},
+    }
+    assert not execution_from_item(item).buffered
+    parked = execution_from_item({**item, "overlapped": {"S": "j1:2026-03-29T00:29:15.123Z"}})
+    assert parked.buffered and parked.overlapped == "j1:2026-03-29T00:29:15.123Z"
 
 
 def test_history_entry_caps_the_error() -> None:

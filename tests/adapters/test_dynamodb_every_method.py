@@ -16,7 +16,7 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.core.errors import ClaimLost, ClaimRefused, Fenced, LeaseLost, VersionConflict
 from scheduler.core.model import JobState, RunState
-from scheduler.core.ports import BucketClaim, IdempotencyRecord
+from scheduler.core.ports import AttemptEnd, BucketClaim, IdempotencyRecord
 
 pytestmark = pytest.mark.emulator
 
@@ -107,17 +107,19 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     ledger.heartbeat(d.key, "w1", first.epoch, t0 + timedelta(minutes=2))
     with pytest.raises(LeaseLost):
         ledger.heartbeat(d.key, "w2", first.epoch, t0 + timedelta(minutes=2))
-    ledger.finish(d.key, "w1", first.epoch, RunState.RETRY_WAIT, t0, error="e", next_attempt_at=t0)
+    ledger.finish(d.key, "w1", first.epoch, t0, AttemptEnd(RunState.RETRY_WAIT, error="e", next_attempt_at=t0))
     second = ledger.claim(d, "w2", t0, t0 + timedelta(minutes=1), False)
     with pytest.raises(Fenced):
-        ledger.finish(d.key, "w1", first.epoch, RunState.SUCCEEDED, t0)
-    ledger.finish(d.key, "w2", second.epoch, RunState.DEAD, t0, result="r", error="e2")
+        ledger.finish(d.key, "w1", first.epoch, t0, AttemptEnd(RunState.SUCCEEDED))
+    ledger.finish(d.key, "w2", second.epoch, t0, AttemptEnd(RunState.DEAD, result="r", error="e2"))
     ledger.mark_dead_lettered(d.key)
     assert ledger.get(d.key).dead_lettered
     assert ledger.revive(d.key, t0, "redriven")
     assert not ledger.revive(d.key, t0, "redriven")
     third = ledger.claim(d, "w4", t0, t0 + timedelta(minutes=1), False)
-    ledger.finish(d.key, "w4", third.epoch, RunState.RETRY_WAIT, t0, next_attempt_at=t0, refund_attempt=True)
+    ledger.finish(
+        d.key, "w4", third.epoch, t0, AttemptEnd(RunState.RETRY_WAIT, next_attempt_at=t0, refund_attempt=True)
+    )
     skipped = make.dispatch(job.job_id, t0 + timedelta(minutes=1))
     assert ledger.record_unclaimed(skipped, RunState.SKIPPED, t0, "paused")
     assert not ledger.record_unclaimed(skipped, RunState.SKIPPED, t0, "paused")

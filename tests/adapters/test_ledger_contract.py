@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.model import RunState
-from scheduler.core.timefmt import parse_rfc3339
+from scheduler.core.records import AttemptEnd
 
 LEASE = timedelta(seconds=60)
 
@@ -20,7 +20,7 @@ def claim(ledger: Any, dispatch: Any, owner: str, now: Any, take_over: bool = Tr
 
 def history(execution: Any) -> list[tuple[int, str, Any, str | None]]:
     """History entries as (epoch, state, instant, error); the instant's text form is not part of the contract."""
-    return [(h["epoch"], h["state"], parse_rfc3339(h["at"]), h.get("error")) for h in execution.history]
+    return [(h.epoch, h.state.value, h.at, h.error) for h in execution.history]
 
 
 # -- claim --------------------------------------------------------------------------------------------------
@@ -89,10 +89,8 @@ def test_retry_wait_is_claimable_once_due(ledger, make) -> None:
         d.key,
         "w1",
         first.epoch,
-        RunState.RETRY_WAIT,
         make.t0 + timedelta(seconds=1),
-        error="HTTP 503",
-        next_attempt_at=retry_at,
+        AttemptEnd(RunState.RETRY_WAIT, error="HTTP 503", next_attempt_at=retry_at),
     )
 
     with pytest.raises(ClaimRefused) as early:
@@ -110,7 +108,7 @@ def test_retry_wait_is_claimable_once_due(ledger, make) -> None:
 def test_a_finished_occurrence_is_never_claimed_again(ledger, make, state) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, state, make.t0 + timedelta(seconds=1))
+    ledger.finish(d.key, "w1", held.epoch, make.t0 + timedelta(seconds=1), AttemptEnd(state))
     with pytest.raises(ClaimRefused) as refused:
         claim(ledger, d, "w2", make.t0 + timedelta(days=1), take_over=True)
     assert refused.value.current.state == state
@@ -147,7 +145,7 @@ def test_heartbeat_of_a_stale_or_foreign_holder_is_lease_lost(ledger, make) -> N
 def test_heartbeat_after_finishing_is_lease_lost(ledger, make) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, RunState.SUCCEEDED, make.t0)
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.SUCCEEDED))
     with pytest.raises(LeaseLost):
         ledger.heartbeat(d.key, "w1", held.epoch, make.t0 + timedelta(minutes=1))
 
@@ -159,11 +157,13 @@ def test_finish_of_a_stale_or_foreign_holder_is_fenced_and_changes_nothing(ledge
     before = ledger.get(d.key)
 
     with pytest.raises(Fenced):
-        ledger.finish(d.key, "w1", old.epoch, RunState.SUCCEEDED, make.t0 + timedelta(minutes=2), result="late")
+        ledger.finish(
+            d.key, "w1", old.epoch, make.t0 + timedelta(minutes=2), AttemptEnd(RunState.SUCCEEDED, result="late")
+        )
     with pytest.raises(Fenced):
-        ledger.finish(d.key, "w1", new.epoch, RunState.SUCCEEDED, make.t0 + timedelta(minutes=2))
+        ledger.finish(d.key, "w1", new.epoch, make.t0 + timedelta(minutes=2), AttemptEnd(RunState.SUCCEEDED))
     with pytest.raises(Fenced):
-        ledger.finish("unknown:2026-01-05T09:00:00Z", "w1", 1, RunState.SUCCEEDED, make.t0)
+        ledger.finish("unknown:2026-01-05T09:00:00Z", "w1", 1, make.t0, AttemptEnd(RunState.SUCCEEDED))
 
     assert ledger.get(d.key) == before
 
@@ -171,9 +171,9 @@ def test_finish_of_a_stale_or_foreign_holder_is_fenced_and_changes_nothing(ledge
 def test_finish_twice_is_fenced(ledger, make) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, RunState.SUCCEEDED, make.t0, result="HTTP 200")
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.SUCCEEDED, result="HTTP 200"))
     with pytest.raises(Fenced):
-        ledger.finish(d.key, "w1", held.epoch, RunState.DEAD, make.t0, error="again")
+        ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.DEAD, error="again"))
     assert ledger.get(d.key).state == RunState.SUCCEEDED
 
 
@@ -181,7 +181,7 @@ def test_finish_records_the_outcome_and_appends_history(ledger, make) -> None:
     d = make.dispatch()
     t1, t2 = make.t0 + timedelta(seconds=1), make.t0 + timedelta(seconds=40)
     first = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", first.epoch, RunState.RETRY_WAIT, t1, error="HTTP 503", next_attempt_at=t1)
+    ledger.finish(d.key, "w1", first.epoch, t1, AttemptEnd(RunState.RETRY_WAIT, error="HTTP 503", next_attempt_at=t1))
 
     waiting = ledger.get(d.key)
     assert (waiting.state, waiting.last_error, waiting.next_attempt_at) == (RunState.RETRY_WAIT, "HTTP 503", t1)
@@ -189,7 +189,7 @@ def test_finish_records_the_outcome_and_appends_history(ledger, make) -> None:
     assert waiting.updated_at == t1
 
     second = claim(ledger, d, "w2", t1 + timedelta(seconds=1))
-    ledger.finish(d.key, "w2", second.epoch, RunState.SUCCEEDED, t2, result="HTTP 200")
+    ledger.finish(d.key, "w2", second.epoch, t2, AttemptEnd(RunState.SUCCEEDED, result="HTTP 200"))
 
     done = ledger.get(d.key)
     assert (done.state, done.result, done.attempts, done.epoch) == (RunState.SUCCEEDED, "HTTP 200", 2, 2)
@@ -248,7 +248,7 @@ def test_expire_to_refuses_everything_else(ledger, make) -> None:
     assert ledger.expire_to("unknown:2026-01-05T09:00:00Z", 1, RunState.RECONCILING, expired, "none") is False
     assert ledger.get(d.key).state == RunState.RUNNING
 
-    ledger.finish(d.key, "w1", held.epoch, RunState.SUCCEEDED, make.t0)
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.SUCCEEDED))
     assert ledger.expire_to(d.key, held.epoch, RunState.RECONCILING, expired, "done") is False
     assert ledger.get(d.key).state == RunState.SUCCEEDED
 
@@ -256,7 +256,7 @@ def test_expire_to_refuses_everything_else(ledger, make) -> None:
 def test_mark_dead_lettered(ledger, make) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, RunState.DEAD, make.t0, error="HTTP 400")
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.DEAD, error="HTTP 400"))
     assert ledger.get(d.key).dead_lettered is False
 
     ledger.mark_dead_lettered(d.key)
@@ -322,7 +322,7 @@ def test_runs_merge_the_occurrence_claimed_outside_the_index_at_its_place(ledger
     own = make.dispatch(job_id, make.t0 + timedelta(minutes=minute, seconds=30))
     held = ledger.claim(own, "w1", make.t0, make.t0 + LEASE, True, indexed=False)
     assert (held.job_id, held.scheduled_for) == (own.job_id, own.scheduled_for)
-    ledger.finish(own.key, "w1", held.epoch, RunState.SUCCEEDED, make.t0 + timedelta(seconds=1))
+    ledger.finish(own.key, "w1", held.epoch, make.t0 + timedelta(seconds=1), AttemptEnd(RunState.SUCCEEDED))
     expected = [d.key for d in sorted([*made, own], key=lambda d: d.scheduled_for, reverse=True)]
 
     # When the history is read page by page, naming that occurrence
@@ -345,7 +345,9 @@ def test_runs_merge_the_occurrence_claimed_outside_the_index_at_its_place(ledger
 def _reconciling(ledger: Any, make: Any) -> Any:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, RunState.RECONCILING, make.t0 + timedelta(seconds=5), error="timeout")
+    ledger.finish(
+        d.key, "w1", held.epoch, make.t0 + timedelta(seconds=5), AttemptEnd(RunState.RECONCILING, error="timeout")
+    )
     return d
 
 
@@ -390,7 +392,7 @@ def test_resolve_only_from_reconciling(ledger, make) -> None:
         ledger.resolve(d.key, RunState.SUCCEEDED, make.t0, "no")
     assert running.value.current.state == RunState.RUNNING
 
-    ledger.finish(d.key, "w1", held.epoch, RunState.SUCCEEDED, make.t0)
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.SUCCEEDED))
     with pytest.raises(ClaimRefused) as succeeded:
         ledger.resolve(d.key, RunState.RETRY_WAIT, make.t0, "no")
     assert succeeded.value.current.state == RunState.SUCCEEDED
@@ -413,11 +415,8 @@ def test_finish_with_refund_gives_the_attempt_back(ledger, make) -> None:
         d.key,
         "w1",
         held.epoch,
-        RunState.RETRY_WAIT,
         make.t0,
-        error="buffered behind x",
-        next_attempt_at=wait_until,
-        refund_attempt=True,
+        AttemptEnd(RunState.RETRY_WAIT, error="buffered behind x", next_attempt_at=wait_until, refund_attempt=True),
     )
 
     parked = ledger.get(d.key)
@@ -427,13 +426,46 @@ def test_finish_with_refund_gives_the_attempt_back(ledger, make) -> None:
     assert (again.attempts, again.epoch) == (1, 2)
 
 
+def test_an_overlap_buffer_is_typed_and_a_claim_clears_it(ledger, make) -> None:
+    # the overlap policy reads `buffered` / `overlap_skipped` from the item, never from its error text
+    d = make.dispatch()
+    held = claim(ledger, d, "w1", make.t0)
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd.buffered("j0:2026-01-05T08:59:00Z", make.t0))
+    parked = ledger.get(d.key)
+    assert parked.buffered and parked.overlapped == "j0:2026-01-05T08:59:00Z" and not parked.overlap_skipped
+    assert parked.last_error == "buffered behind j0:2026-01-05T08:59:00Z"
+
+    again = claim(ledger, d, "w2", make.t0, take_over=False)
+    assert again.overlapped is None and not again.buffered
+    failure = AttemptEnd(RunState.RETRY_WAIT, error="attempt 1: retryable: HTTP 503", next_attempt_at=make.t0)
+    ledger.finish(d.key, "w2", again.epoch, make.t0, failure)
+    failed = ledger.get(d.key)
+    assert failed.state == RunState.RETRY_WAIT and not failed.buffered and failed.overlapped is None
+
+
+def test_an_overlap_skip_is_typed(ledger, make) -> None:
+    d = make.dispatch()
+    held = claim(ledger, d, "w1", make.t0)
+    skipped = AttemptEnd(RunState.SKIPPED, error="overlap: h is still running", overlapped="h")
+    ledger.finish(d.key, "w1", held.epoch, make.t0, skipped)
+    assert ledger.get(d.key).overlap_skipped
+    other = make.dispatch(d.job_id, make.t0 + timedelta(minutes=1))
+    held = claim(ledger, other, "w1", make.t0)
+    ledger.finish(other.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.SKIPPED, error="overlap: by hand"))
+    assert not ledger.get(other.key).overlap_skipped
+
+
 def test_finish_with_refund_by_a_stale_holder_is_fenced(ledger, make) -> None:
     d = make.dispatch()
     old = claim(ledger, d, "w1", make.t0)
     claim(ledger, d, "w2", make.t0 + LEASE + timedelta(seconds=1))
     with pytest.raises(Fenced):
         ledger.finish(
-            d.key, "w1", old.epoch, RunState.RETRY_WAIT, make.t0, next_attempt_at=make.t0, refund_attempt=True
+            d.key,
+            "w1",
+            old.epoch,
+            make.t0,
+            AttemptEnd(RunState.RETRY_WAIT, next_attempt_at=make.t0, refund_attempt=True),
         )
     assert ledger.get(d.key).attempts == 2
 
@@ -441,7 +473,7 @@ def test_finish_with_refund_by_a_stale_holder_is_fenced(ledger, make) -> None:
 def _dead(ledger: Any, make: Any) -> Any:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, RunState.DEAD, make.t0 + timedelta(seconds=1), error="HTTP 400")
+    ledger.finish(d.key, "w1", held.epoch, make.t0 + timedelta(seconds=1), AttemptEnd(RunState.DEAD, error="HTTP 400"))
     ledger.mark_dead_lettered(d.key)
     return d
 
@@ -470,7 +502,7 @@ def test_revive_only_from_dead(ledger, make) -> None:
     ok = make.dispatch()
     held = claim(ledger, ok, "w1", make.t0)
     assert ledger.revive(ok.key, make.t0, "running") is False
-    ledger.finish(ok.key, "w1", held.epoch, RunState.SUCCEEDED, make.t0)
+    ledger.finish(ok.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.SUCCEEDED))
     before = ledger.get(ok.key)
     assert ledger.revive(ok.key, make.t0, "succeeded") is False
     assert ledger.get(ok.key) == before

@@ -10,6 +10,7 @@ import pytest
 
 from scheduler.core.events import outcome_events
 from scheduler.core.model import RunState
+from scheduler.core.records import AttemptEnd
 
 LEASE = timedelta(seconds=60)
 
@@ -30,7 +31,7 @@ def test_a_terminal_finish_records_its_outbox_entry_in_the_same_write(ledger, ma
     held = claim(ledger, d, "w1", make.t0)
     t1 = make.t0 + timedelta(seconds=3)
 
-    written = ledger.finish(d.key, "w1", held.epoch, state, t1, result="HTTP 200", error="why")
+    written = ledger.finish(d.key, "w1", held.epoch, t1, AttemptEnd(state, result="HTTP 200", error="why"))
 
     [entry] = ledger.get(d.key).outbox
     assert (entry.state, entry.epoch, entry.at) == (state, held.epoch, t1)
@@ -47,7 +48,9 @@ def test_a_terminal_finish_records_its_outbox_entry_in_the_same_write(ledger, ma
 def test_retry_wait_and_claims_record_nothing_to_publish(ledger, make) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, RunState.RETRY_WAIT, make.t0, error="503", next_attempt_at=make.t0)
+    ledger.finish(
+        d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.RETRY_WAIT, error="503", next_attempt_at=make.t0)
+    )
 
     assert ledger.get(d.key).outbox == []
     assert pending_keys(ledger) == []
@@ -74,7 +77,7 @@ def test_record_unclaimed_and_expire_to_record_their_outbox_entries(ledger, make
 def test_clear_empties_the_outbox_and_drops_the_item_from_the_pending_list(ledger, make) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, RunState.SUCCEEDED, make.t0)
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.SUCCEEDED))
     entries = ledger.get(d.key).outbox
 
     assert ledger.clear_outbox(d.key, entries)
@@ -89,7 +92,7 @@ def test_clear_empties_the_outbox_and_drops_the_item_from_the_pending_list(ledge
 def test_clear_refuses_when_an_outcome_was_appended_since_it_was_read(ledger, make) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0, take_over=False)
-    ledger.finish(d.key, "w1", held.epoch, RunState.RECONCILING, make.t0)
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.RECONCILING))
     read = ledger.get(d.key).outbox
     ledger.resolve(d.key, RunState.SUCCEEDED, make.t0 + timedelta(minutes=5), "operator: it happened")
 
@@ -106,7 +109,7 @@ def test_clear_refuses_when_an_outcome_was_appended_since_it_was_read(ledger, ma
 def test_a_revive_keeps_an_unpublished_dead_outcome(ledger, make) -> None:
     d = make.dispatch()
     held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, RunState.DEAD, make.t0, error="boom")
+    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.DEAD, error="boom"))
 
     assert ledger.revive(d.key, make.t0 + timedelta(minutes=1), "redriven")
 

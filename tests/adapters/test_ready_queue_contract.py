@@ -17,7 +17,7 @@ from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body
 from scheduler.adapters.memory import FakeClock, MemoryQueue
 from scheduler.adapters.sqs import QueueSendFailed, SqsReadyQueue, delay_seconds
 from scheduler.core.model import RunState
-from scheduler.core.ports import Dispatch, Execution
+from scheduler.core.ports import Dispatch, Execution, HistoryEntry
 from scheduler.core.timefmt import truncate_ms
 
 
@@ -64,7 +64,7 @@ def _memory() -> QueueUnderTest:
                 "state": e.state.value if e else None,
                 "attempts": e.attempts if e else None,
                 "last_error": e.last_error if e else None,
-                "history": e.history if e else None,
+                "history": [h.view() for h in e.history] if e else None,
             }
             for d, e in queue.dead
         ]
@@ -168,7 +168,10 @@ def test_dead_letter_carries_the_dispatch_and_its_history(q) -> None:
         attempts=2,
         last_error="HTTP 400",
         finished_at=datetime(2026, 1, 5, 9, 0, 31, tzinfo=UTC),
-        history=history,
+        history=[
+            HistoryEntry(1, RunState.RETRY_WAIT, datetime(2026, 1, 5, 9, 0, 1, tzinfo=UTC), "HTTP 503"),
+            HistoryEntry(2, RunState.DEAD, datetime(2026, 1, 5, 9, 0, 31, tzinfo=UTC), "HTTP 400"),
+        ],
     )
 
     q.queue.dead_letter(dispatch, execution)

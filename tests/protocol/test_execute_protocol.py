@@ -64,9 +64,9 @@ class _CrashingTarget:
 def assert_one_outcome(world: World, key: str, state: RunState) -> None:
     run = world.ledger.get(key)
     assert run is not None and run.state == state, run
-    terminal = [h for h in run.history if h["state"] == state.value]
+    terminal = [h for h in run.history if h.state == state]
     assert len(terminal) == 1, run.history  # recorded once: no stale write was accepted
-    epochs = [h["epoch"] for h in run.history]
+    epochs = [h.epoch for h in run.history]
     assert epochs == sorted(epochs)
 
 

@@ -14,7 +14,7 @@ import pytest
 from scheduler.core.errors import LeaseLost
 from scheduler.core.execute import ExecuteConfig
 from scheduler.core.model import JobSpec, RetryPolicy, RunState
-from scheduler.core.ports import Dispatch, TargetCall
+from scheduler.core.ports import AttemptEnd, Dispatch, TargetCall
 from scheduler.core.retry import backoff
 from tests.unit.fixtures import (
     TENANT,
@@ -33,7 +33,7 @@ FAST_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 2, "max_backoff_seco
 def states(world: World, dispatch: Dispatch) -> list[str]:
     run = world.ledger.get(dispatch.key)
     assert run is not None
-    return [h["state"] for h in run.history]
+    return [h.state.value for h in run.history]
 
 
 # -- the happy path and early or duplicate messages ---------------------------------------------------------
@@ -314,8 +314,8 @@ def test_always_failing_target_goes_dead_after_max_attempts_with_its_history(wor
     [(dead_dispatch, dead_run)] = world.queue.dead
     assert dead_dispatch == dispatch
     assert dead_run is not None
-    assert [h["state"] for h in dead_run.history] == ["RETRY_WAIT", "RETRY_WAIT", "DEAD"]
-    assert all("500 Internal Server Error" in h["error"] for h in dead_run.history)
+    assert [h.state.value for h in dead_run.history] == ["RETRY_WAIT", "RETRY_WAIT", "DEAD"]
+    assert all("500 Internal Server Error" in (h.error or "") for h in dead_run.history)
     assert world.queue.messages == {}
     assert world.metrics.counts["DeadLetters"] == 1
 
@@ -391,7 +391,7 @@ def test_dead_recorded_by_a_worker_that_died_before_the_dlq_send_is_dead_lettere
     # Given a worker recorded DEAD and crashed before sending to the DLQ
     _, dispatch = world.due()
     claimed = world.ledger.claim(dispatch, "w1/x", world.now(), world.now() + timedelta(seconds=60), True)
-    world.ledger.finish(dispatch.key, "w1/x", claimed.epoch, RunState.DEAD, world.now(), error="boom")
+    world.ledger.finish(dispatch.key, "w1/x", claimed.epoch, world.now(), AttemptEnd(RunState.DEAD, error="boom"))
 
     # When its message is redelivered
     outcome = world.executor().execute(dispatch, StubMessage(receive_count=2))

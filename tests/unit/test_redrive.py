@@ -10,7 +10,7 @@ from typing import Any
 from scheduler.adapters.codec import dispatch_to_body
 from scheduler.adapters.memory import FakeClock, MemoryLedger
 from scheduler.core.model import RunState
-from scheduler.core.ports import Dispatch
+from scheduler.core.ports import AttemptEnd, Dispatch
 from scheduler.ops.redrive import DeadLetter, parse_dead_letter, redrive
 from tests.unit.fixtures import T0, TENANT
 
@@ -84,7 +84,7 @@ class FailingWorker:
 
 def die(ledger: MemoryLedger, dispatch: Dispatch, now: datetime) -> None:
     execution = ledger.claim(dispatch, "worker", now, now + timedelta(seconds=60), False)
-    ledger.finish(dispatch.key, "worker", execution.epoch, RunState.DEAD, now, error="HTTP 400")
+    ledger.finish(dispatch.key, "worker", execution.epoch, now, AttemptEnd(RunState.DEAD, error="HTTP 400"))
 
 
 def test_a_redrive_runs_each_dead_letter_present_at_its_start_once_even_when_it_dies_again() -> None:

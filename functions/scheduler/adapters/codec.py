@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 
 from scheduler.core.keys import split_occurrence_key
 from scheduler.core.model import BackfillState, Job, JobSpec, JobState, Priority, RunState
-from scheduler.core.ports import Backfill, ChainPlan, Dispatch, Execution, OutboxEntry, Timer, TimerKind
+from scheduler.core.ports import Backfill, ChainPlan, Dispatch, Execution, HistoryEntry, OutboxEntry, Timer, TimerKind
 from scheduler.core.schedules import Schedule
 from scheduler.core.timefmt import from_ms, parse_rfc3339, rfc3339, to_ms
 from scheduler.settings import LOCAL_MESSAGE_SECRET
@@ -207,24 +207,23 @@ def timer_from_item(item: Item) -> Timer:
 # -- executions ------------------------------------------------------------------------------------------
 
 
-def _from_attribute(value: dict[str, Any]) -> Any:
-    """Decode the small, flat maps stored in an execution's history."""
-    if "S" in value:
-        return value["S"]
-    if "N" in value:
-        return int(value["N"])
-    if "M" in value:
-        return {k: _from_attribute(v) for k, v in value["M"].items()}
-    if "BOOL" in value:
-        return value["BOOL"]
-    return None
-
-
 def history_entry(epoch: int, state: RunState, now: datetime, error: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"epoch": n(epoch), "state": s(state.value), "at": s(rfc3339(now))}
-    if error:
-        entry["error"] = s(error[:500])
-    return {"M": entry}
+    """One history entry (HistoryEntry.of) as a map in the item's `history` list."""
+    entry = HistoryEntry.of(epoch, state, now, error)
+    value: dict[str, Any] = {"epoch": n(entry.epoch), "state": s(entry.state.value), "at": s(rfc3339(entry.at))}
+    if entry.error:
+        value["error"] = s(entry.error)
+    return {"M": value}
+
+
+def history_entry_from_attribute(value: dict[str, Any]) -> HistoryEntry:
+    entry = value["M"]
+    return HistoryEntry(
+        epoch=int(entry["epoch"]["N"]),
+        state=RunState(entry["state"]["S"]),
+        at=parse_rfc3339(entry["at"]["S"]),
+        error=get_s(entry, "error"),
+    )
 
 
 def outbox_entry_to_attribute(entry: OutboxEntry) -> dict[str, Any]:
@@ -262,7 +261,7 @@ def execution_from_item(item: Item) -> Execution:
         key_job, key_instant = split_occurrence_key(item["PK"]["S"])
         job_id = job_id or key_job
         scheduled = scheduled or parse_rfc3339(key_instant)
-    history = [_from_attribute(h) for h in item.get("history", {}).get("L", [])]
+    history = [history_entry_from_attribute(h) for h in item.get("history", {}).get("L", [])]
     return Execution(
         key=item["PK"]["S"],
         job_id=job_id,
@@ -282,6 +281,7 @@ def execution_from_item(item: Item) -> Execution:
         dead_lettered=bool(item.get("dead_lettered", {}).get("BOOL", False)),
         history=history,
         outbox=[outbox_entry_from_attribute(v) for v in item.get("outbox", {}).get("L", [])],
+        overlapped=get_s(item, "overlapped"),
     )
 
 

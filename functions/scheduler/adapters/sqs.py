@@ -109,7 +109,7 @@ class SqsReadyQueue:
             "state": execution.state.value,
             "attempts": execution.attempts,
             "last_error": execution.last_error,
-            "history": execution.history,
+            "history": [entry.view() for entry in execution.history],
             "dead_at": rfc3339(execution.finished_at) if execution.finished_at else None,
         }
         self.client.send_message(

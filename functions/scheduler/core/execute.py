@@ -11,7 +11,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -23,6 +23,7 @@ from scheduler.core.heartbeat import Heartbeat
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
+    AttemptEnd,
     Clock,
     Dispatch,
     Execution,
@@ -42,18 +43,8 @@ from scheduler.core.schedules import is_occurrence, is_recurring, unindexed_occu
 
 log = logging.getLogger(__name__)
 
-#: Marks a RETRY_WAIT that is an overlap buffer (buffer_one), not a failed attempt.
-BUFFERED = "buffered"
 #: Runs read per page when looking for what overlaps (the run history index, newest first).
 OVERLAP_PAGE = 50
-
-
-def _buffered(run: Execution) -> bool:
-    return run.state == RunState.RETRY_WAIT and (run.last_error or "").startswith(BUFFERED)
-
-
-def _overlap_skipped(run: Execution) -> bool:
-    return run.state == RunState.SKIPPED and (run.last_error or "").startswith("overlap:")
 
 
 @dataclass(frozen=True)
@@ -219,7 +210,7 @@ class Executor:
         skip = self._skip_reason(job, dispatch)
         if skip is not None:
             state, reason = skip
-            return self._record(job, execution, owner, state, reason=reason, error=reason)
+            return self._record(job, execution, owner, AttemptEnd(state, error=reason))
 
         overlap = self._overlap(job, dispatch, execution, owner, now)
         if overlap is not None:
@@ -333,7 +324,7 @@ class Executor:
         # A parked run is about to start (the run it waited for has finished and sent it): it holds the place too,
         # or this one would start beside it. One not parked again for two leases has lost its message: ignored.
         stale = now - 2 * self.config.lease
-        parked = [r for r in earlier if _buffered(r) and (r.updated_at is None or r.updated_at > stale)]
+        parked = [r for r in earlier if r.buffered and (r.updated_at is None or r.updated_at > stale)]
         if not running and not parked:
             return None
         margin = timedelta(seconds=self.config.lease_margin_seconds)
@@ -350,21 +341,13 @@ class Executor:
         # as `skip` and `buffer_one` mean, and none lost to the others' lateness.
         if not self._catching_up(job, dispatch, now) and (policy == "skip" or parked):
             reason = f"overlap: {why}" + (" and one run is already buffered" if parked and running else "")
-            return self._record(job, execution, owner, RunState.SKIPPED, reason=reason, error=reason)
+            skipped = AttemptEnd(RunState.SKIPPED, error=reason, overlapped=holder.key)
+            return self._record(job, execution, owner, skipped)
         try:
             # Claimable at once (a duplicate delivery re-checks the overlap and parks it again); its message is
             # hidden until the holder's lease ends (a parked holder: a lease from now), in case the holder's worker
             # dies before it can release it.
-            self.ledger.finish(
-                execution.key,
-                owner,
-                execution.epoch,
-                RunState.RETRY_WAIT,
-                now,
-                error=f"{BUFFERED} behind {holder.key}",
-                next_attempt_at=now,
-                refund_attempt=True,
-            )
+            self.ledger.finish(execution.key, owner, execution.epoch, now, AttemptEnd.buffered(holder.key, now))
         except Fenced:
             self.metrics.count("FencedWrites")
             return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
@@ -399,7 +382,7 @@ class Executor:
                 if run.key == exclude or run.scheduled_for >= before:
                     continue
                 window.append(run)
-                if not (_buffered(run) or _overlap_skipped(run)):
+                if not (run.buffered or run.overlap_skipped):
                     return window
             if cursor is None:
                 return window
@@ -412,7 +395,7 @@ class Executor:
             while True:
                 page, cursor = self.ledger.runs(job.job_id, OVERLAP_PAGE, cursor)
                 newer = [r for r in page if r.scheduled_for > finished.scheduled_for]
-                parked = [r for r in newer if _buffered(r)]
+                parked = [r for r in newer if r.buffered]
                 if parked:
                     run = parked[-1]  # the oldest parked one (one, or a run_all catch-up's queue of them)
                     now = self.clock.now()
@@ -483,7 +466,7 @@ class Executor:
             log.warning("lease lost; aborting", extra={"job_id": job.job_id, "occurrence_key": key})
             return Outcome.hide(lease_s, Why.LEASE_LOST)
         if failure is None:
-            outcome = self._record(job, execution, owner, RunState.SUCCEEDED, result=result)
+            outcome = self._record(job, execution, owner, AttemptEnd(RunState.SUCCEEDED, result=result))
         else:
             outcome = self._failed(job, dispatch, execution, owner, failure)
         parks = job.spec.overlap_policy == "buffer_one" or (
@@ -501,20 +484,19 @@ class Executor:
         now = self.clock.now()
         error = f"attempt {execution.attempts}: {failure.kind}: {failure.message}"[:1000]
         if failure.kind == "ambiguous" and job.spec.delivery == "at_most_once":
-            return self._record(job, execution, owner, RunState.RECONCILING, error=error)
+            return self._record(job, execution, owner, AttemptEnd(RunState.RECONCILING, error=error))
         if failure.kind != "permanent":
             delay = backoff(job.spec.retry, execution.attempts, execution.key, failure.retry_after)
             retry_at = now + delay
             if may_retry(job.spec.retry, execution.attempts, dispatch.scheduled_for, retry_at):
-                outcome = self._record(
-                    job, execution, owner, RunState.RETRY_WAIT, error=error, next_attempt_at=retry_at
-                )
+                retry = AttemptEnd(RunState.RETRY_WAIT, error=error, next_attempt_at=retry_at)
+                outcome = self._record(job, execution, owner, retry)
                 if outcome.why is Why.RECORDED:
                     self.metrics.count("Retries")
                     log.info("retry scheduled", extra={"occurrence_key": execution.key, "in_s": delay.seconds})
                     return Outcome.hide(delay.total_seconds(), Why.RETRY)
                 return outcome
-        outcome = self._record(job, execution, owner, RunState.DEAD, error=error)
+        outcome = self._record(job, execution, owner, AttemptEnd(RunState.DEAD, error=error))
         if outcome.why is not Why.RECORDED:
             return outcome
         dead = self.ledger.get(execution.key) or execution
@@ -539,40 +521,20 @@ class Executor:
             return False
         return job.spec.events if job.spec.events is not None else self.config.events_by_default
 
-    def _record(
-        self,
-        job: Job,
-        execution: Execution,
-        owner: str,
-        state: RunState,
-        *,
-        result: str | None = None,
-        error: str | None = None,
-        reason: str | None = None,
-        next_attempt_at: datetime | None = None,
-    ) -> Outcome:
+    def _record(self, job: Job, execution: Execution, owner: str, end: AttemptEnd) -> Outcome:
         """Step 5: a write conditioned on our epoch and owner. A stale worker's write is rejected (fenced).
         A terminal outcome is then announced (its outbox entry was recorded by the same write)."""
+        state = end.state
         try:
             recorded = self.ledger.finish(
-                execution.key,
-                owner,
-                execution.epoch,
-                state,
-                self.clock.now(),
-                result=result,
-                error=error,
-                next_attempt_at=next_attempt_at,
-                announce=self._announces(job),
+                execution.key, owner, execution.epoch, self.clock.now(), replace(end, announce=self._announces(job))
             )
         except Fenced:
             self.metrics.count("FencedWrites")
             log.warning("fenced write rejected", extra={"occurrence_key": execution.key, "epoch": execution.epoch})
             return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
-        log.info(
-            "occurrence recorded",
-            extra={"occurrence_key": execution.key, "state": state.value, "reason": reason, "error": error},
-        )
+        recorded_as = {"occurrence_key": execution.key, "state": state.value, "error": end.error}
+        log.info("occurrence recorded", extra=recorded_as)
         if state.terminal:
             self._announce(execution.key, recorded)
         if state == RunState.RETRY_WAIT:

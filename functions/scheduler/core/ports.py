@@ -14,6 +14,7 @@ from typing import Literal, Protocol, TypeVar
 from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.records import (
     AdvanceResult,
+    AttemptEnd,
     Backfill,
     BucketBusy,
     BucketClaim,
@@ -22,6 +23,7 @@ from scheduler.core.records import (
     ChainPlan,
     Dispatch,
     Execution,
+    HistoryEntry,
     IdempotencyRecord,
     OutboxEntry,
     OutcomeEvent,
@@ -32,6 +34,7 @@ from scheduler.core.records import (
 
 __all__ = [
     "AdvanceResult",
+    "AttemptEnd",
     "Backfill",
     "BackfillStore",
     "BatchVisibility",
@@ -46,6 +49,7 @@ __all__ = [
     "EventPublisher",
     "Execution",
     "Heartbeats",
+    "HistoryEntry",
     "IdempotencyRecord",
     "Ids",
     "InOrder",
@@ -254,22 +258,8 @@ class Ledger(Protocol):
         """Extend the lease if `owner` still holds it at `epoch`; else LeaseLost."""
         ...
 
-    def finish(
-        self,
-        key: str,
-        owner: str,
-        epoch: int,
-        state: RunState,
-        now: datetime,
-        *,
-        result: str | None = None,
-        error: str | None = None,
-        next_attempt_at: datetime | None = None,
-        refund_attempt: bool = False,
-        announce: bool = True,
-    ) -> Execution | None:
-        """Record the outcome of the attempt held at `epoch` (RETRY_WAIT or a terminal state); Fenced if stale.
-        `refund_attempt` gives the attempt back (a wait that ran nothing, e.g. an overlap buffer).
+    def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Execution:
+        """Record how the attempt held at `epoch` ends (RETRY_WAIT or a terminal state); Fenced if stale.
         A terminal state also appends its outbox entry, in the same write. Returns the item as written."""
         ...
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import BackfillState, Job, JobState, MisfirePolicy, Priority, RunState
 from scheduler.core.schedules import Schedule
-from scheduler.core.timefmt import to_ms
+from scheduler.core.timefmt import rfc3339, to_ms
 
 #: `scheduled`: an occurrence of the job's chain; `manual`: an extra one (trigger); `backfill`: an occurrence of a
 #: past range materialised on request (its key is the normal occurrence key: anything that ran is not run again).
@@ -179,6 +179,62 @@ class OutboxEntry:
     result: str | None = None
 
 
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One step in an occurrence's life, as its ledger item's history keeps it: the state it entered, at which
+    attempt (epoch) and when, and why (the attempt's error, or an operator's note)."""
+
+    #: A history entry keeps this much of its error (the item's `last_error` keeps the whole first 1,000).
+    ERROR_CHARS = 500
+
+    epoch: int
+    state: RunState
+    at: datetime
+    error: str | None = None
+
+    @classmethod
+    def of(cls, epoch: int, state: RunState, at: datetime, error: str | None = None) -> HistoryEntry:
+        return cls(epoch, state, at, error[: cls.ERROR_CHARS] if error else None)
+
+    def view(self) -> dict[str, Any]:
+        """The entry as the API, the CLI and a dead letter show it (JSON)."""
+        shown: dict[str, Any] = {"epoch": self.epoch, "state": self.state.value, "at": rfc3339(self.at)}
+        if self.error:
+            shown["error"] = self.error
+        return shown
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How an attempt ends, as `Ledger.finish` records it: the state it leaves the occurrence in (RETRY_WAIT or a
+    terminal one) and what goes with it."""
+
+    state: RunState
+    result: str | None = None
+    error: str | None = None
+    #: When a RETRY_WAIT occurrence may be claimed again.
+    next_attempt_at: datetime | None = None
+    #: Give the attempt back: a wait that ran nothing (an overlap buffer).
+    refund_attempt: bool = False
+    #: A terminal state appends its outbox entry (its completion event) in the same write, unless False.
+    announce: bool = True
+    #: The occurrence this one overlapped (overlap policy): it waits behind it (RETRY_WAIT, `buffered`) or was
+    #: skipped for it (SKIPPED).
+    overlapped: str | None = None
+
+    @classmethod
+    def buffered(cls, holder: str, now: datetime) -> AttemptEnd:
+        """Parked behind the running (or about to run) occurrence `holder`: claimable at once, the attempt given
+        back."""
+        return cls(
+            RunState.RETRY_WAIT,
+            error=f"buffered behind {holder}",
+            next_attempt_at=now,
+            refund_attempt=True,
+            overlapped=holder,
+        )
+
+
 @dataclass
 class Execution:
     """One ledger item: the state of one occurrence, keyed by its occurrence key."""
@@ -199,9 +255,21 @@ class Execution:
     updated_at: datetime | None = None
     finished_at: datetime | None = None
     dead_lettered: bool = False
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[HistoryEntry] = field(default_factory=list)
     #: Terminal outcomes recorded but not yet published as completion events (the transactional outbox).
     outbox: list[OutboxEntry] = field(default_factory=list)
+    #: Set by the attempt's end (AttemptEnd.overlapped): the occurrence this one overlapped. Cleared by a claim.
+    overlapped: str | None = None
+
+    @property
+    def buffered(self) -> bool:
+        """Parked by the overlap policy behind a running occurrence (not a failed attempt waiting to retry)."""
+        return self.state == RunState.RETRY_WAIT and self.overlapped is not None
+
+    @property
+    def overlap_skipped(self) -> bool:
+        """Skipped by the overlap policy because another occurrence was running (or about to)."""
+        return self.state == RunState.SKIPPED and self.overlapped is not None
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def run_view(run: Execution) -> dict[str, Any]:
         "next_attempt_at": ts(run.next_attempt_at),
         "last_error": run.last_error,
         "result": run.result,
-        "history": run.history,
+        "history": [entry.view() for entry in run.history],
     }
 
 

@@ -25,7 +25,7 @@ from scheduler.adapters.dynamodb.common import (
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import OUTBOX_SHARDS, outbox_entry, outbox_shard
 from scheduler.core.model import RunState
-from scheduler.core.ports import Dispatch, Execution, OutboxEntry
+from scheduler.core.ports import AttemptEnd, Dispatch, Execution, OutboxEntry
 from scheduler.core.timefmt import rfc3339, to_ms
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class DynamoLedger:
                     "created_ms = if_not_exists(created_ms, :now), "
                     "expires_at = :exp "
                     "ADD epoch :one, attempts :one "
-                    "REMOVE next_ms"
+                    "REMOVE next_ms, overlapped"
                 ),
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#state": "state", "#owner": "owner"},
@@ -132,20 +132,8 @@ class DynamoLedger:
                 raise LeaseLost(key) from exc
             raise
 
-    def finish(
-        self,
-        key: str,
-        owner: str,
-        epoch: int,
-        state: RunState,
-        now: datetime,
-        *,
-        result: str | None = None,
-        error: str | None = None,
-        next_attempt_at: datetime | None = None,
-        refund_attempt: bool = False,
-        announce: bool = True,
-    ) -> Execution:
+    def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Execution:
+        state, result, error = end.state, end.result, end.error
         sets = [
             "#state = :state",
             "updated_ms = :now",
@@ -167,18 +155,21 @@ class DynamoLedger:
         if error is not None:
             sets.append("last_error = :error")
             values[":error"] = s(error[:1000])
-        if next_attempt_at is not None:
+        if end.next_attempt_at is not None:
             sets.append("next_ms = :next")
-            values[":next"] = n(to_ms(next_attempt_at))
+            values[":next"] = n(to_ms(end.next_attempt_at))
         else:
             removes.append("next_ms")
+        if end.overlapped is not None:
+            sets.append("overlapped = :overlapped")
+            values[":overlapped"] = s(end.overlapped)
         if state.terminal:
             sets.append("finished_ms = :now")
-        if state.terminal and announce:
+        if state.terminal and end.announce:
             sets.append(OUTBOX_SET)
             values.update(_outbox_values(outbox_entry(key, epoch, state, now, error=error, result=result), key))
         adds = ""
-        if refund_attempt:
+        if end.refund_attempt:
             adds = " ADD attempts :refund"
             values[":refund"] = n(-1)
         try:

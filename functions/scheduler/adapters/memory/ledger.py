@@ -6,12 +6,11 @@ import copy
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import outbox_entry
 from scheduler.core.model import RunState
-from scheduler.core.ports import Dispatch, Execution, OutboxEntry
+from scheduler.core.ports import AttemptEnd, Dispatch, Execution, HistoryEntry, OutboxEntry
 
 
 class MemoryLedger:
@@ -61,6 +60,7 @@ class MemoryLedger:
             item.owner = owner
             item.lease_until = lease_until
             item.next_attempt_at = None
+            item.overlapped = None
             item.updated_at = now
             return copy.deepcopy(item)
 
@@ -82,39 +82,28 @@ class MemoryLedger:
                 raise LeaseLost(key)
             item.lease_until = lease_until
 
-    def finish(
-        self,
-        key: str,
-        owner: str,
-        epoch: int,
-        state: RunState,
-        now: datetime,
-        *,
-        result: str | None = None,
-        error: str | None = None,
-        next_attempt_at: datetime | None = None,
-        refund_attempt: bool = False,
-        announce: bool = True,
-    ) -> Execution:
+    def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Execution:
         with self.lock:
             item = self._held(key, owner, epoch)
             if item is None:
                 raise Fenced(key)
-            if refund_attempt:
+            if end.refund_attempt:
                 item.attempts -= 1
-            item.state = state
+            item.state = end.state
             item.updated_at = now
             item.lease_until = None
-            item.next_attempt_at = next_attempt_at
-            if result is not None:
-                item.result = result
-            if error is not None:
-                item.last_error = error
-            if state.terminal:
+            item.next_attempt_at = end.next_attempt_at
+            if end.overlapped is not None:
+                item.overlapped = end.overlapped
+            if end.result is not None:
+                item.result = end.result[:1000]
+            if end.error is not None:
+                item.last_error = end.error[:1000]
+            if end.state.terminal:
                 item.finished_at = now
-                if announce:
-                    item.outbox.append(outbox_entry(key, epoch, state, now, error=error, result=result))
-            item.history.append(_history_entry(epoch, state, now, error))
+                if end.announce:
+                    item.outbox.append(outbox_entry(key, epoch, end.state, now, error=end.error, result=end.result))
+            item.history.append(HistoryEntry.of(epoch, end.state, now, end.error))
             return copy.deepcopy(item)
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
@@ -133,7 +122,7 @@ class MemoryLedger:
                 created_at=now,
                 updated_at=now,
                 finished_at=now,
-                history=[_history_entry(0, state, now, reason)],
+                history=[HistoryEntry.of(0, state, now, reason)],
                 outbox=[outbox_entry(dispatch.key, 0, state, now, error=reason)],
             )
             return True
@@ -156,7 +145,7 @@ class MemoryLedger:
             item.lease_until = None
             item.updated_at = now
             item.finished_at = now
-            item.history.append(_history_entry(epoch, state, now, reason))
+            item.history.append(HistoryEntry.of(epoch, state, now, reason))
             if announce:
                 item.outbox.append(outbox_entry(key, epoch, state, now, error=reason))
             return True
@@ -178,7 +167,7 @@ class MemoryLedger:
             item.dead_lettered = False
             item.finished_at = None
             item.updated_at = now
-            item.history.append(_history_entry(item.epoch, RunState.RETRY_WAIT, now, note))
+            item.history.append(HistoryEntry.of(item.epoch, RunState.RETRY_WAIT, now, note))
             return True
 
     def runs(
@@ -206,7 +195,7 @@ class MemoryLedger:
             item.updated_at = now
             item.next_attempt_at = now if state == RunState.RETRY_WAIT else None
             item.finished_at = now if state.terminal else None
-            item.history.append(_history_entry(item.epoch, state, now, note))
+            item.history.append(HistoryEntry.of(item.epoch, state, now, note))
             if state.terminal:
                 item.outbox.append(outbox_entry(key, item.epoch, state, now, error=note))
             return copy.deepcopy(item)
@@ -225,10 +214,3 @@ class MemoryLedger:
                 return False
             item.outbox = []
             return True
-
-
-def _history_entry(epoch: int, state: RunState, now: datetime, error: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"epoch": epoch, "state": state.value, "at": now.isoformat()}
-    if error:
-        entry["error"] = error[:500]
-    return entry
