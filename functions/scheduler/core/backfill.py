@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.dispatch import Dispatcher, fire_at
@@ -60,17 +60,16 @@ def new_backfill_id(now: datetime, ids: Ids = RANDOM_IDS) -> str:
     return f"{to_ms(now):012x}{ids.token()}"
 
 
+@dataclass(eq=False)
 class BackfillService:
     """The API's side: request, read and cancel backfills."""
 
-    def __init__(
-        self, jobs: JobReader, backfills: BackfillStore, clock: Clock, config: BackfillConfig, *, ids: Ids = RANDOM_IDS
-    ) -> None:
-        self.jobs = jobs
-        self.backfills = backfills
-        self.clock = clock
-        self.config = config
-        self.ids = ids
+    jobs: JobReader
+    backfills: BackfillStore
+    clock: Clock
+    config: BackfillConfig
+    _: KW_ONLY
+    ids: Ids = RANDOM_IDS
 
     def _job(self, tenant: str, job_id: str) -> Job:
         job = self.jobs.get(job_id)
@@ -157,24 +156,16 @@ class WaveReport:
     completed: int = 0
 
 
+@dataclass(eq=False)
 class BackfillRunner:
     """The sweeper's side: one wave of each running backfill, within the budget left."""
 
-    def __init__(
-        self,
-        backfills: BackfillStore,
-        jobs: JobReader,
-        dispatcher: Dispatcher,
-        clock: Clock,
-        config: BackfillConfig,
-        metrics: Metrics,
-    ) -> None:
-        self.backfills = backfills
-        self.jobs = jobs
-        self.dispatcher = dispatcher
-        self.clock = clock
-        self.config = config
-        self.metrics = metrics
+    backfills: BackfillStore
+    jobs: JobReader
+    dispatcher: Dispatcher
+    clock: Clock
+    config: BackfillConfig
+    metrics: Metrics
 
     def run(self, budget: int, stop_at: datetime) -> WaveReport:
         report = WaveReport()

@@ -89,13 +89,13 @@ class Permit:
             log.exception("execution slot not released; it frees when its lease ends", extra={"tenant": self.tenant})
 
 
+@dataclass(eq=False)
 class ConcurrencyGate:
     """Hands out per-tenant execution slots."""
 
-    def __init__(self, slots: TenantSlots, config: ConcurrencyConfig, metrics: Metrics) -> None:
-        self.slots = slots
-        self.config = config
-        self.metrics = metrics
+    slots: TenantSlots
+    config: ConcurrencyConfig
+    metrics: Metrics
 
     def enter(self, tenant: str, holder: str, now: datetime, lease_until: datetime) -> Permit | None:
         """A permit for one attempt, or None when the tenant is at its limit."""

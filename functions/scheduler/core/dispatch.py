@@ -84,28 +84,18 @@ class Plan:
     next_at: datetime | None  # the chain's next occurrence, None when the schedule has no more
 
 
+@dataclass(eq=False)
 class Dispatcher:
-    def __init__(
-        self,
-        jobs: JobStore,
-        timers: TimerStore,
-        queue: ReadyQueue,
-        clock: Clock,
-        config: DispatchConfig,
-        metrics: Metrics,
-        admission: TenantAdmission | None = None,
-        sleep: Callable[[float], None] | None = None,
-    ) -> None:
-        self.jobs = jobs
-        self.timers = timers
-        self.queue = queue
-        self.clock = clock
-        self.config = config
-        self.metrics = metrics
-        #: Per-tenant dispatch budgets (scheduler.core.fairness); None: no budgets.
-        self.admission = admission
-        #: How a sweep waits for the instant that lands a message on time (None: it does not wait; sends at once).
-        self.sleep = sleep
+    jobs: JobStore
+    timers: TimerStore
+    queue: ReadyQueue
+    clock: Clock
+    config: DispatchConfig
+    metrics: Metrics
+    #: Per-tenant dispatch budgets (scheduler.core.fairness); None: no budgets.
+    admission: TenantAdmission | None = None
+    #: How a sweep waits for the instant that lands a message on time (None: it does not wait; sends at once).
+    sleep: Callable[[float], None] | None = None
 
     def seal_limit(self, now: datetime) -> datetime:
         """Buckets before this instant may already be sealed: a sweep seals whole minutes up to the end of the

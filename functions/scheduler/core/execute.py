@@ -110,45 +110,32 @@ class Outcome:
         return cls(False, why, max(1, min(MAX_HIDE_SECONDS, math.ceil(seconds))), detail)
 
 
+@dataclass(eq=False)
 class Executor:
     """Runs one dispatched occurrence; returns what to do with its message."""
 
-    def __init__(
-        self,
-        jobs: JobReader,
-        ledger: Ledger,
-        queue: ReadyQueue,
-        targets: Mapping[str, TargetInvoker],
-        clock: Clock,
-        config: ExecuteConfig,
-        metrics: Metrics,
-        worker_id: str,
-        sleep: Callable[[float], None] = time.sleep,
-        outbox: Outbox | None = None,
-        gate: ConcurrencyGate | None = None,
-        ids: Ids = RANDOM_IDS,
-        heartbeats: Heartbeats | None = None,
-    ) -> None:
-        if config.heartbeat_fraction and heartbeats is None:
+    jobs: JobReader
+    ledger: Ledger
+    queue: ReadyQueue
+    targets: Mapping[str, TargetInvoker]
+    clock: Clock
+    config: ExecuteConfig
+    metrics: Metrics
+    worker_id: str
+    sleep: Callable[[float], None] = time.sleep
+    #: Publishes completion events right after the write that records a terminal outcome (None: the
+    #: sweeper's outbox drain publishes them all).
+    outbox: Outbox | None = None
+    #: Per-tenant execution slots (None: no execution budgets).
+    gate: ConcurrencyGate | None = None
+    #: Draws each attempt's owner suffix.
+    ids: Ids = RANDOM_IDS
+    #: Extends the lease in the background while a target that cannot heartbeat itself runs.
+    heartbeats: Heartbeats | None = None
+
+    def __post_init__(self) -> None:
+        if self.config.heartbeat_fraction and self.heartbeats is None:
             raise ValueError("a background heartbeat (ExecuteConfig.heartbeat_fraction) needs Heartbeats")
-        self.jobs = jobs
-        self.ledger = ledger
-        self.queue = queue
-        self.targets = targets
-        self.clock = clock
-        self.config = config
-        self.metrics = metrics
-        self.worker_id = worker_id
-        self.sleep = sleep
-        #: Publishes completion events right after the write that records a terminal outcome (None: the
-        #: sweeper's outbox drain publishes them all).
-        self.outbox = outbox
-        #: Per-tenant execution slots (None: no execution budgets).
-        self.gate = gate
-        #: Draws each attempt's owner suffix.
-        self.ids = ids
-        #: Extends the lease in the background while a target that cannot heartbeat itself runs.
-        self.heartbeats = heartbeats
 
     def execute(self, dispatch: Dispatch, message: MessageControl) -> Outcome:
         now = self.clock.now()

@@ -97,14 +97,16 @@ class Admitted:
     deferred: list[tuple[Dispatch, datetime]]
 
 
+@dataclass(eq=False)
 class TenantAdmission:
     """Admits dispatches through their tenants' budgets (one conditional write per tenant per call)."""
 
-    def __init__(self, budgets: TenantBudgetStore, clock: Clock, config: FairnessConfig, metrics: Metrics) -> None:
-        self.budgets = budgets
-        self.clock = clock
-        self.config = config
-        self.metrics = metrics
+    budgets: TenantBudgetStore
+    clock: Clock
+    config: FairnessConfig
+    metrics: Metrics
+
+    def __post_init__(self) -> None:
         #: One booking per tenant at a time in this process. A sweep's buckets are swept at once (threads): without
         #: it they race on the tenant's budget item, and a page that loses WRITE_ATTEMPTS times in a row has no
         #: release at all - its occurrences would be deferred past SQS's horizon for contention, not for budget

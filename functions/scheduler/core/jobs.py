@@ -9,7 +9,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -71,28 +71,18 @@ def request_hash(body: Any) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+@dataclass(eq=False)
 class JobService:
-    def __init__(
-        self,
-        jobs: JobStore,
-        ledger: Ledger,
-        dispatcher: Dispatcher,
-        clock: Clock,
-        *,
-        max_active_jobs: int,
-        check_target: Callable[[str, JobSpec], None] = lambda tenant, spec: None,
-        outbox: Outbox | None = None,
-        ids: Ids = RANDOM_IDS,
-    ) -> None:
-        self.jobs = jobs
-        self.ledger = ledger
-        self.dispatcher = dispatcher
-        self.clock = clock
-        self.max_active_jobs = max_active_jobs
-        self.check_target = check_target
-        #: Publishes the completion event of an outcome recorded here (an operator's resolve) at once.
-        self.outbox = outbox
-        self.ids = ids
+    jobs: JobStore
+    ledger: Ledger
+    dispatcher: Dispatcher
+    clock: Clock
+    _: KW_ONLY
+    max_active_jobs: int
+    check_target: Callable[[str, JobSpec], None] = lambda tenant, spec: None
+    #: Publishes the completion event of an outcome recorded here (an operator's resolve) at once.
+    outbox: Outbox | None = None
+    ids: Ids = RANDOM_IDS
 
     # -- reads -------------------------------------------------------------------------------------------
 

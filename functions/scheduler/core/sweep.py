@@ -60,29 +60,20 @@ class SweepReport:
     backfill_dispatched: int = 0
 
 
+@dataclass(eq=False)
 class Sweeper:
-    def __init__(
-        self,
-        timers: TimerStore,
-        dispatcher: Dispatcher,
-        clock: Clock,
-        config: SweepConfig,
-        metrics: Metrics,
-        owner: str,
-        outbox: Outbox | None = None,
-        backfills: BackfillRunner | None = None,
-        pool: TaskPool | None = None,
-    ) -> None:
-        self.timers = timers
-        self.dispatcher = dispatcher
-        self.clock = clock
-        self.config = config
-        self.metrics = metrics
-        self.owner = owner
-        self.outbox = outbox
-        self.backfills = backfills
-        #: Runs a minute's buckets (one per shard), at once when it is a thread pool (scheduler.adapters.threads).
-        self.pool: TaskPool = pool or InOrder()
+    timers: TimerStore
+    dispatcher: Dispatcher
+    clock: Clock
+    config: SweepConfig
+    metrics: Metrics
+    owner: str
+    outbox: Outbox | None = None
+    backfills: BackfillRunner | None = None
+    #: Runs a minute's buckets (one per shard), at once when it is a thread pool (scheduler.adapters.threads).
+    pool: TaskPool = field(default_factory=InOrder)
+
+    def __post_init__(self) -> None:
         #: Guards the report, which the buckets of a minute update from their threads.
         self._lock = threading.Lock()
         #: Held by a bucket's checkpoint that releases quota (a transaction on tenant counters; see `_drain`).
