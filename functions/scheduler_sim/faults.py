@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
+    Advance,
     AdvanceResult,
     AttemptEnd,
     BucketBusy,
@@ -245,14 +246,11 @@ class FaultyJobStore:
         self.inner.replace(job, previous, timer, late)
         self.gate.after("jobs.replace")
 
-    def advance(
-        self, timer: Timer, next_run_at: datetime | None, dispatched_for: datetime, skipped: int, **plan: Any
-    ) -> AdvanceResult:
-        """`plan`: JobStore.advance's keyword arguments, passed through."""
-        self.gate.before("jobs.advance", timer, next_run_at, dispatched_for, skipped)
-        result = self.inner.advance(timer, next_run_at, dispatched_for, skipped, **plan)
+    def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
+        self.gate.before("jobs.advance", timer, step.next_run_at, step.dispatched_for, step.skipped)
+        result = self.inner.advance(timer, step)
         self.gate.result("jobs.advance", result)
-        self.gate.host.advanced(timer, dispatched_for, skipped, result, self.clock.now())
+        self.gate.host.advanced(timer, step.dispatched_for, step.skipped, result, self.clock.now())
         self.gate.in_chain_window = True
         self.gate.after("jobs.advance")
         return result

@@ -12,7 +12,7 @@ from typing import Any
 from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTenantSlots, MemoryTimerStore
 from scheduler.core.errors import Fenced
 from scheduler.core.model import JobState, RunState
-from scheduler.core.ports import AdvanceResult, AttemptEnd, BucketClaim, Dispatch, TaskPool, Timer
+from scheduler.core.ports import Advance, AdvanceResult, AttemptEnd, BucketClaim, Dispatch, TaskPool, Timer
 from scheduler_sim.actors import SeededOrder
 
 
@@ -75,10 +75,10 @@ class ReleaseOnEveryReplay(MemoryJobStore):
     a one-shot job completed from the late lane (whose write released it) is released again by its bucket's sweep,
     and so is a page re-run after its checkpoint."""
 
-    def advance(self, timer: Timer, *args: Any, **options: Any) -> AdvanceResult:
-        result = super().advance(timer, *args, **options)
+    def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
+        result = super().advance(timer, step)
         job = self.jobs.get(timer.job_id)
-        replayed = result.proceed and not result.release and options.get("release_by") is not None
+        replayed = result.proceed and not result.release and step.release_by is not None
         if (
             replayed
             and job is not None

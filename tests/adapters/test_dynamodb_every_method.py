@@ -16,7 +16,7 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.core.errors import ClaimLost, ClaimRefused, Fenced, LeaseLost, VersionConflict
 from scheduler.core.model import JobState, RunState
-from scheduler.core.ports import AttemptEnd, BucketClaim, IdempotencyRecord
+from scheduler.core.ports import Advance, AttemptEnd, BucketClaim, IdempotencyRecord
 
 pytestmark = pytest.mark.emulator
 
@@ -57,7 +57,7 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     assert jobs.get(job.job_id) == job
     assert jobs.list(job.tenant, None, 10, None)[0] == [job]
     assert jobs.list(job.tenant, JobState.ACTIVE, 10, None)[0] == [job]
-    assert jobs.advance(timer, t0 + timedelta(minutes=2), timer.scheduled_for, 0).put_next  # UpdateItem path
+    assert jobs.advance(timer, Advance(t0 + timedelta(minutes=2), timer.scheduled_for, 0)).put_next  # UpdateItem path
     current = jobs.get(job.job_id)
     paused = current.model_copy(update={"version": 2, "state": JobState.PAUSED})
     jobs.replace(paused, current, None, False)
@@ -68,8 +68,8 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     once_at = t0 + timedelta(minutes=5)
     once = make.job(schedule={"type": "once", "at": once_at.isoformat()}, next_run_at=once_at)
     jobs.create(once, make.timer(once), None, False, 5)
-    assert jobs.advance(make.timer(once), None, make.timer(once).scheduled_for, 0).proceed  # transaction path
-    assert not jobs.advance(timer, None, timer.scheduled_for, 0).proceed  # failed transaction path
+    assert jobs.advance(make.timer(once), Advance(None, make.timer(once).scheduled_for, 0)).proceed  # transaction path
+    assert not jobs.advance(timer, Advance(None, timer.scheduled_for, 0)).proceed  # failed transaction path
 
     # TimerStore
     assert timers.bucket_of(timer).shard in range(4)

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
 from scheduler.core.model import Job, JobState
-from scheduler.core.ports import AdvanceResult, IdempotencyRecord
+from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord
 
 QUOTA = 100
 
@@ -341,7 +341,7 @@ def _recurring(jobs: Any, make: Any) -> tuple[Job, Any, Any]:
 def test_first_advance_moves_the_chain(jobs, make) -> None:
     job, first, _ = _recurring(jobs, make)
 
-    result = jobs.advance(first, make.t0 + timedelta(minutes=2), first.scheduled_for, 0)
+    result = jobs.advance(first, Advance(make.t0 + timedelta(minutes=2), first.scheduled_for, 0))
 
     assert result == AdvanceResult(True, True, JobState.ACTIVE)
     stored = jobs.get(job.job_id)
@@ -354,7 +354,7 @@ def test_first_advance_moves_the_chain(jobs, make) -> None:
 def test_advance_counts_skipped_misfires(jobs, make) -> None:
     job, first, _ = _recurring(jobs, make)
     dispatched_for = first.scheduled_for + timedelta(minutes=3)
-    assert jobs.advance(first, dispatched_for + timedelta(minutes=1), dispatched_for, 3).proceed
+    assert jobs.advance(first, Advance(dispatched_for + timedelta(minutes=1), dispatched_for, 3)).proceed
     assert jobs.get(job.job_id).misfire_skipped == 3
     assert jobs.get(job.job_id).last_dispatched_for == dispatched_for
 
@@ -362,10 +362,10 @@ def test_advance_counts_skipped_misfires(jobs, make) -> None:
 def test_advance_re_run_after_a_crash_proceeds_and_puts_next_again(jobs, make) -> None:
     job, first, _ = _recurring(jobs, make)
     nxt = make.t0 + timedelta(minutes=2)
-    jobs.advance(first, nxt, first.scheduled_for, 0)
+    jobs.advance(first, Advance(nxt, first.scheduled_for, 0))
 
     # the sweeper crashed before writing the next timer; the bucket is re-swept
-    again = jobs.advance(first, nxt, first.scheduled_for, 0)
+    again = jobs.advance(first, Advance(nxt, first.scheduled_for, 0))
 
     assert again == AdvanceResult(True, True, JobState.ACTIVE)
     assert jobs.get(job.job_id).last_dispatched_for == first.scheduled_for
@@ -375,11 +375,19 @@ def test_advance_re_run_replays_the_recorded_plan(jobs, make) -> None:
     job, first, _ = _recurring(jobs, make)
     nxt = make.t0 + timedelta(minutes=2)
     planned_at, horizon = make.t0 - timedelta(seconds=3), make.t0 + timedelta(minutes=6)
-    jobs.advance(first, nxt, first.scheduled_for, 0, planned_at=planned_at, planned_horizon=horizon)
+    jobs.advance(first, Advance(nxt, first.scheduled_for, 0, planned_at=planned_at, planned_horizon=horizon))
 
     # the run that advanced died before sending; a later re-run (with a later clock) must send what it planned
-    again = jobs.advance(first, nxt + timedelta(minutes=1), first.scheduled_for, 0, planned_at=make.t0,
-                         planned_horizon=horizon + timedelta(minutes=1))  # fmt: skip
+    again = jobs.advance(
+        first,
+        Advance(
+            nxt + timedelta(minutes=1),
+            first.scheduled_for,
+            0,
+            planned_at=make.t0,
+            planned_horizon=horizon + timedelta(minutes=1),
+        ),
+    )
 
     assert again == AdvanceResult(True, True, JobState.ACTIVE, (planned_at, horizon))
     assert jobs.get(job.job_id).next_run_at == nxt  # the recorded advance is not overwritten
@@ -390,15 +398,19 @@ def test_advance_re_run_after_a_version_change_does_nothing(jobs, make) -> None:
     # made sure that plan was sent (Dispatcher.ensure_sent), so a re-run of the old timer sends and writes nothing.
     job, first, _ = _recurring(jobs, make)
     planned_at, horizon = make.t0 - timedelta(seconds=3), make.t0 + timedelta(minutes=6)
-    jobs.advance(first, make.t0 + timedelta(minutes=2), first.scheduled_for, 0, planned_at=planned_at,
-                 planned_horizon=horizon)  # fmt: skip
+    jobs.advance(
+        first,
+        Advance(make.t0 + timedelta(minutes=2), first.scheduled_for, 0, planned_at=planned_at, planned_horizon=horizon),
+    )
     advanced = jobs.get(job.job_id)
     assert advanced.planned_version == first.version
     paused = with_changes(advanced, state=JobState.PAUSED, version=advanced.version + 1)
     jobs.replace(paused, advanced, None, False)
 
-    again = jobs.advance(first, make.t0 + timedelta(minutes=3), first.scheduled_for, 0, planned_at=make.t0,
-                         planned_horizon=horizon)  # fmt: skip
+    again = jobs.advance(
+        first,
+        Advance(make.t0 + timedelta(minutes=3), first.scheduled_for, 0, planned_at=make.t0, planned_horizon=horizon),
+    )
 
     assert again == AdvanceResult(False, False, JobState.PAUSED)
     assert jobs.get(job.job_id) == paused  # untouched
@@ -409,8 +421,16 @@ def test_replace_after_the_chain_advanced_since_the_read_is_a_conflict(jobs, mak
     # record of its plan (and its next run): it is refused, for the caller to read again
     job, first, _ = _recurring(jobs, make)
     read = jobs.get(job.job_id)
-    jobs.advance(first, make.t0 + timedelta(minutes=2), first.scheduled_for, 0, planned_at=make.t0,
-                 planned_horizon=make.t0 + timedelta(minutes=6))  # fmt: skip
+    jobs.advance(
+        first,
+        Advance(
+            make.t0 + timedelta(minutes=2),
+            first.scheduled_for,
+            0,
+            planned_at=make.t0,
+            planned_horizon=make.t0 + timedelta(minutes=6),
+        ),
+    )
     advanced = jobs.get(job.job_id)
 
     with pytest.raises(VersionConflict) as conflict:
@@ -427,11 +447,11 @@ def test_advance_of_a_timer_the_chain_moved_past_does_nothing(jobs, make) -> Non
     # A chain moves past a timer only through the next timer, which is written after the timer's sends: a late
     # re-run of an older timer has nothing left to send or write.
     job, first, second = _recurring(jobs, make)
-    jobs.advance(first, second.scheduled_for, first.scheduled_for, 0)
-    jobs.advance(second, second.scheduled_for + timedelta(minutes=1), second.scheduled_for, 0)
+    jobs.advance(first, Advance(second.scheduled_for, first.scheduled_for, 0))
+    jobs.advance(second, Advance(second.scheduled_for + timedelta(minutes=1), second.scheduled_for, 0))
     before = jobs.get(job.job_id)
 
-    late_rerun = jobs.advance(first, second.scheduled_for, first.scheduled_for, 0)
+    late_rerun = jobs.advance(first, Advance(second.scheduled_for, first.scheduled_for, 0))
 
     assert late_rerun == AdvanceResult(False, False, JobState.ACTIVE)
     assert jobs.get(job.job_id) == before
@@ -448,7 +468,7 @@ def test_advance_of_a_changed_job_dispatches_nothing(jobs, make, change) -> None
         changed = with_changes(job, state=expected_state)
     jobs.replace(changed, job, None, late=False)
 
-    result = jobs.advance(first, first.scheduled_for + timedelta(minutes=1), first.scheduled_for, 0)
+    result = jobs.advance(first, Advance(first.scheduled_for + timedelta(minutes=1), first.scheduled_for, 0))
 
     assert result == AdvanceResult(False, False, expected_state)
     assert jobs.get(job.job_id) == changed
@@ -459,13 +479,13 @@ def test_advance_of_a_paused_job_at_the_timers_version_dispatches_nothing(jobs, 
     job = make.job(state=JobState.PAUSED)
     jobs.create(job, None, None, late=False, quota=QUOTA)
     timer = make.timer(job)
-    assert jobs.advance(timer, None, timer.scheduled_for, 0) == AdvanceResult(False, False, JobState.PAUSED)
+    assert jobs.advance(timer, Advance(None, timer.scheduled_for, 0)) == AdvanceResult(False, False, JobState.PAUSED)
     assert jobs.get(job.job_id) == job
 
 
 def test_advance_of_an_unknown_job(jobs, make) -> None:
     ghost = make.job()
-    result = jobs.advance(make.timer(ghost), None, make.t0, 0)
+    result = jobs.advance(make.timer(ghost), Advance(None, make.t0, 0))
     assert result == AdvanceResult(False, False, None)
     assert jobs.get(ghost.job_id) is None
 
@@ -478,7 +498,7 @@ def test_completing_a_one_shot_frees_its_quota_slot_once(jobs, make) -> None:
     jobs.create(job, timer, None, late=False, quota=1)
 
     # When its only occurrence is dispatched
-    result = jobs.advance(timer, None, timer.scheduled_for, 0)
+    result = jobs.advance(timer, Advance(None, timer.scheduled_for, 0))
 
     # Then the job is COMPLETED and the slot is free
     assert result.proceed and result.put_next
@@ -490,7 +510,7 @@ def test_completing_a_one_shot_frees_its_quota_slot_once(jobs, make) -> None:
     jobs.create(other, None, None, late=False, quota=1)
 
     # And a crash re-run replays (dispatches again; a one-shot has no next timer) but does not free a second slot
-    assert jobs.advance(timer, None, timer.scheduled_for, 0) == AdvanceResult(True, True, JobState.COMPLETED)
+    assert jobs.advance(timer, Advance(None, timer.scheduled_for, 0)) == AdvanceResult(True, True, JobState.COMPLETED)
     third = make.job()
     with pytest.raises(QuotaExceeded):
         jobs.create(third, None, None, late=False, quota=1)

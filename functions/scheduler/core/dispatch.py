@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from scheduler.core.fairness import TenantAdmission
 from scheduler.core.keys import jitter_offset, occurrence_key
 from scheduler.core.model import Job
-from scheduler.core.ports import ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
+from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
 from scheduler.core.schedules import is_recurring, next_occurrence
 from scheduler.core.timefmt import ONE_MINUTE, minute_of, truncate_ms
 
@@ -300,15 +300,9 @@ class Dispatcher:
         if timer.plan is None:
             return [Dispatch.of(timer)], []  # a manual trigger: an extra occurrence outside the chain
         plan = self.plan(timer, now, horizon_end)
-        result = self.jobs.advance(
-            timer,
-            plan.next_at,
-            plan.dispatched_for,
-            plan.skipped,
-            planned_at=now,
-            planned_horizon=horizon_end,
-            release_by=RELEASE_BY_CHECKPOINT if releases is not None else None,
-        )
+        release_by = RELEASE_BY_CHECKPOINT if releases is not None else None
+        step = Advance(plan.next_at, plan.dispatched_for, plan.skipped, now, horizon_end, release_by)
+        result = self.jobs.advance(timer, step)
         if result.release and releases is not None:
             releases[timer.tenant] += 1
         if not result.proceed:

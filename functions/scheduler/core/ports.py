@@ -13,6 +13,7 @@ from typing import Literal, Protocol, TypeVar
 
 from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.records import (
+    Advance,
     AdvanceResult,
     AttemptEnd,
     Backfill,
@@ -33,6 +34,7 @@ from scheduler.core.records import (
 )
 
 __all__ = [
+    "Advance",
     "AdvanceResult",
     "AttemptEnd",
     "Backfill",
@@ -137,24 +139,14 @@ class JobStore(Protocol):
         adjusting the tenant's active-job count; else VersionConflict."""
         ...
 
-    def advance(
-        self,
-        timer: Timer,
-        next_run_at: datetime | None,
-        dispatched_for: datetime,
-        skipped: int,
-        *,
-        planned_at: datetime | None = None,
-        planned_horizon: datetime | None = None,
-        release_by: str | None = None,
-    ) -> AdvanceResult:
-        """Move an ACTIVE job at `timer.version` past `dispatched_for` (conditional write; docs/design.md §3.3).
+    def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
+        """Move an ACTIVE job at `timer.version` past `step.dispatched_for` (conditional write; docs/design.md §3.3).
 
-        `next_run_at=None` completes the chain (the job becomes COMPLETED). A job that was paused, cancelled or
+        `step.next_run_at=None` completes the chain (the job becomes COMPLETED). A job that was paused, cancelled or
         changed since the timer was written is not touched and `proceed` is False.
 
         Completing releases the job's quota slot in the same write (a transaction with the tenant's counter),
-        unless `release_by` names the caller's progress record: then the write is a plain conditional update that
+        unless `step.release_by` names the caller's progress record: then the write is a plain conditional update that
         marks the job (Job.completed_by_checkpoint), and `release` in the result tells the caller to release it
         with that record (also when the advance is replayed from an earlier run that died before recording).
         """

@@ -147,6 +147,23 @@ class IdempotencyRecord:
 
 
 @dataclass(frozen=True)
+class Advance:
+    """A chain's step past one of its timers, as `JobStore.advance` records it on the job."""
+
+    #: The chain's next occurrence; None completes the chain (the job becomes COMPLETED).
+    next_run_at: datetime | None
+    #: The last occurrence the step covers (dispatched or skipped).
+    dispatched_for: datetime
+    #: Missed occurrences the misfire policy does not run.
+    skipped: int = 0
+    #: When, and up to which horizon, the step was planned: a replay re-plans with them to send exactly that.
+    planned_at: datetime | None = None
+    planned_horizon: datetime | None = None
+    #: Completing releases the job's quota slot with the caller's progress record (see JobStore.advance).
+    release_by: str | None = None
+
+
+@dataclass(frozen=True)
 class AdvanceResult:
     """What the sweeper learnt from advancing a job past one of its timers."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -26,7 +25,7 @@ from scheduler.adapters.dynamodb.timers import late_item, timer_item
 from scheduler.core.chain import active_delta, already_advanced, completion_mark
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
 from scheduler.core.model import Job, JobState
-from scheduler.core.ports import AdvanceResult, IdempotencyRecord, Timer
+from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, Timer
 from scheduler.core.timefmt import from_ms, to_ms
 
 if TYPE_CHECKING:
@@ -197,17 +196,9 @@ class DynamoJobStore:
                 raise VersionConflict(self.get(job.job_id)) from exc
             raise
 
-    def advance(
-        self,
-        timer: Timer,
-        next_run_at: datetime | None,
-        dispatched_for: datetime,
-        skipped: int,
-        *,
-        planned_at: datetime | None = None,
-        planned_horizon: datetime | None = None,
-        release_by: str | None = None,
-    ) -> AdvanceResult:
+    def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
+        next_run_at, dispatched_for, skipped = step.next_run_at, step.dispatched_for, step.skipped
+        planned_at, planned_horizon, release_by = step.planned_at, step.planned_horizon, step.release_by
         completing = next_run_at is None
         deferred_release = completing and release_by is not None
         names = {"#state": "state", "#version": "version", "#last": "last_ms", "#next": "next_ms"}

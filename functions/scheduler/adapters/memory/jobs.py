@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime
 
 from scheduler.adapters.memory.timers import MemoryTimerStore
 from scheduler.core.chain import active_delta, advance_allowed, already_advanced, completion_mark, replace_allowed
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
 from scheduler.core.model import Job, JobState
-from scheduler.core.ports import AdvanceResult, IdempotencyRecord, Timer
+from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, Timer
 from scheduler.core.timefmt import to_ms
 
 
@@ -87,17 +86,9 @@ class MemoryJobStore:
                 if late:
                     self.timers.put_late(timer)
 
-    def advance(
-        self,
-        timer: Timer,
-        next_run_at: datetime | None,
-        dispatched_for: datetime,
-        skipped: int,
-        *,
-        planned_at: datetime | None = None,
-        planned_horizon: datetime | None = None,
-        release_by: str | None = None,
-    ) -> AdvanceResult:
+    def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
+        next_run_at, dispatched_for, skipped = step.next_run_at, step.dispatched_for, step.skipped
+        planned_at, planned_horizon, release_by = step.planned_at, step.planned_horizon, step.release_by
         with self.lock:
             job = self.jobs.get(timer.job_id)
             if job is None:
