@@ -33,6 +33,17 @@ def lanes(sqs_client: Any) -> dict[str, str]:
     }
 
 
+def lane_queue(sqs_client: Any, lanes: dict[str, str]) -> SqsReadyQueue:
+    """The ready queue with its three lanes (`normal` is the default queue)."""
+    return SqsReadyQueue(
+        lanes["normal"],
+        "unused",
+        sqs_client,
+        lanes={"high": lanes["high"], "low": lanes["low"]},
+        message_key=LOCAL_MESSAGE_KEY,
+    )
+
+
 def drain(sqs_client: Any, url: str) -> list[Dispatch]:
     out: list[Dispatch] = []
     while batch := sqs_client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
@@ -44,13 +55,7 @@ def drain(sqs_client: Any, url: str) -> list[Dispatch]:
 
 
 def test_each_dispatch_goes_to_its_lane(sqs_client, lanes) -> None:
-    queue = SqsReadyQueue(
-        lanes["normal"],
-        "unused",
-        sqs_client,
-        lanes={"high": lanes["high"], "low": lanes["low"]},
-        message_key=LOCAL_MESSAGE_KEY,
-    )
+    queue = lane_queue(sqs_client, lanes)
     sent = [dispatch(n, ("high", "normal", "low")[n % 3]) for n in range(25)]
 
     queue.send(sent, NOW)
@@ -73,13 +78,7 @@ def test_a_lane_without_a_queue_uses_the_normal_one(sqs_client, lanes) -> None:
 
 
 def test_a_messages_lane_is_found_from_its_event_source_arn(sqs_client, lanes) -> None:
-    queue = SqsReadyQueue(
-        lanes["normal"],
-        "unused",
-        sqs_client,
-        lanes={"high": lanes["high"], "low": lanes["low"]},
-        message_key=LOCAL_MESSAGE_KEY,
-    )
+    queue = lane_queue(sqs_client, lanes)
     for url in lanes.values():
         arn = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         assert queue.queue_url_of(arn) == url
@@ -88,13 +87,7 @@ def test_a_messages_lane_is_found_from_its_event_source_arn(sqs_client, lanes) -
 
 def test_the_local_poller_drains_high_first_and_still_serves_low(sqs_client, lanes) -> None:
     # Given 30 high, 30 normal and 10 low messages waiting
-    queue = SqsReadyQueue(
-        lanes["normal"],
-        "unused",
-        sqs_client,
-        lanes={"high": lanes["high"], "low": lanes["low"]},
-        message_key=LOCAL_MESSAGE_KEY,
-    )
+    queue = lane_queue(sqs_client, lanes)
     queue.send([dispatch(n, "high") for n in range(30)], NOW)
     queue.send([dispatch(n, "normal") for n in range(30, 60)], NOW)
     queue.send([dispatch(n, "low") for n in range(60, 70)], NOW)
@@ -147,13 +140,7 @@ def test_a_message_held_back_by_its_tenants_budget_is_delayed_until_then(sqs_cli
 def test_every_message_carries_its_tenant_as_its_fair_queue_message_group(sqs_client, lanes) -> None:
     # SQS fair queues (standard queues) tell tenants apart by MessageGroupId: a tenant with a backlog in flight is
     # a noisy neighbour whose messages go after the quiet tenants'.
-    queue = SqsReadyQueue(
-        lanes["normal"],
-        "unused",
-        sqs_client,
-        lanes={"high": lanes["high"], "low": lanes["low"]},
-        message_key=LOCAL_MESSAGE_KEY,
-    )
+    queue = lane_queue(sqs_client, lanes)
     sent = [replace(dispatch(n, ("high", "normal")[n % 2]), tenant=f"tenant-{n % 3}") for n in range(8)]
 
     queue.send(sent, NOW)

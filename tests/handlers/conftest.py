@@ -7,8 +7,10 @@ Test modules cannot import each other under `--import-mode=importlib`, so shared
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +22,31 @@ from scheduler_local.provision import Resources
 
 TENANT_A = "arn:aws:iam::111111111111:user/alice"
 TENANT_B = "arn:aws:iam::222222222222:user/bob"
+
+
+@pytest.fixture
+def hook() -> Iterator[tuple[str, list[str]]]:
+    """A webhook on 127.0.0.1 that answers 200 and records each call's Idempotency-Key."""
+    calls: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            return None
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            calls.append(self.headers["Idempotency-Key"])
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hook", calls
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture

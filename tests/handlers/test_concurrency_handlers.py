@@ -4,11 +4,8 @@ quota counter, gone when the attempts are over."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,31 +22,6 @@ from scheduler_local.worker_poller import to_event
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
 TENANT = "arn:aws:iam::333333333333:user/slow"
-
-
-@pytest.fixture
-def hook() -> Iterator[tuple[str, list[str]]]:
-    """A webhook that answers 200 and records each call's Idempotency-Key."""
-    calls: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            return None
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            calls.append(self.headers["Idempotency-Key"])
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", calls
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def records(sqs_client: Any, queue_url: str) -> list[dict[str, Any]]:

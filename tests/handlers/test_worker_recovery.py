@@ -4,12 +4,9 @@ visibility timeout (720 s); the records it had not reached then run, once."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -33,30 +30,6 @@ class WorkerDied(BaseException):
     """The process is killed at this instruction (not an Exception: nothing may catch it)."""
 
 
-@pytest.fixture
-def calls() -> Iterator[tuple[str, Counter[str]]]:
-    seen: Counter[str] = Counter()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            return None
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            seen[self.headers["Idempotency-Key"]] += 1
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def receive(sqs: Any, queue_url: str, count: int, wait: float) -> list[dict[str, Any]]:
     arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     got: list[dict[str, Any]] = []
@@ -70,9 +43,9 @@ def receive(sqs: Any, queue_url: str, count: int, wait: float) -> list[dict[str,
 
 
 def test_a_worker_killed_mid_batch_leaves_its_records_visible_within_the_hold_time(
-    env: Any, api_call: Any, calls: tuple[str, Counter[str]], sqs_client: Any, monkeypatch: pytest.MonkeyPatch
+    env: Any, api_call: Any, hook: tuple[str, list[str]], sqs_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, seen = calls
+    url, calls = hook
     # Given a batch of four occurrences due now, received with the queue's visibility timeout (720 s)
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
     dispatches = []
@@ -111,4 +84,4 @@ def test_a_worker_killed_mid_batch_leaves_its_records_visible_within_the_hold_ti
 
     # And delivered again, each occurrence takes effect once: the first is absorbed by the ledger
     assert worker.lambda_handler({"Records": again}, LocalContext("punctual-worker", 120)) == {"batchItemFailures": []}
-    assert seen == Counter({d.key: 1 for d in dispatches})
+    assert Counter(calls) == Counter({d.key: 1 for d in dispatches})

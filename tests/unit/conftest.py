@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-
-class NetworkBlocked(RuntimeError):
-    pass
+from tests.offline import refuse_network
 
 
 @pytest.fixture(autouse=True)
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise NetworkBlocked("unit tests must not touch the network")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    refuse_network(monkeypatch, "unit tests")
     yield
 
 
