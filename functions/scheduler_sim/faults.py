@@ -19,6 +19,7 @@ from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
     Advance,
     AdvanceResult,
+    Attempt,
     AttemptEnd,
     BucketBusy,
     BucketClaim,
@@ -362,12 +363,9 @@ class FaultyLedger:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def claim(
-        self, dispatch: Dispatch, owner: str, now: datetime, lease_until: datetime, *flags: Any, **options: Any
-    ) -> Execution:
-        """`flags` and `options`: Ledger.claim's take_over_expired and indexed, passed through as they came."""
-        self.gate.before("ledger.claim", dispatch, owner, lease_until)
-        execution = self.inner.claim(dispatch, owner, now, lease_until, *flags, **options)
+    def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
+        self.gate.before("ledger.claim", dispatch, attempt.owner, attempt.lease_until)
+        execution = self.inner.claim(dispatch, attempt)
         self.gate.result("ledger.claim", execution)
         self.gate.host.ledger_claimed(execution.key, execution.epoch)
         self.gate.after("ledger.claim")

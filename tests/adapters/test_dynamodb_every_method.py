@@ -17,6 +17,7 @@ from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTime
 from scheduler.core.errors import ClaimLost, ClaimRefused, Fenced, LeaseLost, VersionConflict
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import Advance, AttemptEnd, BucketClaim, IdempotencyRecord
+from scheduler.core.records import Attempt
 
 pytestmark = pytest.mark.emulator
 
@@ -100,15 +101,15 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
 
     # Ledger
     d = make.dispatch(job.job_id, t0)
-    first = ledger.claim(d, "w1", t0, t0 + timedelta(minutes=1), True)
+    first = ledger.claim(d, Attempt("w1", t0, t0 + timedelta(minutes=1), True))
     with pytest.raises(ClaimRefused):
-        ledger.claim(d, "w2", t0, t0 + timedelta(minutes=1), True)
+        ledger.claim(d, Attempt("w2", t0, t0 + timedelta(minutes=1), True))
     assert ledger.get(d.key) == first
     ledger.heartbeat(d.key, "w1", first.epoch, t0 + timedelta(minutes=2))
     with pytest.raises(LeaseLost):
         ledger.heartbeat(d.key, "w2", first.epoch, t0 + timedelta(minutes=2))
     ledger.finish(d.key, "w1", first.epoch, t0, AttemptEnd(RunState.RETRY_WAIT, error="e", next_attempt_at=t0))
-    second = ledger.claim(d, "w2", t0, t0 + timedelta(minutes=1), False)
+    second = ledger.claim(d, Attempt("w2", t0, t0 + timedelta(minutes=1), False))
     with pytest.raises(Fenced):
         ledger.finish(d.key, "w1", first.epoch, t0, AttemptEnd(RunState.SUCCEEDED))
     ledger.finish(d.key, "w2", second.epoch, t0, AttemptEnd(RunState.DEAD, result="r", error="e2"))
@@ -116,7 +117,7 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     assert ledger.get(d.key).dead_lettered
     assert ledger.revive(d.key, t0, "redriven")
     assert not ledger.revive(d.key, t0, "redriven")
-    third = ledger.claim(d, "w4", t0, t0 + timedelta(minutes=1), False)
+    third = ledger.claim(d, Attempt("w4", t0, t0 + timedelta(minutes=1), False))
     ledger.finish(
         d.key, "w4", third.epoch, t0, AttemptEnd(RunState.RETRY_WAIT, next_attempt_at=t0, refund_attempt=True)
     )
@@ -124,7 +125,7 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     assert ledger.record_unclaimed(skipped, RunState.SKIPPED, t0, "paused")
     assert not ledger.record_unclaimed(skipped, RunState.SKIPPED, t0, "paused")
     lost = make.dispatch(job.job_id, t0 + timedelta(minutes=2))
-    held_run = ledger.claim(lost, "w3", t0, t0 + timedelta(seconds=1), False)
+    held_run = ledger.claim(lost, Attempt("w3", t0, t0 + timedelta(seconds=1), False))
     assert ledger.expire_to(lost.key, held_run.epoch, RunState.RECONCILING, t0 + timedelta(seconds=2), "lost")
     assert not ledger.expire_to(lost.key, held_run.epoch, RunState.RECONCILING, t0 + timedelta(seconds=2), "x")
     assert ledger.resolve(lost.key, RunState.SUCCEEDED, t0, "ok").state == RunState.SUCCEEDED

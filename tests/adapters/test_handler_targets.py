@@ -20,6 +20,7 @@ from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import Job, JobSpec, JobState, RunState
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
+from scheduler.core.records import Attempt
 from scheduler.examples import payments
 from scheduler.targets_registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker, registry
 
@@ -205,7 +206,7 @@ def test_executor_aborts_without_writing_when_a_handler_loses_its_lease() -> Non
     @handlers.register("batch.paused")
     def paused(context: HandlerContext) -> str:
         clock.advance(lease.total_seconds() + 5)
-        ledger.claim(dispatch, "worker-2/other", clock.now(), clock.now() + lease, True)
+        ledger.claim(dispatch, Attempt("worker-2/other", clock.now(), clock.now() + lease, True))
         context.heartbeat()
         wrote_after_heartbeat.append(True)
         return "done"

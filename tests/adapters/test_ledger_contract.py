@@ -9,13 +9,13 @@ import pytest
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.model import RunState
-from scheduler.core.records import AttemptEnd
+from scheduler.core.records import Attempt, AttemptEnd
 
 LEASE = timedelta(seconds=60)
 
 
 def claim(ledger: Any, dispatch: Any, owner: str, now: Any, take_over: bool = True) -> Any:
-    return ledger.claim(dispatch, owner, now, now + LEASE, take_over)
+    return ledger.claim(dispatch, Attempt(owner, now, now + LEASE, take_over))
 
 
 def history(execution: Any) -> list[tuple[int, str, Any, str | None]]:
@@ -320,7 +320,7 @@ def test_runs_merge_the_occurrence_claimed_outside_the_index_at_its_place(ledger
     # Given five runs in the index, and one occurrence of the same job claimed outside it (a one-shot's own)
     job_id, made = _five_runs(ledger, make)
     own = make.dispatch(job_id, make.t0 + timedelta(minutes=minute, seconds=30))
-    held = ledger.claim(own, "w1", make.t0, make.t0 + LEASE, True, indexed=False)
+    held = ledger.claim(own, Attempt("w1", make.t0, make.t0 + LEASE, True, indexed=False))
     assert (held.job_id, held.scheduled_for) == (own.job_id, own.scheduled_for)
     ledger.finish(own.key, "w1", held.epoch, make.t0 + timedelta(seconds=1), AttemptEnd(RunState.SUCCEEDED))
     expected = [d.key for d in sorted([*made, own], key=lambda d: d.scheduled_for, reverse=True)]

@@ -10,13 +10,13 @@ import pytest
 
 from scheduler.core.events import outcome_events
 from scheduler.core.model import RunState
-from scheduler.core.records import AttemptEnd
+from scheduler.core.records import Attempt, AttemptEnd
 
 LEASE = timedelta(seconds=60)
 
 
 def claim(ledger: Any, dispatch: Any, owner: str, now: Any, take_over: bool = True) -> Any:
-    return ledger.claim(dispatch, owner, now, now + LEASE, take_over)
+    return ledger.claim(dispatch, Attempt(owner, now, now + LEASE, take_over))
 
 
 def pending_keys(ledger: Any) -> list[str]:

@@ -18,6 +18,7 @@ from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
 from scheduler.adapters.dynamodb import DynamoLedger
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch
+from scheduler.core.records import Attempt
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import sweeper, worker
 from scheduler_local.lambda_context import LocalContext
@@ -147,7 +148,7 @@ def test_the_api_publishes_the_outcome_an_operator_resolves_at_once(env, api_cal
     job_id = api_call("POST", "/v1/jobs", body, tenant=TENANT).body["job_id"]
     dispatch = Dispatch(job_id, TENANT, due, due, 1, "manual")
     ledger = DynamoLedger(env.executions_table)
-    claimed = ledger.claim(dispatch, "lost-worker", due, due + timedelta(seconds=1), False)
+    claimed = ledger.claim(dispatch, Attempt("lost-worker", due, due + timedelta(seconds=1), False))
     lapsed = due + timedelta(seconds=5)  # its lease ended
     assert ledger.expire_to(dispatch.key, claimed.epoch, RunState.RECONCILING, lapsed, "worker lost mid-run")
 

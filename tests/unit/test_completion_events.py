@@ -12,6 +12,7 @@ import pytest
 from scheduler.core.events import DETAIL_TYPES, event_detail
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch, OutcomeEvent
+from scheduler.core.records import Attempt
 from tests.unit.fixtures import TENANT, FakeTarget, StubMessage, World, ambiguous, permanent, retryable
 
 
@@ -106,7 +107,7 @@ def test_every_terminal_outcome_publishes_its_detail_type(world: World, setup: s
 def test_a_reconciling_run_lost_mid_call_publishes_reconciling(world: World) -> None:
     # Given an at-most-once occurrence whose worker claimed it and died mid-run
     _, dispatch = world.due(delivery="at_most_once")
-    world.ledger.claim(dispatch, "worker-1/dead", world.now(), world.now() + timedelta(seconds=60), False)
+    world.ledger.claim(dispatch, Attempt("worker-1/dead", world.now(), world.now() + timedelta(seconds=60), False))
     world.clock.advance(62)
 
     world.executor(FakeTarget(world.clock), worker_id="worker-2").execute(dispatch, StubMessage(receive_count=2))
@@ -174,7 +175,7 @@ def test_a_worker_that_dies_after_recording_the_outcome_still_gets_its_event_out
     # Given a worker that dies right after the ledger write that records a terminal outcome
     if method == "expire_to":
         _, dispatch = world.due(delivery="at_most_once")
-        world.ledger.claim(dispatch, "worker-0/dead", world.now(), world.now() + timedelta(seconds=60), False)
+        world.ledger.claim(dispatch, Attempt("worker-0/dead", world.now(), world.now() + timedelta(seconds=60), False))
         world.clock.advance(62)
     else:
         _, dispatch = world.due()

@@ -15,6 +15,7 @@ from scheduler.core.errors import LeaseLost
 from scheduler.core.execute import ExecuteConfig
 from scheduler.core.model import JobSpec, RetryPolicy, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, TargetCall
+from scheduler.core.records import Attempt
 from scheduler.core.retry import backoff
 from tests.unit.fixtures import (
     TENANT,
@@ -238,7 +239,7 @@ def test_heartbeat_that_finds_the_lease_lost_aborts_without_writing(world: World
 def test_crashed_worker_is_taken_over_after_its_lease(world: World) -> None:
     # Given worker 1 claimed the occurrence and crashed
     _, dispatch = world.due()
-    world.ledger.claim(dispatch, "worker-1/dead", world.now(), world.now() + timedelta(seconds=60), True)
+    world.ledger.claim(dispatch, Attempt("worker-1/dead", world.now(), world.now() + timedelta(seconds=60), True))
     target = FakeTarget(world.clock)
 
     # When the message comes back after the lease
@@ -390,7 +391,7 @@ def test_dead_recorded_by_a_worker_that_died_before_the_dlq_send_is_dead_lettere
 ) -> None:
     # Given a worker recorded DEAD and crashed before sending to the DLQ
     _, dispatch = world.due()
-    claimed = world.ledger.claim(dispatch, "w1/x", world.now(), world.now() + timedelta(seconds=60), True)
+    claimed = world.ledger.claim(dispatch, Attempt("w1/x", world.now(), world.now() + timedelta(seconds=60), True))
     world.ledger.finish(dispatch.key, "w1/x", claimed.epoch, world.now(), AttemptEnd(RunState.DEAD, error="boom"))
 
     # When its message is redelivered
@@ -443,7 +444,7 @@ def test_at_most_once_retryable_failure_is_still_retried(world: World) -> None:
 def test_at_most_once_expired_lease_of_a_crashed_worker_goes_to_reconciling(world: World) -> None:
     # Given an at-most-once occurrence whose worker claimed it and crashed mid-run
     _, dispatch = world.due(delivery="at_most_once")
-    world.ledger.claim(dispatch, "worker-1/dead", world.now(), world.now() + timedelta(seconds=60), False)
+    world.ledger.claim(dispatch, Attempt("worker-1/dead", world.now(), world.now() + timedelta(seconds=60), False))
     target = FakeTarget(world.clock)
 
     # While the lease is live, a duplicate waits

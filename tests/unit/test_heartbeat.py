@@ -15,6 +15,7 @@ from scheduler.adapters.memory import FakeClock, ManualHeartbeats, MemoryBatchVi
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch, TargetCall
+from scheduler.core.records import Attempt
 from scheduler.core.recovery import HeldBatch, HoldConfig
 from tests.unit.fixtures import T0, FakeTarget, StubMessage, World
 
@@ -63,7 +64,7 @@ def test_a_beat_that_finds_the_lease_taken_stops_beating_and_the_attempt_writes_
         # Past the lease, another worker takes the occurrence over; then this worker's next beats
         world.clock.advance(61)
         now = world.now()
-        world.ledger.claim(dispatch, "worker-2/taken", now, now + LEASE, take_over_expired=True)
+        world.ledger.claim(dispatch, Attempt("worker-2/taken", now, now + LEASE, take_over_expired=True))
         beats.extend(manual.beat() for _ in range(2))
         return "must never be recorded"
 

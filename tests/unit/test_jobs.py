@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -228,17 +229,22 @@ def test_update_of_the_schedule_skips_the_old_timer(world: World) -> None:
     assert world.metrics.counts["OccurrencesSkipped"] == 1
 
 
-def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: World) -> None:
-    # Given the sweeper already dispatched 10:00 ahead of time (at 09:56)
+def _edit_after_a_look_ahead_dispatch(world: World, expression: str, minutes: int) -> Any:
+    """An hourly job whose 10:00 the sweeper dispatched ahead of time (at 09:56), moved to `expression` at 09:57,
+    then swept every minute for `minutes` minutes."""
     job = world.create(HOURLY)
     world.set_time(at("2026-01-05T09:56"))
     world.sweep()
-
-    # When the schedule moves to a quarter past, at 09:57
-    world.service.update(TENANT, job.job_id, {"schedule": {"expression": "15 * * * *"}}, if_match=None)
-    for _ in range(120):
+    world.service.update(TENANT, job.job_id, {"schedule": {"expression": expression}}, if_match=None)
+    for _ in range(minutes):
         world.clock.advance(60)
         world.sweep()
+    return job
+
+
+def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: World) -> None:
+    # Given 10:00 was dispatched ahead of time, when the schedule moves to a quarter past
+    job = _edit_after_a_look_ahead_dispatch(world, "15 * * * *", 120)
 
     # Then the new chain runs (the queued 10:00 message is skipped by the worker as superseded). The edit sent
     # nothing again: the old plan's next timer (11:00) was stored, which proves that plan was sent.
@@ -247,16 +253,8 @@ def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: World) 
 
 
 def test_update_to_an_earlier_minute_after_a_look_ahead_dispatch_keeps_the_chain(world: World) -> None:
-    # Given the sweeper already dispatched 10:00 ahead of time (at 09:56)
-    job = world.create(HOURLY)
-    world.set_time(at("2026-01-05T09:56"))
-    world.sweep()
-
-    # When, at 09:57, the schedule moves to :58 - its next run (09:58) is before the dispatched 10:00
-    world.service.update(TENANT, job.job_id, {"schedule": {"expression": "58 * * * *"}}, if_match=None)
-    for _ in range(150):
-        world.clock.advance(60)
-        world.sweep()
+    # Given 10:00 was dispatched ahead of time, when the schedule moves to :58 - its next run (09:58) is before it
+    job = _edit_after_a_look_ahead_dispatch(world, "58 * * * *", 150)
 
     # Then the job keeps running at :58 every hour
     sent = world.sent_for(job.job_id)

@@ -11,6 +11,7 @@ from scheduler.adapters.codec import dispatch_to_body
 from scheduler.adapters.memory import FakeClock, MemoryLedger
 from scheduler.core.model import RunState
 from scheduler.core.ports import AttemptEnd, Dispatch
+from scheduler.core.records import Attempt
 from scheduler.ops.redrive import DeadLetter, parse_dead_letter, redrive
 from tests.unit.fixtures import T0, TENANT
 
@@ -83,7 +84,7 @@ class FailingWorker:
 
 
 def die(ledger: MemoryLedger, dispatch: Dispatch, now: datetime) -> None:
-    execution = ledger.claim(dispatch, "worker", now, now + timedelta(seconds=60), False)
+    execution = ledger.claim(dispatch, Attempt("worker", now, now + timedelta(seconds=60), False))
     ledger.finish(dispatch.key, "worker", execution.epoch, now, AttemptEnd(RunState.DEAD, error="HTTP 400"))
 
 

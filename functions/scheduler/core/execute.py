@@ -23,6 +23,7 @@ from scheduler.core.heartbeat import Heartbeat
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
+    Attempt,
     AttemptEnd,
     Clock,
     Dispatch,
@@ -186,9 +187,8 @@ class Executor:
         # Step 1: claim.
         take_over = job.spec.delivery == "at_least_once"
         try:
-            execution = self.ledger.claim(
-                dispatch, owner, now, now + self.config.lease, take_over, indexed=self._indexed(job, dispatch)
-            )
+            attempt = Attempt(owner, now, now + self.config.lease, take_over, self._indexed(job, dispatch))
+            execution = self.ledger.claim(dispatch, attempt)
         except ClaimRefused as refused:
             return self._not_claimed(dispatch, refused.current, now, self._announces(job))
 

@@ -15,6 +15,7 @@ from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.records import (
     Advance,
     AdvanceResult,
+    Attempt,
     AttemptEnd,
     Backfill,
     BucketBusy,
@@ -36,6 +37,7 @@ from scheduler.core.records import (
 __all__ = [
     "Advance",
     "AdvanceResult",
+    "Attempt",
     "AttemptEnd",
     "Backfill",
     "BackfillStore",
@@ -230,18 +232,10 @@ class TimerStore(Protocol):
 class Ledger(Protocol):
     """The executions table: one item per occurrence key; conditional writes decide every race."""
 
-    def claim(
-        self,
-        dispatch: Dispatch,
-        owner: str,
-        now: datetime,
-        lease_until: datetime,
-        take_over_expired: bool,
-        indexed: bool = True,
-    ) -> Execution:
-        """Claim the occurrence: RUNNING, epoch+1, attempts+1, if it is new, waiting to retry and due, or (when
-        `take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current item.
-        `indexed=False` keeps the item out of the run-history index (`runs` then finds it by its key)."""
+    def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
+        """Claim the occurrence for `attempt`: RUNNING, epoch+1, attempts+1, if it is new, waiting to retry and due,
+        or (when `attempt.take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current
+        item. `attempt.indexed=False` keeps the item out of the run-history index (`runs` then finds it by its key)."""
         ...
 
     def get(self, key: str) -> Execution | None: ...

@@ -222,6 +222,20 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """A worker's attempt at an occurrence, as `Ledger.claim` starts it: who makes it, when, and until when its
+    lease holds."""
+
+    owner: str
+    now: datetime
+    lease_until: datetime
+    #: Take over a RUNNING occurrence whose lease has expired (at-least-once jobs; at-most-once ones never do).
+    take_over_expired: bool = False
+    #: Keep the item in the run-history index (False: `Ledger.runs` finds it by its key).
+    indexed: bool = True
+
+
+@dataclass(frozen=True)
 class AttemptEnd:
     """How an attempt ends, as `Ledger.finish` records it: the state it leaves the occurrence in (RETRY_WAIT or a
     terminal one) and what goes with it."""

@@ -25,7 +25,7 @@ from scheduler.adapters.dynamodb.common import (
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import OUTBOX_SHARDS, outbox_entry, outbox_shard
 from scheduler.core.model import RunState
-from scheduler.core.ports import AttemptEnd, Dispatch, Execution, OutboxEntry
+from scheduler.core.ports import Attempt, AttemptEnd, Dispatch, Execution, OutboxEntry
 from scheduler.core.timefmt import rfc3339, to_ms
 
 if TYPE_CHECKING:
@@ -50,15 +50,9 @@ class DynamoLedger:
         self.table = table_name
         self.client: Any = client or boto3.client("dynamodb")
 
-    def claim(
-        self,
-        dispatch: Dispatch,
-        owner: str,
-        now: datetime,
-        lease_until: datetime,
-        take_over_expired: bool,
-        indexed: bool = True,
-    ) -> Execution:
+    def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
+        owner, now, lease_until = attempt.owner, attempt.now, attempt.lease_until
+        take_over_expired, indexed = attempt.take_over_expired, attempt.indexed
         condition = (
             "attribute_not_exists(PK) OR (#state = :retry AND (attribute_not_exists(next_ms) OR next_ms <= :now))"
         )

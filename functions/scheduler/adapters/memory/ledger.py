@@ -10,7 +10,7 @@ from datetime import datetime
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import outbox_entry
 from scheduler.core.model import RunState
-from scheduler.core.ports import AttemptEnd, Dispatch, Execution, HistoryEntry, OutboxEntry
+from scheduler.core.ports import Attempt, AttemptEnd, Dispatch, Execution, HistoryEntry, OutboxEntry
 
 
 class MemoryLedger:
@@ -18,16 +18,15 @@ class MemoryLedger:
         self.items: dict[str, Execution] = {}
         self.lock = threading.RLock()
 
-    def claim(
-        self,
-        dispatch: Dispatch,
-        owner: str,
-        now: datetime,
-        lease_until: datetime,
-        take_over_expired: bool,
-        indexed: bool = True,
-    ) -> Execution:
-        # No index here: `runs` lists every item, which is what the DynamoDB adapter's merge gives.
+    def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
+        # No index here (`attempt.indexed` changes nothing): `runs` lists every item, which is what the DynamoDB
+        # adapter's merge gives.
+        owner, now, lease_until, take_over_expired = (
+            attempt.owner,
+            attempt.now,
+            attempt.lease_until,
+            attempt.take_over_expired,
+        )
         with self.lock:
             item = self.items.get(dispatch.key)
             claimable = (
