@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "system"))
 
-from harness import LocalStack, Receiver
+from harness import LocalStack, receiver, serve  # noqa: F401 (receiver: a fixture for these tests)
 
 
 class NetworkBlocked(RuntimeError):
@@ -40,15 +40,4 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """A local stack (as scripts/dev runs it) for the CLI's system tests, tokens t-alice, t-bob, t-fuzz."""
-    local = LocalStack(Path(tmp_path_factory.mktemp("cli-stack")), aws_endpoints).start()
-    try:
-        yield local
-    finally:
-        local.stop()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    rx = Receiver().start()
-    yield rx
-    rx.stop()
+    yield from serve(LocalStack(Path(tmp_path_factory.mktemp("cli-stack")), aws_endpoints))

@@ -62,24 +62,30 @@ def record_for(sqs_client: Any, queue_url: str, body: str) -> dict[str, Any]:
     return dict(record)
 
 
-def test_the_worker_publishes_the_outcome_it_records(env, api_call, sqs_client, tap) -> None:
-    # Given a job whose occurrence was dispatched, and which was cancelled before its message was handled
+def _cancelled_after_dispatch(env: Any, api_call: Any, sqs_client: Any, events: bool | None) -> tuple[Dispatch, Any]:
+    """A one-shot job (`events` as given, left out when None) whose occurrence was dispatched and which was then
+    cancelled; the worker handler run on its message. Returns the dispatch and the handler's response."""
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
-    body = {
+    body: dict[str, Any] = {
         "schedule": {"type": "once", "at": rfc3339(due)},
         "target": {"type": "http", "url": "http://127.0.0.1:9/"},
-        "events": True,
     }
+    if events is not None:
+        body["events"] = events
     job_id = api_call("POST", "/v1/jobs", body, tenant=TENANT).body["job_id"]
     dispatch = Dispatch(job_id, TENANT, due, due, 1)
-
     api_call("DELETE", f"/v1/jobs/{job_id}", tenant=TENANT)
-
-    # When the worker handles the message (it records CANCELLED)
     response = worker.lambda_handler(
         {"Records": [record_for(sqs_client, env.ready_queue_url, dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY))]},
         LocalContext("punctual-worker", 120),
     )
+    return dispatch, response
+
+
+def test_the_worker_publishes_the_outcome_it_records(env, api_call, sqs_client, tap) -> None:
+    # Given a job whose occurrence was dispatched, and which was cancelled before its message was handled;
+    # when the worker handles the message (it records CANCELLED)
+    dispatch, response = _cancelled_after_dispatch(env, api_call, sqs_client, events=True)
 
     # Then one "Occurrence Cancelled" event with the occurrence key reached the consumer's queue
     assert response["batchItemFailures"] == []
@@ -97,18 +103,9 @@ def test_the_worker_publishes_the_outcome_it_records(env, api_call, sqs_client, 
 def test_a_job_that_does_not_ask_for_events_writes_no_outbox_and_publishes_nothing(
     env, api_call, sqs_client, tap
 ) -> None:
-    # Given a job that leaves `events` out (the deployed default is off), cancelled after its dispatch
-    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
-    body = {"schedule": {"type": "once", "at": rfc3339(due)}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}}
-    job_id = api_call("POST", "/v1/jobs", body, tenant=TENANT).body["job_id"]
-    dispatch = Dispatch(job_id, TENANT, due, due, 1)
-    api_call("DELETE", f"/v1/jobs/{job_id}", tenant=TENANT)
-
-    # When the worker handles the message
-    response = worker.lambda_handler(
-        {"Records": [record_for(sqs_client, env.ready_queue_url, dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY))]},
-        LocalContext("punctual-worker", 120),
-    )
+    # Given a job that leaves `events` out (the deployed default is off), cancelled after its dispatch;
+    # when the worker handles the message
+    dispatch, response = _cancelled_after_dispatch(env, api_call, sqs_client, events=None)
 
     # Then the outcome is recorded, with no outbox entry (nothing for the drain to find) and no event
     assert response["batchItemFailures"] == []

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import LocalStack, Receiver
+from harness import LocalStack, receiver, serve  # noqa: F401 (receiver: a fixture for these tests)
 
 
 @pytest.fixture(scope="session")
@@ -18,15 +18,4 @@ def stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     # carol may run one occurrence at a time (test_execution_budgets); everyone else has the defaults
     env = {**aws_endpoints, "SCHEDULER_TENANT_BUDGETS": json.dumps({"carol": {"concurrency": 1}})}
     tokens = "t-alice=alice,t-bob=bob,t-fuzz=fuzz,t-carol=carol"
-    local = LocalStack(Path(tmp_path_factory.mktemp("stack")), env, tokens).start()
-    try:
-        yield local
-    finally:
-        local.stop()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    rx = Receiver().start()
-    yield rx
-    rx.stop()
+    yield from serve(LocalStack(Path(tmp_path_factory.mktemp("stack")), env, tokens))

@@ -9,11 +9,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from scheduler_local.emulators import free_port
 from scheduler_local.process import StackProcess
@@ -110,3 +112,20 @@ class LocalStack(StackProcess):
         except urllib.error.HTTPError as exc:
             text = exc.read().decode()
             return exc.code, json.loads(text) if text else None, dict(exc.headers)
+
+
+def serve(stack: LocalStack) -> Iterator[LocalStack]:
+    """Run `stack` for as long as the fixture that yields from this lives."""
+    local = stack.start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A local HTTP target for one test."""
+    rx = Receiver().start()
+    yield rx
+    rx.stop()

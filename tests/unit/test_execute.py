@@ -480,9 +480,15 @@ def test_reconciling_resolved_to_retry_runs_once_more(world: World) -> None:
 # -- the job changed since dispatch -------------------------------------------------------------------------
 
 
-def test_cancelled_job_records_cancelled(world: World) -> None:
+@pytest.mark.parametrize(
+    ("change", "recorded", "why"),
+    [("cancel", RunState.CANCELLED, "job cancelled"), ("pause", RunState.SKIPPED, "job paused")],
+)
+def test_a_job_cancelled_or_paused_since_dispatch_records_why_and_calls_nothing(
+    world: World, change: str, recorded: RunState, why: str
+) -> None:
     job, dispatch = world.due({"type": "cron", "expression": "* * * * *"})
-    world.service.cancel(TENANT, job.job_id)
+    getattr(world.service, change)(TENANT, job.job_id)
     target = FakeTarget(world.clock)
 
     outcome = world.executor(target).execute(dispatch, StubMessage())
@@ -490,21 +496,7 @@ def test_cancelled_job_records_cancelled(world: World) -> None:
     assert outcome.ack
     assert target.calls == []
     run = world.ledger.get(dispatch.key)
-    assert run is not None and run.state == RunState.CANCELLED
-
-
-def test_paused_job_records_skipped(world: World) -> None:
-    job, dispatch = world.due({"type": "cron", "expression": "* * * * *"})
-    world.service.pause(TENANT, job.job_id)
-    target = FakeTarget(world.clock)
-
-    outcome = world.executor(target).execute(dispatch, StubMessage())
-
-    assert outcome.ack
-    assert target.calls == []
-    run = world.ledger.get(dispatch.key)
-    assert run is not None and run.state == RunState.SKIPPED
-    assert run.last_error == "job paused"
+    assert run is not None and (run.state, run.last_error) == (recorded, why)
 
 
 def test_superseded_occurrence_records_skipped(world: World) -> None:
