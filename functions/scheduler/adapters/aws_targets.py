@@ -321,6 +321,13 @@ class _AwsTargetInvoker:
     def _failure(self, exc: ClientError | BotoCoreError, target: str) -> TargetFailure:
         return classify_aws_error(exc, target, self.grant)
 
+    def _call(self, where: str, operation: str, **request: Any) -> Any:
+        """The client's `operation` with `request`; an AWS error becomes a classified TargetFailure on `where`."""
+        try:
+            return getattr(self.client, operation)(**request)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failure(exc, where) from exc
+
 
 def _fifo_fields(address: str, call: TargetCall, group: str) -> dict[str, str]:
     """For a FIFO queue or topic (its URL or ARN ends in `.fifo`): the occurrence key as the deduplication id, so
@@ -343,16 +350,14 @@ class SqsTargetInvoker(_AwsTargetInvoker):
     def invoke(self, call: TargetCall) -> str | None:
         target = call.job.spec.target
         assert isinstance(target, SqsTarget)
-        request: dict[str, Any] = {
-            "QueueUrl": target.queue_url,
-            "MessageBody": _json(call.job.spec.payload),
-            "MessageAttributes": message_attributes(call),
+        response = self._call(
+            f"SQS queue {target.queue_url}",
+            "send_message",
+            QueueUrl=target.queue_url,
+            MessageBody=_json(call.job.spec.payload),
+            MessageAttributes=message_attributes(call),
             **_fifo_fields(target.queue_url, call, target.message_group_id or call.job.job_id),
-        }
-        try:
-            response = self.client.send_message(**request)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._failure(exc, f"SQS queue {target.queue_url}") from exc
+        )
         return _short(f"SQS message {response.get('MessageId', '?')}")
 
 
@@ -369,16 +374,14 @@ class SnsTargetInvoker(_AwsTargetInvoker):
     def invoke(self, call: TargetCall) -> str | None:
         target = call.job.spec.target
         assert isinstance(target, SnsTarget)
-        request: dict[str, Any] = {
-            "TopicArn": target.topic_arn,
-            "Message": _json(call.job.spec.payload),
-            "MessageAttributes": message_attributes(call),
+        response = self._call(
+            f"SNS topic {target.topic_arn}",
+            "publish",
+            TopicArn=target.topic_arn,
+            Message=_json(call.job.spec.payload),
+            MessageAttributes=message_attributes(call),
             **_fifo_fields(target.topic_arn, call, call.job.job_id),
-        }
-        try:
-            response = self.client.publish(**request)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._failure(exc, f"SNS topic {target.topic_arn}") from exc
+        )
         return _short(f"SNS message {response.get('MessageId', '?')}")
 
 
@@ -399,10 +402,7 @@ class EventBridgeTargetInvoker(_AwsTargetInvoker):
             "DetailType": target.detail_type,
             "Detail": _json(envelope(call)),
         }
-        try:
-            response = self.client.put_events(Entries=[entry])
-        except (ClientError, BotoCoreError) as exc:
-            raise self._failure(exc, where) from exc
+        response = self._call(where, "put_events", Entries=[entry])
         entries = response.get("Entries") or [{}]
         if response.get("FailedEntryCount", 0):
             failed = next((e for e in entries if e.get("ErrorCode")), entries[0])

@@ -148,21 +148,18 @@ def timer_attributes(timer: Timer) -> Item:
     return item
 
 
+_PRIORITIES: dict[object, Priority] = {"high": "high", "low": "low"}
+_TIMER_KINDS: dict[object, TimerKind] = {"manual": "manual", "backfill": "backfill"}
+
+
 def _priority(value: object) -> Priority:
     """A stored or sent priority; anything written before lanes existed (or unknown) is `normal`."""
-    if value == "high":
-        return "high"
-    if value == "low":
-        return "low"
-    return "normal"
+    return _PRIORITIES.get(value, "normal")
 
 
 def _timer_kind(value: str) -> TimerKind:
-    if value == "manual":
-        return "manual"
-    if value == "backfill":
-        return "backfill"
-    return "scheduled"
+    """A stored timer kind; anything else (or absent) is a `scheduled` occurrence of the chain."""
+    return _TIMER_KINDS.get(value, "scheduled")
 
 
 def plan_to_json(plan: ChainPlan) -> str:
