@@ -107,8 +107,15 @@ class Configs:
         s = settings
         lookahead = timedelta(seconds=s.lookahead_seconds)
         misfire_grace = timedelta(seconds=s.misfire_grace_seconds)
+        # A minute's buckets swept at once wait for their landings at the same time: land every page.
+        at_once = min(s.sweep_concurrency, s.shard_count) > 1
         return cls(
-            dispatch=DispatchConfig(lookahead, misfire_grace, timedelta(seconds=s.catchup_window_seconds)),
+            dispatch=DispatchConfig(
+                lookahead,
+                misfire_grace,
+                timedelta(seconds=s.catchup_window_seconds),
+                landing_min_messages=1 if at_once else DispatchConfig.landing_min_messages,
+            ),
             sweep=SweepConfig(
                 shard_count=s.shard_count,
                 lookahead=lookahead,

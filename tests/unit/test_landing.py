@@ -10,8 +10,10 @@ from datetime import timedelta
 import pytest
 
 from scheduler.adapters.memory import FakeClock, MemoryQueue, RecordingMetrics
+from scheduler.composition import Configs
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.ports import Dispatch
+from scheduler.settings import Settings
 from tests.unit.fixtures import T0
 
 CONFIG = DispatchConfig(timedelta(minutes=5), timedelta(seconds=60), timedelta(days=1))
@@ -134,3 +136,21 @@ def test_a_sweep_aligns_only_pages_big_enough_to_pay_for_the_wait(count: int, wa
     assert len(queue.messages) == count
     assert (clock.now() > T0) == waits
     assert ("SendAlignmentSeconds" in metrics.counts) == waits
+
+
+@pytest.mark.parametrize(("sweep_concurrency", "landed"), [(1, False), (8, True)])
+def test_a_sweep_that_works_its_buckets_at_once_lands_even_a_small_page(sweep_concurrency: int, landed: bool) -> None:
+    # Given the deployed configuration, with a minute's buckets swept in turn or at once (their waits overlap)
+    configs = Configs.of(Settings(sweep_concurrency=sweep_concurrency))
+    clock, metrics = FakeClock(T0), RecordingMetrics()
+    queue = MemoryQueue(clock)
+    due = [d for d in page(random.Random(9), 40) if d.send_at > T0 + timedelta(seconds=2)][:3]
+
+    # When a sweep sends a page of 3
+    dispatcher = Dispatcher(None, None, queue, clock, configs.dispatch, metrics, sleep=clock.advance)  # type: ignore[arg-type]
+    dispatcher.send(due, land_on_time=True)
+
+    # Then at once, each lands at most ~110 ms before its time; in turn, it goes at once and lands up to 1 s early
+    early = [(m.dispatch.send_at - m.visible_at).total_seconds() for m in queue.messages.values()]
+    assert len(early) == 3 and all(e >= 0 for e in early)
+    assert all(e <= EARLIEST.total_seconds() for e in early) == landed

@@ -44,7 +44,9 @@ class DispatchConfig:
     #: request slower than this would land it that much late.
     landing_lead: timedelta = timedelta(milliseconds=40)
     #: Pages of fewer messages are sent at once: the sweeper's wait (up to a second a page, billed) would cost
-    #: more than the workers' waits it saves (each under a second, shared by a busy batch's records).
+    #: more than the workers' waits it saves (each under a second, shared by a busy batch's records). That holds
+    #: when a sweep works its buckets one after another; when it works a minute's buckets at once, their pages
+    #: wait at the same time, one wait covers them all, and every page is worth landing (Configs.of: 1).
     landing_min_messages: int = 50
 
 
