@@ -89,11 +89,7 @@ def cmd_backfill_status(ctx: Context) -> int:
         backfill = _watch_backfill(ctx, client, backfill)
         if ctx.as_json:
             return EXIT_OK  # every change, the last one included, is already out as a JSON line
-    if ctx.as_json:
-        ctx.emit(backfill.raw)
-    else:
-        ctx.say(output.backfill_detail(backfill))
-    return EXIT_OK
+    return ctx.show(backfill.raw, lambda: output.backfill_detail(backfill))
 
 
 def cmd_backfill_cancel(ctx: Context) -> int:

@@ -105,6 +105,14 @@ class Context:
     def emit(self, document: Any) -> None:
         print(json.dumps(document, indent=2, default=str), file=self.out)
 
+    def show(self, document: Any, text: Callable[[], str]) -> int:
+        """A command's one answer: `document` as JSON with --json, else `text()` for people. Returns EXIT_OK."""
+        if self.as_json:
+            self.emit(document)
+        else:
+            self.say(text())
+        return EXIT_OK
+
     def emit_line(self, document: Any) -> None:
         print(json.dumps(document, default=str), file=self.out, flush=True)
 

@@ -76,11 +76,7 @@ def cmd_submit(ctx: Context) -> int:
     spec = validate_definition(definition_from_args(args, base))
     # A key even when none is given: the client's own retry of a lost response then cannot create a twin.
     job = ctx.client().create(spec, args.idempotency_key or f"cli-{uuid.uuid4()}")
-    if ctx.as_json:
-        ctx.emit(job.raw)
-    else:
-        ctx.say(_job_line("replayed" if job.replayed else "created", job))
-    return EXIT_OK
+    return ctx.show(job.raw, lambda: _job_line("replayed" if job.replayed else "created", job))
 
 
 #: Definitions a bulk submit sends per `POST /v1/jobs/batch` (the API's limit).
@@ -160,11 +156,7 @@ def bulk_submit(ctx: Context, entries: list[tuple[int, Any]]) -> int:
 
 def cmd_get(ctx: Context) -> int:
     job = ctx.client().get(ctx.args.job_id, ctx.args.preview)
-    if ctx.as_json:
-        ctx.emit(job.raw)
-    else:
-        ctx.say(output.job_detail(job))
-    return EXIT_OK
+    return ctx.show(job.raw, lambda: output.job_detail(job))
 
 
 def cmd_list(ctx: Context) -> int:
@@ -191,32 +183,20 @@ def cmd_edit(ctx: Context) -> int:
     validate_definition(merge_patch(current.definition, patch))
     if_match = args.if_match if args.if_match is not None else current.version
     job = client.update(args.job_id, patch, if_match)
-    if ctx.as_json:
-        ctx.emit(job.raw)
-    else:
-        ctx.say(_job_line("updated", job))
-    return EXIT_OK
+    return ctx.show(job.raw, lambda: _job_line("updated", job))
 
 
 def state_change(verb: str, call: Callable[[SchedulerClient, str], JobView]) -> Callable[[Context], int]:
     def command(ctx: Context) -> int:
         job = call(ctx.client(), ctx.args.job_id)
-        if ctx.as_json:
-            ctx.emit(job.raw)
-        else:
-            ctx.say(_job_line(verb, job))
-        return EXIT_OK
+        return ctx.show(job.raw, lambda: _job_line(verb, job))
 
     return command
 
 
 def cmd_trigger(ctx: Context) -> int:
     triggered = ctx.client().trigger(ctx.args.job_id)
-    if ctx.as_json:
-        ctx.emit(triggered.raw)
-    else:
-        ctx.say(f"triggered {triggered.occurrence_key}")
-    return EXIT_OK
+    return ctx.show(triggered.raw, lambda: f"triggered {triggered.occurrence_key}")
 
 
 def cmd_runs(ctx: Context) -> int:
@@ -238,11 +218,7 @@ def cmd_resolve(ctx: Context) -> int:
     except ValueError:
         raise UsageError(f"'{args.occurrence_key}' is not an occurrence key (JOB_ID:SCHEDULED_FOR)") from None
     run = ctx.client().resolve(args.occurrence_key, args.outcome, args.note, job_id)
-    if ctx.as_json:
-        ctx.emit(run.raw)
-    else:
-        ctx.say(f"resolved {run.occurrence_key}: {run.state.value}")
-    return EXIT_OK
+    return ctx.show(run.raw, lambda: f"resolved {run.occurrence_key}: {run.state.value}")
 
 
 def cmd_preview(ctx: Context) -> int:

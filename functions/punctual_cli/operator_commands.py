@@ -59,21 +59,13 @@ def cmd_status(ctx: Context) -> int:
 
 def cmd_forecast(ctx: Context) -> int:
     body = ctx.client().forecast(ctx.args.minutes)
-    if ctx.as_json:
-        ctx.emit(body)
-    else:
-        ctx.say(forecast_chart(body))
-    return EXIT_OK
+    return ctx.show(body, lambda: forecast_chart(body))
 
 
 def cmd_health(ctx: Context) -> int:
     client = ctx.client()
     body = client.health()
-    if ctx.as_json:
-        ctx.emit(body)
-    else:
-        ctx.say(f"{body.get('status', 'unknown')} ({client.base_url})")
-    return EXIT_OK
+    return ctx.show(body, lambda: f"{body.get('status', 'unknown')} ({client.base_url})")
 
 
 # -- the parser -------------------------------------------------------------------------------------------
