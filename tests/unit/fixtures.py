@@ -98,11 +98,14 @@ class RecordingQueue(MemoryQueue):
     history: list[Sent] = field(default_factory=list)
 
     def send(self, dispatches: Any, now: datetime) -> None:
-        before = set(self.messages)
-        super().send(dispatches, now)
-        for mid, msg in self.messages.items():
-            if mid not in before:
-                self.history.append(Sent(msg.dispatch, now, msg.visible_at))
+        # Under the queue's (re-entrant) lock: a sweep's buckets send from their own threads, and another thread's
+        # messages added between `before` and the send would be recorded twice.
+        with self.lock:
+            before = set(self.messages)
+            super().send(dispatches, now)
+            for mid, msg in self.messages.items():
+                if mid not in before:
+                    self.history.append(Sent(msg.dispatch, now, msg.visible_at))
 
 
 @dataclass(frozen=True)

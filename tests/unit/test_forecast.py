@@ -119,7 +119,7 @@ def test_a_jittered_occurrence_past_the_window_does_not_hide_the_next_one_inside
     )
     plan = ChainPlan(RateSchedule(type="rate", every_seconds=10), T0, 21, "run_once")
     first = at("2026-01-05T09:19:00")
-    timer = Timer(job_id, "acme", first, fire_at(job_id, first, 21), 1, "scheduled", plan)
+    timer = Timer(job_id, "acme", first, fire_at(job_id, first, 21), 1, "scheduled", plan=plan)
 
     # When the forecast of 09:00-09:20 is read
     result = forecast([timer], T0, 20)

@@ -283,17 +283,7 @@ class Dispatcher:
     def _deferred_timer(dispatch: Dispatch, retry_at: datetime) -> Timer:
         """An occurrence held back by its tenant's budget, as a timer in the bucket of `retry_at` (outside any
         chain: its chain already moved on)."""
-        return Timer(
-            dispatch.job_id,
-            dispatch.tenant,
-            dispatch.scheduled_for,
-            dispatch.fire_at,
-            dispatch.version,
-            dispatch.kind,
-            None,
-            dispatch.priority,
-            truncate_ms(retry_at),
-        )
+        return Timer(**dispatch.occurrence_fields(), defer_until=truncate_ms(retry_at))
 
     def _take(
         self, timer: Timer, now: datetime, horizon_end: datetime, releases: Counter[str] | None
@@ -332,8 +322,8 @@ class Dispatcher:
                     next_fire,
                     timer.version,
                     "scheduled",
-                    timer.plan,
                     timer.priority,
+                    plan=timer.plan,
                 )
             )
         return plan.dispatches, following

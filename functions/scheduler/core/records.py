@@ -4,7 +4,7 @@ the other values a store reads and writes (frozen dataclasses, free of any adapt
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -31,11 +31,9 @@ class ChainPlan:
 
 
 @dataclass(frozen=True)
-class Timer:
-    """One pending occurrence, stored in the time bucket of its `fire_at` (or in the late lane).
-
-    `plan` is None for manual triggers, which are extra occurrences outside the chain.
-    """
+class Occurrence:
+    """One occurrence of a job, as both its timer and its ready-queue message carry it: which job, at which
+    scheduled instant (its key), when it may start, from which version of the job, of what kind, in which lane."""
 
     job_id: str
     tenant: str
@@ -43,19 +41,32 @@ class Timer:
     fire_at: datetime
     version: int
     kind: TimerKind = "scheduled"
-    plan: ChainPlan | None = None
-    #: The lane of the occurrence (the job's priority at the timer's version).
+    #: The lane of the occurrence (the job's priority at that version).
     priority: Priority = "normal"
+
+    @property
+    def key(self) -> str:
+        return occurrence_key(self.job_id, self.scheduled_for)
+
+    def occurrence_fields(self) -> dict[str, Any]:
+        """The occurrence's own fields (of a timer or a message), to build the other from."""
+        return {f.name: getattr(self, f.name) for f in fields(Occurrence)}
+
+
+@dataclass(frozen=True)
+class Timer(Occurrence):
+    """One pending occurrence, stored in the time bucket of its `fire_at` (or in the late lane).
+
+    `plan` is None for manual triggers, which are extra occurrences outside the chain.
+    """
+
+    plan: ChainPlan | None = None
     #: A deferred timer: an occurrence its tenant's dispatch budget held back, due again at this instant. It lives in
     #: the bucket of this instant (not of `fire_at`); its chain has already moved on (`plan` is None).
     defer_until: datetime | None = None
     #: The first timer of a resumed chain: the previous version's plan already queued this chain's occurrences up to
     #: (not including) this instant; its first plan sends none of them that are not yet due.
     queued_until: datetime | None = None
-
-    @property
-    def key(self) -> str:
-        return occurrence_key(self.job_id, self.scheduled_for)
 
     @property
     def due_at(self) -> datetime:
@@ -96,24 +107,12 @@ class BucketBusy:
 
 
 @dataclass(frozen=True)
-class Dispatch:
+class Dispatch(Occurrence):
     """The ready-queue message body: everything the worker needs to find and run one occurrence."""
 
-    job_id: str
-    tenant: str
-    scheduled_for: datetime
-    fire_at: datetime
-    version: int
-    kind: TimerKind = "scheduled"
-    #: The ready queue (lane) it goes to.
-    priority: Priority = "normal"
     #: Not released before this instant (its tenant's dispatch budget delayed it). Not part of the message: the
     #: queue holds it back (DelaySeconds); the worker only ever checks the fire time.
     not_before: datetime | None = None
-
-    @property
-    def key(self) -> str:
-        return occurrence_key(self.job_id, self.scheduled_for)
 
     @property
     def send_at(self) -> datetime:
@@ -125,16 +124,8 @@ class Dispatch:
 
     @classmethod
     def of(cls, timer: Timer) -> Dispatch:
-        return cls(
-            timer.job_id,
-            timer.tenant,
-            timer.scheduled_for,
-            timer.fire_at,
-            timer.version,
-            timer.kind,
-            timer.priority,
-            timer.defer_until,
-        )
+        """The message of a timer's occurrence (a deferred timer's message is not released before its instant)."""
+        return cls(**timer.occurrence_fields(), not_before=timer.defer_until)
 
 
 @dataclass(frozen=True)
