@@ -15,7 +15,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import PunctualConfig
-from infra.lambda_function import SchedulerFunction, data_removal_policy, log_retention
+from infra.lambda_function import Entry, SchedulerFunction, data_removal_policy, log_retention
 from infra.storage import acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB
 
@@ -24,6 +24,7 @@ HANDLER = "scheduler.handlers.api.lambda_handler"
 #: rather than as an anonymous 504 while the function runs on.
 TIMEOUT = Duration.seconds(25)
 MEMORY_MB = FUNCTION_MEMORY_MB["api"]
+API = Entry("Api", HANDLER, "the v1 REST API", TIMEOUT, MEMORY_MB)
 API_VERSION_PATH = "v1"
 HEALTH_PATH = "health"
 #: The execution log level: errors only. Request/response bodies are never logged (data tracing off):
@@ -75,17 +76,7 @@ class SchedulerApi(Construct):
         lanes: Sequence[sqs.IQueue] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        self.handler = SchedulerFunction(
-            self,
-            "Api",
-            config=config,
-            handler=HANDLER,
-            description=f"punctual {config.stage} api: the v1 REST API",
-            code=code,
-            environment=environment,
-            timeout=TIMEOUT,
-            memory_size=MEMORY_MB,
-        )
+        self.handler = SchedulerFunction(self, API, config=config, code=code, environment=environment)
         self.function = self.handler.function
         self.access_logs = logs.LogGroup(
             self, "AccessLogs", retention=log_retention(config), removal_policy=data_removal_policy(config)

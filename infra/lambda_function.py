@@ -8,6 +8,7 @@ group in the account). Everything else is granted by the construct that owns the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
@@ -64,25 +65,35 @@ def data_removal_policy(config: PunctualConfig) -> RemovalPolicy:
     return RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One of the scheduler's functions: its construct id, its entry point (a `scheduler.handlers.*` handler),
+    what it does (its description after "punctual <stage> <name>: "), how long it may run and its memory."""
+
+    name: str
+    handler: str
+    does: str
+    timeout: Duration
+    memory_mb: int = DEFAULT_MEMORY_MB
+
+
 class SchedulerFunction(Construct):
     """A Lambda function running one of the `scheduler.handlers.*` entry points."""
 
     def __init__(
         self,
         scope: Construct,
-        construct_id: str,
+        entry: Entry,
         *,
         config: PunctualConfig,
-        handler: str,
-        description: str,
         code: lambda_.Code,
         environment: Mapping[str, str],
-        timeout: Duration,
-        memory_size: int = DEFAULT_MEMORY_MB,
         reserved_concurrent_executions: int | None = None,
         retry_attempts: int | None = None,
         max_event_age: Duration | None = None,
     ) -> None:
+        construct_id, handler, timeout, memory_size = entry.name, entry.handler, entry.timeout, entry.memory_mb
+        description = f"punctual {config.stage} {entry.name.lower()}: {entry.does}"
         super().__init__(scope, construct_id)
         check_against_handler_settings(construct_id, environment)
         self.log_group = _build_log_group(self, config)

@@ -14,7 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import PunctualConfig
-from infra.lambda_function import SchedulerFunction
+from infra.lambda_function import Entry, SchedulerFunction
 from infra.storage import acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB
 
@@ -23,6 +23,7 @@ HANDLER = "scheduler.handlers.sweeper.lambda_handler"
 #: `sweep_safety_seconds` before this deadline, and an unfinished bucket is re-claimed after its lease.
 TIMEOUT = Duration.seconds(60)
 MEMORY_MB = FUNCTION_MEMORY_MB["sweeper"]
+SWEEPER = Entry("Sweeper", HANDLER, "dispatches due occurrences to the ready queue", TIMEOUT, MEMORY_MB)
 #: The sweep period. Timing precision does not depend on it: the sweeper looks ahead and sets per-message
 #: DelaySeconds. It bounds how late a crashed sweep is noticed and re-run.
 SCHEDULE = events.Schedule.rate(Duration.minutes(1))
@@ -53,14 +54,10 @@ class Sweeper(Construct):
         super().__init__(scope, construct_id)
         self.handler = SchedulerFunction(
             self,
-            "Sweeper",
+            SWEEPER,
             config=config,
-            handler=HANDLER,
-            description=f"punctual {config.stage} sweeper: dispatches due occurrences to the ready queue",
             code=code,
             environment=environment,
-            timeout=TIMEOUT,
-            memory_size=MEMORY_MB,
             # Several sweepers may run at once (claims keep them disjoint), but not unboundedly many:
             # a slow DynamoDB minute must not fan out into a thundering herd of sweeps.
             reserved_concurrent_executions=config.sweeper_reserved_concurrency or None,

@@ -14,7 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import PunctualConfig
-from infra.lambda_function import SchedulerFunction
+from infra.lambda_function import Entry, SchedulerFunction
 from infra.prescale import provisioned_pollers
 from infra.storage import acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB, READY_QUEUE
@@ -25,6 +25,7 @@ TARGET_ROLE_VARIABLE = "SCHEDULER_TARGET_ROLE_ARN"
 #: The ready queue's visibility timeout is 6x this (scheduler.schema), so the two cannot disagree.
 TIMEOUT = Duration.seconds(READY_QUEUE.worker_timeout_seconds)
 MEMORY_MB = FUNCTION_MEMORY_MB["worker"]
+WORKER = Entry("Worker", HANDLER, "runs occurrences from the ready queue", TIMEOUT, MEMORY_MB)
 
 #: Actions per kind of target, granted only on the ARNs listed in the configuration.
 TARGET_ACTIONS: dict[str, tuple[str, ...]] = {
@@ -67,14 +68,10 @@ class Worker(Construct):
         super().__init__(scope, construct_id)
         self.handler = SchedulerFunction(
             self,
-            "Worker",
+            WORKER,
             config=config,
-            handler=HANDLER,
-            description=f"punctual {config.stage} worker: runs occurrences from the ready queue",
             code=code,
             environment=environment,
-            timeout=TIMEOUT,
-            memory_size=MEMORY_MB,
             # No reserved concurrency: below the mapping's maximum concurrency it would throttle batches,
             # and every throttled receive counts towards the DLQ's maxReceiveCount.
         )
