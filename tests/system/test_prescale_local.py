@@ -69,10 +69,12 @@ def test_a_herd_scheduled_minutes_ahead_starts_with_the_pool_already_grown(
         time.sleep(1)
 
     # Then the pool grew on the forecast alone: nothing of the herd was queued yet (not even delayed)
+    # (a sweep that ran while the herd was still being created may have forecast part of it first)
     lines = scaled(stack)
     assert grown_at is not None, lines
-    first = next(line for line in lines if line["to"] > 1)
-    assert first["forecast_floor"] == 3 and first["visible"] + first["in_flight"] + first["delayed"] == 0
+    grown = [line for line in lines if line["to"] > 1]
+    assert max(line["forecast_floor"] for line in grown) == 3, grown
+    assert all(line["visible"] + line["in_flight"] + line["delayed"] == 0 for line in grown), grown
     assert grown_at < due - timedelta(seconds=85)
 
     # And the herd starts, every occurrence once, none early
