@@ -17,6 +17,7 @@ Fault model (what the seed may choose, see `faults.FaultProfile`):
 - messages delivered twice, redelivered minutes later (also after being acknowledged), in random order;
 - a worker frozen inside the target past its lease, or past its message's visibility timeout, while other
   workers take over; a fencing-aware target may then heartbeat (and get LeaseLost);
+- a slow target (1-30 s, inside the lease) while other workers take messages: one tenant's calls overlap;
 - target failures: 503/429 (not applied), 400, and timeouts with the effect applied or not;
 - an outage (the clock jumps 10-60 minutes), per-actor clock skew of up to 5 s with jumps within it.
 

@@ -59,6 +59,8 @@ class FaultProfile:
     target_pause: float = 0.0  #: the worker freezes inside the target past its lease; others take over
     outage: float = 0.0  #: probability that the run contains an outage (the clock jumps up to an hour)
     skew_seconds: float = 0.0  #: each actor's clock is off by up to this much, and jumps within it
+    #: The target takes a while (well inside the lease) and other workers run meanwhile: one tenant's calls overlap.
+    target_slow: float = 0.0
 
     @classmethod
     def calm(cls) -> FaultProfile:
@@ -88,6 +90,7 @@ class FaultProfile:
             target_pause=pick(0.08),
             outage=rng.choice((0.0, 0.0, 0.35)),
             skew_seconds=rng.choice((0.0, 2.0, 5.0)),
+            target_slow=pick(0.15),
         )
 
     def describe(self) -> str:

@@ -17,7 +17,7 @@ from scheduler.core.ports import TargetCall, TargetFailure
 if TYPE_CHECKING:
     from scheduler_sim.world import Simulation
 
-Fate = Literal["ok", "retryable", "throttled", "permanent", "timeout-before", "timeout-after", "pause"]
+Fate = Literal["ok", "retryable", "throttled", "permanent", "timeout-before", "timeout-after", "pause", "slow"]
 Verdict = Literal["accepted", "duplicate", "stale"]
 
 
@@ -115,6 +115,8 @@ class SinkTarget:
             if sim.rng.random() < 0.5:
                 # A fencing-aware handler checks its lease before acting (LeaseLost aborts the attempt).
                 call.heartbeat()
+        if fate == "slow":
+            sim.busy(actor, "in the target")
         verdict = self._apply(raw)
         if fate == "timeout-after":
             raise TargetFailure("ambiguous", "timed out after the target acted")
@@ -135,6 +137,7 @@ class SinkTarget:
             ("timeout-before", p.target_ambiguous / 2),
             ("timeout-after", p.target_ambiguous / 2),
             ("pause", p.target_pause),
+            ("slow", p.target_slow),
         ):
             if roll < rate:
                 return fate  # type: ignore[return-value]

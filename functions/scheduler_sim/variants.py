@@ -99,6 +99,17 @@ class DoneWithoutWaiting(SeededOrder):
         return [True] * len(tasks)
 
 
+class OverbookedSlots(MemoryTenantSlots):
+    """BROKEN on purpose: an execution slot is taken whoever holds it (the slot's put without its "free or lease
+    ended" condition), so a tenant with an execution budget runs more occurrences at once than its limit."""
+
+    def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
+        with self.lock:
+            slot = sum(holder.encode()) % limit
+            self.held[(tenant, slot)] = (holder, lease_until)
+            return slot
+
+
 @dataclass(frozen=True)
 class Variant:
     """A change to the protocol under test: a different ledger or timer store, or a rewrite of each received
@@ -142,6 +153,11 @@ VARIANTS: dict[str, Variant] = {
         "done-without-waiting",
         "a sweep counts every bucket of a minute done once it ran, whatever it returned (the watermark passes it)",
         buckets=DoneWithoutWaiting,
+    ),
+    "overbooked-slots": Variant(
+        "overbooked-slots",
+        "a tenant's execution slot is taken whoever holds it (its condition dropped): more run than the limit",
+        slots=OverbookedSlots,
     ),
     "release-on-every-replay": Variant(
         "release-on-every-replay",

@@ -160,8 +160,25 @@ def draw_update(rng: random.Random, start: datetime, cron_allowed: bool) -> dict
     return {"misfire_policy": rng.choice(("run_once", "skip", "run_all"))}
 
 
+#: How often a run has a burst: several one-shot jobs of the tenant due at one instant (its execution budget then
+#: throttles some, its dispatch budget delays or defers some).
+BURST_CHANCE = 0.3
+
+
+def draw_burst(rng: random.Random, first: int, due: datetime) -> list[dict[str, Any]]:
+    """3-6 one-shot jobs due at the same instant, numbered from `first`."""
+    bodies = []
+    for index in range(first, first + rng.randint(3, 6)):
+        body = draw_body(rng, index, due, cron_allowed=False)
+        body["schedule"] = {"type": "once", "at": _instant(rng, due)}
+        body["jitter_seconds"] = 0
+        bodies.append(body)
+    return bodies
+
+
 def draw_workload(rng: random.Random) -> Workload:
-    """The jobs (3-5, at most two cron: croniter is the slow part) and their calls over a 15-35 min window."""
+    """The jobs (3-5, at most two cron: croniter is the slow part; sometimes a burst of 3-6 one-shot jobs due at one
+    instant) and their calls over a 15-35 min window."""
     start = rng.choice(START_POINTS) + timedelta(milliseconds=rng.randint(0, 59_999))
     window = timedelta(minutes=rng.randint(15, 35))
     span = window.total_seconds()
@@ -195,6 +212,11 @@ def draw_workload(rng: random.Random) -> Workload:
         for offset, kind, patch in sorted(later, key=lambda item: item[0]):
             calls.append(PlannedCall(seq, at(offset), kind, index, patch))
             seq += 1
+    if rng.random() < BURST_CHANCE:
+        for body in draw_burst(rng, count, start + timedelta(seconds=rng.uniform(span / 3, span))):
+            calls.append(PlannedCall(seq, at(rng.uniform(0, span / 3)), "create", count, body, f"create-{count}"))
+            seq += 1
+            count += 1
     invalid = [
         InvalidCall(seq + n, at(rng.uniform(0, span)), rng.choice(INVALID_CALLS), rng.randrange(count))
         for n in range(rng.randint(1, 3))

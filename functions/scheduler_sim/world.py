@@ -55,6 +55,10 @@ from scheduler_sim.sink import SinkTarget
 from scheduler_sim.variants import Variant
 from scheduler_sim.workload import InvalidCall, Workload, draw_workload
 
+#: A slow target call lasts up to this long: well inside the lease (60 s) less the sink's skew margin (12 s) and the
+#: actors' clock offsets, so the call still holds its execution slot throughout.
+MAX_BUSY_SECONDS = 30
+
 
 class Simulation:
     """One seeded run of the real protocol under faults. `run()` returns the events and the checker's verdict."""
@@ -319,6 +323,23 @@ class Simulation:
         self.clock.advance(pause)
         self.trace(actor, f"FAULT paused at a port call while {other.name} runs")
         self.run_step(other)
+
+    def busy(self, actor: Actor, where: str) -> None:
+        """The actor's call takes a while, well inside its lease (a slow target): other workers take messages
+        meanwhile, so one tenant's target calls overlap (what its execution budget must bound, invariant 9)."""
+        seconds = self.rng.randint(1000, MAX_BUSY_SECONDS * 1000) / 1000
+        self.trace(actor.name, f"FAULT slow: {seconds:.1f}s {where}")
+        self.stalls.append((self.clock.now(), seconds))  # no receives meanwhile if no other worker runs
+        others = [w for w in self.workers if w not in self.stack]
+        if len(self.stack) > 3 or not others:
+            self.clock.advance(seconds)
+            return
+        self.clock.advance(seconds / 2)
+        self.rng.shuffle(others)
+        for other in others:
+            if other.can_interject(self.clock.now()):
+                self.run_step(other)
+        self.clock.advance(seconds / 2)
 
     def freeze(self, actor: Actor, where: str) -> None:
         """The actor freezes (GC, a stalled container) past its lease, maybe past its message's visibility

@@ -51,6 +51,8 @@ def test_more_seeds_hold_every_invariant_at_production_settings_too() -> None:
 PAUSES = FaultProfile(duplicate=0.2, target_pause=0.3, target_retryable=0.1)
 #: Workers (and everyone else) dying at port calls, often in the middle of a batch: where bounded recovery matters.
 CRASHES = FaultProfile(crash=0.03)
+#: Slow targets while other workers take messages: one tenant's target calls overlap, where its execution budget binds.
+SLOW = FaultProfile(target_slow=0.6)
 
 
 @pytest.mark.parametrize(
@@ -66,6 +68,8 @@ CRASHES = FaultProfile(crash=0.03)
         ("release-on-every-replay", None, 7, "the counter says"),
         # A sweep that counts a minute's buckets done without looking: the watermark passes an unfinished one.
         ("done-without-waiting", CRASHES, 1, "never"),
+        # A tenant's execution slot taken whoever holds it: more of its occurrences run at once than its limit.
+        ("overbooked-slots", SLOW, 9, "were running, limit"),
         # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
         ("no-batch-hold", CRASHES, 10, "was received again"),
     ],
