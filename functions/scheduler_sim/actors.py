@@ -25,6 +25,7 @@ from scheduler_sim.faults import (
     FaultyJobStore,
     FaultyLedger,
     FaultyQueue,
+    FaultyTenantBudgets,
     FaultyTenantSlots,
     FaultyTimerStore,
     Gate,
@@ -32,7 +33,7 @@ from scheduler_sim.faults import (
     Throttled,
 )
 from scheduler_sim.records import Change, VersionChange
-from scheduler_sim.workload import TENANT, InvalidCall, PlannedCall
+from scheduler_sim.workload import InvalidCall, PlannedCall
 
 if TYPE_CHECKING:
     from scheduler_sim.world import Simulation
@@ -55,7 +56,7 @@ class SimQueue(MemoryQueue):
         arrival = self.clock.now()
         with self.lock:
             for dispatch in dispatches:
-                delay = max(0, min(900, math.floor((dispatch.fire_at - now).total_seconds())))
+                delay = max(0, min(900, math.floor((dispatch.send_at - now).total_seconds())))
                 self._put(dispatch, arrival + timedelta(seconds=delay))
 
     def inject(self, dispatch: Dispatch, visible_at: datetime) -> str:
@@ -120,9 +121,16 @@ class Actor:
             self.timers,
             ledger or self.ledger,
             self.queue,
+            tenant_budgets=FaultyTenantBudgets(sim.tenant_budgets, self.gate),
             tenant_slots=FaultyTenantSlots(sim.tenant_slots, self.gate),
         )
-        return compose(sim.settings, stores, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep)
+        container = compose(
+            sim.settings, stores, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep
+        )
+        broken = sim.variant.admission if sim.variant is not None else None
+        if broken is not None and container.dispatcher.admission is not None:
+            container.dispatcher.admission = broken(container.dispatcher.admission)
+        return container
 
     def ready(self, now: datetime) -> bool:
         """Whether the actor has a step to take now (its own schedule)."""
@@ -288,7 +296,7 @@ class ApiActor(Actor):
         self.service = self.core(ledger=sim.ledger).job_service()
         # Invalid requests run on the bare stores, with no faults and nothing interleaved, so that any change
         # to stored state is theirs alone.
-        bare = Stores(sim.jobs, sim.timers, sim.ledger, sim.queue)
+        bare = Stores(sim.jobs, sim.timers, sim.ledger, sim.queue, tenant_budgets=sim.tenant_budgets)
         plain = compose(sim.settings, bare, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep)
         self.plain_service = plain.job_service()
         self.queues: dict[int, deque[_Pending]] = {}
@@ -354,22 +362,22 @@ class ApiActor(Actor):
         if call.kind == "create":
             assert call.body is not None
             spec = JobSpec.model_validate(call.body)  # the handler's validation, before the service
-            job = service.create(TENANT, spec, call.idempotency_key, call.body).job
+            job = service.create(call.tenant, spec, call.idempotency_key, call.body).job
             record.job_id = job.job_id
         elif record.job_id is None:
             sim.trace(self.name, f"{call.kind} job-{call.job}: skipped, the job was never created")
             return
         elif call.kind == "cancel":
-            job = service.cancel(TENANT, record.job_id)
+            job = service.cancel(call.tenant, record.job_id)
         elif call.kind == "pause":
-            job = service.pause(TENANT, record.job_id)
+            job = service.pause(call.tenant, record.job_id)
         elif call.kind == "resume":
-            job = service.resume(TENANT, record.job_id)
+            job = service.resume(call.tenant, record.job_id)
         elif call.kind == "update":
             assert call.body is not None
-            job = service.update(TENANT, record.job_id, call.body, None)
+            job = service.update(call.tenant, record.job_id, call.body, None)
         else:
-            timer = service.trigger(TENANT, record.job_id)
+            timer = service.trigger(call.tenant, record.job_id)
             record.triggers.append((timer.key, sim.clock.now()))
             sim.trace(self.name, f"trigger job-{call.job} -> {timer.key}")
             return

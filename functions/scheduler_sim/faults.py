@@ -24,12 +24,14 @@ from scheduler.core.ports import (
     BucketBusy,
     BucketClaim,
     BucketId,
+    BudgetCalendar,
     Dispatch,
     Execution,
     IdempotencyRecord,
     JobStore,
     Ledger,
     ReadyQueue,
+    TenantBudgetStore,
     TenantSlots,
     Timer,
     TimerStore,
@@ -482,6 +484,28 @@ class FaultyTenantSlots:
         self.gate.before("slots.release", tenant)
         self.inner.release(tenant, slot, holder)
         self.gate.after("slots.release")
+
+
+class FaultyTenantBudgets:
+    """The tenants' dispatch-budget calendars as one actor books them, through its gate (a pause between the load
+    and the conditional save lets another actor book first: the save is refused and the admission reads again)."""
+
+    def __init__(self, inner: TenantBudgetStore, gate: Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    def load(self, tenant: str) -> BudgetCalendar | None:
+        self.gate.before("budgets.load", tenant)
+        calendar = self.inner.load(tenant)
+        self.gate.result("budgets.load", calendar and f"v{calendar.version} {sorted(calendar.slots.items())}")
+        return calendar
+
+    def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
+        self.gate.before("budgets.save", tenant, f"v{calendar.version}", expected)
+        saved = self.inner.save(tenant, calendar, expected, expires)
+        self.gate.result("budgets.save", saved)
+        self.gate.after("budgets.save")
+        return saved
 
 
 class SkewedClock:

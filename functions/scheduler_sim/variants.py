@@ -9,8 +9,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTenantSlots, MemoryTimerStore
+from scheduler.adapters.memory import (
+    MemoryJobStore,
+    MemoryLedger,
+    MemoryTenantBudgets,
+    MemoryTenantSlots,
+    MemoryTimerStore,
+)
 from scheduler.core.errors import Fenced
+from scheduler.core.fairness import Admitted, TenantAdmission
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import Advance, AdvanceResult, AttemptEnd, BucketClaim, Dispatch, TaskPool, Timer
 from scheduler_sim.actors import SeededOrder
@@ -110,6 +117,18 @@ class OverbookedSlots(MemoryTenantSlots):
             return slot
 
 
+class DropDeferred(TenantAdmission):
+    """BROKEN on purpose: what the budget cannot release within SQS's horizon is dropped instead of going back to
+    the time buckets as deferred timers (a tenant over its budget is delayed, never dropped)."""
+
+    @classmethod
+    def instead_of(cls, admission: TenantAdmission) -> TenantAdmission:
+        return cls(admission.budgets, admission.clock, admission.config, admission.metrics)
+
+    def admit(self, dispatches: Sequence[Dispatch]) -> Admitted:
+        return Admitted(super().admit(dispatches).sent, [])
+
+
 @dataclass(frozen=True)
 class Variant:
     """A change to the protocol under test: a different ledger or timer store, or a rewrite of each received
@@ -122,6 +141,9 @@ class Variant:
     timers: Callable[[int], MemoryTimerStore] = MemoryTimerStore
     jobs: Callable[[], MemoryJobStore] = MemoryJobStore
     slots: Callable[[], MemoryTenantSlots] = MemoryTenantSlots
+    budgets: Callable[[], MemoryTenantBudgets] = MemoryTenantBudgets
+    #: Replaces each actor's tenant admission (dispatch budgets), when the run has budgets.
+    admission: Callable[[TenantAdmission], TenantAdmission] | None = None
     #: False: the worker never shortens its batch's visibility (a dead worker's batch waits out the timeout).
     batch_hold: bool = True
     #: The sweep's TaskPool over a minute's buckets, from its own seeded stream (None: the simulator's own).
@@ -158,6 +180,11 @@ VARIANTS: dict[str, Variant] = {
         "overbooked-slots",
         "a tenant's execution slot is taken whoever holds it (its condition dropped): more run than the limit",
         slots=OverbookedSlots,
+    ),
+    "drop-deferred": Variant(
+        "drop-deferred",
+        "the tenant admission drops what its dispatch budget holds back past SQS's horizon instead of deferring it",
+        admission=DropDeferred.instead_of,
     ),
     "release-on-every-replay": Variant(
         "release-on-every-replay",

@@ -12,6 +12,9 @@ from scheduler.core.timefmt import rfc3339
 
 TENANT = "tenant-a"
 OTHER_TENANT = "tenant-b"
+#: The burst's tenant: its own quota, execution slots and (when the run has dispatch budgets) a budget far below the
+#: burst, so that some of its occurrences wait past SQS's horizon (deferred timers).
+BURST_TENANT = "tenant-c"
 
 #: Where a run starts. Two of them put the window across a Europe/Berlin DST transition at 01:00Z.
 START_POINTS: tuple[datetime, ...] = (
@@ -50,6 +53,7 @@ class PlannedCall:
     job: int
     body: dict[str, Any] | None = None
     idempotency_key: str | None = None
+    tenant: str = TENANT
 
 
 @dataclass(frozen=True)
@@ -212,13 +216,15 @@ def draw_workload(rng: random.Random) -> Workload:
         for offset, kind, patch in sorted(later, key=lambda item: item[0]):
             calls.append(PlannedCall(seq, at(offset), kind, index, patch))
             seq += 1
-    if rng.random() < BURST_CHANCE:
-        for body in draw_burst(rng, count, start + timedelta(seconds=rng.uniform(span / 3, span))):
-            calls.append(PlannedCall(seq, at(rng.uniform(0, span / 3)), "create", count, body, f"create-{count}"))
-            seq += 1
-            count += 1
     invalid = [
         InvalidCall(seq + n, at(rng.uniform(0, span)), rng.choice(INVALID_CALLS), rng.randrange(count))
         for n in range(rng.randint(1, 3))
     ]
+    seq += len(invalid)
+    if rng.random() < BURST_CHANCE:
+        for body in draw_burst(rng, count, start + timedelta(seconds=rng.uniform(span / 3, span))):
+            when = at(rng.uniform(0, span / 3))
+            calls.append(PlannedCall(seq, when, "create", count, body, f"create-{count}", BURST_TENANT))
+            seq += 1
+            count += 1
     return Workload(start, window, calls, invalid, count)

@@ -21,6 +21,7 @@ from scheduler.adapters.memory import (
     FakeClock,
     MemoryJobStore,
     MemoryLedger,
+    MemoryTenantBudgets,
     MemoryTenantSlots,
     MemoryTimerStore,
     RecordingMetrics,
@@ -30,7 +31,9 @@ from scheduler.core.backfill import BackfillConfig
 from scheduler.core.concurrency import ConcurrencyConfig
 from scheduler.core.dispatch import DispatchConfig
 from scheduler.core.execute import ExecuteConfig
+from scheduler.core.fairness import Budget, FairnessConfig
 from scheduler.core.jobs import JobService
+from scheduler.core.keys import occurrence_key
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
 from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep import SweepConfig
@@ -53,11 +56,23 @@ from scheduler_sim.records import (
 )
 from scheduler_sim.sink import SinkTarget
 from scheduler_sim.variants import Variant
-from scheduler_sim.workload import InvalidCall, Workload, draw_workload
+from scheduler_sim.workload import BURST_TENANT, InvalidCall, Workload, draw_workload
 
+#: How long quiescence may go on sweeping for occurrences a dispatch budget deferred (beyond `SimConfig.quiet`).
+MAX_EXTRA_QUIET_MINUTES = 30
 #: A slow target call lasts up to this long: well inside the lease (60 s) less the sink's skew margin (12 s) and the
 #: actors' clock offsets, so the call still holds its execution slot throughout.
 MAX_BUSY_SECONDS = 30
+
+
+def draw_fairness(rng: random.Random) -> FairnessConfig | None:
+    """Dispatch budgets in half the runs: every tenant paced (a few seconds between releases at most, well above
+    the recurring jobs' rate, so nothing falls behind for good), and the burst's tenant at one release every 1.5 or
+    3.3 minutes: a burst of 3-6 takes longer than SQS's horizon to release, the rest waits as deferred timers."""
+    if rng.random() < 0.5:
+        return None
+    default = Budget(rng.choice((0.25, 0.5, 2.0)), rng.choice((1, 2, 5)))
+    return FairnessConfig(default, {BURST_TENANT: Budget(rng.choice((1 / 90, 1 / 200)), 1)})
 
 
 class Simulation:
@@ -116,8 +131,11 @@ class Simulation:
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
         self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
+        # Per-tenant dispatch budgets in half the runs: the burst's tenant far below its burst (deferred timers).
+        self.tenant_budgets = variant.budgets() if variant is not None else MemoryTenantBudgets()
+        self.fairness = draw_fairness(random.Random(f"punctual-sim/budgets/{seed}"))
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say
-        # what is off (completion events, dispatch budgets: not simulated), the configuration is the run's own.
+        # what is off (completion events: not simulated), the configuration is the run's own.
         self.settings = Settings(completion_events=False, tenant_dispatch_rate=0)
         self.configs = Configs(
             dispatch=self.dispatch_config,
@@ -125,7 +143,7 @@ class Simulation:
             execute=self.execute_config,
             backfill=BackfillConfig(),
             hold=self.hold_config,
-            fairness=None,
+            fairness=self.fairness,
             concurrency=self.concurrency,
             max_active_jobs=100,
             forecast_lookback=cfg.lookahead,
@@ -287,6 +305,11 @@ class Simulation:
         del self.sweepers[1:]
         self.sweepers[0].next_at = self.clock.now() + timedelta(milliseconds=self.rng.randint(0, 60_000))
         self._loop(self.clock.now() + cfg.quiet, api=False)
+        # A tenant over its dispatch budget waits as deferred timers in later buckets: sweep on until they are out.
+        for _ in range(MAX_EXTRA_QUIET_MINUTES):
+            if not self._deferred_waiting():
+                break
+            self._loop(self.clock.now() + timedelta(minutes=1), api=False)
         self.trace("sim", "drain: sweeps stop, workers empty the queue")
         while self.steps < cfg.max_steps:
             visible = self.queue.earliest_visible()
@@ -296,6 +319,19 @@ class Simulation:
                 self.clock.set(visible)
             self.run_step(self.rng.choice(self.workers))
         self.errors.append(f"the queue did not drain within {cfg.max_steps} steps")
+
+    def _deferred_waiting(self) -> bool:
+        """Whether a stored timer already past its fire time, in a bucket not yet done, has not run (an occurrence
+        its tenant's dispatch budget deferred)."""
+        now = self.clock.now()
+        for bucket, items in self.timers.timer_items.items():
+            state = self.timers.buckets.get(bucket)
+            if state is not None and state.done:
+                continue
+            for timer in items.values():
+                if timer.fire_at < now and occurrence_key(timer.job_id, timer.scheduled_for) not in self.ledger.items:
+                    return True
+        return False
 
     # -- hooks for actors, gates and the sink --------------------------------------------------------------
 
@@ -410,7 +446,7 @@ class Simulation:
             return
         for dispatch in dispatches:
             if self.rng.random() < self.profile.duplicate:
-                delay = max(0.0, min(900.0, (dispatch.fire_at - now).total_seconds()))
+                delay = max(0.0, min(900.0, (dispatch.send_at - now).total_seconds()))
                 at = self.clock.now() + timedelta(seconds=delay + self.rng.randint(0, 5000) / 1000)
                 copy_id = self.queue.inject(dispatch, at)
                 self.trace(actor, f"FAULT {dispatch.key} delivered twice ({copy_id})")
@@ -438,6 +474,7 @@ class Simulation:
             dict(self.timers.late),
             self.timers.watermark(),
             {key: (e.state, e.epoch, e.attempts, e.owner, e.lease_until) for key, e in self.ledger.items.items()},
+            dict(self.tenant_budgets.calendars),
             self.queue.sent,
             len(self.queue.messages),
         )

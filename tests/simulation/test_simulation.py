@@ -70,6 +70,8 @@ SLOW = FaultProfile(target_slow=0.6)
         ("done-without-waiting", CRASHES, 1, "never"),
         # A tenant's execution slot taken whoever holds it: more of its occurrences run at once than its limit.
         ("overbooked-slots", SLOW, 9, "were running, limit"),
+        # The tenant admission drops what its dispatch budget holds back past SQS's horizon: a burst's jobs never run.
+        ("drop-deferred", None, 5, "never ran"),
         # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
         ("no-batch-hold", CRASHES, 10, "was received again"),
     ],
@@ -93,6 +95,20 @@ def test_a_deliberately_broken_protocol_is_caught(
     # Then the simulator reports it, and the real protocol passes that very seed
     assert caught is not None, f"{variant}: no seed out of 100 showed invariant {invariant} broken"
     assert run_seed(caught, profile=profile, exposure=PRODUCTION).ok
+
+
+def test_the_runs_exercise_the_tenants_dispatch_and_execution_budgets() -> None:
+    # When a few dozen seeds run (half of them with dispatch budgets, a third with a burst of one-shot jobs)
+    sims = [Simulation(seed) for seed in range(20)]
+    results = [sim.run() for sim in sims]
+
+    # Then they pass, and among them a burst waited past SQS's horizon as deferred timers, releases were delayed by
+    # a dispatch budget, and attempts were throttled by an execution budget
+    assert all(result.ok for result in results), _reports([r for r in results if not r.ok], None)
+    counts = [sim.metrics.counts for sim in sims]
+    assert any(c.get("TenantDeferred") for c in counts)
+    assert any(c.get("TenantThrottledSeconds") for c in counts)
+    assert any(c.get("TenantConcurrencyThrottled") for c in counts)
 
 
 def test_replaying_a_seed_gives_the_same_trace() -> None:
