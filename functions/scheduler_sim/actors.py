@@ -24,6 +24,7 @@ from scheduler_sim.faults import (
     Crash,
     FaultyJobStore,
     FaultyLedger,
+    FaultyPublisher,
     FaultyQueue,
     FaultyTenantBudgets,
     FaultyTenantSlots,
@@ -123,6 +124,7 @@ class Actor:
             self.queue,
             tenant_budgets=FaultyTenantBudgets(sim.tenant_budgets, self.gate),
             tenant_slots=FaultyTenantSlots(sim.tenant_slots, self.gate),
+            events=FaultyPublisher(sim.bus, self.gate),
         )
         container = compose(
             sim.settings, stores, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep
@@ -130,6 +132,9 @@ class Actor:
         broken = sim.variant.admission if sim.variant is not None else None
         if broken is not None and container.dispatcher.admission is not None:
             container.dispatcher.admission = broken(container.dispatcher.admission)
+        outbox = sim.variant.outbox if sim.variant is not None else None
+        if outbox is not None and container.outbox is not None:
+            container.outbox = outbox(container.outbox)
         return container
 
     def ready(self, now: datetime) -> bool:

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from scheduler.core.chain import counts_as_active
 from scheduler.core.errors import SchedulerError
+from scheduler.core.events import event_id
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState
 from scheduler.core.ports import Execution
@@ -54,6 +55,8 @@ INVARIANTS: dict[int, str] = {
     8: "a change of version sends no old version's message again unless that version's last plan was unproven",
     9: "a tenant never has more occurrences running at its target than its execution budget allows",
     10: "what a dead worker held is received again within the hold time (its lease, if claimed) of its death",
+    11: "once the run is quiet, every terminal outcome of a job with events on was published and the outbox is empty; "
+    "a job with events off publishes none",
 }
 
 #: Added to the hold time: a worker's poll interval (up to 1.5 s) and the clock a few steps take (sub-second
@@ -102,6 +105,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _version_change_costs(sim)
     found += [Violation(9, message) for message in sim.sink.over_limit]
     found += _restarts(sim)
+    found += _completion_events(sim)
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:
@@ -124,6 +128,30 @@ def _quota(sim: Simulation) -> list[Violation]:
         stored, actual = sim.jobs.active.get(tenant, 0), counted.get(tenant, 0)
         if stored != actual:
             found.append(Violation(7, f"tenant {tenant}: the counter says {stored}, {actual} jobs can still fire"))
+    return found
+
+
+def _completion_events(sim: Simulation) -> list[Violation]:
+    """Invariant 11 (the outbox): the terminal write and its outbox entry are one fact, and the worker's publish or
+    a sweep's drain announces it at least once. Judged on each occurrence's final outcome (event id: key, epoch,
+    state) once the queue and the outbox were drained."""
+    found: list[Violation] = []
+    published = sim.bus.event_ids()
+    for key, item in sim.ledger.items.items():
+        job = sim.jobs.jobs.get(item.job_id)
+        announced = job is not None and job.spec.events is True
+        if item.outbox:
+            found.append(Violation(11, f"{key} still has {len(item.outbox)} outcome(s) in its outbox after the drain"))
+        if announced and item.state.terminal and event_id(key, item.epoch, item.state) not in published:
+            found.append(
+                Violation(11, f"{key} ended {item.state.value} (epoch {item.epoch}); no completion event announced it")
+            )
+    quiet = {job_id for job_id, job in sim.jobs.jobs.items() if job.spec.events is not True}
+    for entry in sim.bus.published:
+        if entry.event.job_id in quiet:
+            found.append(
+                Violation(11, f"{entry.actor} published {entry.event.event_id}; its job has completion events off")
+            )
     return found
 
 

@@ -26,10 +26,13 @@ from scheduler.core.ports import (
     BucketId,
     BudgetCalendar,
     Dispatch,
+    EventPublisher,
     Execution,
     IdempotencyRecord,
     JobStore,
     Ledger,
+    OutboxEntry,
+    OutcomeEvent,
     ReadyQueue,
     TenantBudgetStore,
     TenantSlots,
@@ -359,7 +362,7 @@ class FaultyTimerStore:
 class FaultyLedger:
     """Ledger of one actor, through its gate. It also reports every accepted write to the host, which keeps
     the highest epoch claimed per occurrence: a write accepted from a lower epoch breaks invariant 3.
-    Methods it does not wrap (the completion-event outbox) go straight through."""
+    Methods it does not wrap go straight through."""
 
     def __init__(self, inner: Ledger, gate: Gate) -> None:
         self.inner = inner
@@ -426,6 +429,19 @@ class FaultyLedger:
         self.gate.before("ledger.runs")
         return self.inner.runs(job_id, limit, cursor, unindexed)
 
+    def pending_outbox(self, limit: int) -> list[Execution]:
+        self.gate.before("ledger.pending_outbox")
+        pending = self.inner.pending_outbox(limit)
+        self.gate.result("ledger.pending_outbox", [e.key for e in pending])
+        return pending
+
+    def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
+        self.gate.before("ledger.clear_outbox", key, len(published))
+        cleared = self.inner.clear_outbox(key, published)
+        self.gate.result("ledger.clear_outbox", cleared)
+        self.gate.after("ledger.clear_outbox")
+        return cleared
+
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
         self.gate.before("ledger.resolve")
         execution = self.inner.resolve(key, state, now, note)
@@ -484,6 +500,21 @@ class FaultyTenantSlots:
         self.gate.before("slots.release", tenant)
         self.inner.release(tenant, slot, holder)
         self.gate.after("slots.release")
+
+
+class FaultyPublisher:
+    """The completion-event bus as one actor publishes to it, through its gate: a crash before the publish (the
+    outcome stays in the outbox) or after it (published, not cleared: published again), or a throttled PutEvents
+    (refused; the drain publishes it later)."""
+
+    def __init__(self, inner: EventPublisher, gate: Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    def publish(self, events: Sequence[OutcomeEvent]) -> None:
+        self.gate.before("events.publish", [e.event_id for e in events])
+        self.inner.publish(events)
+        self.gate.after("events.publish")
 
 
 class FaultyTenantBudgets:

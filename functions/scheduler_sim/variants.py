@@ -17,9 +17,10 @@ from scheduler.adapters.memory import (
     MemoryTimerStore,
 )
 from scheduler.core.errors import Fenced
+from scheduler.core.events import Outbox, outcome_events
 from scheduler.core.fairness import Admitted, TenantAdmission
 from scheduler.core.model import JobState, RunState
-from scheduler.core.ports import Advance, AdvanceResult, AttemptEnd, BucketClaim, Dispatch, TaskPool, Timer
+from scheduler.core.ports import Advance, AdvanceResult, AttemptEnd, BucketClaim, Dispatch, Execution, TaskPool, Timer
 from scheduler_sim.actors import SeededOrder
 
 
@@ -129,6 +130,22 @@ class DropDeferred(TenantAdmission):
         return Admitted(super().admit(dispatches).sent, [])
 
 
+class ClearBeforePublish(Outbox):
+    """BROKEN on purpose: the outbox is cleared before its events are published, so a publish that fails (or a
+    crash between the two) loses the completion event."""
+
+    @classmethod
+    def instead_of(cls, outbox: Outbox) -> Outbox:
+        return cls(outbox.ledger, outbox.publisher, outbox.metrics)
+
+    def _publish_and_clear(self, executions: Sequence[Execution]) -> int:
+        for execution in executions:
+            self.ledger.clear_outbox(execution.key, execution.outbox)
+        events = [event for execution in executions for event in outcome_events(execution)]
+        self.publisher.publish(events)
+        return len(events)
+
+
 @dataclass(frozen=True)
 class Variant:
     """A change to the protocol under test: a different ledger or timer store, or a rewrite of each received
@@ -144,6 +161,8 @@ class Variant:
     budgets: Callable[[], MemoryTenantBudgets] = MemoryTenantBudgets
     #: Replaces each actor's tenant admission (dispatch budgets), when the run has budgets.
     admission: Callable[[TenantAdmission], TenantAdmission] | None = None
+    #: Replaces each actor's completion-event outbox.
+    outbox: Callable[[Outbox], Outbox] | None = None
     #: False: the worker never shortens its batch's visibility (a dead worker's batch waits out the timeout).
     batch_hold: bool = True
     #: The sweep's TaskPool over a minute's buckets, from its own seeded stream (None: the simulator's own).
@@ -185,6 +204,11 @@ VARIANTS: dict[str, Variant] = {
         "drop-deferred",
         "the tenant admission drops what its dispatch budget holds back past SQS's horizon instead of deferring it",
         admission=DropDeferred.instead_of,
+    ),
+    "clear-before-publish": Variant(
+        "clear-before-publish",
+        "the completion-event outbox is cleared before its events are published (a failed publish loses them)",
+        outbox=ClearBeforePublish.instead_of,
     ),
     "release-on-every-replay": Variant(
         "release-on-every-replay",

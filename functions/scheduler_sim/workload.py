@@ -146,6 +146,11 @@ def draw_body(rng: random.Random, index: int, start: datetime, cron_allowed: boo
         "overlap_policy": rng.choice(("skip", "buffer_one", "allow")),
         "delivery": rng.choice(("at_least_once", "at_least_once", "at_most_once")),
     }
+    events = rng.random()
+    if events < 0.4:
+        body["events"] = True  # its terminal outcomes are published as completion events
+    elif events < 0.5:
+        body["events"] = False  # said explicitly; left out, it is the deployment's default (off)
     return body
 
 

@@ -7,16 +7,19 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.core.events import outbox_entry
 from scheduler.core.model import JobState, RunState
 from scheduler_sim import FaultProfile, Simulation
+from scheduler_sim.bus import Published
 from scheduler_sim.checker import check
 from scheduler_sim.world import Abandoned, InvalidOutcome
 
 
 @pytest.fixture
 def finished() -> Simulation:
-    """A calm run that passes, to tamper with. Seed 3 has recurring jobs still ACTIVE at the end."""
-    sim = Simulation(3, profile=FaultProfile.calm())
+    """A calm run that passes, to tamper with. Seed 4 has recurring jobs still ACTIVE at the end, and jobs with
+    completion events on and off."""
+    sim = Simulation(4, profile=FaultProfile.calm())
     result = sim.run()
     assert result.ok
     assert any(job.state == JobState.ACTIVE for job in sim.jobs.jobs.values())
@@ -98,3 +101,29 @@ def test_a_message_a_dead_worker_held_that_comes_back_late_is_reported(finished:
     assert 10 in _invariants(finished)
     finished.abandoned[-1] = Abandoned(receives[-1] - timedelta(seconds=15), "worker-1", (message_id,), ("job:key",))
     assert 10 not in _invariants(finished)
+
+
+def _announced(sim: Simulation) -> list[Published]:
+    """The published completion events of the run's events-on jobs."""
+    events = [p for p in sim.bus.published if sim.jobs.jobs[p.event.job_id].spec.events is True]
+    assert events
+    return events
+
+
+def test_a_terminal_outcome_of_an_events_on_job_never_published_is_reported(finished: Simulation) -> None:
+    lost = _announced(finished)[0].event.event_id
+    finished.bus.published = [p for p in finished.bus.published if p.event.event_id != lost]
+    assert 11 in _invariants(finished)
+
+
+def test_an_event_published_for_a_job_with_events_off_is_reported(finished: Simulation) -> None:
+    quiet = next(job for job in finished.jobs.jobs.values() if job.spec.events is not True)
+    event = replace(_announced(finished)[0].event, job_id=quiet.job_id)
+    finished.bus.published.append(Published(finished.clock.now(), "worker-1", event))
+    assert 11 in _invariants(finished)
+
+
+def test_an_outcome_left_in_the_outbox_is_reported(finished: Simulation) -> None:
+    item = finished.ledger.items[_announced(finished)[0].event.occurrence_key]
+    item.outbox = [outbox_entry(item.key, item.epoch, item.state, finished.clock.now())]
+    assert 11 in _invariants(finished)

@@ -53,6 +53,8 @@ PAUSES = FaultProfile(duplicate=0.2, target_pause=0.3, target_retryable=0.1)
 CRASHES = FaultProfile(crash=0.03)
 #: Slow targets while other workers take messages: one tenant's target calls overlap, where its execution budget binds.
 SLOW = FaultProfile(target_slow=0.6)
+#: Throttled port calls (the event bus's PutEvents included): where a publish fails and the outbox must keep the event.
+THROTTLED = FaultProfile(throttle=0.05)
 
 
 @pytest.mark.parametrize(
@@ -72,6 +74,8 @@ SLOW = FaultProfile(target_slow=0.6)
         ("overbooked-slots", SLOW, 9, "were running, limit"),
         # The tenant admission drops what its dispatch budget holds back past SQS's horizon: a burst's jobs never run.
         ("drop-deferred", None, 5, "never ran"),
+        # The outbox cleared before its events are published: a refused publish loses the completion event.
+        ("clear-before-publish", THROTTLED, 11, "no completion event announced it"),
         # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
         ("no-batch-hold", CRASHES, 10, "was received again"),
     ],
