@@ -21,8 +21,9 @@ Fault model (what the seed may choose, see `faults.FaultProfile`):
 - target failures: 503/429 (not applied), 400, and timeouts with the effect applied or not;
 - an outage (the clock jumps 10-60 minutes), per-actor clock skew of up to 5 s with jumps within it.
 
-Completion events are on: the outbox's publish and clear go through the same faults, and the checker wants every
-terminal outcome of a job with events on announced once the run is quiet.
+Backfills of recurring jobs run in waves through the same faults (the checker wants each one completed, every
+occurrence of its range terminal). Completion events are on: the outbox's publish and clear go through the same
+faults, and the checker wants every terminal outcome of a job with events on announced once the run is quiet.
 
 Not modelled: the background heartbeat (runs use `heartbeat_fraction=None`: no `Heartbeats`), DynamoDB's eventual
 consistency (the protocol only relies on strongly consistent reads), the DLQ redrive, concurrency finer

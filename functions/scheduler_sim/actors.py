@@ -19,9 +19,10 @@ from scheduler.core.errors import SchedulerError
 from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import Dispatch, JobStore, Ledger
 from scheduler.core.recovery import HeldBatch
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.timefmt import parse_rfc3339, rfc3339
 from scheduler_sim.faults import (
     Crash,
+    FaultyBackfills,
     FaultyJobStore,
     FaultyLedger,
     FaultyPublisher,
@@ -125,6 +126,7 @@ class Actor:
             tenant_budgets=FaultyTenantBudgets(sim.tenant_budgets, self.gate),
             tenant_slots=FaultyTenantSlots(sim.tenant_slots, self.gate),
             events=FaultyPublisher(sim.bus, self.gate),
+            backfills=FaultyBackfills(sim.backfills, self.gate),
         )
         container = compose(
             sim.settings, stores, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep
@@ -298,7 +300,9 @@ class ApiActor(Actor):
 
     def __init__(self, sim: Simulation, name: str) -> None:
         super().__init__(sim, name)
-        self.service = self.core(ledger=sim.ledger).job_service()
+        api = self.core(ledger=sim.ledger)
+        self.service = api.job_service()
+        self.backfills = api.backfill_service()
         # Invalid requests run on the bare stores, with no faults and nothing interleaved, so that any change
         # to stored state is theirs alone.
         bare = Stores(sim.jobs, sim.timers, sim.ledger, sim.queue, tenant_budgets=sim.tenant_budgets)
@@ -339,7 +343,7 @@ class ApiActor(Actor):
         try:
             self._perform(call, pending.started)
         except (Crash, Throttled) as exc:
-            if call.kind == "trigger":
+            if call.kind in ("trigger", "backfill"):
                 sim.trace(self.name, f"{call.kind} job-{call.job}: {type(exc).__name__} {exc}; outcome unknown")
             else:
                 pending.due = sim.clock.now() + timedelta(milliseconds=sim.rng.randint(1000, 20_000))
@@ -381,6 +385,16 @@ class ApiActor(Actor):
         elif call.kind == "update":
             assert call.body is not None
             job = service.update(call.tenant, record.job_id, call.body, None)
+        elif call.kind == "backfill":
+            assert call.body is not None
+            range_from, range_to = parse_rfc3339(call.body["from"]), parse_rfc3339(call.body["to"])
+            backfill = self.backfills.start(call.tenant, record.job_id, range_from, range_to)
+            sim.trace(
+                self.name,
+                f"backfill job-{call.job} -> {backfill.backfill_id}: {backfill.total} occurrence(s) in "
+                f"[{call.body['from']}, {call.body['to']})",
+            )
+            return
         else:
             timer = service.trigger(call.tenant, record.job_id)
             record.triggers.append((timer.key, sim.clock.now()))

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from scheduler.core.backfill import occurrences_in
 from scheduler.core.chain import counts_as_active
 from scheduler.core.errors import SchedulerError
 from scheduler.core.events import event_id
 from scheduler.core.keys import occurrence_key
-from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState
+from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillState, Job, JobSpec, JobState, RunState
 from scheduler.core.ports import Execution
 from scheduler.core.schedules import Schedule, first_occurrence
 from scheduler.core.timefmt import rfc3339
@@ -57,6 +58,8 @@ INVARIANTS: dict[int, str] = {
     10: "what a dead worker held is received again within the hold time (its lease, if claimed) of its death",
     11: "once the run is quiet, every terminal outcome of a job with events on was published and the outbox is empty; "
     "a job with events off publishes none",
+    12: "once the run is quiet, a backfill of a live job has completed and every occurrence in its range reached a "
+    "terminal state",
 }
 
 #: Added to the hold time: a worker's poll interval (up to 1.5 s) and the clock a few steps take (sub-second
@@ -106,6 +109,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += [Violation(9, message) for message in sim.sink.over_limit]
     found += _restarts(sim)
     found += _completion_events(sim)
+    found += _backfills(sim)
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:
@@ -153,6 +157,34 @@ def _completion_events(sim: Simulation) -> list[Violation]:
                 Violation(11, f"{entry.actor} published {entry.event.event_id}; its job has completion events off")
             )
     return found
+
+
+def _backfills(sim: Simulation) -> list[Violation]:
+    """Invariant 12: every backfill the store holds (acknowledged or not: a client that lost the answer still made
+    it) of a job neither cancelled nor paused at the end has sent its whole range, and each occurrence of the range
+    has a terminal ledger item under its normal key (one accepted effect at most: invariant 2 judges every key)."""
+    found: list[Violation] = []
+    for backfill in sim.backfills.items.values():
+        job = sim.jobs.jobs.get(backfill.job_id)
+        if job is None or job.state in (JobState.CANCELLED, JobState.PAUSED):
+            continue  # a cancel stops its waves; a pause holds them until the resume
+        name = (
+            f"backfill {backfill.backfill_id} of {backfill.job_id} [{_t(backfill.range_from)}, {_t(backfill.range_to)})"
+        )
+        if backfill.state != BackfillState.COMPLETED:
+            found.append(
+                Violation(12, f"{name} is {backfill.state.value}: {backfill.dispatched}/{backfill.total} sent")
+            )
+        instants = occurrences_in(backfill.plan, None, backfill.range_from, backfill.range_to, backfill.total + 1)
+        missing = [at for at in instants if not _terminal_item(sim, occurrence_key(backfill.job_id, at))]
+        if missing:
+            found.append(Violation(12, f"{name}: {_span(missing)} never reached a terminal state"))
+    return found
+
+
+def _terminal_item(sim: Simulation, key: str) -> bool:
+    item = sim.ledger.items.get(key)
+    return item is not None and item.state.terminal
 
 
 def _restarts(sim: Simulation) -> list[Violation]:

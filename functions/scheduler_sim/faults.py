@@ -15,12 +15,14 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.ports import (
     Advance,
     AdvanceResult,
     Attempt,
     AttemptEnd,
+    Backfill,
+    BackfillStore,
     BucketBusy,
     BucketClaim,
     BucketId,
@@ -552,3 +554,39 @@ class SkewedClock:
 
 class _TrueClock(Protocol):
     def now(self) -> datetime: ...
+
+
+class FaultyBackfills:
+    """The backfill store as one actor uses it, through its gate: the API's create, the sweeper's waves (a crash
+    between a wave's send and its cursor's conditional advance sends the wave again)."""
+
+    def __init__(self, inner: BackfillStore, gate: Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create(self, backfill: Backfill) -> None:
+        self.gate.before("backfills.create", backfill.backfill_id)
+        self.inner.create(backfill)
+        self.gate.after("backfills.create")
+
+    def running(self, limit: int) -> list[Backfill]:
+        self.gate.before("backfills.running")
+        found = self.inner.running(limit)
+        self.gate.result("backfills.running", [f"{b.backfill_id} cursor {b.cursor}" for b in found])
+        return found
+
+    def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
+        self.gate.before("backfills.advance", backfill.backfill_id, cursor, dispatched, done)
+        advanced = self.inner.advance(backfill, cursor, dispatched, done, now)
+        self.gate.result("backfills.advance", advanced)
+        self.gate.after("backfills.advance")
+        return advanced
+
+    def finish(self, backfill: Backfill, state: BackfillState, now: datetime) -> Backfill | None:
+        self.gate.before("backfills.finish", backfill.backfill_id, state.value)
+        finished = self.inner.finish(backfill, state, now)
+        self.gate.after("backfills.finish")
+        return finished

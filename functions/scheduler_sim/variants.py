@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.adapters.memory import (
+    MemoryBackfillStore,
     MemoryJobStore,
     MemoryLedger,
     MemoryTenantBudgets,
@@ -20,7 +21,17 @@ from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox, outcome_events
 from scheduler.core.fairness import Admitted, TenantAdmission
 from scheduler.core.model import JobState, RunState
-from scheduler.core.ports import Advance, AdvanceResult, AttemptEnd, BucketClaim, Dispatch, Execution, TaskPool, Timer
+from scheduler.core.ports import (
+    Advance,
+    AdvanceResult,
+    AttemptEnd,
+    Backfill,
+    BucketClaim,
+    Dispatch,
+    Execution,
+    TaskPool,
+    Timer,
+)
 from scheduler_sim.actors import SeededOrder
 
 
@@ -130,6 +141,14 @@ class DropDeferred(TenantAdmission):
         return Admitted(super().admit(dispatches).sent, [])
 
 
+class DoneAtFirstWave(MemoryBackfillStore):
+    """BROKEN on purpose: the first wave's cursor write marks the backfill completed, whatever is left of its range
+    (the waves after it are never sent)."""
+
+    def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
+        return super().advance(backfill, cursor, dispatched, True, now)
+
+
 class ClearBeforePublish(Outbox):
     """BROKEN on purpose: the outbox is cleared before its events are published, so a publish that fails (or a
     crash between the two) loses the completion event."""
@@ -159,6 +178,7 @@ class Variant:
     jobs: Callable[[], MemoryJobStore] = MemoryJobStore
     slots: Callable[[], MemoryTenantSlots] = MemoryTenantSlots
     budgets: Callable[[], MemoryTenantBudgets] = MemoryTenantBudgets
+    backfills: Callable[[], MemoryBackfillStore] = MemoryBackfillStore
     #: Replaces each actor's tenant admission (dispatch budgets), when the run has budgets.
     admission: Callable[[TenantAdmission], TenantAdmission] | None = None
     #: Replaces each actor's completion-event outbox.
@@ -204,6 +224,11 @@ VARIANTS: dict[str, Variant] = {
         "drop-deferred",
         "the tenant admission drops what its dispatch budget holds back past SQS's horizon instead of deferring it",
         admission=DropDeferred.instead_of,
+    ),
+    "done-at-first-wave": Variant(
+        "done-at-first-wave",
+        "a backfill is marked completed by its first wave's cursor write (the rest of its range is never sent)",
+        backfills=DoneAtFirstWave,
     ),
     "clear-before-publish": Variant(
         "clear-before-publish",

@@ -25,7 +25,7 @@ START_POINTS: tuple[datetime, ...] = (
 
 SCHEDULE_FIELDS = ("at", "delay_seconds", "every_seconds", "start_at", "end_at", "expression", "timezone")
 
-CallKind = Literal["create", "cancel", "pause", "resume", "update", "trigger"]
+CallKind = Literal["create", "cancel", "pause", "resume", "update", "trigger", "backfill"]
 
 #: Requests that must be refused (or, for the no-ops, accepted) without changing stored state.
 INVALID_CALLS: tuple[str, ...] = (
@@ -172,6 +172,8 @@ def draw_update(rng: random.Random, start: datetime, cron_allowed: bool) -> dict
 #: How often a run has a burst: several one-shot jobs of the tenant due at one instant (its execution budget then
 #: throttles some, its dispatch budget delays or defers some).
 BURST_CHANCE = 0.3
+#: How often a recurring job is backfilled over a past range (once, at a random time of the run).
+BACKFILL_CHANCE = 0.2
 
 
 def draw_burst(rng: random.Random, first: int, due: datetime) -> list[dict[str, Any]]:
@@ -183,6 +185,15 @@ def draw_burst(rng: random.Random, first: int, due: datetime) -> list[dict[str, 
         body["jitter_seconds"] = 0
         bodies.append(body)
     return bodies
+
+
+def draw_backfill_range(rng: random.Random, start: datetime, call_at: datetime) -> dict[str, Any]:
+    """A past range for a backfill: from up to 30 minutes before the run (before the job existed) for 5-20 minutes,
+    at times into the job's own occurrences (the ledger absorbs those); it ends at least 10 s before the call (the
+    API's clock may run behind)."""
+    begin = start - timedelta(seconds=rng.randint(0, 1800))
+    end = min(begin + timedelta(seconds=rng.randint(300, 1200)), call_at - timedelta(seconds=10))
+    return {"from": rfc3339(begin), "to": rfc3339(end)}
 
 
 def draw_workload(rng: random.Random) -> Workload:
@@ -218,6 +229,9 @@ def draw_workload(rng: random.Random) -> Workload:
             later.append((rng.uniform(created, span), "update", draw_update(rng, start, crons < 2)))
         for _ in range(rng.choice((0, 0, 1, 2))):
             later.append((rng.uniform(created, span), "trigger", None))
+        if body["schedule"]["type"] != "once" and rng.random() < BACKFILL_CHANCE:
+            offset = rng.uniform(created, span)
+            later.append((offset, "backfill", draw_backfill_range(rng, start, at(offset))))
         for offset, kind, patch in sorted(later, key=lambda item: item[0]):
             calls.append(PlannedCall(seq, at(offset), kind, index, patch))
             seq += 1

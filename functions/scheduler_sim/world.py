@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from scheduler.adapters.memory import (
     FakeClock,
+    MemoryBackfillStore,
     MemoryJobStore,
     MemoryLedger,
     MemoryTenantBudgets,
@@ -59,6 +60,8 @@ from scheduler_sim.sink import SinkTarget
 from scheduler_sim.variants import Variant
 from scheduler_sim.workload import BURST_TENANT, InvalidCall, Workload, draw_workload
 
+#: Occurrences per backfill wave in the simulation.
+BACKFILL_WAVE = 5
 #: How long quiescence may go on sweeping for occurrences a dispatch budget deferred (beyond `SimConfig.quiet`).
 MAX_EXTRA_QUIET_MINUTES = 30
 #: A slow target call lasts up to this long: well inside the lease (60 s) less the sink's skew margin (12 s) and the
@@ -132,6 +135,7 @@ class Simulation:
             lease=cfg.lease, heartbeat_fraction=None, misfire_grace=cfg.misfire_grace, events_by_default=False
         )
         self.bus = SimEventBus(self)
+        self.backfills = variant.backfills() if variant is not None else MemoryBackfillStore()
         self.hold_config = HoldConfig(renew_fraction=None)
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
         self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()
@@ -146,7 +150,9 @@ class Simulation:
             dispatch=self.dispatch_config,
             sweep=self.sweep_config,
             execute=self.execute_config,
-            backfill=BackfillConfig(),
+            # Waves of a few occurrences (500 deployed: the rate a backfill drains at, not a margin), so the sim's
+            # small backfills take several sweeps: a wave's cursor meets crashes, races and the dispatch budget.
+            backfill=BackfillConfig(wave_size=BACKFILL_WAVE),
             hold=self.hold_config,
             fairness=self.fairness,
             concurrency=self.concurrency,
@@ -496,6 +502,7 @@ class Simulation:
             self.timers.watermark(),
             {key: (e.state, e.epoch, e.attempts, e.owner, e.lease_until) for key, e in self.ledger.items.items()},
             dict(self.tenant_budgets.calendars),
+            dict(self.backfills.items),
             self.queue.sent,
             len(self.queue.messages),
         )

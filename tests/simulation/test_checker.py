@@ -7,8 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.core.backfill import occurrences_in
 from scheduler.core.events import outbox_entry
-from scheduler.core.model import JobState, RunState
+from scheduler.core.keys import occurrence_key
+from scheduler.core.model import BackfillState, JobState, RunState
+from scheduler.core.ports import Backfill
 from scheduler_sim import FaultProfile, Simulation
 from scheduler_sim.bus import Published
 from scheduler_sim.checker import check
@@ -17,8 +20,8 @@ from scheduler_sim.world import Abandoned, InvalidOutcome
 
 @pytest.fixture
 def finished() -> Simulation:
-    """A calm run that passes, to tamper with. Seed 4 has recurring jobs still ACTIVE at the end, and jobs with
-    completion events on and off."""
+    """A calm run that passes, to tamper with. Seed 4 has recurring jobs still ACTIVE at the end, jobs with
+    completion events on and off, and a backfill."""
     sim = Simulation(4, profile=FaultProfile.calm())
     result = sim.run()
     assert result.ok
@@ -127,3 +130,21 @@ def test_an_outcome_left_in_the_outbox_is_reported(finished: Simulation) -> None
     item = finished.ledger.items[_announced(finished)[0].event.occurrence_key]
     item.outbox = [outbox_entry(item.key, item.epoch, item.state, finished.clock.now())]
     assert 11 in _invariants(finished)
+
+
+def _backfill(sim: Simulation) -> Backfill:
+    """The run's completed backfill (seed 4 backfills 8 occurrences in 2 waves)."""
+    return next(b for b in sim.backfills.items.values() if b.state == BackfillState.COMPLETED)
+
+
+def test_a_backfill_left_running_is_reported(finished: Simulation) -> None:
+    backfill = _backfill(finished)
+    finished.backfills.items[backfill.backfill_id] = replace(backfill, state=BackfillState.RUNNING)
+    assert 12 in _invariants(finished)
+
+
+def test_a_backfilled_occurrence_that_never_ran_is_reported(finished: Simulation) -> None:
+    backfill = _backfill(finished)
+    first = occurrences_in(backfill.plan, None, backfill.range_from, backfill.range_to, 1)[0]
+    del finished.ledger.items[occurrence_key(backfill.job_id, first)]
+    assert 12 in _invariants(finished)

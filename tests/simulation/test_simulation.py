@@ -76,6 +76,8 @@ THROTTLED = FaultProfile(throttle=0.05)
         ("drop-deferred", None, 5, "never ran"),
         # The outbox cleared before its events are published: a refused publish loses the completion event.
         ("clear-before-publish", THROTTLED, 11, "no completion event announced it"),
+        # A backfill marked completed by its first wave: the rest of its range is never sent.
+        ("done-at-first-wave", None, 12, "never reached a terminal state"),
         # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
         ("no-batch-hold", CRASHES, 10, "was received again"),
     ],
@@ -101,18 +103,22 @@ def test_a_deliberately_broken_protocol_is_caught(
     assert run_seed(caught, profile=profile, exposure=PRODUCTION).ok
 
 
-def test_the_runs_exercise_the_tenants_dispatch_and_execution_budgets() -> None:
-    # When a few dozen seeds run (half of them with dispatch budgets, a third with a burst of one-shot jobs)
+def test_the_runs_exercise_budgets_completion_events_and_backfills() -> None:
+    # When a few dozen seeds run (half of them with dispatch budgets, a third with a burst of one-shot jobs, some
+    # with a backfill)
     sims = [Simulation(seed) for seed in range(20)]
     results = [sim.run() for sim in sims]
 
     # Then they pass, and among them a burst waited past SQS's horizon as deferred timers, releases were delayed by
-    # a dispatch budget, and attempts were throttled by an execution budget
+    # a dispatch budget, attempts were throttled by an execution budget, a completion event's publish failed (the
+    # drain published it), and a backfill took several waves
     assert all(result.ok for result in results), _reports([r for r in results if not r.ok], None)
     counts = [sim.metrics.counts for sim in sims]
     assert any(c.get("TenantDeferred") for c in counts)
     assert any(c.get("TenantThrottledSeconds") for c in counts)
     assert any(c.get("TenantConcurrencyThrottled") for c in counts)
+    assert any(c.get("CompletionEventFailures") for c in counts)
+    assert any(backfill.waves > 1 for sim in sims for backfill in sim.backfills.items.values())
 
 
 def test_replaying_a_seed_gives_the_same_trace() -> None:
