@@ -35,6 +35,7 @@ from scheduler.core.execute import ExecuteConfig
 from scheduler.core.fairness import Budget, FairnessConfig
 from scheduler.core.jobs import JobService
 from scheduler.core.keys import occurrence_key
+from scheduler.core.model import BackfillState, JobState
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
 from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep import SweepConfig
@@ -62,7 +63,7 @@ from scheduler_sim.workload import BURST_TENANT, InvalidCall, Workload, draw_wor
 
 #: Occurrences per backfill wave in the simulation.
 BACKFILL_WAVE = 5
-#: How long quiescence may go on sweeping for occurrences a dispatch budget deferred (beyond `SimConfig.quiet`).
+#: How long quiescence may go on sweeping for deferred occurrences and backfill waves (beyond `SimConfig.quiet`).
 MAX_EXTRA_QUIET_MINUTES = 30
 #: A slow target call lasts up to this long: well inside the lease (60 s) less the sink's skew margin (12 s) and the
 #: actors' clock offsets, so the call still holds its execution slot throughout.
@@ -316,9 +317,10 @@ class Simulation:
         del self.sweepers[1:]
         self.sweepers[0].next_at = self.clock.now() + timedelta(milliseconds=self.rng.randint(0, 60_000))
         self._loop(self.clock.now() + cfg.quiet, api=False)
-        # A tenant over its dispatch budget waits as deferred timers in later buckets: sweep on until they are out.
+        # A tenant over its dispatch budget waits as deferred timers in later buckets, a backfill's waves go out a few
+        # at a time: sweep on until they are out.
         for _ in range(MAX_EXTRA_QUIET_MINUTES):
-            if not self._deferred_waiting():
+            if not self._deferred_waiting() and not self._backfills_running():
                 break
             self._loop(self.clock.now() + timedelta(minutes=1), api=False)
         self.trace("sim", "drain: sweeps stop, workers empty the queue")
@@ -346,6 +348,15 @@ class Simulation:
         finally:
             self.stack.pop()
         self.trace(sweeper.name, f"outbox drain: {report.found} pending, {report.published} published")
+
+    def _backfills_running(self) -> bool:
+        """Whether a backfill of a job that is neither paused nor cancelled still has waves to send."""
+        for backfill in self.backfills.items.values():
+            job = self.jobs.jobs.get(backfill.job_id)
+            live = job is not None and job.state not in (JobState.PAUSED, JobState.CANCELLED)
+            if live and backfill.state == BackfillState.RUNNING:
+                return True
+        return False
 
     def _deferred_waiting(self) -> bool:
         """Whether a stored timer already past its fire time, in a bucket not yet done, has not run (an occurrence
