@@ -26,15 +26,18 @@ from scheduler.adapters.memory import (
     MemoryJobStore,
     MemoryLedger,
     MemoryQueue,
+    MemoryTenantBudgets,
     MemoryTimerStore,
     RecordingMetrics,
 )
 from scheduler.composition import Configs, Container, Stores, compose
+from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueue, Timer, TimerStore
 from scheduler.core.sweep import Sweeper
+from scheduler.core.timefmt import to_ms
 from scheduler.settings import Settings
 from scheduler_sim.faults import Crash, SkewedClock
 
@@ -276,3 +279,32 @@ def test_the_reproductions_pass_without_their_fault() -> None:
     world.service().update(TENANT, job.job_id, {"payload": {"edited": True}}, None)
     world.sweep_every_minute(world.sweeper("sweeper-1"), 3)
     assert set(minutes(datetime(2026, 1, 5, 9, 7, tzinfo=UTC), 5)) <= world.sent(job)
+
+
+def _window_of(instant: datetime, budget: Budget) -> int:
+    return to_ms(instant) // budget.window_ms
+
+
+def test_an_admission_whose_clock_runs_behind_books_no_second_release_in_a_window_a_faster_one_dropped() -> None:
+    # (seed 108, found by the dispatch-budget invariant) Given a tenant with one release per 4 s window, one release
+    # booked in the window open now (00:48:36-40), and two sweepers whose clocks differ by 2 s
+    budget = Budget(0.25, 1)
+    budgets = MemoryTenantBudgets()
+    true_clock = FakeClock(datetime(2026, 10, 25, 0, 48, 38, 500_000, tzinfo=UTC))
+    ahead, behind = SkewedClock(true_clock), SkewedClock(true_clock)
+    ahead.offset, behind.offset = timedelta(seconds=1.5), timedelta(seconds=-0.5)  # 00:48:40.0 and 00:48:38.0
+    fast, slow = (TenantAdmission(budgets, c, FairnessConfig(budget), RecordingMetrics()) for c in (ahead, behind))
+
+    def due(at: datetime) -> Dispatch:
+        return Dispatch("job", TENANT, at, at, 1)
+
+    first = slow.admit([due(datetime(2026, 10, 25, 0, 48, 37, tzinfo=UTC))]).sent[0]
+
+    # When the sweeper running ahead books (its now is in the next window: it drops the one before as past)
+    fast.admit([due(datetime(2026, 10, 25, 0, 48, 50, tzinfo=UTC))])
+    # and the one running behind books an occurrence due now
+    again = slow.admit([due(datetime(2026, 10, 25, 0, 48, 38, tzinfo=UTC))]).sent[0]
+
+    # Then its release goes to a window with room, not into the one that already holds a release
+    assert _window_of(first.send_at, budget) == _window_of(datetime(2026, 10, 25, 0, 48, 37, tzinfo=UTC), budget)
+    assert _window_of(again.send_at, budget) != _window_of(first.send_at, budget)

@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core.fairness import MAX_RELEASE_DELAY, Budget, FairnessConfig, TenantAdmission, reserve
+from scheduler.core.fairness import CLOCK_SKEW, MAX_RELEASE_DELAY, Budget, FairnessConfig, TenantAdmission, reserve
 from scheduler.core.ports import Dispatch
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.timefmt import rfc3339, to_ms
 from tests.unit.fixtures import T0, FakeTarget, World, at
 
 SECOND = timedelta(seconds=1)
@@ -54,10 +54,15 @@ def test_windows_in_the_past_are_forgotten_and_a_changed_budget_starts_afresh() 
     budget = Budget(rate=1, burst=2)
     _, calendar = reserve(None, [T0] * 2, budget, T0, latest=T0 + timedelta(hours=1))
 
-    later = T0 + timedelta(seconds=10)
+    # Kept while a sweeper whose clock runs behind may still book into them (the clock-skew allowance), then dropped
+    soon = T0 + CLOCK_SKEW - timedelta(seconds=1)
+    assert reserve(calendar, [soon], budget, soon, latest=soon + timedelta(hours=1))[1].slots == calendar.slots | {
+        to_ms(soon) // budget.window_ms: 1
+    }
+    later = T0 + CLOCK_SKEW + timedelta(seconds=10)
     releases, pruned = reserve(calendar, [later, later], budget, later, latest=later + timedelta(hours=1))
     assert releases == [later, later]
-    assert all(window * budget.window_ms >= (later.timestamp() * 1000) - budget.window_ms for window in pruned.slots)
+    assert all(window * budget.window_ms >= to_ms(later - CLOCK_SKEW) - budget.window_ms for window in pruned.slots)
 
     bigger = Budget(rate=1, burst=5)
     assert reserve(calendar, [T0] * 5, bigger, T0, latest=T0 + timedelta(hours=1))[0] == [T0] * 5

@@ -10,8 +10,9 @@ tenant's budget is a calendar of release windows: window `W = max(1 s, burst / r
 time that has room - at its fire time if the tenant is within budget. Any `t` seconds then see at most
 `2 * capacity + rate * t` releases of one tenant, whatever order its occurrences are dispatched in.
 
-The calendar is one DynamoDB item per tenant (windows from now to SQS's 15-minute horizon; past ones are dropped),
-written with a conditional write on its version: concurrent sweepers never both fill the same window. A tenant
+The calendar is one DynamoDB item per tenant (windows from now to SQS's 15-minute horizon; past ones are dropped
+once older than the clock-skew allowance, `CLOCK_SKEW`), written with a conditional write on its version:
+concurrent sweepers never both fill the same window, whatever their clocks say within that allowance. A tenant
 over its budget is *delayed, never dropped*: its messages go to SQS with a later `DelaySeconds`, and what would
 have to wait beyond SQS's delay cap goes back into a later time bucket as a deferred timer, admitted by a later
 sweep. Every path that sends occurrences goes through here: the sweep's buckets (so `run_all` catch-up), the late
@@ -34,6 +35,10 @@ log = logging.getLogger(__name__)
 
 #: The latest release a message can be given now: SQS holds a message at most 900 s; keep a minute of margin.
 MAX_RELEASE_DELAY = timedelta(seconds=840)
+#: Windows this far before now stay in the calendar: another sweeper's clock may run that far behind (the seal
+#: margin's allowance) and still book into them. Dropped as soon as this one's now passed them, a window a slower
+#: clock still sees open would look empty to it, and take a second window's worth of releases.
+CLOCK_SKEW = timedelta(seconds=30)
 #: Conditional writes lost to another sweeper before the admission gives up for this pass (and defers).
 WRITE_ATTEMPTS = 5
 
@@ -69,12 +74,13 @@ def reserve(
     calendar: BudgetCalendar | None, wanted: Sequence[datetime], budget: Budget, now: datetime, latest: datetime
 ) -> tuple[list[datetime], BudgetCalendar]:
     """Release instants for a prefix of `wanted` (ascending): each in the first window at or after it with room,
-    none later than `latest`. Returns them and the calendar with them booked (windows before `now` dropped)."""
+    none later than `latest`. Returns them and the calendar with them booked (windows that ended more than the
+    clock-skew allowance before `now` dropped)."""
     size = budget.window_ms
-    current = to_ms(now) // size
+    kept = to_ms(now - CLOCK_SKEW) // size
     slots: dict[int, int] = {}
     if calendar is not None and calendar.window_ms == size:  # a changed budget starts a new calendar
-        slots = {w: n for w, n in calendar.slots.items() if w >= current}
+        slots = {w: n for w, n in calendar.slots.items() if w >= kept}
     releases: list[datetime] = []
     for instant in wanted:
         window = to_ms(instant) // size
