@@ -53,6 +53,8 @@ class SimQueue(MemoryQueue):
         self.rng = rng
         #: When each message was received (taken from the queue), for the checker's restart-time invariant.
         self.receives: dict[str, list[datetime]] = {}
+        #: Every receive: when, and whether it came back full (a backlog: visible messages were left behind).
+        self.polls: list[tuple[datetime, bool]] = []
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
         arrival = self.clock.now()
@@ -90,6 +92,7 @@ class SimQueue(MemoryQueue):
                 message.visible_at = now + timedelta(seconds=self.visibility_timeout)
                 message.receipt = f"{message.message_id}#{message.receive_count}"
                 out.append(replace(message))
+            self.polls.append((now, len(out) == max_messages))
             return out
 
     def earliest_visible(self) -> datetime | None:

@@ -35,7 +35,7 @@ from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillState, Job, JobSpec, JobState, RunState
 from scheduler.core.ports import Execution
 from scheduler.core.schedules import Schedule, first_occurrence
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.timefmt import from_ms, rfc3339, to_ms
 from scheduler_sim.determinism import next_occurrence
 from scheduler_sim.workload import OTHER_TENANT, SCHEDULE_FIELDS, TENANT, InvalidCall
 
@@ -60,6 +60,7 @@ INVARIANTS: dict[int, str] = {
     "a job with events off publishes none",
     12: "once the run is quiet, a backfill of a live job has completed and every occurrence in its range reached a "
     "terminal state",
+    13: "a tenant's dispatch budget holds: no release window of its calendar lets more through than its capacity",
 }
 
 #: Added to the hold time: a worker's poll interval (up to 1.5 s) and the clock a few steps take (sub-second
@@ -110,6 +111,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _restarts(sim)
     found += _completion_events(sim)
     found += _backfills(sim)
+    found += _dispatch_budgets(sim)
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:
@@ -133,6 +135,15 @@ def _quota(sim: Simulation) -> list[Violation]:
         if stored != actual:
             found.append(Violation(7, f"tenant {tenant}: the counter says {stored}, {actual} jobs can still fire"))
     return found
+
+
+def _backlogged(sim: Simulation, deadline: datetime, again: datetime) -> bool:
+    """Whether the queue had more visible messages than the workers took, from the restart bound (less the poll's
+    slack) until the message was received: every receive in that span came back full. A receive that came back
+    short took every visible message, so a message visible then would have been received."""
+    since = deadline - timedelta(seconds=RESTART_SLACK_SECONDS)
+    polls = [full for at, full in sim.queue.polls if since <= at < again]
+    return bool(polls) and all(polls)
 
 
 def _completion_events(sim: Simulation) -> list[Violation]:
@@ -182,6 +193,31 @@ def _backfills(sim: Simulation) -> list[Violation]:
     return found
 
 
+def _dispatch_budgets(sim: Simulation) -> list[Violation]:
+    """Invariant 13: every dispatch a tenant admission let through carries its release instant (its fire time, or
+    the later instant its budget gave it), booked in one window of the tenant's calendar; a window holds at most the
+    budget's capacity, so no window sees more releases than that (what bounds a tenant's burst, `fairness.py`)."""
+    found: list[Violation] = []
+    if sim.fairness is None:
+        return found
+    for tenant, releases in sorted(sim.releases.items()):
+        budget = sim.fairness.budget(tenant)
+        windows: dict[int, list[str]] = {}
+        for release, key in releases:
+            windows.setdefault(to_ms(release) // budget.window_ms, []).append(key)
+        for window, keys in sorted(windows.items()):
+            if len(keys) > budget.capacity:
+                start = from_ms(window * budget.window_ms)
+                found.append(
+                    Violation(
+                        13,
+                        f"tenant {tenant}: {len(keys)} releases in the {budget.window_ms} ms window from {_t(start)} "
+                        f"(capacity {budget.capacity}): {', '.join(keys)}",
+                    )
+                )
+    return found
+
+
 def _terminal_item(sim: Simulation, key: str) -> bool:
     item = sim.ledger.items.get(key)
     return item is not None and item.state.terminal
@@ -205,6 +241,8 @@ def _restarts(sim: Simulation) -> list[Violation]:
                 if abandoned.at <= start <= deadline:
                     deadline += timedelta(seconds=seconds)
             again = next((t for t in sim.queue.receives.get(message_id, []) if t >= abandoned.at), None)
+            if again is not None and again > deadline and _backlogged(sim, deadline, again):
+                continue  # visible in time, but every receive meanwhile came back full: the workers were behind
             if again is None or again > deadline:
                 when = f"at {_t(again)}" if again else "never"
                 found.append(

@@ -27,6 +27,7 @@ from scheduler.core.ports import (
     AttemptEnd,
     Backfill,
     BucketClaim,
+    BudgetCalendar,
     Dispatch,
     Execution,
     TaskPool,
@@ -129,6 +130,16 @@ class OverbookedSlots(MemoryTenantSlots):
             return slot
 
 
+class UnconditionalBudgets(MemoryTenantBudgets):
+    """BROKEN on purpose: a tenant's calendar is saved without its version condition, so of two sweepers booking at
+    once the later write erases the other's bookings, and a window lets more releases through than it holds."""
+
+    def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
+        with self.lock:
+            current = self.calendars.get(tenant)
+            return super().save(tenant, calendar, current.version if current is not None else None, expires)
+
+
 class DropDeferred(TenantAdmission):
     """BROKEN on purpose: what the budget cannot release within SQS's horizon is dropped instead of going back to
     the time buckets as deferred timers (a tenant over its budget is delayed, never dropped)."""
@@ -219,6 +230,11 @@ VARIANTS: dict[str, Variant] = {
         "overbooked-slots",
         "a tenant's execution slot is taken whoever holds it (its condition dropped): more run than the limit",
         slots=OverbookedSlots,
+    ),
+    "unconditional-budget-save": Variant(
+        "unconditional-budget-save",
+        "a tenant's dispatch-budget calendar is saved without its version condition (racing bookings overwrite)",
+        budgets=UnconditionalBudgets,
     ),
     "drop-deferred": Variant(
         "drop-deferred",

@@ -39,7 +39,7 @@ from scheduler.core.model import BackfillState, JobState
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
 from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep import SweepConfig
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.timefmt import rfc3339, truncate_ms
 from scheduler.settings import Settings
 from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, SweeperActor, WorkerActor, brief
 from scheduler_sim.bus import SimEventBus
@@ -177,6 +177,8 @@ class Simulation:
         self.api_sends: list[Dispatch] = []
         self.version_changes: list[VersionChange] = []
         self.misfires: dict[str, list[Misfire]] = {}
+        #: Per tenant, the release instant of every dispatch a tenant admission let through (with dispatch budgets).
+        self.releases: dict[str, list[tuple[datetime, str]]] = {}
         self.quiet_from: datetime | None = None
         self.steps = 0
         #: Batches dead workers left behind, and the time the fault model injected (outages, frozen and paused
@@ -478,6 +480,11 @@ class Simulation:
             self.sent_dispatch.setdefault(dispatch.key, dispatch)
         if actor == self.api.name:
             self.api_sends += dispatches
+        if self.fairness is not None and not actor.startswith("worker-"):
+            # Admitted by a tenant admission (a worker's own sends, a throttled occurrence's, are not): each carries
+            # its release instant, booked in its tenant's calendar.
+            for dispatch in dispatches:
+                self.releases.setdefault(dispatch.tenant, []).append((truncate_ms(dispatch.send_at), dispatch.key))
         self.queue.send(dispatches, now)
         self.trace(actor, f"sent {', '.join(d.key for d in dispatches)}")
         if not self.faults_on:

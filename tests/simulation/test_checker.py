@@ -148,3 +148,18 @@ def test_a_backfilled_occurrence_that_never_ran_is_reported(finished: Simulation
     first = occurrences_in(backfill.plan, None, backfill.range_from, backfill.range_to, 1)[0]
     del finished.ledger.items[occurrence_key(backfill.job_id, first)]
     assert 12 in _invariants(finished)
+
+
+def test_a_message_received_late_behind_a_backlog_is_not_a_slow_restart(finished: Simulation) -> None:
+    # Given a message a dead worker held, received again well after the hold time
+    message_id, receives = next(iter(finished.queue.receives.items()))
+    died = receives[-1] - timedelta(seconds=finished.hold_config.hold_seconds + 60)
+    finished.abandoned.append(Abandoned(died, "worker-1", (message_id,), ("job:key",)))
+    # When every receive meanwhile came back full (more visible messages than the workers took)
+    meanwhile = [died + timedelta(seconds=s) for s in range(15, 75, 5)]
+    finished.queue.polls = [(at, True) for at in meanwhile]
+    # Then the workers were behind, not the recovery
+    assert 10 not in _invariants(finished)
+    # But one receive that came back short would have taken it, had it been visible
+    finished.queue.polls[4] = (meanwhile[4], False)
+    assert 10 in _invariants(finished)

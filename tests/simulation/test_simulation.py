@@ -55,6 +55,8 @@ CRASHES = FaultProfile(crash=0.03)
 SLOW = FaultProfile(target_slow=0.6)
 #: Throttled port calls (the event bus's PutEvents included): where a publish fails and the outbox must keep the event.
 THROTTLED = FaultProfile(throttle=0.05)
+#: Actors paused at port calls while others run: where two sweepers book one tenant's budget calendar at once.
+PREEMPT = FaultProfile(preempt=0.2)
 
 
 @pytest.mark.parametrize(
@@ -74,6 +76,8 @@ THROTTLED = FaultProfile(throttle=0.05)
         ("overbooked-slots", SLOW, 9, "were running, limit"),
         # The tenant admission drops what its dispatch budget holds back past SQS's horizon: a burst's jobs never run.
         ("drop-deferred", None, 5, "never ran"),
+        # The budget calendar saved without its version condition: racing bookings overwrite, a window overflows.
+        ("unconditional-budget-save", PREEMPT, 13, "releases in the"),
         # The outbox cleared before its events are published: a refused publish loses the completion event.
         ("clear-before-publish", THROTTLED, 11, "no completion event announced it"),
         # A backfill marked completed by its first wave: the rest of its range is never sent.
