@@ -45,7 +45,8 @@ T = TypeVar("T")
 
 class SimQueue(MemoryQueue):
     """`MemoryQueue` with SQS standard's looser habits: visible messages come back in a seeded random order
-    (reordering), delays count from the queue's own clock, and copies can be injected to arrive later
+    (reordering), delays (to each message's `send_at`: its fire time, or the later release its tenant's budget
+    gave it) count from the queue's own clock, and copies can be injected to arrive later
     (duplicates and late redeliveries)."""
 
     def __init__(self, clock: FakeClock, visibility_timeout: float, rng: random.Random) -> None:

@@ -178,8 +178,9 @@ class ClearBeforePublish(Outbox):
 
 @dataclass(frozen=True)
 class Variant:
-    """A change to the protocol under test: a different ledger or timer store, or a rewrite of each received
-    dispatch."""
+    """A change to the protocol under test: a different store (ledger, timers, jobs, execution slots, budget
+    calendars, backfills), tenant admission or outbox, a rewrite of each received dispatch, or a different bucket
+    pool."""
 
     name: str
     description: str
