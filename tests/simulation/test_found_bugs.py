@@ -308,3 +308,43 @@ def test_an_admission_whose_clock_runs_behind_books_no_second_release_in_a_windo
     # Then its release goes to a window with room, not into the one that already holds a release
     assert _window_of(first.send_at, budget) == _window_of(datetime(2026, 10, 25, 0, 48, 37, tzinfo=UTC), budget)
     assert _window_of(again.send_at, budget) != _window_of(first.send_at, budget)
+
+
+class PausedLoad(MemoryTenantBudgets):
+    """A budget store whose next load first lets `meanwhile` run (the admission's process paused before the load)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meanwhile: Callable[[], None] | None = None
+
+    def load(self, tenant: str) -> Any:
+        pause, self.meanwhile = self.meanwhile, None
+        if pause is not None:
+            pause()
+        return super().load(tenant)
+
+
+def test_an_admission_paused_before_its_load_books_no_second_release_in_a_window_the_others_dropped() -> None:
+    # (seed 6379) Given a tenant with one release per 2 s window and a release booked in the window open now
+    budget = Budget(0.5, 1)
+    budgets = PausedLoad()
+    clock = FakeClock(datetime(2026, 1, 5, 9, 19, 35, tzinfo=UTC))
+    paused, other = (TenantAdmission(budgets, clock, FairnessConfig(budget), RecordingMetrics()) for _ in range(2))
+
+    def due(job_id: str, at: datetime) -> Dispatch:
+        return Dispatch(job_id, TENANT, at, at, 1)
+
+    first = paused.admit([due("a", clock.now())]).sent[0]
+
+    # When the next admission pauses before its load for six minutes, while another books (dropping the windows
+    # that are past by then)
+    def six_minutes_of_others() -> None:
+        clock.advance(360)
+        other.admit([due("b", clock.now())])
+
+    budgets.meanwhile = six_minutes_of_others
+    again = paused.admit([due("c", datetime(2026, 1, 5, 9, 19, 35, tzinfo=UTC))]).sent[0]
+
+    # Then its release is booked where the calendar still counts (now), not in the window it read the clock in
+    assert _window_of(again.send_at, budget) != _window_of(first.send_at, budget)
+    assert again.send_at >= clock.now() - timedelta(seconds=1)

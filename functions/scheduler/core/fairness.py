@@ -128,22 +128,25 @@ class TenantAdmission:
         result = Admitted([], [])
         for tenant, mine in by_tenant.items():
             with self._lock_of(tenant):
-                self._admit_tenant(tenant, mine, self.clock.now(), result)
+                self._admit_tenant(tenant, mine, result)
         return result
 
     def _lock_of(self, tenant: str) -> threading.Lock:
         with self._locks_lock:
             return self._tenant_locks.setdefault(tenant, threading.Lock())
 
-    def _admit_tenant(self, tenant: str, dispatches: list[Dispatch], now: datetime, into: Admitted) -> None:
+    def _admit_tenant(self, tenant: str, dispatches: list[Dispatch], into: Admitted) -> None:
         budget = self.config.budget(tenant)
-        # Oldest first; nothing is released before now (a past fire time asks for now: catch-up is paced too).
-        ordered = sorted(dispatches, key=lambda d: max(d.send_at, now))
-        wanted = [truncate_ms(max(d.send_at, now)) for d in ordered]
-        latest = now + MAX_RELEASE_DELAY
         releases: list[datetime] = []
         for _ in range(WRITE_ATTEMPTS):
             current = self.budgets.load(tenant)
+            # The clock is read after the load: a process paused before it would book windows the others have
+            # dropped as past (they look empty), and release a second window's worth into them.
+            now = self.clock.now()
+            # Oldest first; nothing is released before now (a past fire time asks for now: catch-up is paced too).
+            ordered = sorted(dispatches, key=lambda d: max(d.send_at, now))
+            wanted = [truncate_ms(max(d.send_at, now)) for d in ordered]
+            latest = now + MAX_RELEASE_DELAY
             releases, booked = reserve(current, wanted, budget, now, latest)
             if not releases:
                 break  # nothing fits: nothing to record
