@@ -42,8 +42,9 @@ from scheduler.core.sweep import SweepConfig
 from scheduler.core.timefmt import rfc3339, truncate_ms
 from scheduler.settings import Settings
 from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, SweeperActor, WorkerActor, brief
+from scheduler_sim.bad_input import invalid_request
 from scheduler_sim.bus import SimEventBus
-from scheduler_sim.checker import check, invalid_request
+from scheduler_sim.checker import check
 from scheduler_sim.determinism import SeededIds, cheap_core
 from scheduler_sim.faults import Crash, Exposure, FaultProfile, Throttled
 from scheduler_sim.records import (

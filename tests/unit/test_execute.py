@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -604,3 +605,33 @@ def test_background_heartbeat_that_loses_the_lease_aborts_without_writing(
     assert states(world, dispatch) == ["SUCCEEDED"]
     run = world.ledger.get(dispatch.key)
     assert run is not None and run.result == "fresh result"
+
+
+def test_a_worker_paused_before_its_claim_holds_a_lease_from_when_it_claims(world: World) -> None:
+    # (simulator seed 9120) Given a worker that pauses 90 s between receiving the message and claiming it (a
+    # preemption while it reads the job), with a 60 s lease
+    _, dispatch = world.due()
+    leases: list[Any] = []
+
+    def record_the_lease(call: TargetCall) -> str:
+        held = world.ledger.get(call.occurrence_key)
+        leases.append((held.lease_until if held else None, world.now()))
+        return "ok"
+
+    executor = world.executor(FakeTarget(world.clock, record_the_lease))
+    jobs = executor.jobs
+
+    class SlowRead:
+        def get(self, job_id: str) -> Any:
+            world.clock.advance(90)
+            return jobs.get(job_id)
+
+    executor.jobs = SlowRead()  # type: ignore[assignment]
+
+    # When it handles the message
+    outcome = executor.execute(dispatch, StubMessage())
+
+    # Then the lease it held while its target ran was not already over: it counts from the claim, not the receipt
+    assert outcome.ack
+    [(lease_until, called_at)] = leases
+    assert lease_until is not None and lease_until > called_at

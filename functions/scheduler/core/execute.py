@@ -167,6 +167,10 @@ class Executor:
             )
             return Outcome.acknowledge(Why.LEFT_TO_RESUME)
 
+        # The slot and the claim hold from when they are taken: a worker paused since the message came (reading the
+        # job) would take both with leases already over, and call the target beside the next holder (found by the
+        # simulator, seed 9120).
+        now = self.clock.now()
         # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
         owner = f"{self.worker_id}/{self.ids.token()}"
         # The tenant's execution budget: one of its slots for this attempt, or come back later.
@@ -176,14 +180,13 @@ class Executor:
         if permit is None:
             return self._throttled(dispatch, message, now)
         try:
-            return self._attempt(job, dispatch, owner, permit, message, now)
+            return self._attempt(job, dispatch, owner, permit, message)
         finally:
             permit.release()
 
-    def _attempt(
-        self, job: Job, dispatch: Dispatch, owner: str, permit: Permit, message: MessageControl, now: datetime
-    ) -> Outcome:
+    def _attempt(self, job: Job, dispatch: Dispatch, owner: str, permit: Permit, message: MessageControl) -> Outcome:
         ctx = {"job_id": dispatch.job_id, "occurrence_key": dispatch.key}
+        now = self.clock.now()  # the claim's lease starts now, whatever taking the slot took
         # Step 1: claim.
         take_over = job.spec.delivery == "at_least_once"
         try:
