@@ -244,26 +244,26 @@ def _keep_redacted_headers(patch: dict[str, Any], current: Callable[[], Job]) ->
             headers[name] = known[name]
 
 
-def _changed(change: Callable[[JobService], Callable[[str, str], Job]], job_id: str) -> Response[str]:
+def _changed(change: Callable[[JobService, str, str], Job], job_id: str) -> Response[str]:
     """A change of state (cancel, pause, resume) of the caller's job, answered with the job as it is now."""
     who = tenant()
     svc = service()
-    return json_response(200, job_view(change(svc)(who, job_id), svc))
+    return json_response(200, job_view(change(svc, who, job_id), svc))
 
 
 @app.delete("/v1/jobs/<job_id>")
 def cancel_job(job_id: str) -> Response[str]:
-    return _changed(lambda svc: svc.cancel, job_id)
+    return _changed(JobService.cancel, job_id)
 
 
 @app.post("/v1/jobs/<job_id>/pause")
 def pause_job(job_id: str) -> Response[str]:
-    return _changed(lambda svc: svc.pause, job_id)
+    return _changed(JobService.pause, job_id)
 
 
 @app.post("/v1/jobs/<job_id>/resume")
 def resume_job(job_id: str) -> Response[str]:
-    return _changed(lambda svc: svc.resume, job_id)
+    return _changed(JobService.resume, job_id)
 
 
 @app.post("/v1/jobs/<job_id>/trigger")
