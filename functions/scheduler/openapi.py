@@ -16,6 +16,8 @@ from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
 from scheduler.core.model import BackfillRequest, BackfillState, JobSpec, JobState, RunState
 
 REF = "#/components/schemas/{model}"
+#: The longest operator's note a resolve takes (it is kept in the run's history).
+MAX_NOTE = 500
 
 
 def _problem(description: str) -> dict[str, Any]:
@@ -150,7 +152,10 @@ def document() -> dict[str, Any]:
             "type": "object",
             "required": ["outcome"],
             "additionalProperties": False,
-            "properties": {"outcome": {"enum": ["succeeded", "retry"]}, "note": {"type": "string"}},
+            "properties": {
+                "outcome": {"enum": ["succeeded", "retry"]},
+                "note": {"type": "string", "minLength": 1, "maxLength": MAX_NOTE},
+            },
         },
         "BackfillRequest": TypeAdapter(BackfillRequest).json_schema(ref_template=REF, by_alias=True),
         "Backfill": {

@@ -45,7 +45,8 @@ class Client:
         url = urlparse(base)
         self.connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60)
 
-    def post(self, path: str, body: Any) -> int:
+    def post(self, path: str, body: Any) -> tuple[int, int]:
+        """(the HTTP status, the jobs it accepted: one for a 200/201, a batch's items answered 200/201)."""
         self.connection.request(
             "POST",
             path,
@@ -53,23 +54,28 @@ class Client:
             headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
         )
         response = self.connection.getresponse()
-        response.read()
-        return response.status
+        answer = json.loads(response.read() or b"{}")
+        if response.status not in (200, 201):
+            return response.status, 0
+        results = answer.get("results")
+        accepted = 1 if results is None else sum(1 for r in results if r.get("status") in (200, 201))
+        return response.status, accepted
 
 
 def _rate(base: str, requests: int, path: str, body: Callable[[int], Any], per_request: int) -> dict[str, Any]:
     clients = [Client(base) for _ in range(CLIENTS)]
-    statuses: list[int] = []
+    answers: list[tuple[int, int]] = []
 
-    def work(worker: int) -> list[int]:
+    def work(worker: int) -> list[tuple[int, int]]:
         return [clients[worker].post(path, body(i)) for i in range(worker, requests, CLIENTS)]
 
     began = time.perf_counter()
     with ThreadPoolExecutor(CLIENTS) as pool:
         for done in pool.map(work, range(CLIENTS)):
-            statuses += done
+            answers += done
     seconds = time.perf_counter() - began
-    accepted = sum(per_request for status in statuses if status in (200, 201, 207))
+    statuses = [status for status, _ in answers]
+    accepted = sum(jobs for _, jobs in answers)
     return {
         "clients": CLIENTS,
         "requests": requests,
@@ -91,9 +97,11 @@ def _batch_path(base: str) -> str | None:
     return next((path for path in ("/v1/jobs/batch", "/v1/jobs:batch") if path in paths), None)
 
 
-def _store_rate(resources: Any, jobs: int, at: datetime) -> dict[str, Any]:
-    """The ceiling under the API: `JobService.create` called in this process from 8 threads on the same tables (no
-    HTTP, no handler): what DynamoDB Local accepts of the create transaction on this machine."""
+def _store_rate(resources: Any, jobs: int, at: datetime, per_call: int = 1) -> dict[str, Any]:
+    """The ceiling under the API: `JobService.create` (or, `per_call` > 1, `create_many` of that many) called in this
+    process from 8 threads on the same tables (no HTTP, no handler): what DynamoDB Local accepts of the create
+    transaction on this machine."""
+    from scheduler.core.jobs import Created, Submission
     from scheduler.core.model import JobSpec
     from scheduler.settings import Settings
     from scheduler_bench.services import SystemClock, build, settings_for
@@ -103,18 +111,29 @@ def _store_rate(resources: Any, jobs: int, at: datetime) -> dict[str, Any]:
     services = build(settings, plain_ddb, plain_sqs, plain_events, SystemClock(), settings.signing_secret)
     body = _body(at)
     spec = JobSpec.model_validate(body)
+    service = services.job_service
+
+    def create(call: int) -> int:
+        tenant = f"store{call % CLIENTS}"
+        if per_call == 1:
+            service.create(tenant, spec, None, body)
+            return 1
+        answers = service.create_many(tenant, [Submission(spec, None, body)] * per_call)
+        return sum(1 for answer in answers if isinstance(answer, Created))
+
+    calls = max(1, jobs // per_call)
     began = time.perf_counter()
     with ThreadPoolExecutor(CLIENTS) as pool:
-        created = list(pool.map(lambda i: services.job_service.create(f"store{i % 8}", spec, None, body), range(jobs)))
+        created = sum(pool.map(create, range(calls)))
     seconds = time.perf_counter() - began
     return {
         "clients": CLIENTS,
-        "requests": jobs,
-        "jobs_per_request": 1,
+        "requests": calls,
+        "jobs_per_request": per_call,
         "seconds": seconds,
-        "accepted_jobs": len(created),
-        "jobs_per_second": len(created) / seconds if seconds else None,
-        "statuses": {"in-process": len(created)},
+        "accepted_jobs": created,
+        "jobs_per_second": created / seconds if seconds else None,
+        "statuses": {"in-process": calls},
     }
 
 
@@ -140,6 +159,9 @@ def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
             batch = _rate(stack.base, requests, path, lambda i: body, BATCH)
             log(f"submit: batches of {BATCH}: {batch['jobs_per_second']:.0f} jobs/s ({batch['statuses']})")
             out["batch"] = batch
+            out["store_batch"] = _store_rate(resources, config.submit_jobs * 5, at, per_call=BATCH)
+            rate = out["store_batch"]["jobs_per_second"]
+            log(f"submit: JobService.create_many of {BATCH} in-process, {CLIENTS} threads: {rate:.0f} jobs/s")
         return out
     finally:
         stack.stop()

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
 from scheduler.composition import Container, Stores, compose
 from scheduler.core.errors import SchedulerError
+from scheduler.core.jobs import Submission
 from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import Dispatch, JobStore, Ledger
 from scheduler.core.recovery import HeldBatch
@@ -375,7 +376,13 @@ class ApiActor(Actor):
         if call.kind == "create":
             assert call.body is not None
             spec = JobSpec.model_validate(call.body)  # the handler's validation, before the service
-            job = service.create(call.tenant, spec, call.idempotency_key, call.body).job
+            if call.job % 2:  # every other job is created as an item of a batch (`POST /v1/jobs/batch`)
+                [answer] = service.create_many(call.tenant, [Submission(spec, call.idempotency_key, call.body)])
+                if isinstance(answer, Exception):
+                    raise answer
+                job = answer.job
+            else:
+                job = service.create(call.tenant, spec, call.idempotency_key, call.body).job
             record.job_id = job.job_id
         elif record.job_id is None:
             sim.trace(self.name, f"{call.kind} job-{call.job}: skipped, the job was never created")

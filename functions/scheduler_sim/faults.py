@@ -33,6 +33,7 @@ from scheduler.core.ports import (
     IdempotencyRecord,
     JobStore,
     Ledger,
+    NewJob,
     OutboxEntry,
     OutcomeEvent,
     ReadyQueue,
@@ -239,6 +240,13 @@ class FaultyJobStore:
         self.gate.before("jobs.create", job, timer, late)
         self.inner.create(job, timer, idempotency, late, quota)
         self.gate.after("jobs.create")
+
+    def create_all(self, new: Sequence[NewJob], quota: int) -> int:
+        self.gate.before("jobs.create_all", [item.job for item in new])
+        stored = self.inner.create_all(new, quota)
+        self.gate.result("jobs.create_all", stored)
+        self.gate.after("jobs.create_all")
+        return stored
 
     def get(self, job_id: str) -> Job | None:
         self.gate.before("jobs.get", job_id)

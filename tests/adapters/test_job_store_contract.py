@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
 from scheduler.core.model import Job, JobState
-from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord
+from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob
 
 QUOTA = 100
 
@@ -137,6 +137,71 @@ def test_a_job_that_becomes_active_again_counts_again(jobs, make) -> None:
     c = make.job()
     with pytest.raises(QuotaExceeded):
         jobs.create(c, None, None, late=False, quota=2)
+
+
+# -- create_all (a batch) -----------------------------------------------------------------------------------
+
+
+def new_jobs(make: Any, count: int, *, keys: bool = False, late: bool = False, minutes: int = 0) -> list[NewJob]:
+    made = [make.job(created_at=make.t0 + timedelta(minutes=minutes, seconds=i)) for i in range(count)]
+    return [NewJob(job, make.timer(job), idem(job, key=f"k-{job.job_id}") if keys else None, late) for job in made]
+
+
+def test_create_all_stores_every_job_with_its_timer_key_and_late_copy(jobs, timers, make) -> None:
+    # Given 25 jobs with keys and late copies: 101 writes, more than one transaction holds
+    batch = new_jobs(make, 25, keys=True, late=True)
+
+    # When they are created together
+    assert jobs.create_all(batch, quota=QUOTA) == 25
+
+    # Then each job, its timer and its late copy are stored, and each key names its job
+    for item in batch:
+        assert jobs.get(item.job.job_id) == item.job
+        assert item.timer in timers_in_bucket(timers, item.timer)
+        with pytest.raises(IdempotentReplay) as replay:
+            jobs.create(make.job(), None, item.idempotency, late=False, quota=QUOTA)
+        assert replay.value.record.job_id == item.job.job_id
+    assert sorted(t.key for t in timers.late_timers(100)) == sorted(item.timer.key for item in batch)
+    # And the tenant's count rose by 25: the quota of 26 has room for one more job, not two
+    one, two = make.job(), make.job()
+    jobs.create(one, None, None, late=False, quota=26)
+    with pytest.raises(QuotaExceeded):
+        jobs.create(two, None, None, late=False, quota=26)
+
+
+def test_create_all_past_the_quota_stores_nothing(jobs, timers, make) -> None:
+    # Given a tenant with one job and a quota of three
+    first = make.job()
+    jobs.create(first, None, None, late=False, quota=3)
+
+    # When three more are created together
+    batch = new_jobs(make, 3, keys=True, late=True, minutes=5)
+    assert jobs.create_all(batch, quota=3) == 0
+
+    # Then none of them is stored (the caller creates them one at a time: two fit)
+    assert all(jobs.get(item.job.job_id) is None for item in batch)
+    assert timers.late_timers(10) == []
+    assert all(timers_in_bucket(timers, item.timer) == [] for item in batch)
+    jobs.create(batch[0].job, batch[0].timer, batch[0].idempotency, late=False, quota=3)
+    jobs.create(batch[1].job, batch[1].timer, batch[1].idempotency, late=False, quota=3)
+    with pytest.raises(QuotaExceeded):
+        jobs.create(batch[2].job, batch[2].timer, batch[2].idempotency, late=False, quota=3)
+
+
+def test_create_all_with_a_key_already_taken_stores_none_of_that_transaction(jobs, timers, make) -> None:
+    # Given a key already used by an earlier job
+    batch = new_jobs(make, 3, keys=True)
+    earlier = make.job()
+    jobs.create(earlier, None, idem(earlier, key=batch[1].idempotency.key), late=False, quota=QUOTA)
+
+    # When a batch that holds it is created together
+    assert jobs.create_all(batch, quota=QUOTA) == 0
+
+    # Then nothing of it is stored, and the key still names the earlier job
+    assert all(jobs.get(item.job.job_id) is None for item in batch)
+    with pytest.raises(IdempotentReplay) as replay:
+        jobs.create(batch[1].job, None, batch[1].idempotency, late=False, quota=QUOTA)
+    assert replay.value.record.job_id == earlier.job_id
 
 
 # -- idempotency --------------------------------------------------------------------------------------------

@@ -191,6 +191,9 @@ def test_resolve_refuses_bad_outcomes_and_unknown_runs(api_call, snapshot) -> No
     assert assert_problem(bad, 422)["errors"][0]["field"] == "outcome"
     extra = api_call("POST", f"/v1/jobs/{job_id}/runs/{key}/resolve", {"outcome": "retry", "force": True})
     assert_problem(extra, 422)
+    for note in ({"why": "typed an object"}, None, "", "x" * 501, 7):
+        refused = api_call("POST", f"/v1/jobs/{job_id}/runs/{key}/resolve", {"outcome": "retry", "note": note})
+        assert assert_problem(refused, 422)["errors"][0]["field"] == "note"
     assert_problem(api_call("POST", f"/v1/jobs/{job_id}/runs/{key}/resolve", {"outcome": "retry"}), 404)
     assert snapshot() == before
 

@@ -119,7 +119,11 @@ def test_a_store_failure_mid_batch_fails_that_item_alone_and_a_retry_creates_eac
         if fail and when == "after":
             raise ConnectionError("the response from DynamoDB was lost")
 
+    def failing_batch(self: DynamoJobStore, *args: Any) -> int:
+        raise ConnectionError("the connection to DynamoDB dropped")  # so the items are created one at a time
+
     monkeypatch.setattr(DynamoJobStore, "create", failing_create)
+    monkeypatch.setattr(DynamoJobStore, "create_all", failing_batch)
     items = [{"job": job_body(name=f"n{i}"), "idempotency_key": f"crash-{when}-{i}"} for i in range(3)]
 
     # When the batch is submitted, and sent again with the same keys (as the CLI and any client retry)
@@ -139,3 +143,74 @@ def test_a_store_failure_mid_batch_fails_that_item_alone_and_a_retry_creates_eac
     # And each job has exactly one first timer (it will fire once)
     timers = [i["job_id"]["S"] for i in stored if i["PK"]["S"].startswith("DUE#")]
     assert sorted(timers) == sorted(r["job"]["job_id"] for r in again)
+
+
+def stored_jobs_and_timers(dynamodb_client: Any, env: Any) -> tuple[list[str], list[str]]:
+    stored = dynamodb_client.scan(TableName=env.jobs_table, ConsistentRead=True)["Items"]
+    jobs = sorted(i["PK"]["S"][4:] for i in stored if i["PK"]["S"].startswith("JOB#") and i["SK"]["S"] == "DEF")
+    return jobs, sorted(i["job_id"]["S"] for i in stored if i["PK"]["S"].startswith("DUE#"))
+
+
+def test_a_batch_is_stored_in_one_transaction(api_call, env, dynamodb_client, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the writes the store makes are counted
+    calls: list[str] = []
+    real = DynamoJobStore.create
+
+    def counted(self: DynamoJobStore, *args: Any, **kwargs: Any) -> None:
+        calls.append("create")
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoJobStore, "create", counted)
+    dynamodb_client.meta.events.register(
+        "before-call.dynamodb.TransactWriteItems", lambda **kw: calls.append("TransactWriteItems")
+    )
+
+    # When 25 jobs with keys are submitted in one batch
+    items = [{"job": job_body(name=f"t{i}"), "idempotency_key": f"tx-{i}"} for i in range(25)]
+    results = batch(api_call, items).body["results"]
+
+    # Then all are created by one transaction, none one at a time
+    assert [r["status"] for r in results] == [201] * 25
+    assert calls.count("create") == 0
+    jobs, timers = stored_jobs_and_timers(dynamodb_client, env)
+    assert jobs == timers == sorted(r["job"]["job_id"] for r in results)
+
+
+def test_a_batch_whose_answer_is_lost_after_it_committed_creates_each_job_once(
+    api_call, env, dynamodb_client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the batch transaction commits but its answer is lost on the way back
+    real = DynamoJobStore.create_all
+
+    def lost(self: DynamoJobStore, new: Any, quota: int) -> int:
+        real(self, new, quota)
+        raise ConnectionError("the response from DynamoDB was lost")
+
+    monkeypatch.setattr(DynamoJobStore, "create_all", lost)
+    items = [{"job": job_body(name=f"l{i}"), "idempotency_key": f"lost-{i}"} for i in range(3)]
+
+    # When the batch is submitted
+    results = batch(api_call, items).body["results"]
+
+    # Then the creates one at a time find each job by its key: each created (201, this request made it) and once
+    assert [r["status"] for r in results] == [201, 201, 201]
+    jobs, timers = stored_jobs_and_timers(dynamodb_client, env)
+    assert jobs == timers == sorted(r["job"]["job_id"] for r in results)
+
+
+def test_a_batch_larger_than_the_room_in_the_quota_creates_what_fits(api_call, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler.handlers import wiring
+
+    # Given a tenant with a quota of three and one job
+    monkeypatch.setenv("SCHEDULER_MAX_ACTIVE_JOBS_PER_TENANT", "3")
+    wiring.container.cache_clear()
+    assert batch(api_call, [{"job": job_body(name="first")}]).body["results"][0]["status"] == 201
+
+    # When a batch of four is submitted (the transaction for all four is refused)
+    results = batch(api_call, [{"job": job_body(name=f"q{i}")} for i in range(4)]).body["results"]
+
+    # Then the first two are created, one at a time, and the others are refused with the quota's problem
+    assert [r["status"] for r in results] == [201, 201, 429, 429]
+    assert "3" in results[2]["problem"]["detail"]
+    listed = api_call("GET", "/v1/jobs", tenant=TENANT_A).body["jobs"]
+    assert sorted(j["name"] for j in listed) == ["first", "q0", "q1"]

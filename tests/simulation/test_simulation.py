@@ -109,8 +109,8 @@ def test_a_deliberately_broken_protocol_is_caught(
 
 def test_the_runs_exercise_budgets_completion_events_and_backfills() -> None:
     # When a few dozen seeds run (half of them with dispatch budgets, a third with a burst of one-shot jobs, some
-    # with a backfill)
-    sims = [Simulation(seed) for seed in range(20)]
+    # with a backfill; a burst deferred past SQS's horizon and a failed publish are rare: seeds 32 and 40 have them)
+    sims = [Simulation(seed) for seed in [*range(20), 32, 40]]
     results = [sim.run() for sim in sims]
 
     # Then they pass, and among them a burst waited past SQS's horizon as deferred timers, releases were delayed by

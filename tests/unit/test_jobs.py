@@ -18,7 +18,7 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs import Created, JobService, Submission
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, JobState, RunState
 from tests.unit.fixtures import TENANT, FakeTarget, World, ambiguous, at, job_spec, spec_body
@@ -661,6 +661,47 @@ def test_near_term_job_runs_once_end_to_end(world: World) -> None:
     assert target.calls[0].at >= at("2026-01-05T09:00:05")
     run = world.ledger.get(target.calls[0].key)
     assert run is not None and run.state == RunState.SUCCEEDED
+
+
+def submission(sched: dict[str, Any], key: str | None = None, **fields: Any) -> Submission:
+    body = spec_body(sched, **fields)
+    return Submission(job_spec(sched, **fields), key, body)
+
+
+def test_a_batch_answers_each_item_in_order_and_stores_the_valid_ones_together(world: World) -> None:
+    # Given a batch of a valid job, one whose payload is too large, and one with a key used before
+    world.create({"type": "once", "delay_seconds": 60}, key="used")
+    batch = [
+        submission({"type": "once", "delay_seconds": 60}),
+        submission({"type": "once", "delay_seconds": 60}, payload="x" * MAX_PAYLOAD_BYTES),
+        submission({"type": "once", "delay_seconds": 60}, key="used", name="another body"),
+        submission({"type": "rate", "every_seconds": 60}, key="new"),
+    ]
+
+    # When it is created
+    answers = world.service.create_many(TENANT, batch)
+
+    # Then each item has its own answer, in order, and only the valid ones are stored
+    assert isinstance(answers[0], Created) and not answers[0].replayed
+    assert isinstance(answers[1], PayloadTooLarge)
+    assert isinstance(answers[2], IdempotencyConflict)
+    assert isinstance(answers[3], Created)
+    assert world.service.get(TENANT, answers[0].job.job_id) == answers[0].job
+    assert world.service.get(TENANT, answers[3].job.job_id) == answers[3].job
+    assert len(world.jobs.jobs) == 3
+
+
+def test_a_near_term_job_of_a_batch_into_a_sealed_bucket_is_dispatched_by_the_api(world: World) -> None:
+    # Given a sweep has already sealed the buckets up to 09:05
+    world.sweep()
+
+    # When a batch of two jobs due in 5 s is created together
+    answers = world.service.create_many(TENANT, [submission({"type": "once", "delay_seconds": 5})] * 2)
+
+    # Then the API dispatched both itself (each settled after the write), and dropped their late-lane copies
+    jobs = sorted(answer.job.job_id for answer in answers if isinstance(answer, Created))
+    assert sorted(sent.dispatch.job_id for sent in world.queue.history) == jobs
+    assert not world.timers.late
 
 
 def test_job_in_the_last_sealed_minute_is_not_lost() -> None:

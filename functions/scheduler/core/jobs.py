@@ -8,7 +8,7 @@ import builtins
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,7 +26,7 @@ from scheduler.core.events import Outbox
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
-from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, Ids, JobStore, Ledger, Timer
+from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, Ids, JobStore, Ledger, NewJob, Timer
 from scheduler.core.schedules import (
     OnceSchedule,
     first_occurrence,
@@ -49,6 +49,15 @@ CHANGE_ATTEMPTS = 5
 class Created:
     job: Job
     replayed: bool
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One job definition to create, as a request carries it: `body` is what the idempotency key's hash covers."""
+
+    spec: JobSpec
+    idempotency_key: str | None
+    body: Any
 
 
 #: The state shown for an occurrence that was dispatched but has no run yet (it waits in the queue).
@@ -144,13 +153,53 @@ class JobService:
 
     def create(self, tenant: str, spec: JobSpec, idempotency_key: str | None, body: Any) -> Created:
         """Validate, then store the job with its first timer atomically, then settle the timer (seal check)."""
+        return self._store(self._prepare(tenant, Submission(spec, idempotency_key, body)))
+
+    def create_many(self, tenant: str, submissions: Sequence[Submission]) -> builtins.list[Created | Exception]:
+        """Create several jobs of one tenant, each answered on its own, in order: its `Created`, or the exception
+        its single create would have raised (an invalid definition, a key reused with another body, the quota
+        full, a store error). The valid ones are stored together (`JobStore.create_all`: one transaction for many
+        jobs and one quota change for them all); those a refused transaction held are created one at a time, so
+        that each gets its own answer (a replay, a conflict, or created after all). Each stored timer is then
+        settled as a single create settles it, after the write."""
+        answers: builtins.list[Created | Exception | None] = [None] * len(submissions)
+        prepared: builtins.list[tuple[int, NewJob]] = []
+        for index, submission in enumerate(submissions):
+            try:
+                prepared.append((index, self._prepare(tenant, submission)))
+            except Exception as exc:  # this item's own answer; the others go on
+                answers[index] = exc
+        keys = [new.idempotency.key for _, new in prepared if new.idempotency is not None]
+        # Two items with one key cannot share a transaction (and the second is the first's replay): one at a time.
+        stored = 0
+        if len(set(keys)) == len(keys):
+            try:
+                stored = self.jobs.create_all([new for _, new in prepared], self.max_active_jobs)
+            except Exception:  # nothing was stored: each item is tried on its own and answers for itself
+                log.warning("batch transaction failed; creating its jobs one at a time", exc_info=True)
+        for position, (index, new) in enumerate(prepared):
+            try:
+                answers[index] = self._settled(new) if position < stored else self._store(new)
+            except Exception as exc:
+                answers[index] = exc
+        if stored:
+            log.info("jobs created together", extra={"tenant": tenant, "jobs": stored, "items": len(submissions)})
+        return [answer for answer in answers if answer is not None]
+
+    def _prepare(self, tenant: str, submission: Submission) -> NewJob:
+        """Validate a definition and make what creating it writes (nothing is stored)."""
+        spec = submission.spec
         self._check_payload(spec)
         self.check_target(tenant, spec)
         now = truncate_ms(self.clock.now())
         idempotency = None
-        if idempotency_key is not None:
+        if submission.idempotency_key is not None:
             idempotency = IdempotencyRecord(
-                tenant, idempotency_key, request_hash(body), self.ids.job_id(), now + IDEMPOTENCY_TTL
+                tenant,
+                submission.idempotency_key,
+                request_hash(submission.body),
+                self.ids.job_id(),
+                now + IDEMPOTENCY_TTL,
             )
         job_id = idempotency.job_id if idempotency else self.ids.job_id()
         first = first_occurrence(spec.schedule, now)
@@ -167,13 +216,29 @@ class JobService:
             next_run_at=first,
         )
         timer = timer_for(job, first)
-        late_copy = self.dispatcher.is_near(timer, self.clock.now())
+        return NewJob(job, timer, idempotency, late=self.dispatcher.is_near(timer, self.clock.now()))
+
+    def _store(self, new: NewJob) -> Created:
         try:
-            self.jobs.create(job, timer, idempotency, late=late_copy, quota=self.max_active_jobs)
+            self.jobs.create(new.job, new.timer, new.idempotency, late=new.late, quota=self.max_active_jobs)
         except IdempotentReplay as replay:
-            return Created(self.get(tenant, replay.record.job_id), replayed=True)
-        self.dispatcher.settle(timer, late_copy)
-        log.info("job created", extra={"job_id": job_id, "tenant": tenant, "first": first.isoformat()})
+            if replay.record.job_id == new.job.job_id:  # this create's own write (a batch's, its answer lost)
+                return self._settled(new)
+            return Created(self.get(new.job.tenant, replay.record.job_id), replayed=True)
+        return self._settled(new)
+
+    def _settled(self, new: NewJob) -> Created:
+        """After the job is stored: settle its timer (the seal check), then it is created."""
+        self.dispatcher.settle(new.timer, new.late)
+        job = new.job
+        log.info(
+            "job created",
+            extra={
+                "job_id": job.job_id,
+                "tenant": job.tenant,
+                "first": job.next_run_at and job.next_run_at.isoformat(),
+            },
+        )
         return Created(job, replayed=False)
 
     def update(self, tenant: str, job_id: str, changes: dict[str, Any], if_match: int | None) -> Job:

@@ -27,6 +27,7 @@ from scheduler.core.records import (
     Execution,
     HistoryEntry,
     IdempotencyRecord,
+    NewJob,
     OutboxEntry,
     OutcomeEvent,
     TargetCall,
@@ -62,6 +63,7 @@ __all__ = [
     "Ledger",
     "MessageControl",
     "Metrics",
+    "NewJob",
     "NullMetrics",
     "OutboxEntry",
     "OutcomeEvent",
@@ -126,6 +128,17 @@ class JobStore(Protocol):
         """Write the job, its first timer, its idempotency record, (if `late`) a late-lane copy of the timer and
         the tenant's active-job count in one transaction. Raises IdempotentReplay / IdempotencyConflict when the
         key is taken, QuotaExceeded when the tenant already has `quota` active or paused jobs."""
+        ...
+
+    def create_all(self, new: Sequence[NewJob], quota: int) -> int:
+        """Store several new jobs of one tenant (each as `create` would) in as few transactions as the store allows,
+        the tenant's count raised once per transaction. Each transaction is all or nothing, in order: returns how
+        many of `new`, from the first, are stored. It stops at the first transaction a condition refuses (a key
+        taken, a job id taken, the quota too small for all of its jobs): those jobs and the rest are not stored,
+        and the caller creates them one at a time to learn each one's answer. A store error in a later transaction
+        also ends it with the count stored so far; it raises when nothing was stored or its outcome is unknown (the
+        answer lost): the creates one at a time then find what it stored by their keys (a replay naming the very
+        job id)."""
         ...
 
     def get(self, job_id: str) -> Job | None:

@@ -138,6 +138,17 @@ class IdempotencyRecord:
 
 
 @dataclass(frozen=True)
+class NewJob:
+    """What creating a job writes at once: the job, its first timer, its idempotency record (if the request carried
+    a key), and whether the timer is near enough to need a late-lane copy until the seal check has settled it."""
+
+    job: Job
+    timer: Timer
+    idempotency: IdempotencyRecord | None
+    late: bool
+
+
+@dataclass(frozen=True)
 class Advance:
     """A chain's step past one of its timers, as `JobStore.advance` records it on the job."""
 

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from scheduler.core import forecast as forecasting
 from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import BackfillNotFound, JobNotFound
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs import Created, JobService, Submission
 from scheduler.core.model import REDACTED, BackfillRequest, HttpTarget, Job, JobSpec, JobState, RunState
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring
@@ -29,6 +29,7 @@ from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_
 from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
 from scheduler.handlers.api_views import backfill_view, job_view, json_response, run_view
 from scheduler.identity import UnknownPrincipal, tenant_of
+from scheduler.openapi import MAX_NOTE
 
 logger = wiring.handler_logger()
 metrics = Metrics()
@@ -115,8 +116,8 @@ def create_job() -> Response[str]:
     return json_response(200 if created.replayed else 201, view, headers)
 
 
-def _create_one(who: str, svc: JobService, item: Any) -> tuple[int, dict[str, Any]]:
-    """One item of a batch: (status, the job's view) or (status, problem). Stores nothing for a refused item."""
+def _submission(item: Any) -> Submission:
+    """One item of a batch as a job to create; a malformed item raises its problem (and stores nothing)."""
     if not isinstance(item, dict) or not isinstance(item.get("job"), dict):
         raise Problem(422, "Unprocessable Content", "each item is an object with a 'job' definition")
     unknown = set(item) - {"job", "idempotency_key"}
@@ -129,16 +130,14 @@ def _create_one(who: str, svc: JobService, item: Any) -> tuple[int, dict[str, An
         spec = JobSpec.model_validate(item["job"])
     except ValidationError as exc:
         raise validation_problem(exc) from None
-    created = svc.create(who, spec, key, item["job"])
-    view = job_view(created.job, svc)
-    view["replayed"] = created.replayed
-    return (200 if created.replayed else 201), view
+    return Submission(spec, key, item["job"])
 
 
 @app.post("/v1/jobs/batch")
 def create_jobs() -> Response[str]:
     """Create up to MAX_BATCH jobs in one request: each item is created (or replayed, or refused) on its own, and
-    the results come back in the items' order - one request to API Gateway and one Lambda for them all."""
+    the results come back in the items' order - one request to API Gateway and one Lambda for them all, and the
+    valid items stored in one DynamoDB transaction with one change of the tenant's quota counter."""
     who = tenant()
     body = json_body(max_bytes=MAX_BATCH_BYTES)
     items = body.get("items")
@@ -149,18 +148,27 @@ def create_jobs() -> Response[str]:
             422, "Unprocessable Content", f"a batch holds at most {MAX_BATCH} items; this one has {len(items)}"
         )
     svc = service()
-    # One item after another: every item of a batch is the caller's, so each create is a transaction on the same
-    # tenant's quota counter, and DynamoDB cancels a transaction on an item another one holds (TransactionConflict).
-    results: list[dict[str, Any]] = []
+    answers: list[Created | Exception | None] = [None] * len(items)
+    submissions: list[tuple[int, Submission]] = []
     for index, item in enumerate(items):
         try:
-            status, view = _create_one(who, svc, item)
-            results.append({"index": index, "status": status, "job": view})
-        except Exception as exc:  # each item's own problem, as the single create would answer it
-            refused = _problem_of(exc)
+            submissions.append((index, _submission(item)))
+        except Problem as problem:
+            answers[index] = problem
+    for (index, _), created in zip(submissions, svc.create_many(who, [s for _, s in submissions]), strict=True):
+        answers[index] = created
+    results: list[dict[str, Any]] = []
+    for index, answer in enumerate(answers):
+        if isinstance(answer, Created):
+            view = job_view(answer.job, svc)
+            view["replayed"] = answer.replayed
+            results.append({"index": index, "status": 200 if answer.replayed else 201, "job": view})
+        else:
+            assert answer is not None
+            refused = _problem_of(answer)
             results.append({"index": index, "status": refused.status_code, "problem": json.loads(refused.body or "{}")})
-    created = sum(1 for r in results if r["status"] in (200, 201))
-    logger.info("batch created", extra={"items": len(items), "created_or_replayed": created})
+    accepted = sum(1 for r in results if r["status"] in (200, 201))
+    logger.info("batch created", extra={"items": len(items), "created_or_replayed": accepted})
     metrics.add_metric(name="BatchItems", unit="Count", value=len(items))
     return json_response(200, {"results": results})
 
@@ -307,9 +315,17 @@ def resolve_run(job_id: str, key: str) -> Response[str]:
             'send {"outcome": "succeeded" | "retry", "note"?: "..."}',
             errors=[{"field": "outcome", "message": "must be 'succeeded' or 'retry'"}],
         )
+    note = body.get("note", "resolved by operator")
+    if not isinstance(note, str) or not 1 <= len(note) <= MAX_NOTE:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"note, when given, is a string of 1-{MAX_NOTE} characters saying why the operator resolved the run",
+            errors=[{"field": "note", "message": f"must be a string of 1-{MAX_NOTE} characters"}],
+        )
     from urllib.parse import unquote
 
-    run = service().resolve(who, job_id, unquote(key), outcome, str(body.get("note") or "resolved by operator"))
+    run = service().resolve(who, job_id, unquote(key), outcome, note)
     return json_response(200, run_view(run))
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import builtins
+import logging
 import time
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -24,12 +26,18 @@ from scheduler.adapters.dynamodb.common import (
 from scheduler.adapters.dynamodb.timers import late_item, timer_item
 from scheduler.core.chain import active_delta, already_advanced, completion_mark
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
-from scheduler.core.model import Job, JobState
-from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, Timer
+from scheduler.core.model import Job, JobState, payload_size
+from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob, Timer
 from scheduler.core.timefmt import from_ms, to_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+log = logging.getLogger(__name__)
+
+#: TransactWriteItems takes at most 100 writes and 4 MB; a batch's transactions stay under both.
+MAX_TRANSACTION_WRITES = 100
+MAX_TRANSACTION_BYTES = 3 * 1024 * 1024
 
 
 class DynamoJobStore:
@@ -49,38 +57,13 @@ class DynamoJobStore:
     def create(
         self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
     ) -> None:
+        # The order the cancellation reasons are read in below: the job, the quota, the timer(s), the key.
         items: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": job_to_item(job),
-                    "ConditionExpression": "attribute_not_exists(PK)",
-                }
-            },
+            self._job_put(job),
             quota_update(self.table, job.tenant, 1, limit=quota),
             *self._timer_puts(timer, late),
+            *self._idempotency_put(idempotency, job),
         ]
-        if idempotency is not None:
-            items.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": {
-                            "PK": s(f"IDEM#{idempotency.tenant}#{idempotency.key}"),
-                            "SK": s("IDEM"),
-                            "kind": s("idempotency"),
-                            "request_hash": s(idempotency.request_hash),
-                            "job_id": s(idempotency.job_id),
-                            "expires_ms": n(to_ms(idempotency.expires_at)),
-                            "expires_at": epoch_seconds(idempotency.expires_at),
-                        },
-                        # TTL deletes lazily, so an expired record may still be there: it no longer counts.
-                        "ConditionExpression": "attribute_not_exists(PK) OR expires_ms < :now",
-                        "ExpressionAttributeValues": {":now": n(to_ms(job.created_at))},
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                }
-            )
         try:
             transact(self.client, items)
         except ClientError as exc:
@@ -105,6 +88,88 @@ class DynamoJobStore:
             if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
                 raise QuotaExceeded(f"this tenant already has {quota} active or paused jobs") from exc
             raise
+
+    def create_all(self, new: Sequence[NewJob], quota: int) -> int:
+        """As few transactions as DynamoDB takes (100 items, 4 MB), each with one quota change for its jobs."""
+        stored = 0
+        for chunk in self._transactions(new):
+            jobs = len(chunk)
+            tenant = chunk[0].job.tenant
+            if any(item.job.tenant != tenant for item in chunk) or jobs > quota:
+                return stored
+            writes = [write for item in chunk for write in self._writes(item)]
+            # the count may rise by `jobs` only while it stays at or under the quota
+            writes.append(quota_update(self.table, tenant, jobs, limit=quota - jobs + 1))
+            try:
+                transact(self.client, writes)
+            except Exception as exc:
+                refused = (
+                    isinstance(exc, ClientError) and exc.response["Error"]["Code"] == "TransactionCanceledException"
+                )
+                if stored == 0 and not refused:
+                    raise
+                log.info(
+                    "batch transaction refused" if refused else "batch transaction failed",
+                    extra={"tenant": tenant, "jobs": jobs, "stored": stored},
+                )
+                return stored
+            stored += jobs
+        return stored
+
+    def _transactions(self, new: Sequence[NewJob]) -> Iterator[list[NewJob]]:
+        """`new` in order, cut into transactions of at most 100 writes (the quota change is one) and ~3 MB."""
+        chunk: list[NewJob] = []
+        writes = size = 0
+        for item in new:
+            count = len(self._writes(item))
+            weight = 2 * payload_size(item.job.spec.payload) + 4096  # the job and its timer carry the payload
+            if chunk and (writes + count + 1 > MAX_TRANSACTION_WRITES or size + weight > MAX_TRANSACTION_BYTES):
+                yield chunk
+                chunk, writes, size = [], 0, 0
+            chunk.append(item)
+            writes += count
+            size += weight
+        if chunk:
+            yield chunk
+
+    def _writes(self, new: NewJob) -> list[dict[str, Any]]:
+        """A new job's writes but the quota change: the job, its timer (and late copy), its idempotency record."""
+        return [
+            self._job_put(new.job),
+            *self._timer_puts(new.timer, new.late),
+            *self._idempotency_put(new.idempotency, new.job),
+        ]
+
+    def _job_put(self, job: Job) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": job_to_item(job),
+                "ConditionExpression": "attribute_not_exists(PK)",
+            }
+        }
+
+    def _idempotency_put(self, idempotency: IdempotencyRecord | None, job: Job) -> list[dict[str, Any]]:
+        if idempotency is None:
+            return []
+        item = {
+            "PK": s(f"IDEM#{idempotency.tenant}#{idempotency.key}"),
+            "SK": s("IDEM"),
+            "kind": s("idempotency"),
+            "request_hash": s(idempotency.request_hash),
+            "job_id": s(idempotency.job_id),
+            "expires_ms": n(to_ms(idempotency.expires_at)),
+            "expires_at": epoch_seconds(idempotency.expires_at),
+        }
+        put = {
+            "TableName": self.table,
+            "Item": item,
+            # TTL deletes lazily, so an expired record may still be there: it no longer counts.
+            "ConditionExpression": "attribute_not_exists(PK) OR expires_ms < :now",
+            "ExpressionAttributeValues": {":now": n(to_ms(job.created_at))},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        return [{"Put": put}]
 
     def get(self, job_id: str) -> Job | None:
         response = self.client.get_item(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from datetime import datetime
 
 from scheduler.adapters.memory.timers import MemoryTimerStore
 from scheduler.core.chain import active_delta, advance_allowed, already_advanced, completion_mark, replace_allowed
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
 from scheduler.core.model import Job, JobState
-from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, Timer
+from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob, Timer
 from scheduler.core.timefmt import to_ms
 
 
@@ -30,8 +32,8 @@ class MemoryJobStore:
     ) -> None:
         with self.lock:
             if idempotency is not None:
-                existing = self.idempotency.get((idempotency.tenant, idempotency.key))
-                if existing is not None and existing.expires_at > job.created_at:
+                existing = self._taken(idempotency, job.created_at)
+                if existing is not None:
                     if existing.request_hash != idempotency.request_hash:
                         raise IdempotencyConflict(idempotency.key)
                     raise IdempotentReplay(existing)
@@ -39,15 +41,39 @@ class MemoryJobStore:
                 raise VersionConflict(self.jobs[job.job_id])
             if self.active.get(job.tenant, 0) >= quota:
                 raise QuotaExceeded(f"this tenant already has {quota} active or paused jobs")
-            self.active[job.tenant] = self.active.get(job.tenant, 0) + 1
-            self.jobs[job.job_id] = job
-            if idempotency is not None:
-                self.idempotency[(idempotency.tenant, idempotency.key)] = idempotency
-            if timer is not None:
-                assert self.timers is not None
-                self.timers.put_timer(timer)
-                if late:
-                    self.timers.put_late(timer)
+            self._write(job, timer, idempotency, late)
+
+    def create_all(self, new: Sequence[NewJob], quota: int) -> int:
+        """One transaction for them all (memory has no size limit): all stored, or none."""
+        with self.lock:
+            tenants = {item.job.tenant for item in new}
+            refused = (
+                len(tenants) > 1
+                or any(item.job.job_id in self.jobs for item in new)
+                or any(item.idempotency and self._taken(item.idempotency, item.job.created_at) for item in new)
+                or any(self.active.get(tenant, 0) + len(new) > quota for tenant in tenants)
+            )
+            if refused:
+                return 0
+            for item in new:
+                self._write(item.job, item.timer, item.idempotency, item.late)
+            return len(new)
+
+    def _taken(self, idempotency: IdempotencyRecord, now: datetime) -> IdempotencyRecord | None:
+        """The unexpired record that holds this key already, if any."""
+        existing = self.idempotency.get((idempotency.tenant, idempotency.key))
+        return existing if existing is not None and existing.expires_at > now else None
+
+    def _write(self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool) -> None:
+        self.active[job.tenant] = self.active.get(job.tenant, 0) + 1
+        self.jobs[job.job_id] = job
+        if idempotency is not None:
+            self.idempotency[(idempotency.tenant, idempotency.key)] = idempotency
+        if timer is not None:
+            assert self.timers is not None
+            self.timers.put_timer(timer)
+            if late:
+                self.timers.put_late(timer)
 
     def get(self, job_id: str) -> Job | None:
         with self.lock:
