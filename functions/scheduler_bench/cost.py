@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from scheduler.core.jobs import Created, Submission
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobSpec, RunState
 from scheduler.core.schedules import next_occurrence
@@ -127,6 +128,49 @@ def _timeline(
         delete_resources(resources, plain, client("sqs"), client("events"))
 
 
+#: Jobs per `POST /v1/jobs/batch` request in the batched-submit measurement (the endpoint's limit).
+BATCH_SUBMIT = 25
+
+
+def _batch_submit(jobs: int, receiver: Receiver) -> dict[str, Any]:
+    """What submitting one-shot jobs 25 a request costs per job: `JobService.create_many` of 25 in one api
+    invocation, as `POST /v1/jobs/batch` calls it, metered on fresh tables (the same jobs as the cost timeline's,
+    far enough ahead that each timer is written to its bucket)."""
+    meter = Meter()
+    meter.zero_delays = True
+    plain = client("dynamodb")
+    resources = create_resources(f"bb{uuid.uuid4().hex[:10]}", plain, client("sqs"), client("events"))
+    try:
+        settings = settings_for(resources, SIGNING_SECRET, 1_000_000)
+        start = utc_minute(datetime.now(UTC))
+        clock = VirtualClock(start)
+        meter.clock = clock
+        services = build(
+            settings, client("dynamodb", meter), client("sqs", meter), client("events", meter), clock, SIGNING_SECRET
+        )
+        services.timers.init_watermark(start)
+        first = start + timedelta(minutes=9)
+        clock.set(start + timedelta(minutes=1, seconds=5))
+        created = 0
+        for offset in range(0, jobs, BATCH_SUBMIT):
+            submissions = []
+            for index in range(offset, min(jobs, offset + BATCH_SUBMIT)):
+                spec, body = _spec("one_shot", receiver.url, spread(first, index), 1)
+                submissions.append(Submission(spec, None, body))
+            with meter.invocation("api"):
+                answers = services.job_service.create_many("bench", submissions)
+            created += sum(1 for answer in answers if isinstance(answer, Created))
+        totals = meter.totals({"api"})
+        return {
+            "jobs": jobs,
+            "created": created,
+            "jobs_per_request": BATCH_SUBMIT,
+            "per_job": totals.scaled(1 / max(1, created)),
+        }
+    finally:
+        delete_resources(resources, plain, client("sqs"), client("events"))
+
+
 def _per_fire(marginal: dict[str, Totals], fires: int) -> dict[str, Any]:
     """Per-fire quantities by function, and their sum."""
     by_function = {phase: totals.scaled(1 / fires) for phase, totals in marginal.items()}
@@ -215,6 +259,8 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
             results[kind] = runs
         assert fixed is not None
         results["fixed"] = fixed
+        log(f"cost: submitting {config.one_shot_jobs} one-shot jobs {BATCH_SUBMIT} a request")
+        results["batch_submit"] = _batch_submit(config.one_shot_jobs, receiver)
         quiet = min(
             (r for r in results["one_shot"] if r["batch_size"] == min(config.batch_sizes)),
             key=lambda r: r["batch_size"],

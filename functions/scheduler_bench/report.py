@@ -83,6 +83,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
         "",
     ]
     first = next(iter(cost.get("one_shot", [])), None)
+    lines += _batch_submit(cost.get("batch_submit"), first)
     if first is not None:
         lines += ["Where a one-shot fire's units go (busy batches):", ""]
         op_rows = []
@@ -386,6 +387,34 @@ def _emulator(latency: dict[str, Any]) -> list[str]:
 
 #: Jobs per `POST /v1/jobs/batch` request in the batched-submit figure.
 BATCH_SUBMIT = 25
+
+
+def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | None) -> list[str]:
+    """The measured cost of submitting 25 jobs a request, and submit + fire of a one-shot job that way."""
+    if not batch or busy_one_shot is None:
+        return []
+    per_job = batch["per_job"]
+    per_request = 1 / batch["jobs_per_request"]
+    seconds = per_job["billed_seconds"].get("api", 0.0)
+    submit = prices.per_million(
+        read_units=per_job["read_units"],
+        write_units=per_job["write_units"],
+        sqs_requests=per_job["sqs_billed_requests"],
+        lambda_requests=per_request,
+        lambda_gb_seconds=prices.gb_seconds({"api": seconds}),
+    )["total"]
+    fire = busy_one_shot["per_million_fires_usd"]["fire_path"]["total"]
+    http = per_request * prices.API_GATEWAY_HTTP_REQUEST * 1e6
+    rest = per_request * prices.PRICES["api_gateway_rest_request"] * 1e6
+    return [
+        f"Submitted {batch['jobs_per_request']} a request (`POST /v1/jobs/batch`: `JobService.create_many`, measured "
+        f"on {batch['created']} one-shot jobs): {_f(per_job['write_units'])} write units, "
+        f"{_f(per_job['read_units'])} read units and {_f(1000 * seconds, 1)} ms of the api Lambda a job (its valid "
+        f"items in one transaction with one change of the tenant's quota counter); submit + fire of a one-shot job "
+        f"(busy batches): {_usd(submit + http + fire)} per million on an HTTP API, {_usd(submit + rest + fire)} on "
+        "REST.",
+        "",
+    ]
 
 
 def _fire_path(run: dict[str, Any]) -> dict[str, float]:

@@ -25,7 +25,7 @@ from scheduler.core.jobs import Created, JobService, Submission
 from scheduler.core.model import REDACTED, BackfillRequest, HttpTarget, Job, JobSpec, JobState, RunState
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring
-from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validation_problem
+from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
 from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
 from scheduler.handlers.api_views import backfill_view, job_view, json_response, run_view
 from scheduler.identity import UnknownPrincipal, tenant_of
@@ -99,10 +99,7 @@ def get_forecast() -> Response[str]:
 def create_job() -> Response[str]:
     who = tenant()
     body = json_body()
-    try:
-        spec = JobSpec.model_validate(body)
-    except ValidationError as exc:
-        raise validation_problem(exc) from None
+    spec = validated(JobSpec, body)
     key = header("Idempotency-Key")
     if key is not None and not (1 <= len(key) <= 255):
         raise Problem(422, "Unprocessable Content", "Idempotency-Key must be 1-255 characters")
@@ -126,10 +123,7 @@ def _submission(item: Any) -> Submission:
     key = item.get("idempotency_key")
     if key is not None and not (isinstance(key, str) and 1 <= len(key) <= 255):
         raise Problem(422, "Unprocessable Content", "idempotency_key must be a string of 1-255 characters")
-    try:
-        spec = JobSpec.model_validate(item["job"])
-    except ValidationError as exc:
-        raise validation_problem(exc) from None
+    spec = validated(JobSpec, item["job"])
     return Submission(spec, key, item["job"])
 
 
@@ -337,10 +331,7 @@ def backfills() -> BackfillService:
 def start_backfill(job_id: str) -> Response[str]:
     who = tenant()
     body = json_body()
-    try:
-        request = BackfillRequest.model_validate(body)
-    except ValidationError as exc:
-        raise validation_problem(exc) from None
+    request = validated(BackfillRequest, body)
     svc = backfills()
     backfill = svc.start(who, job_id, request.range_from, request.to)
     location = f"/v1/jobs/{job_id}/backfill/{backfill.backfill_id}"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from scheduler.core.errors import (
     BackfillNotFound,
@@ -21,6 +21,8 @@ from scheduler.core.errors import (
 )
 from scheduler.core.schedules import InvalidSchedule
 from scheduler.core.validation import field_errors, summary
+
+Model = TypeVar("Model", bound=BaseModel)
 
 PROBLEM = "application/problem+json"
 
@@ -48,6 +50,14 @@ def problem_response(status: int, title: str, detail: str, **extra: Any) -> Resp
 
 
 # -- presentation -----------------------------------------------------------------------------------------
+
+
+def validated(model: type[Model], body: Any) -> Model:
+    """`body` as `model`, or the 422 problem that names each field it got wrong."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise validation_problem(exc) from None
 
 
 def validation_problem(exc: ValidationError) -> Problem:
