@@ -16,7 +16,7 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.core.errors import ClaimLost, ClaimRefused, Fenced, LeaseLost, VersionConflict
 from scheduler.core.model import JobState, RunState
-from scheduler.core.ports import Advance, AttemptEnd, BucketClaim, IdempotencyRecord
+from scheduler.core.ports import Advance, AttemptEnd, BucketClaim, IdempotencyRecord, NewJob
 from scheduler.core.records import Attempt
 
 pytestmark = pytest.mark.emulator
@@ -71,6 +71,10 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     jobs.create(once, make.timer(once), None, False, 5)
     assert jobs.advance(make.timer(once), Advance(None, make.timer(once).scheduled_for, 0)).proceed  # transaction path
     assert not jobs.advance(timer, Advance(None, timer.scheduled_for, 0)).proceed  # failed transaction path
+    # A batch, in a tenant and an hour of its own (nothing below lists them)
+    batch = [make.job("tenant-batch", created_at=t0 + timedelta(hours=2, seconds=i)) for i in range(2)]
+    assert jobs.create_all([NewJob(j, make.timer(j), None, False) for j in batch], 5) == 2
+    assert [jobs.get(j.job_id) for j in batch] == batch
 
     # TimerStore
     assert timers.bucket_of(timer).shard in range(4)
