@@ -13,11 +13,9 @@ from pydantic import TypeAdapter
 
 from scheduler.core.forecast import MAX_MINUTES as MAX_FORECAST_MINUTES
 from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
-from scheduler.core.model import BackfillRequest, BackfillState, JobSpec, JobState, RunState
+from scheduler.core.model import MAX_NOTE, BackfillRequest, BackfillState, JobSpec, JobState, RunState
 
 REF = "#/components/schemas/{model}"
-#: The longest operator's note a resolve takes (it is kept in the run's history).
-MAX_NOTE = 500
 
 
 def _problem(description: str) -> dict[str, Any]:

@@ -11,6 +11,8 @@ marginal spend of the jobs; the run without them is the fixed cost of sweeping e
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,23 +61,53 @@ def _spec(kind: str, url: str, first: datetime, occurrences: int) -> tuple[JobSp
     return JobSpec.model_validate(body), body
 
 
-def _timeline(
-    kind: str, jobs: int, occurrences: int, batch_size: int, receiver: Receiver, with_jobs: bool
-) -> dict[str, Any]:
-    """One virtual timeline on fresh tables; returns per-phase totals and what fired."""
+@dataclass(frozen=True)
+class _Fresh:
+    """Fresh tables and the services on them: metered clients, a virtual clock at the current minute, the
+    watermark there (the steady state: a first sweep would begin 10 minutes back)."""
+
+    meter: Meter
+    settings: Any
+    services: Any
+    clock: VirtualClock
+    start: datetime
+    plain: Any  # an unmetered DynamoDB client, to read what happened
+
+
+@contextmanager
+def _fresh(prefix: str) -> Iterator[_Fresh]:
+    """A `_Fresh` on new tables named `prefix...`, deleted afterwards."""
     meter = Meter()
     meter.zero_delays = True
-    dynamodb, sqs, events = client("dynamodb", meter), client("sqs", meter), client("events", meter)
     plain = client("dynamodb")
-    resources = create_resources(f"bc{uuid.uuid4().hex[:10]}", plain, client("sqs"), client("events"))
+    resources = create_resources(f"{prefix}{uuid.uuid4().hex[:10]}", plain, client("sqs"), client("events"))
     try:
         settings = settings_for(resources, SIGNING_SECRET, 1_000_000)
         start = utc_minute(datetime.now(UTC))
         clock = VirtualClock(start)
         meter.clock = clock  # the senders' (api and sweeper) clock: when each message lands
-        services = build(settings, dynamodb, sqs, events, clock, SIGNING_SECRET)
-        # Warm up to the steady state: a watermark at the start (a first sweep would begin 10 minutes back).
+        metered = client("dynamodb", meter), client("sqs", meter), client("events", meter)
+        services = build(settings, *metered, clock, SIGNING_SECRET)
         services.timers.init_watermark(start)
+        yield _Fresh(meter, settings, services, clock, start, plain)
+    finally:
+        delete_resources(resources, plain, client("sqs"), client("events"))
+
+
+def _timeline(
+    kind: str, jobs: int, occurrences: int, batch_size: int, receiver: Receiver, with_jobs: bool
+) -> dict[str, Any]:
+    """One virtual timeline on fresh tables; returns per-phase totals and what fired."""
+    with _fresh("bc") as fresh:
+        meter, settings, services, clock, start, plain = (
+            fresh.meter,
+            fresh.settings,
+            fresh.services,
+            fresh.clock,
+            fresh.start,
+            fresh.plain,
+        )
+        # Warm up to the steady state: one sweep from the watermark at the start.
         with meter.phase("warmup"), flowing(clock):
             services.sweeper.sweep(clock.now() + timedelta(seconds=60))
         # Far enough ahead that the API writes the timer to its bucket (not near: beyond look-ahead + margin).
@@ -124,8 +156,6 @@ def _timeline(
             "kept_messages": services.kept,
             "worker_wait_seconds": sum(services.worker_clock.batch_waits),
         }
-    finally:
-        delete_resources(resources, plain, client("sqs"), client("events"))
 
 
 #: Jobs per `POST /v1/jobs/batch` request in the batched-submit measurement (the endpoint's limit).
@@ -136,19 +166,8 @@ def _batch_submit(jobs: int, receiver: Receiver) -> dict[str, Any]:
     """What submitting one-shot jobs 25 a request costs per job: `JobService.create_many` of 25 in one api
     invocation, as `POST /v1/jobs/batch` calls it, metered on fresh tables (the same jobs as the cost timeline's,
     far enough ahead that each timer is written to its bucket)."""
-    meter = Meter()
-    meter.zero_delays = True
-    plain = client("dynamodb")
-    resources = create_resources(f"bb{uuid.uuid4().hex[:10]}", plain, client("sqs"), client("events"))
-    try:
-        settings = settings_for(resources, SIGNING_SECRET, 1_000_000)
-        start = utc_minute(datetime.now(UTC))
-        clock = VirtualClock(start)
-        meter.clock = clock
-        services = build(
-            settings, client("dynamodb", meter), client("sqs", meter), client("events", meter), clock, SIGNING_SECRET
-        )
-        services.timers.init_watermark(start)
+    with _fresh("bb") as fresh:
+        meter, services, clock, start = fresh.meter, fresh.services, fresh.clock, fresh.start
         first = start + timedelta(minutes=9)
         clock.set(start + timedelta(minutes=1, seconds=5))
         created = 0
@@ -167,8 +186,6 @@ def _batch_submit(jobs: int, receiver: Receiver) -> dict[str, Any]:
             "jobs_per_request": BATCH_SUBMIT,
             "per_job": totals.scaled(1 / max(1, created)),
         }
-    finally:
-        delete_resources(resources, plain, client("sqs"), client("events"))
 
 
 def _per_fire(marginal: dict[str, Totals], fires: int) -> dict[str, Any]:

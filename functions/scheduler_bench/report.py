@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler_bench import capacity, prices
+from scheduler_bench.cost import BATCH_SUBMIT
 from scheduler_bench.prices import PRICES
 
 
@@ -383,10 +384,6 @@ def _emulator(latency: dict[str, Any]) -> list[str]:
         "minutes.",
         "",
     ]
-
-
-#: Jobs per `POST /v1/jobs/batch` request in the batched-submit figure.
-BATCH_SUBMIT = 25
 
 
 def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | None) -> list[str]:

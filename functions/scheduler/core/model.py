@@ -17,6 +17,8 @@ from scheduler.core.schedules import Instant, Schedule
 #: Functions inputs (256 KB caps), so 64 KB leaves generous room for every target.
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_ATTEMPTS_LIMIT = 20
+#: The longest operator's note a resolve takes (it is kept in the run's history).
+MAX_NOTE = 500
 
 
 class JobState(StrEnum):

@@ -22,14 +22,13 @@ from scheduler.core import forecast as forecasting
 from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs import Created, JobService, Submission
-from scheduler.core.model import REDACTED, BackfillRequest, HttpTarget, Job, JobSpec, JobState, RunState
+from scheduler.core.model import MAX_NOTE, REDACTED, BackfillRequest, HttpTarget, Job, JobSpec, JobState, RunState
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
 from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
 from scheduler.handlers.api_views import backfill_view, job_view, json_response, run_view
 from scheduler.identity import UnknownPrincipal, tenant_of
-from scheduler.openapi import MAX_NOTE
 
 logger = wiring.handler_logger()
 metrics = Metrics()

@@ -92,16 +92,15 @@ class DynamoJobStore:
     def create_all(self, new: Sequence[NewJob], quota: int) -> int:
         """As few transactions as DynamoDB takes (100 items, 4 MB), each with one quota change for its jobs."""
         stored = 0
-        for chunk in self._transactions(new):
+        for chunk, writes in self._transactions(new):
             jobs = len(chunk)
             tenant = chunk[0].job.tenant
             if any(item.job.tenant != tenant for item in chunk) or jobs > quota:
                 return stored
-            writes = [write for item in chunk for write in self._writes(item)]
             # the count may rise by `jobs` only while it stays at or under the quota
-            writes.append(quota_update(self.table, tenant, jobs, limit=quota - jobs + 1))
+            quota_change = quota_update(self.table, tenant, jobs, limit=quota - jobs + 1)
             try:
-                transact(self.client, writes)
+                transact(self.client, [*writes, quota_change])
             except Exception as exc:
                 refused = (
                     isinstance(exc, ClientError) and exc.response["Error"]["Code"] == "TransactionCanceledException"
@@ -116,21 +115,23 @@ class DynamoJobStore:
             stored += jobs
         return stored
 
-    def _transactions(self, new: Sequence[NewJob]) -> Iterator[list[NewJob]]:
-        """`new` in order, cut into transactions of at most 100 writes (the quota change is one) and ~3 MB."""
+    def _transactions(self, new: Sequence[NewJob]) -> Iterator[tuple[list[NewJob], list[dict[str, Any]]]]:
+        """`new` in order, cut into transactions of at most 100 writes (the quota change is one) and ~3 MB: each
+        transaction's jobs and their writes (but the quota change)."""
         chunk: list[NewJob] = []
-        writes = size = 0
+        writes: list[dict[str, Any]] = []
+        size = 0
         for item in new:
-            count = len(self._writes(item))
+            own = self._writes(item)
             weight = 2 * payload_size(item.job.spec.payload) + 4096  # the job and its timer carry the payload
-            if chunk and (writes + count + 1 > MAX_TRANSACTION_WRITES or size + weight > MAX_TRANSACTION_BYTES):
-                yield chunk
-                chunk, writes, size = [], 0, 0
+            if chunk and (len(writes) + len(own) + 1 > MAX_TRANSACTION_WRITES or size + weight > MAX_TRANSACTION_BYTES):
+                yield chunk, writes
+                chunk, writes, size = [], [], 0
             chunk.append(item)
-            writes += count
+            writes += own
             size += weight
         if chunk:
-            yield chunk
+            yield chunk, writes
 
     def _writes(self, new: NewJob) -> list[dict[str, Any]]:
         """A new job's writes but the quota change: the job, its timer (and late copy), its idempotency record."""
