@@ -4,11 +4,13 @@ finishes, whatever the length of the run history."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
 from scheduler.core.model import RunState
 from scheduler.core.ports import TargetCall
+from scheduler.core.records import Execution
 from tests.unit.fixtures import TENANT, FakeTarget, World
 
 EVERY_2S = {"type": "rate", "every_seconds": 2}
@@ -157,3 +159,53 @@ def test_an_occurrence_that_finds_a_parked_run_about_to_start_does_not_start_bes
     assert "about to run" in (skipped.last_error or "")
     world.handle(other_worker, released[0])
     assert world.ledger.get(parked[0].key).state == RunState.SUCCEEDED  # type: ignore[union-attr]
+
+
+class StaleRuns:
+    """The ledger as a worker sees it when the run index lags (or when the holder finishes between the overlap read
+    and the park): `runs` answers from a snapshot; everything else, including the consistent `get`, is current."""
+
+    def __init__(self, ledger: Any, snapshot: tuple[list[Execution], str | None]) -> None:
+        self._ledger, self._snapshot = ledger, snapshot
+
+    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+        return self._snapshot
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+
+def test_a_run_parked_just_after_its_holder_finished_is_not_left_waiting_for_the_lease(world: World) -> None:
+    # Given a buffer_one job every 2 s whose first run takes 3 s, and a worker that reads the run history as it
+    # was while that run was going: the first run's worker finished and looked for parked runs before the next one
+    # was parked (found none), so nobody will send it
+    job = world.create(EVERY_2S, overlap_policy="buffer_one")
+    world.sweep()
+    snapshot: list[tuple[list[Execution], str | None]] = []
+
+    def long_run(call: TargetCall) -> str:
+        world.clock.advance(3)
+        snapshot.append(world.ledger.runs(job.job_id, 100, None))
+        return "ok"
+
+    world.clock.advance(2)
+    [first] = world.queue.receive(1)
+    world.handle(world.executor(FakeTarget(world.clock, long_run)), first)
+    finished_at = world.now()
+    late_reader = world.executor(worker_id="worker-2")
+    late_reader.ledger = StaleRuns(world.ledger, snapshot[0])
+    [parked] = [m for m in world.queue.receive(10) if m.dispatch.scheduled_for > first.dispatch.scheduled_for][:1]
+
+    # When it parks the next occurrence behind the run it still sees running
+    delivery = world.handle(late_reader, parked)
+    assert world.ledger.get(parked.dispatch.key).buffered  # type: ignore[union-attr]
+
+    # Then it looks again a second later, not a lease (60 s) later, and the parked run then starts
+    assert delivery.outcome.hide_seconds == 1, delivery.outcome
+    assert world.metrics.counts["BufferedRecheck"] == 1
+    world.clock.advance(1)
+    [again] = [m for m in world.queue.receive(10) if m.dispatch.key == parked.dispatch.key]
+    world.handle(world.executor(worker_id="worker-2"), again)
+    ran = world.ledger.get(parked.dispatch.key)
+    assert ran is not None and ran.state == RunState.SUCCEEDED
+    assert world.now() - finished_at < timedelta(seconds=2)

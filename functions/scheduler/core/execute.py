@@ -345,7 +345,23 @@ class Executor:
             "occurrence buffered behind a running one",
             extra={"job_id": job.job_id, "occurrence_key": execution.key, "holder": holder.key},
         )
+        if not self._still_holds(holder.key, now):
+            # The holder finished (or lost its lease) between the read above and the park: its worker may have
+            # looked for parked runs before this one was parked, and then nobody would send it before the
+            # fallback, a lease later. Look again in a second instead (a lost wake-up, closed from this side).
+            self.metrics.count("BufferedRecheck")
+            return Outcome.hide(1, Why.BUFFERED, "the holder finished while this one was parked")
         return Outcome.hide((fallback - now).total_seconds(), Why.BUFFERED)
+
+    def _still_holds(self, key: str, now: datetime) -> bool:
+        """Whether the run `key` still holds the place (read consistently, after the park was written): running
+        with a live lease, or parked itself. Its worker then reads the parked runs after it finishes, so it sees
+        the park just written (within the run index's lag)."""
+        holder = self.ledger.get(key)
+        if holder is None:
+            return False
+        live = holder.state == RunState.RUNNING and holder.lease_until is not None and holder.lease_until > now
+        return live or holder.buffered
 
     def _catching_up(self, job: Job, dispatch: Dispatch, now: datetime) -> bool:
         """Whether this occurrence is caught up rather than on time, so it overlaps only because it was held back:
