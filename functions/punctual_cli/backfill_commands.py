@@ -20,15 +20,9 @@ WATCH_INTERVAL = 2
 
 
 def cmd_backfill_list(ctx: Context) -> int:
-    client, job_id = ctx.client(), ctx.args.job_id
-    return listing(
-        ctx,
-        "backfills",
-        lambda size: client.iter_backfills(job_id, size),
-        lambda limit, cursor: client.backfills(job_id, limit, cursor),
-        output.backfill_table,
-        "no backfills",
-    )
+    client = ctx.client()
+    every, page = client.iter_backfills, client.backfills
+    return listing(ctx, "backfills", ctx.args.job_id, every, page, output.backfill_table, "no backfills")
 
 
 def _backfill_line(verb: str, backfill: BackfillView) -> str:

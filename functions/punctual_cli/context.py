@@ -126,24 +126,26 @@ class _Listed(Protocol):
 
 
 L = TypeVar("L", bound=_Listed)
+K = TypeVar("K")
 
 
 def listing(
     ctx: Context,
     noun: str,
-    every: Callable[[int], Iterable[L]],
-    one_page: Callable[[int | None, str | None], Page[L]],
+    of: K,
+    every: Callable[[K, int], Iterable[L]],
+    one_page: Callable[[K, int | None, str | None], Page[L]],
     table: Callable[[list[L]], str],
     empty: str,
 ) -> int:
-    """A list command: one page (`--limit`, `--cursor`) or every page (`--all`), as a table or `--json` (the API's
-    document: the items under `noun` and `next_cursor`)."""
+    """A list command: the `noun` of `of` (a job's runs, the jobs in a state), one page (`--limit`, `--cursor`) or
+    every page (`--all`), as a table or `--json` (the API's document: the items under `noun` and `next_cursor`)."""
     args = ctx.args
     next_cursor: str | None = None
     if args.all:
-        found = list(every(args.limit or 100))
+        found = list(every(of, args.limit or 100))
     else:
-        page = one_page(args.limit, args.cursor)
+        page = one_page(of, args.limit, args.cursor)
         found, next_cursor = page.items, page.next_cursor
     if ctx.as_json:
         ctx.emit({noun: [item.raw for item in found], "next_cursor": next_cursor})

@@ -160,15 +160,8 @@ def cmd_get(ctx: Context) -> int:
 
 
 def cmd_list(ctx: Context) -> int:
-    client, state = ctx.client(), ctx.args.state
-    return listing(
-        ctx,
-        "jobs",
-        lambda size: client.iter_jobs(state, size),
-        lambda limit, cursor: client.list_jobs(state, limit, cursor),
-        output.job_table,
-        "no jobs",
-    )
+    client = ctx.client()
+    return listing(ctx, "jobs", ctx.args.state, client.iter_jobs, client.list_jobs, output.job_table, "no jobs")
 
 
 def cmd_edit(ctx: Context) -> int:
@@ -200,15 +193,8 @@ def cmd_trigger(ctx: Context) -> int:
 
 
 def cmd_runs(ctx: Context) -> int:
-    client, job_id = ctx.client(), ctx.args.job_id
-    return listing(
-        ctx,
-        "runs",
-        lambda size: client.iter_runs(job_id, size),
-        lambda limit, cursor: client.runs(job_id, limit, cursor),
-        output.run_table,
-        "no runs yet",
-    )
+    client = ctx.client()
+    return listing(ctx, "runs", ctx.args.job_id, client.iter_runs, client.runs, output.run_table, "no runs yet")
 
 
 def cmd_resolve(ctx: Context) -> int:

@@ -202,11 +202,7 @@ def run_one(
         stack.stop()
         sweeps = stack.sweeps()
 
-        first_call: dict[str, float] = {}
-        for call in receiver.calls:
-            if call.job_id in expected:
-                first_call[call.job_id] = min(call.at, first_call.get(call.job_id, call.at))
-        lateness = [first_call[j] - expected[j].timestamp() for j in first_call]
+        lateness = receiver.lateness(expected)
         states = _ledger_states(plain_ddb, resources.executions_table)
         dispatching = [s for s in sweeps if s.get("dispatched", 0) > 0]
         result: dict[str, Any] = {
@@ -239,7 +235,7 @@ def run_one(
             "cpu_profile": profile,
         }
         log(
-            f"burst: jitter {jitter}s: {len(first_call)}/{jobs} arrived; lateness p50 "
+            f"burst: jitter {jitter}s: {len(lateness)}/{jobs} arrived; lateness p50 "
             f"{result['lateness_seconds'].get('p50', float('nan')):.2f}s p99 "
             f"{result['lateness_seconds'].get('p99', float('nan')):.2f}s"
         )

@@ -15,9 +15,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from scheduler.schema import JOBS_TABLE, create_table_request
+from scheduler.schema import JOBS_TABLE
 from scheduler_local import emulators
-from scheduler_local.provision import Resources, provision
+from scheduler_local.provision import Resources, create_table, provision
 
 ROOT = emulators.ROOT
 
@@ -68,12 +68,7 @@ def create_resources(prefix: str, dynamodb: Any, sqs: Any, events: Any) -> Resou
 
 def create_naive_table(name: str, dynamodb: Any) -> str:
     """A table for the Scan baseline, with the jobs table's schema."""
-    try:
-        dynamodb.create_table(**create_table_request(JOBS_TABLE, name))
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] != "ResourceInUseException":
-            raise
-    dynamodb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    create_table(dynamodb, JOBS_TABLE, name)
     return name
 
 

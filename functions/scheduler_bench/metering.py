@@ -30,7 +30,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -76,10 +76,9 @@ def write_units(size: int) -> int:
 
 
 @dataclass
-class OperationCount:
-    """What one phase spent on one operation of one service."""
+class DynamoDbSpend:
+    """What DynamoDB calls spent, in the units it bills."""
 
-    calls: int = 0
     read_units: float = 0.0
     write_units: float = 0.0
     #: Of the write units, those of transactions (already doubled).
@@ -90,6 +89,18 @@ class OperationCount:
     estimated_units: float = 0.0
     failed_conditions: int = 0
     items_read: int = 0
+
+    def add_spend(self, other: DynamoDbSpend) -> None:
+        """Add what `other` spent on DynamoDB."""
+        for spent in fields(DynamoDbSpend):
+            setattr(self, spent.name, getattr(self, spent.name) + getattr(other, spent.name))
+
+
+@dataclass
+class OperationCount(DynamoDbSpend):
+    """What one phase spent on one operation of one service."""
+
+    calls: int = 0
     #: SQS: billed requests (64 KB chunks), payload bytes, messages carried; empty receives.
     billed_requests: int = 0
     payload_bytes: int = 0
@@ -111,17 +122,10 @@ class Invocation:
 
 
 @dataclass
-class Totals:
+class Totals(DynamoDbSpend):
     """Sums over a set of phases, in the units the prices are quoted in."""
 
     dynamodb_calls: int = 0
-    read_units: float = 0.0
-    write_units: float = 0.0
-    transactional_write_units: float = 0.0
-    index_write_units: float = 0.0
-    estimated_units: float = 0.0
-    failed_conditions: int = 0
-    items_read: int = 0
     sqs_requests: int = 0
     sqs_billed_requests: int = 0
     sqs_empty_receives: int = 0
@@ -134,43 +138,21 @@ class Totals:
     billed_seconds: dict[str, float] = field(default_factory=dict)
     by_operation: dict[str, dict[str, float]] = field(default_factory=dict)
 
+    def _figures(self) -> list[str]:
+        """The names of the single figures (the rest are per function or per operation)."""
+        return [f.name for f in fields(self) if not isinstance(getattr(self, f.name), dict)]
+
     def scaled(self, factor: float) -> dict[str, Any]:
         """Every figure multiplied by `factor` (e.g. 1/fires for per-occurrence figures)."""
-        return {
-            "dynamodb_calls": self.dynamodb_calls * factor,
-            "read_units": self.read_units * factor,
-            "write_units": self.write_units * factor,
-            "transactional_write_units": self.transactional_write_units * factor,
-            "index_write_units": self.index_write_units * factor,
-            "estimated_units": self.estimated_units * factor,
-            "failed_conditions": self.failed_conditions * factor,
-            "items_read": self.items_read * factor,
-            "sqs_requests": self.sqs_requests * factor,
-            "sqs_billed_requests": self.sqs_billed_requests * factor,
-            "events_calls": self.events_calls * factor,
-            "events_billed": self.events_billed * factor,
-            "invocations": {k: v * factor for k, v in self.invocations.items()},
-            "billed_seconds": {k: v * factor for k, v in self.billed_seconds.items()},
-            "by_operation": {op: {k: v * factor for k, v in row.items()} for op, row in self.by_operation.items()},
-        }
+        out: dict[str, Any] = {name: getattr(self, name) * factor for name in self._figures()}
+        for attr in ("invocations", "invocation_seconds", "billed_seconds"):
+            out[attr] = {k: v * factor for k, v in getattr(self, attr).items()}
+        out["by_operation"] = {op: {k: v * factor for k, v in row.items()} for op, row in self.by_operation.items()}
+        return out
 
     def minus(self, other: Totals) -> Totals:
         """This run less a baseline run (same virtual timeline without the jobs): the marginal spend."""
-        out = Totals(
-            dynamodb_calls=self.dynamodb_calls - other.dynamodb_calls,
-            read_units=self.read_units - other.read_units,
-            write_units=self.write_units - other.write_units,
-            transactional_write_units=self.transactional_write_units - other.transactional_write_units,
-            index_write_units=self.index_write_units - other.index_write_units,
-            estimated_units=self.estimated_units - other.estimated_units,
-            failed_conditions=self.failed_conditions - other.failed_conditions,
-            items_read=self.items_read - other.items_read,
-            sqs_requests=self.sqs_requests - other.sqs_requests,
-            sqs_billed_requests=self.sqs_billed_requests - other.sqs_billed_requests,
-            sqs_empty_receives=self.sqs_empty_receives - other.sqs_empty_receives,
-            events_calls=self.events_calls - other.events_calls,
-            events_billed=self.events_billed - other.events_billed,
-        )
+        out = Totals(**{name: getattr(self, name) - getattr(other, name) for name in self._figures()})
         for attr in ("invocations", "invocation_seconds", "billed_seconds"):
             mine: dict[str, Any] = getattr(self, attr)
             theirs: dict[str, Any] = getattr(other, attr)
@@ -404,13 +386,7 @@ class Meter:
             row["calls"] += c.calls
             if service == "dynamodb":
                 out.dynamodb_calls += c.calls
-                out.read_units += c.read_units
-                out.write_units += c.write_units
-                out.transactional_write_units += c.transactional_write_units
-                out.index_write_units += c.index_write_units
-                out.estimated_units += c.estimated_units
-                out.failed_conditions += c.failed_conditions
-                out.items_read += c.items_read
+                out.add_spend(c)
                 row["read_units"] += c.read_units
                 row["write_units"] += c.write_units
                 row["items_read"] += c.items_read

@@ -123,15 +123,11 @@ def run_one(
             except subprocess.TimeoutExpired:
                 proc.kill()
     profile = cpu.stop()
-    first: dict[str, float] = {}
-    for call in receiver.calls:
-        if call.job_id in expected:
-            first[call.job_id] = min(call.at, first.get(call.job_id, call.at))
-    lateness = [first[j] - expected[j].timestamp() for j in first]
+    lateness = receiver.lateness(expected)
     errors = [_errors(run_dir / f"scheduler-{i}.err") for i in range(processes)]
     late = summary(lateness)
     p99 = late.get("p99", float("nan"))
-    log(f"peer: APScheduler x{processes}: {len(first)}/{jobs} arrived; lateness p99 {p99:.2f}s")
+    log(f"peer: APScheduler x{processes}: {len(lateness)}/{jobs} arrived; lateness p99 {p99:.2f}s")
     return {
         "system": f"APScheduler {PINS[0].split('==')[1]}, {processes} process{'es' if processes > 1 else ''}",
         "jobs": jobs,

@@ -7,7 +7,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -87,6 +89,19 @@ class Receiver:
             if seen >= len(keys) or time.time() >= deadline:
                 return seen
             time.sleep(0.1)
+
+    def first_calls(self, due: Mapping[str, datetime]) -> dict[str, float]:
+        """When each job of `due` (job id -> when it was due) first reached the receiver (epoch seconds)."""
+        with self._lock:
+            calls = [c for c in self.calls if c.job_id in due]
+        first: dict[str, float] = {}
+        for call in calls:
+            first[call.job_id] = min(call.at, first.get(call.job_id, call.at))
+        return first
+
+    def lateness(self, due: Mapping[str, datetime]) -> list[float]:
+        """How late each job of `due` first reached the receiver, in seconds (negative: early)."""
+        return [at - due[job_id].timestamp() for job_id, at in self.first_calls(due).items()]
 
     def summary(self, keys: set[str] | None = None) -> dict[str, Any]:
         """Over the calls for `keys` (all calls when None): raw calls, distinct keys, duplicate calls (what a

@@ -26,7 +26,7 @@ from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.dispatch import timer_for
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
-from scheduler.core.model import Job, JobSpec, JobState
+from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import Dispatch, NullMetrics
 from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
@@ -68,16 +68,7 @@ def _pending_items(start: int, stop: int, shard_count: int) -> tuple[list[dict[s
     for i in range(start, stop):
         at = FAR_FUTURE + timedelta(minutes=i // PENDING_PER_MINUTE, milliseconds=i % PENDING_PER_MINUTE)
         spec, _ = _spec("https://example.com/hook", at)
-        job = Job(
-            job_id=uuid.uuid4().hex,
-            tenant=f"tenant{i % 100}",
-            spec=spec,
-            version=1,
-            state=JobState.ACTIVE,
-            created_at=created,
-            updated_at=created,
-            next_run_at=at,
-        )
+        job = Job.new(uuid.uuid4().hex, f"tenant{i % 100}", spec, created, at)
         timers.append(timer_item(timer_for(job, at), shard_count))
         jobs.append(job_to_item(job))
     return timers, jobs

@@ -50,7 +50,8 @@ class Resources:
         }
 
 
-def _create_table(client: Any, schema: TableSchema, name: str) -> None:
+def create_table(client: Any, schema: TableSchema, name: str) -> None:
+    """Create the table `name` with `schema` (and its TTL) unless it exists, and wait until it is active."""
     try:
         client.create_table(**create_table_request(schema, name))
     except ClientError as exc:
@@ -92,9 +93,9 @@ def provision(
     sqs = sqs or boto3.client("sqs")
     events = events or boto3.client("events", region_name=sqs.meta.region_name)
     jobs, executions = f"{prefix}-jobs", f"{prefix}-executions"
-    _create_table(dynamodb, JOBS_TABLE, jobs)
-    _create_table(dynamodb, EXECUTIONS_TABLE, executions)
-    _create_table(dynamodb, EXAMPLE_TABLE, f"{prefix}-example-payments")
+    create_table(dynamodb, JOBS_TABLE, jobs)
+    create_table(dynamodb, EXECUTIONS_TABLE, executions)
+    create_table(dynamodb, EXAMPLE_TABLE, f"{prefix}-example-payments")
     dlq_url = sqs.create_queue(
         QueueName=f"{prefix}-dlq",
         Attributes={"MessageRetentionPeriod": str(READY_QUEUE.dlq_retention_days * 86400)},

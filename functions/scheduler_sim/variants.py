@@ -9,14 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from scheduler.adapters.memory import (
-    MemoryBackfillStore,
-    MemoryJobStore,
-    MemoryLedger,
-    MemoryTenantBudgets,
-    MemoryTenantSlots,
-    MemoryTimerStore,
-)
+from scheduler.adapters import memory
 from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox, outcome_events
 from scheduler.core.fairness import Admitted, TenantAdmission
@@ -36,7 +29,7 @@ from scheduler.core.ports import (
 from scheduler_sim.actors import SeededOrder
 
 
-class UnfencedLedger(MemoryLedger):
+class UnfencedLedger(memory.MemoryLedger):
     """BROKEN on purpose: `finish` records the outcome without its `epoch = e AND owner = me` condition, so
     a worker that paused past its lease can overwrite the outcome written by the worker that took over.
 
@@ -80,7 +73,7 @@ def random_key_per_attempt(dispatch: Dispatch, rng: random.Random) -> Dispatch:
     )
 
 
-class ForgetfulCheckpoint(MemoryTimerStore):
+class ForgetfulCheckpoint(memory.MemoryTimerStore):
     """A bucket checkpoint that records progress but drops the quota releases it was handed: the jobs a sweep
     completes keep counting against their tenant's quota."""
 
@@ -90,7 +83,7 @@ class ForgetfulCheckpoint(MemoryTimerStore):
         super().checkpoint(claim, cursor, lease_until, None)
 
 
-class ReleaseOnEveryReplay(MemoryJobStore):
+class ReleaseOnEveryReplay(memory.MemoryJobStore):
     """Owes a quota release whenever a timer replays the advance that completed its job, whoever made that advance:
     a one-shot job completed from the late lane (whose write released it) is released again by its bucket's sweep,
     and so is a page re-run after its checkpoint."""
@@ -119,7 +112,7 @@ class DoneWithoutWaiting(SeededOrder):
         return [True] * len(tasks)
 
 
-class OverbookedSlots(MemoryTenantSlots):
+class OverbookedSlots(memory.MemoryTenantSlots):
     """BROKEN on purpose: an execution slot is taken whoever holds it (the slot's put without its "free or lease
     ended" condition), so a tenant with an execution budget runs more occurrences at once than its limit."""
 
@@ -130,7 +123,7 @@ class OverbookedSlots(MemoryTenantSlots):
             return slot
 
 
-class UnconditionalBudgets(MemoryTenantBudgets):
+class UnconditionalBudgets(memory.MemoryTenantBudgets):
     """BROKEN on purpose: a tenant's calendar is saved without its version condition, so of two sweepers booking at
     once the later write erases the other's bookings, and a window lets more releases through than it holds."""
 
@@ -152,7 +145,7 @@ class DropDeferred(TenantAdmission):
         return Admitted(super().admit(dispatches).sent, [])
 
 
-class DoneAtFirstWave(MemoryBackfillStore):
+class DoneAtFirstWave(memory.MemoryBackfillStore):
     """BROKEN on purpose: the first wave's cursor write marks the backfill completed, whatever is left of its range
     (the waves after it are never sent)."""
 
@@ -184,13 +177,13 @@ class Variant:
 
     name: str
     description: str
-    ledger: Callable[[], MemoryLedger] = MemoryLedger
+    ledger: Callable[[], memory.MemoryLedger] = memory.MemoryLedger
     rewrite: Callable[[Dispatch, random.Random], Dispatch] | None = None
-    timers: Callable[[int], MemoryTimerStore] = MemoryTimerStore
-    jobs: Callable[[], MemoryJobStore] = MemoryJobStore
-    slots: Callable[[], MemoryTenantSlots] = MemoryTenantSlots
-    budgets: Callable[[], MemoryTenantBudgets] = MemoryTenantBudgets
-    backfills: Callable[[], MemoryBackfillStore] = MemoryBackfillStore
+    timers: Callable[[int], memory.MemoryTimerStore] = memory.MemoryTimerStore
+    jobs: Callable[[], memory.MemoryJobStore] = memory.MemoryJobStore
+    slots: Callable[[], memory.MemoryTenantSlots] = memory.MemoryTenantSlots
+    budgets: Callable[[], memory.MemoryTenantBudgets] = memory.MemoryTenantBudgets
+    backfills: Callable[[], memory.MemoryBackfillStore] = memory.MemoryBackfillStore
     #: Replaces each actor's tenant admission (dispatch budgets), when the run has budgets.
     admission: Callable[[TenantAdmission], TenantAdmission] | None = None
     #: Replaces each actor's completion-event outbox.

@@ -18,7 +18,7 @@ from scheduler.adapters.memory import FakeClock, MemoryJobStore, MemoryLedger, M
 from scheduler.core.errors import LeaseLost
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.keys import occurrence_key
-from scheduler.core.model import Job, JobSpec, JobState, RunState
+from scheduler.core.model import Job, JobSpec, RunState
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
 from scheduler.core.records import Attempt
 from scheduler.examples import payments
@@ -37,15 +37,7 @@ def make_job(name: str, payload: Any = None, job_id: str | None = None) -> Job:
             "payload": payload,
         }
     )
-    return Job(
-        job_id=job_id or uuid.uuid4().hex,
-        tenant=TENANT,
-        spec=spec,
-        version=1,
-        state=JobState.ACTIVE,
-        created_at=T0,
-        updated_at=T0,
-    )
+    return Job.new(job_id or uuid.uuid4().hex, TENANT, spec, T0)
 
 
 def make_call(

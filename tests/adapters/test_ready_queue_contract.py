@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -158,19 +158,17 @@ def test_dead_letter_carries_the_dispatch_and_its_history(q) -> None:
         {"epoch": 1, "state": "RETRY_WAIT", "at": "2026-01-05T09:00:01Z", "error": "HTTP 503"},
         {"epoch": 2, "state": "DEAD", "at": "2026-01-05T09:00:31Z", "error": "HTTP 400"},
     ]
-    execution = Execution(
-        key=dispatch.key,
-        job_id=dispatch.job_id,
-        tenant=dispatch.tenant,
-        scheduled_for=dispatch.scheduled_for,
-        state=RunState.DEAD,
+    dead_at = datetime(2026, 1, 5, 9, 0, 31, tzinfo=UTC)
+    first = Execution.unstarted(dispatch, RunState.DEAD, datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
+    execution = replace(
+        first,
         epoch=2,
         attempts=2,
         last_error="HTTP 400",
-        finished_at=datetime(2026, 1, 5, 9, 0, 31, tzinfo=UTC),
+        finished_at=dead_at,
         history=[
             HistoryEntry(1, RunState.RETRY_WAIT, datetime(2026, 1, 5, 9, 0, 1, tzinfo=UTC), "HTTP 503"),
-            HistoryEntry(2, RunState.DEAD, datetime(2026, 1, 5, 9, 0, 31, tzinfo=UTC), "HTTP 400"),
+            HistoryEntry(2, RunState.DEAD, dead_at, "HTTP 400"),
         ],
     )
 

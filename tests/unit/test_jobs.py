@@ -9,15 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler.core.errors import (
-    IdempotencyConflict,
-    InvalidRequest,
-    InvalidState,
-    JobNotFound,
-    PayloadTooLarge,
-    QuotaExceeded,
-    VersionConflict,
-)
+from scheduler.core import errors
 from scheduler.core.jobs import Created, JobService, Submission
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, JobState, RunState
@@ -67,7 +59,7 @@ def test_create_with_the_same_idempotency_key_and_body_returns_the_same_job(worl
 def test_create_with_the_same_key_and_a_different_body_conflicts(world: World) -> None:
     world.service.create(TENANT, job_spec(HOURLY, name="a"), "key-1", spec_body(HOURLY, name="a"))
 
-    with pytest.raises(IdempotencyConflict):
+    with pytest.raises(errors.IdempotencyConflict):
         world.service.create(TENANT, job_spec(HOURLY, name="b"), "key-1", spec_body(HOURLY, name="b"))
 
     assert len(world.jobs.jobs) == 1
@@ -104,7 +96,7 @@ def test_quota_exceeded_stores_nothing() -> None:
     world.create(HOURLY)
     before_jobs, before_timers = dict(world.jobs.jobs), list(world.pending_timers())
 
-    with pytest.raises(QuotaExceeded):
+    with pytest.raises(errors.QuotaExceeded):
         world.create(HOURLY, key="third")
 
     assert world.jobs.jobs == before_jobs
@@ -126,7 +118,7 @@ def test_replay_is_answered_even_at_quota() -> None:
 def test_quota_counts_only_jobs_that_can_still_fire() -> None:
     world = World.build(max_active_jobs=1)
     job = world.create(HOURLY)
-    with pytest.raises(QuotaExceeded):
+    with pytest.raises(errors.QuotaExceeded):
         world.create(HOURLY)
 
     # When the job is cancelled, its slot is free again
@@ -146,7 +138,7 @@ def test_payload_over_64_kib_is_refused_and_stores_nothing(world: World) -> None
     # A JSON string of n characters is n + 2 bytes of JSON
     too_big = "x" * (MAX_PAYLOAD_BYTES - 1)
 
-    with pytest.raises(PayloadTooLarge, match="the limit is 65536 bytes"):
+    with pytest.raises(errors.PayloadTooLarge, match="the limit is 65536 bytes"):
         world.create(HOURLY, payload=too_big, key="big")
 
     assert stored_nothing(world)
@@ -159,7 +151,7 @@ def test_payload_of_exactly_64_kib_is_accepted(world: World) -> None:
 
 
 def test_schedule_without_a_future_occurrence_is_refused(world: World) -> None:
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(errors.InvalidRequest) as caught:
         world.create({"type": "cron", "expression": "0 * * * *", "end_at": "2026-01-05T08:00:00Z"})
 
     assert caught.value.field == "schedule"
@@ -169,9 +161,9 @@ def test_schedule_without_a_future_occurrence_is_refused(world: World) -> None:
 def test_another_tenants_job_is_not_found(world: World) -> None:
     job = world.create(HOURLY, tenant="acme")
 
-    with pytest.raises(JobNotFound):
+    with pytest.raises(errors.JobNotFound):
         world.service.get("globex", job.job_id)
-    with pytest.raises(JobNotFound):
+    with pytest.raises(errors.JobNotFound):
         world.service.cancel("globex", job.job_id)
     assert world.job(job.job_id).state == JobState.ACTIVE
 
@@ -189,7 +181,7 @@ def test_update_with_a_stale_if_match_conflicts_and_changes_nothing(world: World
     job = world.create(HOURLY, payload={"n": 1})
     world.service.update(TENANT, job.job_id, {"payload": {"n": 2}}, if_match=1)
 
-    with pytest.raises(VersionConflict) as caught:
+    with pytest.raises(errors.VersionConflict) as caught:
         world.service.update(TENANT, job.job_id, {"payload": {"n": 3}}, if_match=1)
 
     assert caught.value.current is not None and caught.value.current.version == 2
@@ -270,7 +262,7 @@ def test_an_invalid_update_changes_nothing(world: World) -> None:
         world.service.update(TENANT, job.job_id, {"schedule": {"expression": "61 * * * *"}}, if_match=1)
     with pytest.raises(ValidationError):
         world.service.update(TENANT, job.job_id, {"no_such_field": 1}, if_match=1)
-    with pytest.raises(PayloadTooLarge):
+    with pytest.raises(errors.PayloadTooLarge):
         world.service.update(TENANT, job.job_id, {"payload": "x" * MAX_PAYLOAD_BYTES}, if_match=1)
 
     assert world.job(job.job_id) == job
@@ -281,7 +273,7 @@ def test_update_of_a_cancelled_job_is_refused(world: World) -> None:
     job = world.create(HOURLY)
     world.service.cancel(TENANT, job.job_id)
 
-    with pytest.raises(InvalidState, match="cancelled"):
+    with pytest.raises(errors.InvalidState, match="cancelled"):
         world.service.update(TENANT, job.job_id, {"payload": 1}, if_match=None)
 
 
@@ -304,7 +296,7 @@ def test_a_cancelled_job_cannot_be_paused_resumed_or_triggered(world: World) -> 
     world.service.cancel(TENANT, job.job_id)
 
     for change in (world.service.pause, world.service.resume, world.service.trigger):
-        with pytest.raises(InvalidState):
+        with pytest.raises(errors.InvalidState):
             change(TENANT, job.job_id)
     assert world.job(job.job_id).version == 2
 
@@ -543,7 +535,7 @@ def test_a_paused_job_cannot_be_triggered(world: World) -> None:
     job = world.create(HOURLY)
     world.service.pause(TENANT, job.job_id)
 
-    with pytest.raises(InvalidState):
+    with pytest.raises(errors.InvalidState):
         world.service.trigger(TENANT, job.job_id)
 
 
@@ -584,14 +576,14 @@ def test_resolve_as_succeeded_closes_the_occurrence(world: World) -> None:
     resolved = world.service.resolve(TENANT, job_id, key, RunState.SUCCEEDED, "checked the bank statement")
 
     assert resolved.state == RunState.SUCCEEDED
-    with pytest.raises(InvalidState):
+    with pytest.raises(errors.InvalidState):
         world.service.resolve(TENANT, job_id, key, RunState.SUCCEEDED, "again")
 
 
 def test_resolve_of_another_tenants_occurrence_is_not_found(world: World) -> None:
     job_id, key = reconciling(world)
 
-    with pytest.raises(JobNotFound):
+    with pytest.raises(errors.JobNotFound):
         world.service.resolve("globex", job_id, key, RunState.SUCCEEDED, "nope")
 
 
@@ -608,7 +600,7 @@ def test_resolve_to_retry_survives_a_failed_send(world: World, monkeypatch: pyte
             world.service.resolve(TENANT, job_id, key, RunState.RETRY_WAIT, "no effect seen")
 
     # Then the operator can retry the resolve, or the system re-sends it by itself: either way it runs again
-    with contextlib.suppress(InvalidState):
+    with contextlib.suppress(errors.InvalidState):
         world.service.resolve(TENANT, job_id, key, RunState.RETRY_WAIT, "no effect seen")
     target = FakeTarget(world.clock)
     world.run(world.now() + timedelta(minutes=5), world.executor(target))
@@ -683,8 +675,8 @@ def test_a_batch_answers_each_item_in_order_and_stores_the_valid_ones_together(w
 
     # Then each item has its own answer, in order, and only the valid ones are stored
     assert isinstance(answers[0], Created) and not answers[0].replayed
-    assert isinstance(answers[1], PayloadTooLarge)
-    assert isinstance(answers[2], IdempotencyConflict)
+    assert isinstance(answers[1], errors.PayloadTooLarge)
+    assert isinstance(answers[2], errors.IdempotencyConflict)
     assert isinstance(answers[3], Created)
     assert world.service.get(TENANT, answers[0].job.job_id) == answers[0].job
     assert world.service.get(TENANT, answers[3].job.job_id) == answers[3].job

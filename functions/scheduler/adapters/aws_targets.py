@@ -337,52 +337,59 @@ def _fifo_fields(address: str, call: TargetCall, group: str) -> dict[str, str]:
     return {"MessageDeduplicationId": message_id(call.occurrence_key), "MessageGroupId": message_id(group)}
 
 
-class SqsTargetInvoker(_AwsTargetInvoker):
-    """`sqs`: SendMessage with the payload as body and the scheduler metadata as message attributes. A FIFO
-    queue gets the occurrence key as `MessageDeduplicationId`, grouped by `message_group_id` or the job id."""
-
-    service = "sqs"
-    grant = (
-        "add the queue's ARN to `target_sqs_queue_arns` in the deployment configuration (and its KMS key, if "
-        "the queue is encrypted with one, to `target_kms_key_arns`), then redeploy"
+def _encrypted_grant(kind: str, field: str) -> str:
+    """How to grant access to a queue or topic, which may be encrypted with a KMS key."""
+    return (
+        f"add the {kind}'s ARN to `{field}` in the deployment configuration (and its KMS key, if the {kind} is "
+        "encrypted with one, to `target_kms_key_arns`), then redeploy"
     )
 
-    def invoke(self, call: TargetCall) -> str | None:
+
+class _MessageTargetInvoker(_AwsTargetInvoker):
+    """SQS and SNS: the payload as the message, the scheduler metadata as message attributes, and for a FIFO
+    queue or topic the occurrence key as `MessageDeduplicationId` (`_fifo_fields`)."""
+
+    #: The operation, the request fields that name the destination and carry the payload, and its noun.
+    operation: ClassVar[str]
+    address_field: ClassVar[str]
+    body_field: ClassVar[str]
+    noun: ClassVar[str]
+
+    @staticmethod
+    def destination(call: TargetCall) -> tuple[str, str]:
+        """Where the message goes (queue URL or topic ARN) and its FIFO message group: a queue's messages are
+        grouped by `message_group_id` or the job id, a topic's by the job id."""
         target = call.job.spec.target
-        assert isinstance(target, SqsTarget)
-        response = self._call(
-            f"SQS queue {target.queue_url}",
-            "send_message",
-            QueueUrl=target.queue_url,
-            MessageBody=_json(call.job.spec.payload),
-            MessageAttributes=message_attributes(call),
-            **_fifo_fields(target.queue_url, call, target.message_group_id or call.job.job_id),
-        )
-        return _short(f"SQS message {response.get('MessageId', '?')}")
-
-
-class SnsTargetInvoker(_AwsTargetInvoker):
-    """`sns`: Publish the payload with the scheduler metadata as message attributes. A FIFO topic gets the
-    occurrence key as `MessageDeduplicationId`, grouped by job id."""
-
-    service = "sns"
-    grant = (
-        "add the topic's ARN to `target_sns_topic_arns` in the deployment configuration (and its KMS key, if "
-        "the topic is encrypted with one, to `target_kms_key_arns`), then redeploy"
-    )
-
-    def invoke(self, call: TargetCall) -> str | None:
-        target = call.job.spec.target
+        if isinstance(target, SqsTarget):
+            return target.queue_url, target.message_group_id or call.job.job_id
         assert isinstance(target, SnsTarget)
+        return target.topic_arn, call.job.job_id
+
+    def invoke(self, call: TargetCall) -> str | None:
+        address, group = self.destination(call)
         response = self._call(
-            f"SNS topic {target.topic_arn}",
-            "publish",
-            TopicArn=target.topic_arn,
-            Message=_json(call.job.spec.payload),
+            f"{self.noun} {address}",
+            self.operation,
+            **{self.address_field: address, self.body_field: _json(call.job.spec.payload)},
             MessageAttributes=message_attributes(call),
-            **_fifo_fields(target.topic_arn, call, call.job.job_id),
+            **_fifo_fields(address, call, group),
         )
-        return _short(f"SNS message {response.get('MessageId', '?')}")
+        return _short(f"{self.service.upper()} message {response.get('MessageId', '?')}")
+
+
+class SqsTargetInvoker(_MessageTargetInvoker):
+    """`sqs`: SendMessage with the payload as body. A FIFO queue's messages are grouped by `message_group_id` or
+    the job id."""
+
+    service, operation, address_field, body_field, noun = "sqs", "send_message", "QueueUrl", "MessageBody", "SQS queue"
+    grant = _encrypted_grant("queue", "target_sqs_queue_arns")
+
+
+class SnsTargetInvoker(_MessageTargetInvoker):
+    """`sns`: Publish the payload. A FIFO topic's messages are grouped by job id."""
+
+    service, operation, address_field, body_field, noun = "sns", "publish", "TopicArn", "Message", "SNS topic"
+    grant = _encrypted_grant("topic", "target_sns_topic_arns")
 
 
 class EventBridgeTargetInvoker(_AwsTargetInvoker):

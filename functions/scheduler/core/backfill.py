@@ -19,9 +19,10 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.dispatch import Dispatcher, fire_at
-from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState, JobNotFound
+from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState
 from scheduler.core.ids import RANDOM_IDS
-from scheduler.core.model import BackfillState, Job, JobState
+from scheduler.core.jobs import owned_job
+from scheduler.core.model import BackfillState, JobState
 from scheduler.core.ports import Backfill, BackfillStore, ChainPlan, Clock, Dispatch, Ids, JobReader, Metrics
 from scheduler.core.schedules import is_recurring, next_occurrence
 from scheduler.core.timefmt import to_ms, truncate_ms
@@ -71,14 +72,8 @@ class BackfillService:
     _: KW_ONLY
     ids: Ids = RANDOM_IDS
 
-    def _job(self, tenant: str, job_id: str) -> Job:
-        job = self.jobs.get(job_id)
-        if job is None or job.tenant != tenant:
-            raise JobNotFound(job_id)
-        return job
-
     def start(self, tenant: str, job_id: str, range_from: datetime, range_to: datetime) -> Backfill:
-        job = self._job(tenant, job_id)
+        job = owned_job(self.jobs, tenant, job_id)
         if job.state == JobState.CANCELLED:
             raise InvalidState("a cancelled job cannot be backfilled")
         spec = job.spec
@@ -118,7 +113,7 @@ class BackfillService:
         return backfill
 
     def get(self, tenant: str, job_id: str, backfill_id: str) -> Backfill:
-        self._job(tenant, job_id)
+        owned_job(self.jobs, tenant, job_id)
         backfill = self.backfills.get(backfill_id)
         if backfill is None or backfill.job_id != job_id or backfill.tenant != tenant:
             raise BackfillNotFound(backfill_id)
@@ -129,7 +124,7 @@ class BackfillService:
     ) -> tuple[builtins.list[Backfill], str | None]:
         """The job's backfills, newest first, a page at a time. A cursor the store did not return for this job
         raises ValueError."""
-        self._job(tenant, job_id)
+        owned_job(self.jobs, tenant, job_id)
         page, next_cursor = self.backfills.for_job(job_id, limit, cursor)
         return [b for b in page if b.tenant == tenant], next_cursor
 

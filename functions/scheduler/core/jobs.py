@@ -26,7 +26,18 @@ from scheduler.core.events import Outbox
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
-from scheduler.core.ports import Clock, Dispatch, Execution, IdempotencyRecord, Ids, JobStore, Ledger, NewJob, Timer
+from scheduler.core.ports import (
+    Clock,
+    Dispatch,
+    Execution,
+    IdempotencyRecord,
+    Ids,
+    JobReader,
+    JobStore,
+    Ledger,
+    NewJob,
+    Timer,
+)
 from scheduler.core.schedules import (
     OnceSchedule,
     first_occurrence,
@@ -43,6 +54,14 @@ IDEMPOTENCY_TTL = timedelta(hours=24)
 MAX_PREVIEW = 50
 #: Attempts of a change of version that races sweeps advancing the job's chain.
 CHANGE_ATTEMPTS = 5
+
+
+def owned_job(jobs: JobReader, tenant: str, job_id: str) -> Job:
+    """The job `job_id` of `tenant`; another tenant's job is as unknown as one that does not exist."""
+    job = jobs.get(job_id)
+    if job is None or job.tenant != tenant:
+        raise JobNotFound(job_id)
+    return job
 
 
 @dataclass(frozen=True)
@@ -96,10 +115,7 @@ class JobService:
     # -- reads -------------------------------------------------------------------------------------------
 
     def get(self, tenant: str, job_id: str) -> Job:
-        job = self.jobs.get(job_id)
-        if job is None or job.tenant != tenant:
-            raise JobNotFound(job_id)
-        return job
+        return owned_job(self.jobs, tenant, job_id)
 
     def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
         return self.jobs.list(tenant, state, limit, cursor)
@@ -205,16 +221,7 @@ class JobService:
         first = first_occurrence(spec.schedule, now)
         if first is None:
             raise InvalidRequest("the schedule has no occurrence in the future", field="schedule")
-        job = Job(
-            job_id=job_id,
-            tenant=tenant,
-            spec=spec,
-            version=1,
-            state=JobState.ACTIVE,
-            created_at=now,
-            updated_at=now,
-            next_run_at=first,
-        )
+        job = Job.new(job_id, tenant, spec, now, first)
         timer = timer_for(job, first)
         return NewJob(job, timer, idempotency, late=self.dispatcher.is_near(timer, self.clock.now()))
 

@@ -293,6 +293,20 @@ class Job(BaseModel):
     resumed_at: datetime | None = None
     paused_version: int | None = None  # the version the pause wrote
 
+    @classmethod
+    def new(cls, job_id: str, tenant: str, spec: JobSpec, now: datetime, first: datetime | None = None) -> Job:
+        """A job as it is created at `now`: version 1, active, its first occurrence at `first`."""
+        return cls(
+            job_id=job_id,
+            tenant=tenant,
+            spec=spec,
+            version=1,
+            state=JobState.ACTIVE,
+            created_at=now,
+            updated_at=now,
+            next_run_at=first,
+        )
+
     def left_to_resume(self, scheduled_for: datetime, version: int) -> bool:
         """Whether an occurrence dispatched at `version`, scheduled at this instant, is the resume's to decide: it
         falls after the job's last pause took effect and not after its resume, and was dispatched before the pause

@@ -294,6 +294,12 @@ class Execution:
     #: Set by the attempt's end (AttemptEnd.overlapped): the occurrence this one overlapped. Cleared by a claim.
     overlapped: str | None = None
 
+    @classmethod
+    def unstarted(cls, dispatch: Dispatch, state: RunState, now: datetime, **fields: Any) -> Execution:
+        """The first record of `dispatch`'s occurrence, made at `now`: no attempt yet (epoch 0), in `state`."""
+        d = dispatch
+        return cls(d.key, d.job_id, d.tenant, d.scheduled_for, state, epoch=0, attempts=0, created_at=now, **fields)
+
     @property
     def buffered(self) -> bool:
         """Parked by the overlap policy behind a running occurrence (not a failed attempt waiting to retry)."""

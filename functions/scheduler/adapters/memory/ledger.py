@@ -42,16 +42,7 @@ class MemoryLedger:
             if not claimable:
                 raise ClaimRefused(copy.deepcopy(item))
             if item is None:
-                item = Execution(
-                    key=dispatch.key,
-                    job_id=dispatch.job_id,
-                    tenant=dispatch.tenant,
-                    scheduled_for=dispatch.scheduled_for,
-                    state=RunState.RUNNING,
-                    epoch=0,
-                    attempts=0,
-                    created_at=now,
-                )
+                item = Execution.unstarted(dispatch, RunState.RUNNING, now)
                 self.items[dispatch.key] = item
             item.state = RunState.RUNNING
             item.epoch += 1
@@ -109,16 +100,11 @@ class MemoryLedger:
         with self.lock:
             if dispatch.key in self.items:
                 return False
-            self.items[dispatch.key] = Execution(
-                key=dispatch.key,
-                job_id=dispatch.job_id,
-                tenant=dispatch.tenant,
-                scheduled_for=dispatch.scheduled_for,
-                state=state,
-                epoch=0,
-                attempts=0,
+            self.items[dispatch.key] = Execution.unstarted(
+                dispatch,
+                state,
+                now,
                 last_error=reason,
-                created_at=now,
                 updated_at=now,
                 finished_at=now,
                 history=[HistoryEntry.of(0, state, now, reason)],
