@@ -60,6 +60,12 @@ def make_call(
     )
 
 
+def invoke_and_retry(invoker: Any, target: dict[str, Any]) -> tuple[str, list[str | None]]:
+    """Invoke one occurrence, then its retry (the same key, a new attempt and token): its job id and both results."""
+    job_id = uuid.uuid4().hex
+    return job_id, [invoker.invoke(make_call(target, job_id=job_id, attempt=n, token=n)) for n in (1, 2)]
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
@@ -185,12 +191,9 @@ def test_sqs_fifo_queue_dedupes_on_the_occurrence_key(aws_env: dict[str, str], s
     queue_url = sqs_client.create_queue(QueueName=unique("target") + ".fifo", Attributes={"FifoQueue": "true"})[
         "QueueUrl"
     ]
-    job_id = uuid.uuid4().hex
-    invoker = SqsTargetInvoker()
 
-    # When the same occurrence is sent twice (a retry: new attempt, new token) and another occurrence once
-    invoker.invoke(make_call({"type": "sqs", "queue_url": queue_url}, job_id=job_id, attempt=1, token=1))
-    invoker.invoke(make_call({"type": "sqs", "queue_url": queue_url}, job_id=job_id, attempt=2, token=2))
+    # When the same occurrence is sent twice (a retry: new attempt, new token)
+    job_id, _ = invoke_and_retry(SqsTargetInvoker(), {"type": "sqs", "queue_url": queue_url})
 
     # Then the queue holds one message for it, deduplicated by the key, grouped by the job
     received = drain(sqs_client, queue_url)
@@ -283,12 +286,9 @@ def test_sns_fifo_topic_dedupes_on_the_occurrence_key(sns_client: Any, sqs_clien
     # Given a FIFO topic (no content-based dedupe) with a FIFO queue subscribed
     topic_arn = sns_client.create_topic(Name=unique("topic") + ".fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
     queue_url = subscribed_queue(sns_client, sqs_client, topic_arn, fifo=True)
-    job_id = uuid.uuid4().hex
-    invoker = SnsTargetInvoker()
 
     # When the same occurrence is published twice
-    invoker.invoke(make_call({"type": "sns", "topic_arn": topic_arn}, job_id=job_id, attempt=1, token=1))
-    invoker.invoke(make_call({"type": "sns", "topic_arn": topic_arn}, job_id=job_id, attempt=2, token=2))
+    invoke_and_retry(SnsTargetInvoker(), {"type": "sns", "topic_arn": topic_arn})
 
     # Then the subscriber receives it once
     received = drain(sqs_client, queue_url)
@@ -366,13 +366,10 @@ def test_stepfunctions_second_start_of_an_occurrence_is_already_started(aws_env:
         definition=json.dumps(definition),
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/punctual-test",
     )["stateMachineArn"]
-    job_id = uuid.uuid4().hex
-    invoker = StepFunctionsTargetInvoker()
-    target = {"type": "stepfunctions", "state_machine_arn": machine_arn}
 
     # When the occurrence starts, and a retry (new attempt, new token) starts it again
-    first = invoker.invoke(make_call(target, job_id=job_id, attempt=1, token=1))
-    second = invoker.invoke(make_call(target, job_id=job_id, attempt=2, token=2))
+    target = {"type": "stepfunctions", "state_machine_arn": machine_arn}
+    job_id, (first, second) = invoke_and_retry(StepFunctionsTargetInvoker(), target)
 
     # Then one execution exists, named after the key, and the retry succeeded as "already started"
     key = occurrence_key(job_id, T0)
@@ -439,52 +436,59 @@ def test_lambda_invokes_synchronously_with_the_envelope(lambda_client: tuple[Any
     }
 
 
-def test_lambda_function_error_is_retryable_with_the_error_message(
+FUNCTION_ERROR = json.dumps({"errorType": "CardDeclined", "errorMessage": "insufficient funds"}).encode()
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind", "says", "retry_after"),
+    [
+        pytest.param(
+            lambda stub: stub.add_response("invoke", lambda_response(FUNCTION_ERROR, function_error="Unhandled")),
+            "retryable",
+            "CardDeclined: insufficient funds",
+            None,
+            id="function-error-retryable-with-its-message",
+        ),
+        pytest.param(
+            lambda stub: stub.add_client_error(
+                "invoke", "AccessDeniedException", "not authorized to perform: lambda:InvokeFunction", 403
+            ),
+            "permanent",
+            "target_lambda_function_arns",
+            None,
+            id="access-denied-permanent-says-how-to-grant",
+        ),
+        pytest.param(
+            lambda stub: stub.add_client_error(
+                "invoke",
+                "TooManyRequestsException",
+                "Rate Exceeded.",
+                429,
+                modeled_fields={"retryAfterSeconds": "7", "Reason": "ConcurrentInvocationLimitExceeded"},
+            ),
+            "retryable",
+            "throttled",
+            7.0,
+            id="throttled-retryable-after-the-time-asked",
+        ),
+    ],
+)
+def test_a_lambda_failure_is_classified_and_explained(
     lambda_client: tuple[Any, list[dict[str, Any]]],
+    answer: Callable[[Stubber], object],
+    kind: str,
+    says: str,
+    retry_after: float | None,
 ) -> None:
     client, _ = lambda_client
-    body = json.dumps({"errorType": "CardDeclined", "errorMessage": "insufficient funds"}).encode()
     with Stubber(client) as stub:
-        stub.add_response("invoke", lambda_response(body, function_error="Unhandled"))
+        answer(stub)
         failure = failure_of(
             lambda: LambdaTargetInvoker(client).invoke(make_call({"type": "lambda", "function_name": "charge"}))
         )
-    assert failure.kind == "retryable"
-    assert "CardDeclined: insufficient funds" in failure.message
-
-
-def test_lambda_access_denied_is_permanent_and_says_how_to_grant_access(
-    lambda_client: tuple[Any, list[dict[str, Any]]],
-) -> None:
-    client, _ = lambda_client
-    with Stubber(client) as stub:
-        stub.add_client_error(
-            "invoke", "AccessDeniedException", "not authorized to perform: lambda:InvokeFunction", 403
-        )
-        failure = failure_of(
-            lambda: LambdaTargetInvoker(client).invoke(make_call({"type": "lambda", "function_name": "charge"}))
-        )
-    assert failure.kind == "permanent"
-    assert "target_lambda_function_arns" in failure.message
-
-
-def test_lambda_throttling_is_retryable_after_the_time_lambda_asks_for(
-    lambda_client: tuple[Any, list[dict[str, Any]]],
-) -> None:
-    client, _ = lambda_client
-    with Stubber(client) as stub:
-        stub.add_client_error(
-            "invoke",
-            "TooManyRequestsException",
-            "Rate Exceeded.",
-            429,
-            modeled_fields={"retryAfterSeconds": "7", "Reason": "ConcurrentInvocationLimitExceeded"},
-        )
-        failure = failure_of(
-            lambda: LambdaTargetInvoker(client).invoke(make_call({"type": "lambda", "function_name": "charge"}))
-        )
-    assert failure.kind == "retryable"
-    assert failure.retry_after == 7.0
+        stub.assert_no_pending_responses()
+    assert (failure.kind, failure.retry_after) == (kind, retry_after)
+    assert says in failure.message, failure.message
 
 
 # -- transport failures: sent or not sent ---------------------------------------------------------------------

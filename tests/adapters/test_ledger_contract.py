@@ -18,6 +18,23 @@ def claim(ledger: Any, dispatch: Any, owner: str, now: Any, take_over: bool = Tr
     return ledger.claim(dispatch, Attempt(owner, now, now + LEASE, take_over))
 
 
+def after_one_attempt(ledger: Any, make: Any, end: AttemptEnd, at: Any = None) -> Any:
+    """A new occurrence whose first attempt worker w1 claimed at t0 and ended at `at` (t0 if not given) with `end`:
+    its dispatch."""
+    d = make.dispatch()
+    held = claim(ledger, d, "w1", make.t0)
+    ledger.finish(d.key, "w1", held.epoch, make.t0 if at is None else at, end)
+    return d
+
+
+def taken_over(ledger: Any, make: Any) -> tuple[Any, Any, Any]:
+    """A new occurrence that w1 claimed at t0 and w2 took over once w1's lease had expired: its dispatch, w1's stale
+    claim and w2's."""
+    d = make.dispatch()
+    old = claim(ledger, d, "w1", make.t0)
+    return d, old, claim(ledger, d, "w2", make.t0 + LEASE + timedelta(seconds=1))
+
+
 def history(execution: Any) -> list[tuple[int, str, Any, str | None]]:
     """History entries as (epoch, state, instant, error); the instant's text form is not part of the contract."""
     return [(h.epoch, h.state.value, h.at, h.error) for h in execution.history]
@@ -82,16 +99,9 @@ def test_a_lease_is_live_up_to_its_last_instant(ledger, make) -> None:
 
 
 def test_retry_wait_is_claimable_once_due(ledger, make) -> None:
-    d = make.dispatch()
-    first = claim(ledger, d, "w1", make.t0)
     retry_at = make.t0 + timedelta(seconds=30)
-    ledger.finish(
-        d.key,
-        "w1",
-        first.epoch,
-        make.t0 + timedelta(seconds=1),
-        AttemptEnd(RunState.RETRY_WAIT, error="HTTP 503", next_attempt_at=retry_at),
-    )
+    failed = AttemptEnd(RunState.RETRY_WAIT, error="HTTP 503", next_attempt_at=retry_at)
+    d = after_one_attempt(ledger, make, failed, at=make.t0 + timedelta(seconds=1))
 
     with pytest.raises(ClaimRefused) as early:
         claim(ledger, d, "w2", retry_at - timedelta(milliseconds=1), take_over=False)
@@ -106,9 +116,7 @@ def test_retry_wait_is_claimable_once_due(ledger, make) -> None:
 
 @pytest.mark.parametrize("state", [RunState.SUCCEEDED, RunState.DEAD, RunState.CANCELLED, RunState.RECONCILING])
 def test_a_finished_occurrence_is_never_claimed_again(ledger, make, state) -> None:
-    d = make.dispatch()
-    held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, make.t0 + timedelta(seconds=1), AttemptEnd(state))
+    d = after_one_attempt(ledger, make, AttemptEnd(state), at=make.t0 + timedelta(seconds=1))
     with pytest.raises(ClaimRefused) as refused:
         claim(ledger, d, "w2", make.t0 + timedelta(days=1), take_over=True)
     assert refused.value.current.state == state
@@ -127,9 +135,7 @@ def test_heartbeat_extends_the_lease_of_the_holder(ledger, make) -> None:
 
 
 def test_heartbeat_of_a_stale_or_foreign_holder_is_lease_lost(ledger, make) -> None:
-    d = make.dispatch()
-    old = claim(ledger, d, "w1", make.t0)
-    new = claim(ledger, d, "w2", make.t0 + LEASE + timedelta(seconds=1))
+    d, old, new = taken_over(ledger, make)
     before = ledger.get(d.key)
 
     with pytest.raises(LeaseLost):
@@ -151,9 +157,7 @@ def test_heartbeat_after_finishing_is_lease_lost(ledger, make) -> None:
 
 
 def test_finish_of_a_stale_or_foreign_holder_is_fenced_and_changes_nothing(ledger, make) -> None:
-    d = make.dispatch()
-    old = claim(ledger, d, "w1", make.t0)
-    new = claim(ledger, d, "w2", make.t0 + LEASE + timedelta(seconds=1))
+    d, old, new = taken_over(ledger, make)
     before = ledger.get(d.key)
 
     with pytest.raises(Fenced):
@@ -254,9 +258,7 @@ def test_expire_to_refuses_everything_else(ledger, make) -> None:
 
 
 def test_mark_dead_lettered(ledger, make) -> None:
-    d = make.dispatch()
-    held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd(RunState.DEAD, error="HTTP 400"))
+    d = after_one_attempt(ledger, make, AttemptEnd(RunState.DEAD, error="HTTP 400"))
     assert ledger.get(d.key).dead_lettered is False
 
     ledger.mark_dead_lettered(d.key)
@@ -343,12 +345,8 @@ def test_runs_merge_the_occurrence_claimed_outside_the_index_at_its_place(ledger
 
 
 def _reconciling(ledger: Any, make: Any) -> Any:
-    d = make.dispatch()
-    held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(
-        d.key, "w1", held.epoch, make.t0 + timedelta(seconds=5), AttemptEnd(RunState.RECONCILING, error="timeout")
-    )
-    return d
+    timed_out = AttemptEnd(RunState.RECONCILING, error="timeout")
+    return after_one_attempt(ledger, make, timed_out, at=make.t0 + timedelta(seconds=5))
 
 
 def test_resolve_to_succeeded(ledger, make) -> None:
@@ -408,16 +406,9 @@ def test_resolve_only_from_reconciling(ledger, make) -> None:
 
 def test_finish_with_refund_gives_the_attempt_back(ledger, make) -> None:
     # an overlap buffer parks the occurrence without running it: its attempt does not count
-    d = make.dispatch()
-    held = claim(ledger, d, "w1", make.t0)
     wait_until = make.t0 + timedelta(seconds=70)
-    ledger.finish(
-        d.key,
-        "w1",
-        held.epoch,
-        make.t0,
-        AttemptEnd(RunState.RETRY_WAIT, error="buffered behind x", next_attempt_at=wait_until, refund_attempt=True),
-    )
+    parks = AttemptEnd(RunState.RETRY_WAIT, error="buffered behind x", next_attempt_at=wait_until, refund_attempt=True)
+    d = after_one_attempt(ledger, make, parks)
 
     parked = ledger.get(d.key)
     assert (parked.state, parked.attempts, parked.epoch) == (RunState.RETRY_WAIT, 0, 1)
@@ -428,9 +419,7 @@ def test_finish_with_refund_gives_the_attempt_back(ledger, make) -> None:
 
 def test_an_overlap_buffer_is_typed_and_a_claim_clears_it(ledger, make) -> None:
     # the overlap policy reads `buffered` / `overlap_skipped` from the item, never from its error text
-    d = make.dispatch()
-    held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, make.t0, AttemptEnd.buffered("j0:2026-01-05T08:59:00Z", make.t0))
+    d = after_one_attempt(ledger, make, AttemptEnd.buffered("j0:2026-01-05T08:59:00Z", make.t0))
     parked = ledger.get(d.key)
     assert parked.buffered and parked.overlapped == "j0:2026-01-05T08:59:00Z" and not parked.overlap_skipped
     assert parked.last_error == "buffered behind j0:2026-01-05T08:59:00Z"
@@ -444,10 +433,8 @@ def test_an_overlap_buffer_is_typed_and_a_claim_clears_it(ledger, make) -> None:
 
 
 def test_an_overlap_skip_is_typed(ledger, make) -> None:
-    d = make.dispatch()
-    held = claim(ledger, d, "w1", make.t0)
     skipped = AttemptEnd(RunState.SKIPPED, error="overlap: h is still running", overlapped="h")
-    ledger.finish(d.key, "w1", held.epoch, make.t0, skipped)
+    d = after_one_attempt(ledger, make, skipped)
     assert ledger.get(d.key).overlap_skipped
     other = make.dispatch(d.job_id, make.t0 + timedelta(minutes=1))
     held = claim(ledger, other, "w1", make.t0)
@@ -456,9 +443,7 @@ def test_an_overlap_skip_is_typed(ledger, make) -> None:
 
 
 def test_finish_with_refund_by_a_stale_holder_is_fenced(ledger, make) -> None:
-    d = make.dispatch()
-    old = claim(ledger, d, "w1", make.t0)
-    claim(ledger, d, "w2", make.t0 + LEASE + timedelta(seconds=1))
+    d, old, _ = taken_over(ledger, make)
     with pytest.raises(Fenced):
         ledger.finish(
             d.key,
@@ -471,9 +456,7 @@ def test_finish_with_refund_by_a_stale_holder_is_fenced(ledger, make) -> None:
 
 
 def _dead(ledger: Any, make: Any) -> Any:
-    d = make.dispatch()
-    held = claim(ledger, d, "w1", make.t0)
-    ledger.finish(d.key, "w1", held.epoch, make.t0 + timedelta(seconds=1), AttemptEnd(RunState.DEAD, error="HTTP 400"))
+    d = after_one_attempt(ledger, make, AttemptEnd(RunState.DEAD, error="HTTP 400"), at=make.t0 + timedelta(seconds=1))
     ledger.mark_dead_lettered(d.key)
     return d
 

@@ -40,6 +40,17 @@ def crash_once(world: World, doomed: Executor) -> None:
         doomed.execute(message.dispatch, _Message(world, message))
 
 
+def crash_at(world: World, port: str, method: str, when: str, target: Any = None, **extra: Any) -> str:
+    """One due occurrence (a job with `extra`), and the doomed worker dying right `when` (before or after) it calls
+    `method` of its `port` ("jobs", "ledger" or "queue"), with `target` as its http target: the occurrence's key."""
+    key = one_due_occurrence(world, **extra)
+    ports: dict[str, Any] = {"jobs": world.jobs, "ledger": world.ledger, "queue": world.queue}
+    ports[port] = crash = CrashAt(ports[port], method, when)
+    crash_once(world, executor(world, **ports, target=target))
+    assert crash.fired
+    return key
+
+
 class _Message:
     def __init__(self, world: World, message: Any) -> None:
         self.world, self.message, self.receive_count = world, message, message.receive_count
@@ -78,12 +89,7 @@ STEPS = [("ledger", "claim"), ("jobs", "get"), ("ledger", "finish")]
 def test_a_worker_crash_at_a_ledger_or_job_step_still_applies_the_occurrence_once(
     world: World, port: str, method: str, when: str
 ) -> None:
-    key = one_due_occurrence(world)
-    proxies: dict[str, Any] = {"jobs": world.jobs, "ledger": world.ledger}
-    proxies[port] = crash = CrashAt(proxies[port], method, when)
-
-    crash_once(world, executor(world, jobs=proxies["jobs"], ledger=proxies["ledger"]))
-    assert crash.fired
+    key = crash_at(world, port, method, when)
     world.run_until(DUE + timedelta(minutes=4), step=10)
 
     assert world.sink.effects[key] == 1
@@ -117,11 +123,8 @@ class _FailOnce:
 
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_worker_crash_around_the_retry_write_still_succeeds_once(world: World, when: str) -> None:
-    key = one_due_occurrence(world, retry={"max_attempts": 3, "initial_backoff_seconds": 1})
     flaky = _FailOnce(world, "retryable")
-    crash = CrashAt(world.ledger, "finish", when)
-
-    crash_once(world, executor(world, ledger=crash, target=flaky))
+    key = crash_at(world, "ledger", "finish", when, flaky, retry={"max_attempts": 3, "initial_backoff_seconds": 1})
     world.run_until(DUE + timedelta(minutes=4), step=10)
 
     assert world.sink.effects[key] == 1
@@ -140,13 +143,8 @@ class _AlwaysRefused:
 def test_a_worker_crash_on_the_way_to_the_dead_letter_queue_still_dead_letters_it(
     world: World, port: str, method: str, when: str
 ) -> None:
-    key = one_due_occurrence(world)
-    proxies: dict[str, Any] = {"ledger": world.ledger, "queue": world.queue}
-    proxies[port] = crash = CrashAt(proxies[port], method, when)
     refused = _AlwaysRefused()
-
-    crash_once(world, executor(world, ledger=proxies["ledger"], queue=proxies["queue"], target=refused))
-    assert crash.fired
+    key = crash_at(world, port, method, when, refused)
     # Recovery with the same refusing target (a permanent failure stays permanent)
     recovery = executor(world, target=refused)
     end = DUE + timedelta(minutes=4)

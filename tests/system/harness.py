@@ -9,12 +9,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from scheduler_local.emulators import free_port
@@ -112,6 +113,32 @@ class LocalStack(StackProcess):
         except urllib.error.HTTPError as exc:
             text = exc.read().decode()
             return exc.code, json.loads(text) if text else None, dict(exc.headers)
+
+
+def local_client(service: str, endpoints: Mapping[str, str]) -> Any:
+    """A boto3 client of `service` on the local emulators that `endpoints` names (the `aws_endpoints` fixture or a
+    stack's own values): its `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`, with their credentials and region
+    (the local ones where they name none)."""
+    return boto3.client(  # type: ignore[call-overload]
+        service,
+        endpoint_url=endpoints.get(f"AWS_ENDPOINT_URL_{service.upper()}") or endpoints["AWS_ENDPOINT_URL"],
+        region_name=endpoints.get("AWS_DEFAULT_REGION", "us-east-1"),
+        aws_access_key_id=endpoints.get("AWS_ACCESS_KEY_ID", "local"),
+        aws_secret_access_key=endpoints.get("AWS_SECRET_ACCESS_KEY", "local"),
+    )
+
+
+def wait_for_run(stack: LocalStack, job_id: str, state: str, timeout: float = 30) -> dict[str, Any]:
+    """The job's newest run once it is in `state`; fails the test if it is not within `timeout` seconds."""
+    deadline = time.time() + timeout
+    runs: dict[str, Any] = {}
+    while time.time() < deadline:
+        _, body, _ = stack.call("GET", f"/v1/jobs/{job_id}/runs")
+        if body["runs"] and body["runs"][0]["state"] == state:
+            return dict(body["runs"][0])
+        runs = body
+        time.sleep(0.3)
+    raise AssertionError(f"no {state} run within {timeout}s: {runs}")
 
 
 def serve(stack: LocalStack) -> Iterator[LocalStack]:

@@ -12,9 +12,8 @@ import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
-from harness import LocalStack, Receiver
+from harness import LocalStack, Receiver, local_client
 
 from scheduler.core.timefmt import parse_rfc3339, rfc3339
 from scheduler_local.emulators import ROOT
@@ -53,13 +52,7 @@ def ready_queue_delayed(stack: LocalStack) -> int:
         if "=" in line
     )
     url = env["SCHEDULER_READY_QUEUE_URL"]
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=env["AWS_ENDPOINT_URL_SQS"],
-        region_name=env.get("AWS_DEFAULT_REGION", "us-east-1"),
-        aws_access_key_id=env.get("AWS_ACCESS_KEY_ID", "local"),
-        aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY", "local"),
-    )
+    sqs = local_client("sqs", env)
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
     return int(attributes["Attributes"]["ApproximateNumberOfMessagesDelayed"])
 

@@ -28,9 +28,8 @@ from http.client import HTTPException
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from harness import LocalStack, Receiver
+from harness import LocalStack, Receiver, local_client
 
 from scheduler.core.keys import occurrence_key
 from scheduler.core.timefmt import rfc3339
@@ -168,7 +167,7 @@ def victims(rng: random.Random) -> list[str]:
 def test_every_occurrence_takes_effect_once_and_starts_within_90s_while_processes_are_killed(
     chaos_stack: LocalStack,
 ) -> None:
-    sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=stack_value(chaos_stack, "AWS_ENDPOINT_URL_SQS"))
+    sqs = local_client("sqs", json.loads((chaos_stack.state_dir / "stack.json").read_text()))
     queue_url = stack_value(chaos_stack, "SCHEDULER_READY_QUEUE_URL")
     visibility = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["VisibilityTimeout"])["Attributes"]
     assert int(visibility["VisibilityTimeout"]) == READY_QUEUE.visibility_timeout_seconds == 720

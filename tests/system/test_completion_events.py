@@ -9,31 +9,19 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from harness import LocalStack, Receiver
+from harness import LocalStack, Receiver, local_client
 
 from scheduler.core.timefmt import rfc3339
 
 pytestmark = pytest.mark.system
 
 
-def client(kind: str, aws_endpoints: dict[str, str]) -> Any:
-    endpoint = aws_endpoints.get(f"AWS_ENDPOINT_URL_{kind.upper()}") or aws_endpoints["AWS_ENDPOINT_URL"]
-    return boto3.client(
-        kind,
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=aws_endpoints.get("AWS_ACCESS_KEY_ID", "local"),
-        aws_secret_access_key=aws_endpoints.get("AWS_SECRET_ACCESS_KEY", "local"),
-    )
-
-
 def test_a_fired_job_publishes_one_succeeded_event_a_consumer_can_read(
     stack: LocalStack, receiver: Receiver, aws_endpoints: dict[str, str]
 ) -> None:
     # Given a consumer: a rule on the stack's bus that forwards punctual's events to its queue
-    events, sqs = client("events", aws_endpoints), client("sqs", aws_endpoints)
+    events, sqs = local_client("events", aws_endpoints), local_client("sqs", aws_endpoints)
     bus = f"{stack.env['SCHEDULER_LOCAL_PREFIX']}-events"
     name = f"consumer{uuid.uuid4().hex[:8]}"
     queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]

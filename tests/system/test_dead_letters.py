@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from harness import LocalStack, Receiver
+from harness import LocalStack, Receiver, local_client, wait_for_run
 
 from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
 from scheduler.core.ports import Dispatch
@@ -29,18 +29,6 @@ def redrive(stack: LocalStack, *args: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
-def wait_state(stack: LocalStack, job_id: str, state: str, timeout: float = 30) -> dict[str, object]:
-    deadline = time.time() + timeout
-    runs: dict[str, object] = {}
-    while time.time() < deadline:
-        _, body, _ = stack.call("GET", f"/v1/jobs/{job_id}/runs")
-        if body["runs"] and body["runs"][0]["state"] == state:
-            return body["runs"][0]
-        runs = body
-        time.sleep(0.3)
-    raise AssertionError(f"no {state} run within {timeout}s: {runs}")
-
-
 def test_a_dead_occurrence_is_dead_lettered_and_redrive_runs_it_once_more(stack: LocalStack) -> None:
     healthy = {"up": False}
     receiver = Receiver(respond=lambda n, h: (200, {}) if healthy["up"] else (500, {})).start()
@@ -55,7 +43,7 @@ def test_a_dead_occurrence_is_dead_lettered_and_redrive_runs_it_once_more(stack:
         assert status == 201
 
         # When both attempts have failed
-        dead = wait_state(stack, job["job_id"], "DEAD")
+        dead = wait_for_run(stack, job["job_id"], "DEAD")
 
         # Then the run is DEAD with its history, and the DLQ holds it
         assert dead["attempts"] == 2
@@ -72,7 +60,7 @@ def test_a_dead_occurrence_is_dead_lettered_and_redrive_runs_it_once_more(stack:
         assert any(line["occurrence_key"] == key and line["action"] == "redriven" for line in lines)
 
         # Then the occurrence runs again with the same key and succeeds
-        wait_state(stack, job["job_id"], "SUCCEEDED")
+        wait_for_run(stack, job["job_id"], "SUCCEEDED")
         keys = {c.headers["idempotency-key"] for c in receiver.calls}
         assert keys == {key}
         assert len(receiver.calls) == 3
@@ -91,17 +79,9 @@ def test_redrive_refuses_an_occurrence_that_already_succeeded(stack: LocalStack,
         "/v1/jobs",
         {"schedule": {"type": "once", "at": rfc3339(at)}, "target": {"type": "http", "url": receiver.url}},
     )
-    wait_state(stack, job["job_id"], "SUCCEEDED")
-    import boto3
-
+    wait_for_run(stack, job["job_id"], "SUCCEEDED")
     env = {k: v for k, v in (line.split("=", 1) for line in _exports(stack))}
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=env["AWS_ENDPOINT_URL_SQS"],
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    sqs = local_client("sqs", env)
     # (as the worker writes it: the dispatch carries its HMAC, or redrive would refuse it as planted)
     dispatch = Dispatch(str(job["job_id"]), "alice", at, at, 1, "scheduled")
     body = {"dispatch": json.loads(dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)), "history": []}

@@ -9,9 +9,8 @@ import uuid
 import zipfile
 from typing import Any
 
-import boto3
 import pytest
-from harness import LocalStack
+from harness import LocalStack, local_client
 
 pytestmark = pytest.mark.system
 
@@ -26,13 +25,7 @@ def handler(event, context):
 
 
 def create_function(aws_endpoints: dict[str, str], name: str) -> None:
-    client = boto3.client(
-        "lambda",
-        endpoint_url=aws_endpoints["AWS_ENDPOINT_URL"],
-        region_name=aws_endpoints.get("AWS_DEFAULT_REGION", "us-east-1"),
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    client = local_client("lambda", aws_endpoints)
     code = io.BytesIO()
     with zipfile.ZipFile(code, "w") as archive:
         archive.writestr("app.py", HANDLER)

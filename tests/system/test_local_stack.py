@@ -7,9 +7,8 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
-from harness import LocalStack, Receiver
+from harness import LocalStack, Receiver, local_client, wait_for_run
 
 from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
 from scheduler.core.ports import Dispatch
@@ -69,13 +68,7 @@ def test_the_same_message_delivered_twice_has_one_effect(
     # Given a job, and a copy of its occurrence's message sent to the ready queue a second time
     at = once_in(3)
     job = submit(stack, receiver.url, at)
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=aws_endpoints["AWS_ENDPOINT_URL_SQS"],
-        region_name="us-east-1",
-        aws_access_key_id=aws_endpoints.get("AWS_ACCESS_KEY_ID", "local"),
-        aws_secret_access_key=aws_endpoints.get("AWS_SECRET_ACCESS_KEY", "local"),
-    )
+    sqs = local_client("sqs", aws_endpoints)
     queue_url = sqs.get_queue_url(QueueName=f"{stack.env['SCHEDULER_LOCAL_PREFIX']}-ready")["QueueUrl"]
     duplicate = Dispatch(str(job["job_id"]), "alice", at, at, 1)
     for _ in range(2):
@@ -117,14 +110,7 @@ def test_a_failing_target_is_retried_with_the_same_key(stack: LocalStack) -> Non
         assert len(calls) == 2
         assert calls[0].headers["idempotency-key"] == calls[1].headers["idempotency-key"]
         assert [c.headers["x-scheduler-attempt"] for c in calls] == ["1", "2"]
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            _, runs, _ = stack.call("GET", f"/v1/jobs/{job['job_id']}/runs")
-            if runs["runs"] and runs["runs"][0]["state"] == "SUCCEEDED":
-                break
-            time.sleep(0.2)
-        assert runs["runs"][0]["state"] == "SUCCEEDED"
-        assert runs["runs"][0]["attempts"] == 2
+        assert wait_for_run(stack, str(job["job_id"]), "SUCCEEDED", timeout=10)["attempts"] == 2
     finally:
         receiver.stop()
 
@@ -152,23 +138,11 @@ def test_a_handler_target_runs_in_the_worker_and_writes_its_effect_once(
     })  # fmt: skip
     assert status == 201, job
 
-    # When it has run
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        _, runs, _ = stack.call("GET", f"/v1/jobs/{job['job_id']}/runs")
-        if runs["runs"] and runs["runs"][0]["state"] == "SUCCEEDED":
-            break
-        time.sleep(0.3)
+    # When it has run, Then it succeeded
+    wait_for_run(stack, job["job_id"], "SUCCEEDED", timeout=20)
 
-    # Then it succeeded and exactly one payment item exists for its occurrence key
-    assert runs["runs"][0]["state"] == "SUCCEEDED", runs
-    dynamodb = boto3.client(
-        "dynamodb",
-        endpoint_url=aws_endpoints["AWS_ENDPOINT_URL_DYNAMODB"],
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    # And exactly one payment item exists for its occurrence key
+    dynamodb = local_client("dynamodb", aws_endpoints)
     table = f"{stack.env['SCHEDULER_LOCAL_PREFIX']}-example-payments"
     items = dynamodb.scan(TableName=table)["Items"]
     assert [i["PK"]["S"] for i in items] == [f"PAYMENT#{job['job_id']}:{rfc3339(at)}"]

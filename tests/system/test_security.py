@@ -9,23 +9,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from harness import LocalStack, Receiver
+from harness import LocalStack, Receiver, local_client
 
 from scheduler.core.timefmt import rfc3339
 
 pytestmark = pytest.mark.system
-
-
-def sqs_client(endpoints: dict[str, str]) -> Any:
-    return boto3.client(
-        "sqs",
-        endpoint_url=endpoints["AWS_ENDPOINT_URL_SQS"],
-        region_name="us-east-1",
-        aws_access_key_id=endpoints.get("AWS_ACCESS_KEY_ID", "local"),
-        aws_secret_access_key=endpoints.get("AWS_SECRET_ACCESS_KEY", "local"),
-    )
 
 
 def test_a_forged_dispatch_is_refused_at_submit_and_dead_lettered_unrun(
@@ -36,7 +25,7 @@ def test_a_forged_dispatch_is_refused_at_submit_and_dead_lettered_unrun(
     job = {"schedule": {"type": "once", "at": rfc3339(at)}, "target": {"type": "http", "url": receiver.url}}
     status, victim, _ = stack.call("POST", "/v1/jobs", job, token="t-bob")
     assert status == 201
-    sqs = sqs_client(aws_endpoints)
+    sqs = local_client("sqs", aws_endpoints)
     prefix = stack.env["SCHEDULER_LOCAL_PREFIX"]
     ready = sqs.get_queue_url(QueueName=f"{prefix}-ready")["QueueUrl"]
     dlq = sqs.get_queue_url(QueueName=f"{prefix}-dlq")["QueueUrl"]

@@ -16,7 +16,7 @@ from scheduler.core.errors import LeaseLost
 from scheduler.core.execute import ExecuteConfig
 from scheduler.core.model import JobSpec, RetryPolicy, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, TargetCall
-from scheduler.core.records import Attempt
+from scheduler.core.records import Attempt, Execution
 from scheduler.core.retry import backoff
 from tests.unit.fixtures import (
     TENANT,
@@ -36,6 +36,19 @@ def states(world: World, dispatch: Dispatch) -> list[str]:
     run = world.ledger.get(dispatch.key)
     assert run is not None
     return [h.state.value for h in run.history]
+
+
+def assert_acknowledged_unrun(world: World, dispatch: Dispatch, recorded: RunState) -> Execution:
+    """Executing `dispatch` acknowledges its message without calling the target and records the run `recorded`."""
+    target = FakeTarget(world.clock)
+
+    outcome = world.executor(target).execute(dispatch, StubMessage())
+
+    assert outcome.ack
+    assert target.calls == []
+    run = world.ledger.get(dispatch.key)
+    assert run is not None and run.state == recorded, run
+    return run
 
 
 # -- the happy path and early or duplicate messages ---------------------------------------------------------
@@ -136,14 +149,8 @@ def test_duplicate_while_another_worker_holds_a_live_lease_is_hidden_until_the_l
 def test_unknown_job_is_recorded_cancelled_and_acknowledged(world: World) -> None:
     _, dispatch = world.due()
     ghost = Dispatch("no-such-job", TENANT, dispatch.scheduled_for, dispatch.fire_at, 1)
-    target = FakeTarget(world.clock)
 
-    outcome = world.executor(target).execute(ghost, StubMessage())
-
-    assert outcome.ack
-    assert target.calls == []
-    run = world.ledger.get(ghost.key)
-    assert run is not None and run.state == RunState.CANCELLED
+    assert_acknowledged_unrun(world, ghost, RunState.CANCELLED)
 
 
 def test_a_message_naming_another_tenant_does_not_run_the_job(world: World) -> None:
@@ -490,14 +497,8 @@ def test_a_job_cancelled_or_paused_since_dispatch_records_why_and_calls_nothing(
 ) -> None:
     job, dispatch = world.due({"type": "cron", "expression": "* * * * *"})
     getattr(world.service, change)(TENANT, job.job_id)
-    target = FakeTarget(world.clock)
 
-    outcome = world.executor(target).execute(dispatch, StubMessage())
-
-    assert outcome.ack
-    assert target.calls == []
-    run = world.ledger.get(dispatch.key)
-    assert run is not None and (run.state, run.last_error) == (recorded, why)
+    assert assert_acknowledged_unrun(world, dispatch, recorded).last_error == why
 
 
 def test_superseded_occurrence_records_skipped(world: World) -> None:
@@ -505,14 +506,8 @@ def test_superseded_occurrence_records_skipped(world: World) -> None:
     job, dispatch = world.due({"type": "cron", "expression": "* * * * *"})
     assert dispatch.scheduled_for == at("2026-01-05T09:01")
     world.service.update(TENANT, job.job_id, {"schedule": {"expression": "*/5 * * * *"}}, if_match=1)
-    target = FakeTarget(world.clock)
 
-    outcome = world.executor(target).execute(dispatch, StubMessage())
-
-    assert outcome.ack
-    assert target.calls == []
-    run = world.ledger.get(dispatch.key)
-    assert run is not None and run.state == RunState.SKIPPED
+    run = assert_acknowledged_unrun(world, dispatch, RunState.SKIPPED)
     assert "superseded" in (run.last_error or "")
 
 
