@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_apigateway as apigw
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_secretsmanager as secretsmanager
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import PunctualConfig
-from infra.lambda_function import Entry, SchedulerFunction, data_removal_policy, log_retention
-from infra.storage import acknowledge_index_grants, grant_table
+from infra.lambda_function import Entry, FunctionBuild, SchedulerFunction, data_removal_policy, log_retention
+from infra.queues import Queues
+from infra.storage import Storage, acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB
 
 HANDLER = "scheduler.handlers.api.lambda_handler"
@@ -62,21 +59,11 @@ class SchedulerApi(Construct):
     """
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: PunctualConfig,
-        code: lambda_.Code,
-        environment: Mapping[str, str],
-        jobs_table: dynamodb.Table,
-        executions_table: dynamodb.Table,
-        ready_queue: sqs.IQueue,
-        secrets: Sequence[secretsmanager.ISecret],
-        lanes: Sequence[sqs.IQueue] = (),
+        self, scope: Construct, construct_id: str, *, build: FunctionBuild, tables: Storage, queues: Queues
     ) -> None:
         super().__init__(scope, construct_id)
-        self.handler = SchedulerFunction(self, API, config=config, code=code, environment=environment)
+        config = build.config
+        self.handler = SchedulerFunction(self, API, build)
         self.function = self.handler.function
         self.access_logs = logs.LogGroup(
             self, "AccessLogs", retention=log_retention(config), removal_policy=data_removal_policy(config)
@@ -84,14 +71,12 @@ class SchedulerApi(Construct):
         self.rest_api = _build_rest_api(self, config, self.access_logs)
         _add_routes(self.rest_api, self.function)
 
-        grant_table(self.function, jobs_table, write=True)
-        grant_table(self.function, executions_table, write=True)
+        grant_table(self.function, tables.jobs_table, write=True)
+        grant_table(self.function, tables.executions_table, write=True)
         # Triggers and near-term occurrences go out from the API, to their job's lane.
-        for queue in [ready_queue, *(lane for lane in lanes if lane is not ready_queue)]:
+        for queue in queues.lanes.values():
             queue.grant_send_messages(self.function)
-        for secret in secrets:
-            secret.grant_read(self.function)
-        acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
+        acknowledge_index_grants(self.handler.role, tables.jobs_table, tables.executions_table)
 
 
 def _build_rest_api(scope: Construct, config: PunctualConfig, access_logs: logs.ILogGroup) -> apigw.RestApi:

@@ -87,11 +87,6 @@ def scheduler_environment(
     return env
 
 
-def with_secrets(env: Mapping[str, str], arns: Mapping[str, str]) -> dict[str, str]:
-    """`env` plus the ARNs of the secrets one function uses (variable -> ARN)."""
-    return {**env, **arns}
-
-
 class _DeclaredSettings(Settings):
     """`Settings` validated from the given values only: the synthesizing machine's own SCHEDULER_*
     variables or .env files must not leak into (or excuse) the check."""

@@ -8,12 +8,13 @@ group in the account). Everything else is granted by the construct that owns the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.bundling import PYTHON_VERSION
@@ -77,21 +78,37 @@ class Entry:
     memory_mb: int = DEFAULT_MEMORY_MB
 
 
+@dataclass(frozen=True)
+class FunctionBuild:
+    """What one of the scheduler's functions is built from: the stage's configuration, the code asset, the
+    environment all functions share (table and queue names, settings), and the secrets this function reads -
+    each named by the variable that carries its ARN, and granted to the function (read only), no other."""
+
+    config: PunctualConfig
+    code: lambda_.Code
+    environment: Mapping[str, str]
+    secrets: Mapping[str, secretsmanager.ISecret] = field(default_factory=dict)
+
+    @property
+    def function_environment(self) -> dict[str, str]:
+        """The shared environment plus the ARNs of this function's secrets."""
+        return {**self.environment, **{variable: s.secret_arn for variable, s in self.secrets.items()}}
+
+
 class SchedulerFunction(Construct):
-    """A Lambda function running one of the `scheduler.handlers.*` entry points."""
+    """A Lambda function running one of the `scheduler.handlers.*` entry points, allowed to read its secrets."""
 
     def __init__(
         self,
         scope: Construct,
         entry: Entry,
+        build: FunctionBuild,
         *,
-        config: PunctualConfig,
-        code: lambda_.Code,
-        environment: Mapping[str, str],
         reserved_concurrent_executions: int | None = None,
         retry_attempts: int | None = None,
         max_event_age: Duration | None = None,
     ) -> None:
+        config, code, environment = build.config, build.code, build.function_environment
         construct_id, handler, timeout, memory_size = entry.name, entry.handler, entry.timeout, entry.memory_mb
         description = f"punctual {config.stage} {entry.name.lower()}: {entry.does}"
         super().__init__(scope, construct_id)
@@ -115,6 +132,8 @@ class SchedulerFunction(Construct):
             retry_attempts=retry_attempts,
             max_event_age=max_event_age,
         )
+        for secret in build.secrets.values():
+            secret.grant_read(self.function)
         Validations.of(self.function).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-L1",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import Aws, CfnOutput, Stack
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk.aws_secretsmanager import ISecret
 from constructs import Construct
 
 from infra.api import API_VERSION_PATH, HEALTH_PATH, SchedulerApi
@@ -16,9 +18,9 @@ from infra.environment import (
     SIGNING_KEYS_ARN_VARIABLE,
     SIGNING_SECRET_ARN_VARIABLE,
     scheduler_environment,
-    with_secrets,
 )
 from infra.events import CompletionEvents
+from infra.lambda_function import FunctionBuild
 from infra.monitoring import Monitoring
 from infra.prescale import grant_prescaling
 from infra.queues import Queues
@@ -61,54 +63,23 @@ class PunctualStack(Stack):
             ready_queue_high_url=queues.lanes["high"].queue_url,
             ready_queue_low_url=queues.lanes["low"].queue_url,
         )
-        lanes = list(queues.lanes.values())
         # Each function gets the ARNs of (and read access to) only the secrets it uses (infra/secrets.py).
-        messages = {MESSAGE_SECRET_ARN_VARIABLE: signing.messages.secret_arn}
-        keys = {SIGNING_KEYS_ARN_VARIABLE: signing.keys.secret_arn}
-        v1 = {SIGNING_SECRET_ARN_VARIABLE: signing.secret.secret_arn}
+        messages = {MESSAGE_SECRET_ARN_VARIABLE: signing.messages}
+        keys = {SIGNING_KEYS_ARN_VARIABLE: signing.keys}
+        v1 = {SIGNING_SECRET_ARN_VARIABLE: signing.secret}
 
-        sweeper = Sweeper(
-            self,
-            "Sweeper",
-            config=config,
-            code=code,
-            environment=with_secrets(environment, messages),
-            jobs_table=storage.jobs_table,
-            ready_queue=queues.ready_queue,
-            lanes=lanes,
-            secrets=[signing.messages],
-        )
-        worker = Worker(
-            self,
-            "Worker",
-            config=config,
-            code=code,
-            environment=with_secrets(environment, {**messages, **keys, **v1}),
-            jobs_table=storage.jobs_table,
-            executions_table=storage.executions_table,
-            ready_queue=queues.ready_queue,
-            dead_letter_queue=queues.dead_letter_queue,
-            secrets=[signing.messages, signing.keys, signing.secret],
-            lanes=queues.lanes,
-        )
+        def build(secrets: Mapping[str, ISecret]) -> FunctionBuild:
+            return FunctionBuild(config, code, environment, secrets)
+
+        sweeper = Sweeper(self, "Sweeper", build=build(messages), tables=storage, queues=queues)
+        worker = Worker(self, "Worker", build=build({**messages, **keys, **v1}), tables=storage, queues=queues)
         grant_prescaling(sweeper.function, worker.event_sources, config)
         if config.completion_events:
             # The worker publishes right after recording an outcome; the sweeper drains what is left.
             completion.grant_publish(worker.function)
             completion.grant_publish(sweeper.function)
             completion.grant_drain(sweeper.function, storage.executions_table)
-        api = SchedulerApi(
-            self,
-            "Api",
-            config=config,
-            code=code,
-            environment=with_secrets(environment, {**messages, **keys}),
-            jobs_table=storage.jobs_table,
-            executions_table=storage.executions_table,
-            ready_queue=queues.ready_queue,
-            secrets=[signing.messages, signing.keys],
-            lanes=lanes,
-        )
+        api = SchedulerApi(self, "Api", build=build({**messages, **keys}), tables=storage, queues=queues)
         if config.completion_events:
             # The api publishes the outcome an operator records (resolving a RECONCILING run) at once.
             completion.grant_publish(api.function)

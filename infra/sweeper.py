@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from aws_cdk import Duration
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_secretsmanager as secretsmanager
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import PunctualConfig
-from infra.lambda_function import Entry, SchedulerFunction
-from infra.storage import acknowledge_index_grants, grant_table
+from infra.lambda_function import Entry, FunctionBuild, SchedulerFunction
+from infra.queues import Queues
+from infra.storage import Storage, acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB
 
 HANDLER = "scheduler.handlers.sweeper.lambda_handler"
@@ -39,40 +34,26 @@ class Sweeper(Construct):
     """
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: PunctualConfig,
-        code: lambda_.Code,
-        environment: Mapping[str, str],
-        jobs_table: dynamodb.Table,
-        ready_queue: sqs.IQueue,
-        lanes: Sequence[sqs.IQueue] = (),
-        secrets: Sequence[secretsmanager.ISecret] = (),
+        self, scope: Construct, construct_id: str, *, build: FunctionBuild, tables: Storage, queues: Queues
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = SchedulerFunction(
             self,
             SWEEPER,
-            config=config,
-            code=code,
-            environment=environment,
+            build,
             # Several sweepers may run at once (claims keep them disjoint), but not unboundedly many:
             # a slow DynamoDB minute must not fan out into a thundering herd of sweeps.
-            reserved_concurrent_executions=config.sweeper_reserved_concurrency or None,
+            reserved_concurrent_executions=build.config.sweeper_reserved_concurrency or None,
             # A failed tick is not retried: the next tick, a minute later, re-runs every unfinished bucket.
             retry_attempts=0,
             max_event_age=TICK_MAX_AGE,
         )
         self.function = self.handler.function
         self.schedule = _build_schedule(self, self.function)
-        grant_table(self.function, jobs_table, write=True)
-        for queue in [ready_queue, *(lane for lane in lanes if lane is not ready_queue)]:
+        grant_table(self.function, tables.jobs_table, write=True)
+        for queue in queues.lanes.values():
             queue.grant_send_messages(self.function)
-        for secret in secrets:  # the message key: every dispatch it sends carries an HMAC
-            secret.grant_read(self.function)
-        acknowledge_index_grants(self.handler.role, jobs_table)
+        acknowledge_index_grants(self.handler.role, tables.jobs_table)
 
 
 def _build_schedule(scope: Construct, function: lambda_.IFunction) -> events.Rule:

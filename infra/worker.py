@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
-from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import PunctualConfig
-from infra.lambda_function import Entry, SchedulerFunction
+from infra.lambda_function import Entry, FunctionBuild, SchedulerFunction
 from infra.prescale import provisioned_pollers
-from infra.storage import acknowledge_index_grants, grant_table
+from infra.queues import Queues
+from infra.storage import Storage, acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB, READY_QUEUE
 
 HANDLER = "scheduler.handlers.worker.lambda_handler"
@@ -51,27 +49,14 @@ class Worker(Construct):
     """
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: PunctualConfig,
-        code: lambda_.Code,
-        environment: Mapping[str, str],
-        jobs_table: dynamodb.Table,
-        executions_table: dynamodb.Table,
-        ready_queue: sqs.IQueue,
-        dead_letter_queue: sqs.IQueue,
-        secrets: Sequence[secretsmanager.ISecret],
-        lanes: Mapping[str, sqs.IQueue] | None = None,
+        self, scope: Construct, construct_id: str, *, build: FunctionBuild, tables: Storage, queues: Queues
     ) -> None:
         super().__init__(scope, construct_id)
+        config = build.config
         self.handler = SchedulerFunction(
             self,
             WORKER,
-            config=config,
-            code=code,
-            environment=environment,
+            build,
             # No reserved concurrency: below the mapping's maximum concurrency it would throttle batches,
             # and every throttled receive counts towards the DLQ's maxReceiveCount.
         )
@@ -80,27 +65,25 @@ class Worker(Construct):
         # reserved for `high` is there however long the `low` lane's backlog is.
         self.event_sources = {
             priority: _build_event_source(queue, config, config.lane_max_concurrency(priority))
-            for priority, queue in (lanes or {"normal": ready_queue}).items()
+            for priority, queue in queues.lanes.items()
         }
-        self.event_source = self.event_sources.get("normal") or next(iter(self.event_sources.values()))
+        self.event_source = self.event_sources["normal"]
         for source in self.event_sources.values():
             self.function.add_event_source(source)
 
-        grant_table(self.function, executions_table, write=True)
-        grant_table(self.function, jobs_table, write=False)
-        _grant_tenant_slots(self.function, jobs_table)
-        for queue in (lanes or {"normal": ready_queue}).values():
+        grant_table(self.function, tables.executions_table, write=True)
+        grant_table(self.function, tables.jobs_table, write=False)
+        _grant_tenant_slots(self.function, tables.jobs_table)
+        for queue in queues.lanes.values():
             queue.grant_consume_messages(self.function)
             queue.grant_send_messages(self.function)
-        dead_letter_queue.grant_send_messages(self.function)
-        for secret in secrets:
-            secret.grant_read(self.function)
+        queues.dead_letter_queue.grant_send_messages(self.function)
         #: The role non-http targets are called with: only the target grants, assumed by the worker. The worker's
         #: own role (which may write the scheduler's queues, tables and bus) is never lent to a tenant's target.
         self.target_role = _build_target_role(self, config, self.handler.role)
         if self.target_role is not None:
             self.function.add_environment(TARGET_ROLE_VARIABLE, self.target_role.role_arn)
-        acknowledge_index_grants(self.handler.role, jobs_table, executions_table)
+        acknowledge_index_grants(self.handler.role, tables.jobs_table, tables.executions_table)
 
 
 def _grant_tenant_slots(function: lambda_.Function, jobs_table: dynamodb.Table) -> None:
