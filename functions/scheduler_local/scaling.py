@@ -6,6 +6,10 @@ the number of pollers it wants: enough that each has at most `messages_per_worke
 `minimum` and `maximum`. It adds pollers at once (a poller takes a second or two to start, so a herd is met
 by warm pollers: messages delayed until their fire time count as backlog, which Lambda does not need but a local
 process start does), and removes one at a time, only after the queues have been empty for `idle_seconds`.
+
+A small backlog can wait too: each poller handles one batch at a time, so while every poller waits on a long
+target call, a message that falls due waits with it. As Lambda invokes another function while messages are
+available, a message left visible for `waiting_seconds` (no poller took it) adds one poller, one per such period.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ class ScalingPolicy:
     maximum: int = 4
     messages_per_worker: int = 100
     idle_seconds: float = 30.0
+    waiting_seconds: float = 1.0
     _idle_since: float | None = None
+    _waiting_since: float | None = None
 
     def __post_init__(self) -> None:
         if self.minimum < 1 or self.maximum < self.minimum or self.messages_per_worker < 1:
@@ -60,6 +66,8 @@ class ScalingPolicy:
     def desired(self, current: int, backlog: Backlog, now: float) -> int:
         """The number of pollers to run from now on, given `current` and the queues' backlog at `now`."""
         wanted = min(self.maximum, max(self.minimum, math.ceil(backlog.total / self.messages_per_worker)))
+        if self._left_waiting(backlog, now):
+            wanted = max(wanted, min(self.maximum, current + 1))
         if wanted > current:
             self._idle_since = None
             return wanted
@@ -73,3 +81,16 @@ class ScalingPolicy:
             self._idle_since = now  # one at a time, each after another idle period
             return current - 1
         return current
+
+    def _left_waiting(self, backlog: Backlog, now: float) -> bool:
+        """Whether messages have been visible, none taking them, for `waiting_seconds` (then counted afresh)."""
+        if backlog.visible == 0:
+            self._waiting_since = None
+            return False
+        if self._waiting_since is None:
+            self._waiting_since = now
+            return False
+        if now - self._waiting_since < self.waiting_seconds:
+            return False
+        self._waiting_since = now
+        return True

@@ -42,6 +42,23 @@ def test_a_backlog_below_the_pollers_it_has_keeps_them_until_idle() -> None:
     assert policy.desired(4, Backlog(visible=1), now=0) == 4
 
 
+def test_messages_left_waiting_while_every_poller_is_busy_add_one_poller_per_second() -> None:
+    # Given two pollers, each busy with a long target call, and a message that falls due meanwhile
+    policy = ScalingPolicy(minimum=2, maximum=4, messages_per_worker=100, idle_seconds=30)
+    busy = Backlog(visible=1, in_flight=2)
+    assert policy.desired(2, busy, now=10.0) == 2  # visible for a moment: a poller may be about to take it
+    assert policy.desired(2, busy, now=10.5) == 2
+    # When it is still waiting a second later, one poller more; another second, another; never past the ceiling
+    assert policy.desired(2, busy, now=11.0) == 3
+    assert policy.desired(3, busy, now=11.5) == 3
+    assert policy.desired(3, busy, now=12.0) == 4
+    assert policy.desired(4, busy, now=13.0) == 4
+    # And a message taken at once (not left visible) adds none: the idle clock decides from then on
+    policy = ScalingPolicy(minimum=2, maximum=4, messages_per_worker=100, idle_seconds=30)
+    for now in (0.0, 1.0, 2.0, 3.0):
+        assert policy.desired(2, Backlog(visible=1 if now % 2 == 0 else 0, in_flight=2), now) == 2
+
+
 @pytest.mark.parametrize("minimum,maximum,per", [(0, 2, 10), (3, 2, 10), (1, 2, 0)])
 def test_a_policy_that_cannot_work_is_refused(minimum: int, maximum: int, per: int) -> None:
     with pytest.raises(ValueError, match="worker scaling"):
