@@ -114,6 +114,7 @@ def _timeline(
         first = start + timedelta(minutes=9)
         last = first + timedelta(minutes=(occurrences - 1) if kind == "recurring" else 0)
         meter.reset()
+        services.sweeper_waits.reset()
         clock.set(start + timedelta(minutes=1, seconds=5))
         job_ids: list[tuple[str, JobSpec, datetime]] = []
         if with_jobs:
@@ -155,6 +156,7 @@ def _timeline(
             "states": states,
             "kept_messages": services.kept,
             "worker_wait_seconds": sum(services.worker_clock.batch_waits),
+            "sweeper_wait_seconds": services.sweeper_waits.seconds,
         }
 
 
@@ -259,6 +261,10 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
                 per_fire = _per_fire(marginal, max(1, fires))
                 # Of the worker's billed seconds: waiting out the sub-second remainder of messages that landed early.
                 per_fire["worker_wait_seconds"] = measured["worker_wait_seconds"] / max(1, fires)
+                # Of the sweeper's: its sends waiting to land on time, summed over the buckets it swept at once (so,
+                # per fire, what one bucket's chain waited: the capacity model takes it out of the chain's work).
+                sweeper_waits = measured["sweeper_wait_seconds"] - baseline["sweeper_wait_seconds"]
+                per_fire["sweeper_wait_seconds"] = max(0.0, sweeper_waits) / max(1, fires)
                 runs.append(
                     {
                         "batch_size": batch_size,

@@ -125,6 +125,24 @@ class WorkerClock(VirtualClock):
         self._waited.seconds = self.waited() + seconds
 
 
+class WaitTally:
+    """The sweeper's sleep: really sleeps (its landing waits are billed wall time) and adds up what it slept, summed
+    over the buckets swept at once (each bucket's chain waits in its own thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seconds = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+        with self._lock:
+            self.seconds += seconds
+
+    def reset(self) -> None:
+        with self._lock:
+            self.seconds = 0.0
+
+
 @dataclass
 class Services:
     """The composition root's services for one set of tables and queues."""
@@ -144,6 +162,8 @@ class Services:
     dynamodb: Any
     #: The handler's batch hold (bounded recovery: one ChangeMessageVisibilityBatch per batch, renewed by a thread).
     held_batch: Callable[[BatchVisibility, Mapping[str, str | None]], HeldBatch]
+    #: What the sweeper's sends waited to land on time (scheduler.core.dispatch), over all its buckets.
+    sweeper_waits: WaitTally = field(default_factory=WaitTally)
     kept: list[str] = field(default_factory=list)
 
 
@@ -154,8 +174,9 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
     The worker has its own clock: in virtual time a batch is handled when its messages land, as the SQS delay
     delivers them, while the sweeper's clock goes on minute by minute.
     """
+    waits = WaitTally()
     container = wiring.build(
-        settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock, sleep=time.sleep
+        settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock, sleep=waits.sleep
     )
     worker_clock = WorkerClock(clock.now())
     executor = container.new_executor(
@@ -180,6 +201,7 @@ def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock
         sqs,
         dynamodb,
         core.held_batch,
+        waits,
     )
 
 

@@ -98,3 +98,33 @@ def test_render_prints_every_row_with_its_sources(spread: float) -> None:
     text = "\n".join(capacity.render(model))
     assert text.count("| 500 |") == 3
     assert "services-sqs-scaling.html" in text and "scaling-behavior.html" in text
+
+
+def _cost_results(sweeper_billed: float, waits: float | None) -> dict[str, object]:
+    per_fire: dict[str, object] = {
+        "by_function": {
+            "worker": {"billed_seconds": {"worker": 0.014}},
+            "sweeper": {"billed_seconds": {"sweeper": sweeper_billed}},
+        }
+    }
+    if waits is not None:
+        per_fire["sweeper_wait_seconds"] = waits
+    return {"cost": {"sweep_buckets_at_once": 8, "one_shot": [{"batch_size": 10, "per_fire": per_fire}]}}
+
+
+def test_the_sweepers_landing_waits_count_per_page_not_per_fire() -> None:
+    # Given a cost run whose small pages waited to land on time: 0.2 s billed per fire over 8 buckets at once
+    # (1.6 s of one bucket's chain), of which 1.5 s were waits
+    measured = Measured.from_results(_cost_results(0.2, 1.5), "test")
+
+    # Then the model's chain time per fire is the work (0.1 s) plus a full page's bound on the waits (1 s per 99 timers)
+    assert measured.landing_waits_apart
+    assert measured.sweeper_seconds_per_fire == pytest.approx(
+        0.1 + capacity.LANDING_WAIT_PER_PAGE_SECONDS / capacity.TIMER_PAGE_SIZE
+    )
+    # And results from before the waits were measured keep them in: an upper bound, said so
+    older = Measured.from_results(_cost_results(0.2, None), "test")
+    assert not older.landing_waits_apart
+    assert older.sweeper_seconds_per_fire == pytest.approx(1.6)
+    assert "upper bound" in capacity._sweeper_basis({"landing_waits_apart": False})
+    assert "less its sends' waits" in capacity._sweeper_basis({"landing_waits_apart": True})
