@@ -274,7 +274,7 @@ def compose(
     )
     outbox = None
     if settings.completion_events and stores.events is not None:
-        outbox = Outbox(stores.ledger, stores.events, metrics)
+        outbox = Outbox(stores.ledger, stores.events, metrics, clock)
     gate = None
     if configs.concurrency is not None and stores.tenant_slots is not None:
         gate = ConcurrencyGate(stores.tenant_slots, configs.concurrency, metrics)

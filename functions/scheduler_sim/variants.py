@@ -159,7 +159,7 @@ class ClearBeforePublish(Outbox):
 
     @classmethod
     def instead_of(cls, outbox: Outbox) -> Outbox:
-        return cls(outbox.ledger, outbox.publisher, outbox.metrics)
+        return cls(outbox.ledger, outbox.publisher, outbox.metrics, outbox.clock, outbox.settle)
 
     def _publish_and_clear(self, executions: Sequence[Execution]) -> int:
         for execution in executions:

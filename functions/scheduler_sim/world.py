@@ -345,6 +345,8 @@ class Simulation:
         sweeper = self.sweepers[0]
         if sweeper.sweeper.outbox is None:
             return
+        # The run is quiet: past the settle time of the newest outcome, nobody is publishing any more.
+        self.clock.set(self.clock.now() + sweeper.sweeper.outbox.settle)
         self.stack.append(sweeper)
         try:
             report = sweeper.sweeper.outbox.drain(SweepConfig.outbox_drain_limit)

@@ -117,9 +117,9 @@ def test_a_job_that_does_not_ask_for_events_writes_no_outbox_and_publishes_nothi
 
 
 def test_the_sweeper_publishes_what_a_worker_left_in_the_outbox(env, sqs_client, tap) -> None:
-    # Given an outcome recorded by a worker that died before publishing it
+    # Given an outcome recorded a minute ago by a worker that died before publishing it
     ledger = DynamoLedger(env.executions_table)
-    at = datetime.now(UTC).replace(microsecond=0)
+    at = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
     orphan = Dispatch("gone", TENANT, at, at, 1)
     assert ledger.record_unclaimed(orphan, RunState.SKIPPED, at, "worker died before publishing")
 

@@ -56,7 +56,7 @@ def test_a_worker_crash_around_the_outbox_loses_no_event(world: World, port: str
     ledger = CrashAt(world.ledger, method, when, nth) if port == "ledger" else world.ledger
     doomed = world.executor("doomed", ledger=ledger)
     if port == "events":
-        doomed.outbox = Outbox(world.ledger, CrashAt(world.events, method, when, nth), world.metrics)
+        doomed.outbox = Outbox(world.ledger, CrashAt(world.events, method, when, nth), world.metrics, world.clock)
     crashed = False
     while not crashed and world.clock.now() < END:
         try:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.events import DETAIL_TYPES, event_detail
+from scheduler.core.events import DETAIL_TYPES, OUTBOX_SETTLE, event_detail
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch, OutcomeEvent
-from scheduler.core.records import Attempt
+from scheduler.core.records import Attempt, Execution
 from tests.unit.fixtures import TENANT, FakeTarget, StubMessage, World, ambiguous, permanent, retryable
 
 
@@ -54,6 +54,11 @@ def outbox_of(world: World, key: str) -> list[Any]:
 
 
 # -- one event per terminal outcome ---------------------------------------------------------------------------
+
+
+def settle(world: World) -> None:
+    """Let the newest outcome become old enough for the sweep's drain (a worker publishing it would be done)."""
+    world.clock.advance(OUTBOX_SETTLE.total_seconds())
 
 
 def test_a_succeeded_occurrence_publishes_one_event_right_after_its_write(world: World) -> None:
@@ -160,8 +165,9 @@ def test_a_refusing_bus_does_not_fail_the_occurrence_and_the_sweep_publishes_lat
     assert (report.outbox_backlog, report.events_published) == (1, 0)
     assert len(outbox_of(world, dispatch.key)) == 1
 
-    # When the bus is back, the next sweep publishes it, once
+    # When the bus is back, the next sweep once the outcome has settled publishes it, once
     world.events.failing = False
+    settle(world)
     report = world.sweep()
     assert (report.outbox_backlog, report.events_published) == (1, 1)
     [event] = published(world)
@@ -193,7 +199,9 @@ def test_a_worker_that_dies_after_recording_the_outcome_still_gets_its_event_out
     assert published(world) == []
     assert len(run.outbox) == 1
 
-    # ...and the next sweep publishes it, once
+    # ...and a sweep leaves it while its worker might still be publishing it; the next after that publishes it, once
+    assert world.sweep().events_published == 0
+    settle(world)
     assert world.sweep().events_published == 1
     [event] = published(world)
     assert (event.occurrence_key, event.state) == (dispatch.key, run.state)
@@ -231,11 +239,34 @@ def test_a_crash_after_the_publish_and_before_the_clear_publishes_again_with_the
         doomed.execute(dispatch, StubMessage())
     world.ledger.clear_outbox = real_clear  # type: ignore[method-assign]
 
+    settle(world)
     world.sweep()
 
     first, second = published(world)
     assert first.event_id == second.event_id  # consumers dedupe on it
     assert outbox_of(world, dispatch.key) == []
+
+
+def test_a_sweep_does_not_publish_again_what_a_live_worker_is_publishing(world: World) -> None:
+    # Given a worker that recorded an outcome and has not published it yet (its write and its publish are apart)
+    _, dispatch = world.due()
+    worker = world.executor()
+    assert worker.outbox is not None
+    publishing: list[Execution | None] = []
+    flush, worker.outbox.flush = worker.outbox.flush, publishing.append  # type: ignore[method-assign,assignment]
+    assert worker.execute(dispatch, StubMessage()).ack
+    assert len(outbox_of(world, dispatch.key)) == 1
+
+    # When a sweep drains the outbox in that moment, and then the worker publishes
+    report = world.sweep()
+    [recorded] = publishing
+    assert flush(recorded)
+
+    # Then the outcome was published once: the sweep counted it but left it to its worker
+    assert (report.outbox_backlog, report.events_published) == (1, 0)
+    settle(world)
+    assert world.sweep().outbox_backlog == 0
+    assert len(published(world)) == 1
 
 
 # -- several outcomes of one occurrence --------------------------------------------------------------------
@@ -265,6 +296,7 @@ def test_an_outcome_recorded_while_an_earlier_one_is_unpublished_publishes_both(
     world.service.resolve(TENANT, job.job_id, dispatch.key, RunState.SUCCEEDED, "resolved")
     world.events.failing = False
 
+    settle(world)
     world.sweep()
 
     assert [e.state for e in published(world)] == [RunState.RECONCILING, RunState.SUCCEEDED]

@@ -6,7 +6,9 @@ an outbox entry to the same item, so the outcome and the obligation to announce 
 1. the worker publishes right after its write and clears the entry (a conditional write: only what it
    published, never an outcome appended since);
 2. every sweep drains what is left (`Outbox.drain`): a worker that died between its write and its publish, a
-   bus that refused, an outcome recorded by the API (a resolved RECONCILING run).
+   bus that refused, an outcome recorded by the API (a resolved RECONCILING run). It leaves an item alone until
+   its newest outcome is `OUTBOX_SETTLE` old: until then the worker that recorded it is still publishing it, and
+   a drain in that moment would publish it a second time (the herd's drains found every outcome in flight).
 
 Publishing is therefore at-least-once: a crash after the publish and before the clear publishes again. Every
 event carries `occurrence_key` and `event_id`, so consumers dedupe.
@@ -18,12 +20,12 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.core.errors import EventPublishFailed
 from scheduler.core.model import RunState
-from scheduler.core.ports import EventPublisher, Execution, Ledger, Metrics, OutboxEntry, OutcomeEvent
+from scheduler.core.ports import Clock, EventPublisher, Execution, Ledger, Metrics, OutboxEntry, OutcomeEvent
 from scheduler.core.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,9 @@ DETAIL_TYPES: dict[RunState, str] = {
 PUBLISH_BATCH = 10
 #: Outbox partitions of the sparse index: spreads the index's write load (every outcome passes through it).
 OUTBOX_SHARDS = 8
+#: How old an item's newest outcome must be before the drain publishes it: well beyond a live worker's write,
+#: publish (with its client's timeouts) and clear.
+OUTBOX_SETTLE = timedelta(seconds=30)
 
 
 def event_id(key: str, epoch: int, state: RunState) -> str:
@@ -114,10 +119,19 @@ class DrainReport:
 class Outbox:
     """Publishes the outbox of ledger items and clears what was published."""
 
-    def __init__(self, ledger: Ledger, publisher: EventPublisher, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        publisher: EventPublisher,
+        metrics: Metrics,
+        clock: Clock,
+        settle: timedelta = OUTBOX_SETTLE,
+    ) -> None:
         self.ledger = ledger
         self.publisher = publisher
         self.metrics = metrics
+        self.clock = clock
+        self.settle = settle
 
     def flush(self, execution: Execution | None) -> bool:
         """Publish one item's pending outcomes (right after the write that recorded them). Never raises: what
@@ -142,6 +156,8 @@ class Outbox:
             return report
         report.found = sum(len(e.outbox) for e in pending)
         self.metrics.count("OutboxBacklog", report.found)
+        settled = self.clock.now() - self.settle
+        pending = [e for e in pending if e.outbox[-1].at <= settled]  # the rest: their workers are publishing them
         for start in range(0, len(pending), PUBLISH_BATCH):
             chunk = pending[start : start + PUBLISH_BATCH]
             try:
