@@ -162,8 +162,9 @@ class Services:
     dynamodb: Any
     #: The handler's batch hold (bounded recovery: one ChangeMessageVisibilityBatch per batch, renewed by a thread).
     held_batch: Callable[[BatchVisibility, Mapping[str, str | None]], HeldBatch]
-    #: What the sweeper's sends waited to land on time (scheduler.core.dispatch), over all its buckets.
-    sweeper_waits: WaitTally = field(default_factory=WaitTally)
+    #: What the sweeper's sends waited to land on time (scheduler.core.dispatch), over all its buckets: the sleep
+    #: its dispatcher was built with.
+    sweeper_waits: WaitTally
     kept: list[str] = field(default_factory=list)
 
 

@@ -308,9 +308,7 @@ class Executor:
         if policy == "allow" or dispatch.kind != "scheduled" or not is_recurring(job.spec.schedule):
             return None
         earlier = self._overlap_window(job.job_id, dispatch.scheduled_for, execution.key)
-        running = [
-            r for r in earlier if r.state == RunState.RUNNING and r.lease_until is not None and r.lease_until > now
-        ]
+        running = [r for r in earlier if r.leased(now)]
         # A parked run is about to start (the run it waited for has finished and sent it): it holds the place too,
         # or this one would start beside it. One not parked again for two leases has lost its message: ignored.
         stale = now - 2 * self.config.lease
@@ -358,10 +356,7 @@ class Executor:
         with a live lease, or parked itself. Its worker then reads the parked runs after it finishes, so it sees
         the park just written (within the run index's lag)."""
         holder = self.ledger.get(key)
-        if holder is None:
-            return False
-        live = holder.state == RunState.RUNNING and holder.lease_until is not None and holder.lease_until > now
-        return live or holder.buffered
+        return holder is not None and (holder.leased(now) or holder.buffered)
 
     def _catching_up(self, job: Job, dispatch: Dispatch, now: datetime) -> bool:
         """Whether this occurrence is caught up rather than on time, so it overlaps only because it was held back:

@@ -300,6 +300,10 @@ class Execution:
         d = dispatch
         return cls(d.key, d.job_id, d.tenant, d.scheduled_for, state, epoch=0, attempts=0, created_at=now, **fields)
 
+    def leased(self, now: datetime) -> bool:
+        """Running, with a lease that has not ended at `now`."""
+        return self.state == RunState.RUNNING and self.lease_until is not None and self.lease_until > now
+
     @property
     def buffered(self) -> bool:
         """Parked by the overlap policy behind a running occurrence (not a failed attempt waiting to retry)."""
