@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from scheduler.core.keys import jitter_offset, occurrence_key, shard_of, split_occurrence_key
+from scheduler.core.timefmt import truncate_ms
 from tests.unit.fixtures import at
 
 
@@ -22,6 +23,15 @@ def test_occurrence_key_normalises_offsets_to_z() -> None:
 
 def test_occurrence_key_keeps_milliseconds_when_present() -> None:
     assert occurrence_key("j", datetime(2026, 1, 5, 9, 0, 0, 250_000, tzinfo=UTC)) == "j:2026-01-05T09:00:00.250Z"
+
+
+def test_occurrence_key_of_an_instant_is_that_of_its_millisecond_truncated_form() -> None:
+    # (what a message body or a stored item carries: the key read back must be the key sent; it used to be
+    # "...09:00:00.000Z" for an instant 412 microseconds past the second, and "...09:00:00Z" once truncated)
+    for micro in (412, 999, 250_412, 999_999):
+        instant = datetime(2026, 1, 5, 9, 0, 0, micro, tzinfo=UTC)
+        assert occurrence_key("j", instant) == occurrence_key("j", truncate_ms(instant))
+    assert occurrence_key("j", datetime(2026, 1, 5, 9, 0, 0, 412, tzinfo=UTC)) == "j:2026-01-05T09:00:00Z"
 
 
 def test_occurrence_key_refuses_naive_times() -> None:

@@ -15,8 +15,10 @@ def utc(dt: datetime) -> datetime:
 def rfc3339(dt: datetime) -> str:
     """Format as RFC 3339 in UTC with a `Z`; milliseconds only when the instant has them."""
     dt = utc(dt)
-    if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    # Only the milliseconds count: an instant with a few microseconds formats as its millisecond-truncated self
+    # (what storage and the message body carry), so the key read back from a message is the key it was sent with.
+    if ms := dt.microsecond // 1000:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms:03d}Z"
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
