@@ -25,6 +25,16 @@ class Call:
     token: int
 
 
+class ReceiverServer(ThreadingHTTPServer):
+    """The receiver's HTTP server, with a listen backlog a herd's concurrent connects fit in: socketserver's
+    default of 5 made the kernel drop the connects beyond it, and each dropped one waited a whole second for its
+    retransmission inside the worker's target call (a real target - a load balancer, a service behind one - does
+    not refuse connections at 5)."""
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 @dataclass
 class Receiver:
     """The target of the benchmark's jobs (`start()`, then `url`)."""
@@ -60,8 +70,7 @@ class Receiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = ReceiverServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, name="bench-receiver", daemon=True).start()
         return self
 

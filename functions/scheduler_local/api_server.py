@@ -193,6 +193,9 @@ class BoundedServer(ThreadingHTTPServer):
     """A threading HTTP server whose threads come from a bounded pool; a connection beyond it gets a 503."""
 
     daemon_threads = True
+    #: Connections waiting to be accepted (socketserver's default, 5, drops the connects of a burst of clients
+    #: beyond it, and each dropped one retries a second later).
+    request_queue_size = 256
 
     def __init__(
         self,

@@ -11,13 +11,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
+from scheduler_bench.receiver import ReceiverServer
 from scheduler_local.emulators import free_port
 from scheduler_local.process import StackProcess
 
@@ -54,7 +55,7 @@ class Receiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ReceiverServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
