@@ -31,7 +31,7 @@ from scheduler.core.dispatch import fire_at
 from scheduler.core.model import JobSpec
 from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
-from scheduler_bench.cpu_profile import CpuWindow
+from scheduler_bench.cpu_profile import CpuWindow, per_fire_cpu
 from scheduler_bench.environment import ROOT, create_resources, delete_resources
 from scheduler_bench.receiver import Receiver
 from scheduler_bench.services import SystemClock, build, client, settings_for
@@ -196,7 +196,12 @@ def run_one(
             time.sleep(0.25)
         keys = {f"{j}:{rfc3339(due)}" for j in job_ids}
         log("burst: waiting for every occurrence to reach the receiver")
+        # The drain: from the first fire time to the last arrival, what the machine spent on the fires themselves
+        # (the whole-run window above also holds the submission's sweep, the dispatch and the idle wait).
+        time.sleep(max(0.0, due.timestamp() - time.time()))
+        drain = CpuWindow().start()
         arrived = receiver.wait_for(keys, timeout=max(1.0, deadline - time.time()))
+        drain_profile = drain.stop()
         time.sleep(1.5)  # a little longer, to catch a late duplicate
         profile = cpu.stop()
         stack.stop()
@@ -233,6 +238,7 @@ def run_one(
             "ledger_states": states,
             "lateness_samples": sorted(round(x, 4) for x in lateness),
             "cpu_profile": profile,
+            "drain_cpu": per_fire_cpu(drain_profile, arrived),
         }
         log(
             f"burst: jitter {jitter}s: {len(lateness)}/{jobs} arrived; lateness p50 "

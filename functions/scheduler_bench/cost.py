@@ -75,10 +75,12 @@ class _Fresh:
 
 
 @contextmanager
-def _fresh(prefix: str) -> Iterator[_Fresh]:
-    """A `_Fresh` on new tables named `prefix...`, deleted afterwards."""
+def _fresh(prefix: str, receiver: Receiver) -> Iterator[_Fresh]:
+    """A `_Fresh` on new tables named `prefix...`, deleted afterwards; the receiver's CPU is the target's, not
+    the functions'."""
     meter = Meter()
     meter.zero_delays = True
+    meter.cpu_elsewhere = receiver.cpu_seconds
     plain = client("dynamodb")
     resources = create_resources(f"{prefix}{uuid.uuid4().hex[:10]}", plain, client("sqs"), client("events"))
     try:
@@ -98,7 +100,7 @@ def _timeline(
     kind: str, jobs: int, occurrences: int, batch_size: int, receiver: Receiver, with_jobs: bool
 ) -> dict[str, Any]:
     """One virtual timeline on fresh tables; returns per-phase totals and what fired."""
-    with _fresh("bc") as fresh:
+    with _fresh("bc", receiver) as fresh:
         meter, settings, services, clock, start, plain = (
             fresh.meter,
             fresh.settings,
@@ -146,7 +148,7 @@ def _timeline(
             item = plain.get_item(TableName=settings.executions_table, Key={"PK": {"S": key}}, ConsistentRead=True)
             state = item.get("Item", {}).get("state", {}).get("S", "MISSING")
             states[state] = states.get(state, 0) + 1
-        durations = [(i.seconds, i.records) for i in meter.invocations.get("sweeper", [])]
+        durations = [(i.billed, i.records) for i in meter.invocations.get("sweeper", [])]
         return {
             "totals": {phase: meter.totals({phase}) for phase in PHASES},
             "sweeper_durations": durations,
@@ -168,7 +170,7 @@ def _batch_submit(jobs: int, receiver: Receiver) -> dict[str, Any]:
     """What submitting one-shot jobs 25 a request costs per job: `JobService.create_many` of 25 in one api
     invocation, as `POST /v1/jobs/batch` calls it, metered on fresh tables (the same jobs as the cost timeline's,
     far enough ahead that each timer is written to its bucket)."""
-    with _fresh("bb") as fresh:
+    with _fresh("bb", receiver) as fresh:
         meter, services, clock, start = fresh.meter, fresh.services, fresh.clock, fresh.start
         first = start + timedelta(minutes=9)
         clock.set(start + timedelta(minutes=1, seconds=5))
@@ -199,6 +201,7 @@ def _per_fire(marginal: dict[str, Totals], fires: int) -> dict[str, Any]:
         out[name] = sum(by_function[p][name] for p in PHASES)
     out["lambda_invocations"] = {p: by_function[p]["invocations"].get(p, 0.0) for p in PHASES}
     out["lambda_billed_seconds"] = {p: by_function[p]["billed_seconds"].get(p, 0.0) for p in PHASES}
+    out["lambda_cpu_seconds"] = {p: by_function[p]["cpu_seconds"].get(p, 0.0) for p in PHASES}
     return out
 
 

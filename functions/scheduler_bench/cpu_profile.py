@@ -78,3 +78,20 @@ class CpuWindow:
             else {},
             "busy_fraction_of_machine": round(total / (wall * (os.cpu_count() or 1)), 3) if wall else None,
         }
+
+
+def per_fire_cpu(profile: dict[str, Any], fires: int) -> dict[str, Any]:
+    """A drain window's profile per fire: CPU milliseconds per fire by kind of process, their sum, and the rate
+    this machine's cores could fire at if the fires had them all (cores / CPU per fire): the ceiling that the
+    local herd's drain runs into once the machine is busy."""
+    per_fire = {kind: 1000 * seconds / max(1, fires) for kind, seconds in profile["cpu_seconds"].items()}
+    total = sum(per_fire.values())
+    cores = profile["cores"] or 1
+    return {
+        **profile,
+        "fires": fires,
+        "cpu_ms_per_fire": {k: round(v, 2) for k, v in per_fire.items()},
+        "cpu_ms_per_fire_total": round(total, 2),
+        "fires_per_second": round(fires / profile["wall_seconds"], 1) if profile["wall_seconds"] else None,
+        "ceiling_fires_per_second": round(1000 * cores / total, 1) if total else None,
+    }

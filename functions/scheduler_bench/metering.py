@@ -28,13 +28,15 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
+
+from scheduler_bench import prices
 
 READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
 WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
@@ -119,6 +121,14 @@ class Invocation:
     function: str
     seconds: float
     records: int = 0
+    #: CPU time the invocation used in this process (its own threads; not the in-process target's, not the meter's).
+    cpu_seconds: float = 0.0
+
+    @property
+    def billed(self) -> float:
+        """Billed duration at the function's deployed memory (its CPU time stretched to that fraction of a vCPU),
+        rounded up to the millisecond."""
+        return math.ceil(prices.lambda_duration(self.function, self.seconds, self.cpu_seconds) * 1000) / 1000
 
 
 @dataclass
@@ -134,7 +144,9 @@ class Totals(DynamoDbSpend):
     events_billed: int = 0
     invocations: dict[str, int] = field(default_factory=dict)
     invocation_seconds: dict[str, float] = field(default_factory=dict)
-    #: Billed Lambda duration: each invocation rounded up to the millisecond.
+    #: CPU time of the invocations, on this machine's whole core.
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    #: Billed Lambda duration: each invocation at its deployed memory (`Invocation.billed`), to the millisecond.
     billed_seconds: dict[str, float] = field(default_factory=dict)
     by_operation: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -145,7 +157,7 @@ class Totals(DynamoDbSpend):
     def scaled(self, factor: float) -> dict[str, Any]:
         """Every figure multiplied by `factor` (e.g. 1/fires for per-occurrence figures)."""
         out: dict[str, Any] = {name: getattr(self, name) * factor for name in self._figures()}
-        for attr in ("invocations", "invocation_seconds", "billed_seconds"):
+        for attr in ("invocations", "invocation_seconds", "cpu_seconds", "billed_seconds"):
             out[attr] = {k: v * factor for k, v in getattr(self, attr).items()}
         out["by_operation"] = {op: {k: v * factor for k, v in row.items()} for op, row in self.by_operation.items()}
         return out
@@ -153,7 +165,7 @@ class Totals(DynamoDbSpend):
     def minus(self, other: Totals) -> Totals:
         """This run less a baseline run (same virtual timeline without the jobs): the marginal spend."""
         out = Totals(**{name: getattr(self, name) - getattr(other, name) for name in self._figures()})
-        for attr in ("invocations", "invocation_seconds", "billed_seconds"):
+        for attr in ("invocations", "invocation_seconds", "cpu_seconds", "billed_seconds"):
             mine: dict[str, Any] = getattr(self, attr)
             theirs: dict[str, Any] = getattr(other, attr)
             setattr(out, attr, {k: mine.get(k, 0) - theirs.get(k, 0) for k in set(mine) | set(theirs)})
@@ -185,6 +197,9 @@ class Meter:
         #: key: the send time plus its whole-second DelaySeconds, recorded before the delay is zeroed.
         self.clock: Any = None
         self.landing: dict[str, datetime] = {}
+        #: CPU seconds so far of this process's threads that are not the functions' (the in-process target), taken
+        #: out of each invocation's CPU time.
+        self.cpu_elsewhere: Callable[[], float] = lambda: 0.0
 
     # -- phases and invocations ----------------------------------------------------------------------------
 
@@ -202,10 +217,13 @@ class Meter:
     def invocation(self, function: str, records: int = 0) -> Iterator[None]:
         """Time one simulated Lambda invocation and attribute the calls inside it to the phase `function`."""
         started, overhead = time.perf_counter(), self._overhead
+        cpu, elsewhere = time.process_time(), self.cpu_elsewhere()
         with self.phase(function):
             yield
-        seconds = time.perf_counter() - started - (self._overhead - overhead)
-        self.invocations[function].append(Invocation(function, seconds, records))
+        own = self._overhead - overhead
+        seconds = time.perf_counter() - started - own
+        cpu_seconds = time.process_time() - cpu - (self.cpu_elsewhere() - elsewhere) - own
+        self.invocations[function].append(Invocation(function, seconds, records, max(0.0, cpu_seconds)))
 
     def reset(self) -> None:
         """Forget what was counted (e.g. after a warm-up)."""
@@ -407,7 +425,8 @@ class Meter:
         for function, calls in invocations.items():
             out.invocations[function] = len(calls)
             out.invocation_seconds[function] = sum(c.seconds for c in calls)
-            out.billed_seconds[function] = sum(math.ceil(c.seconds * 1000) / 1000 for c in calls)
+            out.cpu_seconds[function] = sum(c.cpu_seconds for c in calls)
+            out.billed_seconds[function] = sum(c.billed for c in calls)
         return out
 
 

@@ -46,6 +46,20 @@ POWERTOOLS_REPEAT_WRITE_UNITS = 1
 POWERTOOLS_REPEAT_READ_UNITS = 1
 
 
+#: Lambda allocates CPU in proportion to memory: one vCPU's worth at 1,769 MB
+#: (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html).
+LAMBDA_MB_PER_VCPU = 1769
+
+
+def lambda_duration(function: str, wall_seconds: float, cpu_seconds: float) -> float:
+    """An invocation's duration at the function's deployed memory, from its wall time and the CPU time it used
+    here on a whole core: below 1,769 MB the function has that fraction of a vCPU, so each CPU second takes
+    1,769 / MB seconds there. Counted as if the stretch added to the wall time (the CPU work and the waits not
+    overlapping: an upper bound where the records of a batch overlap their waits with each other's work)."""
+    stretch = max(1.0, LAMBDA_MB_PER_VCPU / FUNCTION_MEMORY_MB[function])
+    return wall_seconds + cpu_seconds * (stretch - 1)
+
+
 def gb_seconds(seconds_by_function: Mapping[str, float]) -> float:
     """GB-seconds of billed Lambda time, each function's seconds at its deployed memory."""
     return sum(seconds * LAMBDA_MEMORY_GB[function] for function, seconds in seconds_by_function.items())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.schema import FUNCTION_MEMORY_MB
 from scheduler_bench import capacity, prices
 from scheduler_bench.cost import BATCH_SUBMIT
 from scheduler_bench.prices import PRICES
@@ -42,6 +43,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
         "Events / fire",
         "Lambda calls / fire",
         "Lambda ms / fire",
+        "CPU ms / fire here",
         "of which the worker waits (ms)",
         "$ / M fires (fire path)",
         "$ / M fires (with submit)",
@@ -67,6 +69,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
                     _f(pf["events_billed"]),
                     _f(calls),
                     _f(ms, 1),
+                    _f(1000 * sum(pf["lambda_cpu_seconds"].values()), 1) if "lambda_cpu_seconds" in pf else "-",
                     _f(1000 * pf.get("worker_wait_seconds", 0.0), 1),
                     _usd(usd["fire_path"]["total"]),
                     _usd(usd["with_submission"]["total"]),
@@ -74,13 +77,17 @@ def _cost(cost: dict[str, Any]) -> list[str]:
             )
     for alternative in cost.get("alternatives", []):
         total = alternative["per_million"]["total"]
-        rows.append([alternative["design"], "1", "", "", "", "", "", "", "", _usd(total), _usd(total)])
+        rows.append([alternative["design"], "1", "", "", "", "", "", "", "", "", _usd(total), _usd(total)])
     lines += _table(headers, rows)
     lines += [
         "",
         "Fire path = sweeper + worker (what EventBridge Scheduler's invocation price compares with); with submit adds "
         "the api Lambda, its DynamoDB transaction and an API Gateway REST request ($3.50/M), once per job "
-        "(a recurring job's submission is shared by its fires).",
+        "(a recurring job's submission is shared by its fires). Lambda ms = the billed duration at each function's "
+        f"deployed memory: the wall time measured here plus the CPU time measured here stretched to that memory's "
+        f"share of a vCPU (one vCPU at {prices.LAMBDA_MB_PER_VCPU:,} MB, so each CPU second takes "
+        f"{prices.LAMBDA_MB_PER_VCPU / FUNCTION_MEMORY_MB['worker']:.2f} s at {FUNCTION_MEMORY_MB['worker']} MB) - "
+        "counted as if none of it overlapped the waits, an upper bound.",
         "",
     ]
     first = next(iter(cost.get("one_shot", [])), None)
@@ -253,7 +260,68 @@ def _burst(burst: dict[str, Any]) -> list[str]:
         "![Start lateness of the herd](lateness.png)",
         "",
     ]
+    lines += _drain_cpu(burst.get("runs", []))
     lines += _submit(burst.get("submit"))
+    return lines
+
+
+#: The drain table's columns: kinds of process (scheduler_bench.cpu_profile), in this order.
+DRAIN_KINDS = (
+    ("worker pollers", "worker pollers"),
+    ("DynamoDB Local (JVM)", "DynamoDB Local"),
+    ("ministack (SQS)", "ministack"),
+    ("sweeper", "sweeper"),
+    ("benchmark + receiver", "bench + receiver"),
+)
+
+
+def _drain_cpu(runs: list[dict[str, Any]]) -> list[str]:
+    """Where the CPU went while each local herd drained (first fire time to last arrival), per fire."""
+    measured = [r for r in runs if "drain_cpu" in r]
+    if not measured:
+        return []
+    rows = []
+    for r in measured:
+        d = r["drain_cpu"]
+        ms = d["cpu_ms_per_fire"]
+        known = {kind for kind, _ in DRAIN_KINDS}
+        others = sum(v for k, v in ms.items() if k not in known)
+        rows.append(
+            [
+                f"{_f(r['jobs'])}, jitter {r['jitter_seconds']} s",
+                _f(d["wall_seconds"], 1),
+                _f(d["fires_per_second"], 0),
+                f"{100 * (d['busy_fraction_of_machine'] or 0):.0f} %",
+                *(_f(ms.get(kind, 0.0), 1) for kind, _ in DRAIN_KINDS),
+                _f(others, 1),
+                _f(d["cpu_ms_per_fire_total"], 1),
+                _f(d["ceiling_fires_per_second"], 0),
+            ]
+        )
+    cores = measured[0]["drain_cpu"]["cores"]
+    lines = [
+        "Where the CPU went while the herd drained (from the first fire time to the last arrival; CPU milliseconds "
+        "per fire, from /proc):",
+        "",
+        *_table(
+            [
+                "Herd",
+                "Drain (s)",
+                "Fires / s",
+                "Machine busy",
+                *(f"{label} (ms)" for _, label in DRAIN_KINDS),
+                "other (ms)",
+                "Total CPU / fire (ms)",
+                f"Ceiling on {cores} cores (fires / s)",
+            ],
+            rows,
+        ),
+        "",
+        f"Ceiling = {cores} cores / total CPU per fire: the rate this machine could fire at with every core on the "
+        "fires. Where the machine is busy through the drain, that ceiling is what holds the herd's tail, whatever "
+        "the number of pollers: N jobs due at once need at least N / ceiling seconds.",
+        "",
+    ]
     return lines
 
 

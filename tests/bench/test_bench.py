@@ -81,6 +81,12 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
         assert run["early_starts"] == 0
         assert len(run["lateness_samples"]) == 20
         assert sum(run["cpu_profile"]["cpu_seconds"].values()) > 0
+        # the drain's own window: every fire in it, CPU per fire by process, and the ceiling it implies
+        drain = run["drain_cpu"]
+        assert drain["fires"] == 20 and drain["cpu_ms_per_fire"]["worker pollers"] > 0
+        assert drain["ceiling_fires_per_second"] == pytest.approx(
+            1000 * drain["cores"] / drain["cpu_ms_per_fire_total"], rel=0.01
+        )
 
     # And the peer ran the same herds, two APScheduler processes on one store: every occurrence, none early
     peers = [r for r in results["burst"]["runs"] if r["system"].startswith("APScheduler")]
@@ -110,6 +116,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
         "## Submit rate",
         "## Batching",
         "## The local SQS",
+        "Where the CPU went while the herd drained",
     ):
         assert heading in markdown
     assert "EventBridge Scheduler alone" in markdown

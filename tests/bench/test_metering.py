@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import pytest
 
 from scheduler_bench.burst import percentile
 from scheduler_bench.metering import Meter, item_size, write_units
@@ -61,3 +64,52 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 99) == 99.0
     assert percentile(values, 100) == 100.0
     assert percentile([3.0], 95) == 3.0
+
+
+def test_an_invocation_is_billed_at_its_deployed_memorys_share_of_a_vcpu() -> None:
+    # Given the deployed memory (512 MB: 512 / 1,769 of a vCPU) and an invocation that took 20 ms here, 8 of them
+    # on the CPU
+    from scheduler.schema import FUNCTION_MEMORY_MB
+    from scheduler_bench import prices
+    from scheduler_bench.metering import Invocation
+
+    stretch = prices.LAMBDA_MB_PER_VCPU / FUNCTION_MEMORY_MB["worker"]
+    invocation = Invocation("worker", seconds=0.020, records=1, cpu_seconds=0.008)
+
+    # Then its CPU time takes `stretch` times as long there, added to the wall time, rounded up to the millisecond
+    assert invocation.billed == pytest.approx(math.ceil((0.020 + 0.008 * (stretch - 1)) * 1000) / 1000)
+    assert invocation.billed > 0.020 + 0.008 * 2
+    # And an invocation that used no CPU is billed its wall time
+    assert Invocation("worker", 0.0101, 1, 0.0).billed == pytest.approx(0.011)
+
+
+def test_the_meter_takes_the_targets_cpu_out_of_an_invocations() -> None:
+    # Given a meter that knows the in-process target's CPU, and an invocation during which the target burned CPU
+    import time
+
+    meter = Meter()
+    target = {"cpu": 0.0}
+    meter.cpu_elsewhere = lambda: target["cpu"]
+    with meter.invocation("worker"):
+        began = time.process_time()
+        while time.process_time() - began < 0.05:
+            pass
+        target["cpu"] += 0.04  # 40 ms of that was the target's
+
+    # Then the invocation's CPU time is its own share only
+    (invocation,) = meter.invocations["worker"]
+    assert 0.005 <= invocation.cpu_seconds <= 0.03
+    assert meter.totals().cpu_seconds["worker"] == pytest.approx(invocation.cpu_seconds)
+
+
+def test_a_drain_profile_gives_cpu_per_fire_and_the_machines_ceiling() -> None:
+    from scheduler_bench.cpu_profile import per_fire_cpu
+
+    # Given 100 fires drained in 2 s on 2 cores, the workers using 1.2 CPU seconds and the database 0.8
+    profile = {"wall_seconds": 2.0, "cores": 2, "cpu_seconds": {"worker pollers": 1.2, "DynamoDB Local (JVM)": 0.8}}
+
+    # Then each fire cost 20 ms of CPU, and 2 cores could fire 100 a second at most
+    out = per_fire_cpu(profile, 100)
+    assert out["cpu_ms_per_fire"] == {"worker pollers": 12.0, "DynamoDB Local (JVM)": 8.0}
+    assert out["cpu_ms_per_fire_total"] == 20.0
+    assert out["fires_per_second"] == 50.0 and out["ceiling_fires_per_second"] == 100.0
