@@ -42,17 +42,24 @@ class CostConfig:
     recurring_occurrences: int = 10
     #: Messages per worker invocation: 10 when busy (a full SQS batch), 1 when quiet.
     batch_sizes: tuple[int, ...] = (10, 1)
+    #: One-shot jobs due within one second (the herd: full pages, full batches, shared landing groups); 0: none.
+    herd_jobs: int = 500
 
 
-def spread(first: datetime, index: int) -> datetime:
-    """Job `index`'s first fire time: within the minute of `first`, to the millisecond, as real jobs' fire times
-    fall (created at arbitrary instants with `delay_seconds`, or `at` any instant): not all on a whole second,
-    which would make every SQS delay land exactly on time and hide the sub-second wait."""
-    return first + timedelta(milliseconds=(index * 7_919) % 60_000)
+#: Kinds of timeline: (kind, jobs' schedule kind, fire times spread over this many milliseconds from the first).
+SPREAD_MS = {"one_shot": 60_000, "recurring": 60_000, "one_shot_herd": 1_000}
+
+
+def spread(first: datetime, index: int, within_ms: int = 60_000) -> datetime:
+    """Job `index`'s first fire time: within `within_ms` of `first` (the minute; the herd's second), to the
+    millisecond, as real jobs' fire times fall (created at arbitrary instants with `delay_seconds`, or `at` any
+    instant): not all on a whole second, which would make every SQS delay land exactly on time and hide the
+    sub-second wait. (7,919 is prime to 60,000 and 1,000: the first `within_ms` jobs get distinct instants.)"""
+    return first + timedelta(milliseconds=(index * 7_919) % within_ms)
 
 
 def _spec(kind: str, url: str, first: datetime, occurrences: int) -> tuple[JobSpec, dict[str, Any]]:
-    if kind == "one_shot":
+    if kind != "recurring":
         schedule: dict[str, Any] = {"type": "once", "at": rfc3339(first)}
     else:
         end = first + timedelta(minutes=occurrences - 1)
@@ -121,7 +128,7 @@ def _timeline(
         job_ids: list[tuple[str, JobSpec, datetime]] = []
         if with_jobs:
             for index in range(jobs):
-                job_first = spread(first, index)
+                job_first = spread(first, index, SPREAD_MS[kind])
                 spec, body = _spec(kind, receiver.url, job_first, occurrences)
                 with meter.invocation("api"):
                     created = services.job_service.create("bench", spec, None, body)
@@ -231,7 +238,7 @@ def repriced(results: dict[str, Any]) -> dict[str, Any]:
     """An earlier run's cost section priced at today's prices and memory sizes (from its recorded per-fire
     quantities), so that a before/after comparison differs only in what was measured."""
     out = {**results}
-    for kind in ("one_shot", "recurring"):
+    for kind in SPREAD_MS:
         out[kind] = [{**run, "per_million_fires_usd": priced(run["per_fire"])} for run in results.get(kind, [])]
     return out
 
@@ -246,16 +253,19 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
         defaults = Settings()
         results["sweep_buckets_at_once"] = min(defaults.sweep_concurrency, defaults.shard_count)
         fixed: dict[str, Any] | None = None
-        for kind, jobs, occurrences in (
-            ("one_shot", config.one_shot_jobs, 1),
-            ("recurring", config.recurring_jobs, config.recurring_occurrences),
-        ):
+        timelines = [
+            ("one_shot", config.one_shot_jobs, 1, config.batch_sizes),
+            ("recurring", config.recurring_jobs, config.recurring_occurrences, config.batch_sizes),
+        ]
+        if config.herd_jobs:  # a herd is busy by definition: full batches only
+            timelines.append(("one_shot_herd", config.herd_jobs, 1, (max(config.batch_sizes),)))
+        for kind, jobs, occurrences, batch_sizes in timelines:
             log(f"cost: {kind}: baseline timeline without jobs")
             baseline = _timeline(kind, 0, occurrences, 10, receiver, with_jobs=False)
             if fixed is None:
                 fixed = _fixed(baseline)
             runs = []
-            for batch_size in config.batch_sizes:
+            for batch_size in batch_sizes:
                 log(f"cost: {kind}: {jobs} jobs x {occurrences} occurrence(s), worker batches of {batch_size}")
                 measured = _timeline(kind, jobs, occurrences, batch_size, receiver, with_jobs=True)
                 fires = measured["succeeded"]

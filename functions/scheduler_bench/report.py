@@ -49,13 +49,19 @@ def _cost(cost: dict[str, Any]) -> list[str]:
         "$ / M fires (with submit)",
     ]
     rows = []
-    names = {"one_shot": "punctual, one-shot job", "recurring": "punctual, recurring job"}
-    for kind in ("one_shot", "recurring"):
+    names = {
+        "one_shot": "punctual, one-shot job",
+        "recurring": "punctual, recurring job",
+        "one_shot_herd": "punctual, one-shot job in a herd",
+    }
+    for kind in names:
         for run in cost.get(kind, []):
             pf = run["per_fire"]
             label = names[kind]
             if kind == "recurring":
                 label += f" (rate 1/min, {run['occurrences_per_job']} fires per job)"
+            if kind == "one_shot_herd":
+                label += f" ({run['jobs']:,} due in one second)"
             calls = sum(pf["lambda_invocations"].values())
             ms = 1000 * sum(pf["lambda_billed_seconds"].values())
             usd = run["per_million_fires_usd"]
@@ -534,8 +540,12 @@ def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> li
                  "$ / M + submit (REST)", "$ / M + submit (HTTP API)", "$ / M + batch submit (HTTP API)"):  # fmt: skip
         headers += [f"{name} before", f"{name} after"]
     rows = []
-    names = {"one_shot": "one-shot job", "recurring": "recurring job (rate 1/min)"}
-    for kind in ("one_shot", "recurring"):
+    names = {
+        "one_shot": "one-shot job",
+        "recurring": "recurring job (rate 1/min)",
+        "one_shot_herd": "one-shot job in a herd",
+    }
+    for kind in names:
         old = {r["batch_size"]: r for r in before.get(kind, [])}
         for run in after.get(kind, []):
             if run["batch_size"] not in old:

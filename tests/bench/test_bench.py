@@ -32,6 +32,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     # Given the emulators (their endpoints in AWS_ENDPOINT_URL_*, so the benchmark starts none of its own)
     env = {**os.environ, **aws_endpoints, "PYTHONPATH": str(ROOT / "functions")}
     tiny = ["--quick", "--pending", "200", "--due", "20", "--burst", "20", "--cost-jobs", "3", "--submit-jobs", "16"]
+    tiny += ["--herd-jobs", "12"]
     tiny += ["--recurring-jobs", "2", "--occurrences", "2", "--jitter", "2", "--out", str(tmp_path)]
     tiny += ["--emulator-depths", "0,30", "--moto-depths", "0", "--peer-processes", "2"]
     tiny += ["--capacity-sizes", "500"]
@@ -50,7 +51,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     assert results["endpoints"]["started_by_the_benchmark"] is False
 
     # And every fire of the cost scenario reached SUCCEEDED and was counted in units, priced beside EventBridge
-    for kind, expected in (("one_shot", 3), ("recurring", 4)):
+    for kind, expected in (("one_shot", 3), ("recurring", 4), ("one_shot_herd", 12)):
         for run in results["cost"][kind]:
             assert run["states"] == {"SUCCEEDED": expected}
             assert run["fires"] == expected and not run["kept_messages"]
@@ -58,6 +59,11 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
             assert run["per_fire"]["lambda_invocations"]["worker"] > 0
             assert run["per_million_fires_usd"]["with_submission"]["total"] > 0
     assert {r["batch_size"] for r in results["cost"]["one_shot"]} == {1, 10}
+    # the herd (due within one second) in full batches only, sharing its sends: fewer SQS requests a fire
+    (herd,) = results["cost"]["one_shot_herd"]
+    assert herd["batch_size"] == 10
+    (busy,) = [r for r in results["cost"]["one_shot"] if r["batch_size"] == 10]
+    assert herd["per_fire"]["sqs_billed_requests"] < busy["per_fire"]["sqs_billed_requests"]
     assert [a["design"] for a in results["cost"]["alternatives"]] == [
         "EventBridge Scheduler alone",
         "EventBridge Scheduler + Lambda + Powertools idempotency",
