@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -39,7 +41,7 @@ class Sweeper(Construct):
         super().__init__(scope, construct_id)
         self.handler = SchedulerFunction(
             self,
-            SWEEPER,
+            replace(SWEEPER, memory_mb=build.config.sweeper_memory_mb),
             build,
             # Several sweepers may run at once (claims keep them disjoint), but not unboundedly many:
             # a slow DynamoDB minute must not fan out into a thundering herd of sweeps.

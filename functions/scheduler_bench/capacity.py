@@ -34,6 +34,8 @@ from typing import Any, Literal
 
 from scheduler.adapters.dynamodb.common import TIMER_PAGE_SIZE
 from scheduler.core.prescale import WorkerCapacity, pollers_for
+from scheduler.schema import FUNCTION_MEMORY_MB
+from scheduler_bench.prices import LAMBDA_MB_PER_VCPU
 
 Mode = Literal["standard", "provisioned", "prescaled"]
 
@@ -104,6 +106,11 @@ RULES: dict[str, Rule] = {
         "a DynamoDB partition serves at most 3,000 read units a second",
         "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput-scenarios.html",
     ),
+    "lambda_memory_per_vcpu": Rule(
+        LAMBDA_MB_PER_VCPU,
+        "Lambda allocates CPU in proportion to memory: the equivalent of one vCPU at 1,769 MB",
+        "https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html",
+    ),
 }
 
 
@@ -120,6 +127,21 @@ class Measured:
     #: Whether the sweeper's time per fire is its work plus a full page's landing wait (the waits were measured
     #: apart), or its billed time with the cost run's small pages' waits in it (an upper bound).
     landing_waits_apart: bool = False
+    #: The sweep's CPU time per fire on a whole core (the herd's full pages when measured; 0: not measured), and
+    #: the sweeper's deployed memory: one sweep is one Python process, its chains share its CPU.
+    sweeper_cpu_seconds_per_fire: float = 0.0
+    sweeper_memory_mb: int = FUNCTION_MEMORY_MB["sweeper"]
+
+    @property
+    def sweep_cpu_seconds_per_fire(self) -> float:
+        """How long one sweep's CPU takes per fire, whatever its chains: Lambda gives it memory / 1,769 of a vCPU,
+        and its threads never use more than one core (the GIL)."""
+        return self.sweeper_cpu_seconds_per_fire * max(1.0, LAMBDA_MB_PER_VCPU / self.sweeper_memory_mb)
+
+    def sweep_seconds_per_fire(self, chains: int) -> float:
+        """One sweep's time per fire with `chains` bucket chains at once: its chains in parallel, unless its CPU
+        cannot keep up with them."""
+        return max(self.sweeper_seconds_per_fire / max(1, chains), self.sweep_cpu_seconds_per_fire)
 
     @classmethod
     def from_results(cls, results: dict[str, Any], source: str) -> Measured:
@@ -127,11 +149,15 @@ class Measured:
         busy = max(results["cost"]["one_shot"], key=lambda run: run["batch_size"])
         functions = busy["per_fire"]["by_function"]
         worker = sum(functions["worker"]["billed_seconds"].values())
-        # Billed time is wall time; a sweep that swept its buckets at once spent that many times as long per fire
-        # in each bucket's chain (the model's unit: one sweep chain per shard). Results before that: 1.
-        chain = sum(functions["sweeper"]["billed_seconds"].values()) * int(
-            results["cost"].get("sweep_buckets_at_once", 1)
-        )
+        # A sweep that swept its buckets at once spent that many times its wall time per fire in each bucket's
+        # chain (the model's unit: one sweep chain per shard). Results before that: 1. (Wall time: what its CPU
+        # takes at the deployed memory is bounded apart, `sweep_cpu_seconds_per_fire`; results without the wall
+        # time recorded apart use the billed time, which was wall time then.)
+        wall = functions["sweeper"].get("invocation_seconds") or functions["sweeper"]["billed_seconds"]
+        chain = sum(wall.values()) * int(results["cost"].get("sweep_buckets_at_once", 1))
+        # The sweep's CPU per fire: the herd's (full pages, as a herd has them) when measured, else the busy run's.
+        herd = (results["cost"].get("one_shot_herd") or [busy])[0]
+        cpu = float((herd["per_fire"].get("lambda_cpu_seconds") or {}).get("sweeper", 0.0))
         # Of a chain's time, the sends' waits to land on time are a page's, not a fire's: at most a second a page
         # however many timers it holds, so the cost run's small pages (a few timers each) wait far more per fire
         # than a herd's full ones. The model takes them out and adds the page bound back (Assumptions). Results
@@ -155,6 +181,7 @@ class Measured:
             create_timer_write_units=2.0,
             source=source,
             landing_waits_apart=waits is not None,
+            sweeper_cpu_seconds_per_fire=cpu,
         )
 
 
@@ -217,13 +244,18 @@ class Scenario:
     sweeps: int  # parallel sweeps working on the herd's minute
     minimum_pollers: int = 2
     maximum_pollers: int = 200
+    #: The sweeper's memory (its CPU share): the deployed default, or raised for a herd (`sweeper_memory_mb`).
+    sweeper_memory_mb: int = FUNCTION_MEMORY_MB["sweeper"]
 
     @property
     def label(self) -> str:
         return {
             "standard": "standard mode (today)",
             "provisioned": f"provisioned, {self.minimum_pollers} pollers",
-            "prescaled": f"pre-scaled: {self.minimum_pollers} pollers, {self.sweeps} sweeps",
+            "prescaled": (
+                f"pre-scaled: {self.minimum_pollers} pollers, {self.sweeps} sweeps, sweeper at "
+                f"{self.sweeper_memory_mb:,} MB"
+            ),
         }[self.mode]
 
 
@@ -265,14 +297,23 @@ def fire_times(occurrences: int, spread_seconds: float) -> list[float]:
 
 
 def sweep_capacity_before(lookahead_seconds: int, measured: Measured, assumptions: Assumptions) -> int:
-    """Occurrences one sweep chain dispatches between the look-ahead's start and the fire time."""
-    per_sweep = min(assumptions.sweep_work_seconds / measured.sweeper_seconds_per_fire, assumptions.dispatch_budget)
+    """Occurrences one sweep chain dispatches between the look-ahead's start and the fire time (with no other
+    chain beside it)."""
+    per_sweep = min(assumptions.sweep_work_seconds / measured.sweep_seconds_per_fire(1), assumptions.dispatch_budget)
     return int(per_sweep * (lookahead_seconds // 60))
+
+
+def sweep_cpu_capacity_before(lookahead_seconds: int, measured: Measured, assumptions: Assumptions) -> float:
+    """Occurrences one sweep's CPU can dispatch between the look-ahead's start and the fire time, however many
+    chains it runs (inf when its CPU time was not measured)."""
+    if measured.sweep_cpu_seconds_per_fire <= 0:
+        return math.inf
+    return assumptions.sweep_work_seconds / measured.sweep_cpu_seconds_per_fire * (lookahead_seconds // 60)
 
 
 def dispatch_times(fires: list[float], sweeps: int, measured: Measured, assumptions: Assumptions) -> list[float]:
     """When each occurrence is handed to SQS: sweeps on every minute from `-lookahead`, `sweeps` in parallel."""
-    per_fire = measured.sweeper_seconds_per_fire / sweeps
+    per_fire = measured.sweep_seconds_per_fire(sweeps)
     per_sweep = min(int(assumptions.sweep_work_seconds / per_fire), assumptions.dispatch_budget * sweeps)
     out: list[float] = []
     tick = -float(assumptions.lookahead_seconds)
@@ -303,6 +344,7 @@ def _esm_concurrency(scenario: Scenario, since: float) -> float:
 
 def simulate(scenario: Scenario, measured: Measured, assumptions: Assumptions) -> Result:
     """Run the herd through dispatch, polling, Lambda and the worker; lateness = target call start - fire time."""
+    measured = replace(measured, sweeper_memory_mb=scenario.sweeper_memory_mb)
     fires = fire_times(scenario.occurrences, scenario.spread_seconds)
     sent = dispatch_times(fires, max(1, min(scenario.sweeps, scenario.shards)), measured, assumptions)
     visible = sorted((_visible_at(f, s), f) for f, s in zip(fires, sent, strict=True))
@@ -389,6 +431,8 @@ def shards_needed(occurrences: int, measured: Measured, assumptions: Assumptions
     assert sweep_reads <= read_limit * (1 + 1e-9), "Measured.from_results throttles a sweep to its partition"
     needed = max(for_dispatch, for_creation)
     why = "dispatch in time" if needed == for_dispatch else "creation writes"
+    if occurrences > sweep_cpu_capacity_before(assumptions.lookahead_seconds, measured, assumptions):
+        why = "sweeper CPU: no shard count dispatches it in time"
     return needed, why
 
 
@@ -397,7 +441,9 @@ def scenarios(occurrences: int, spread: float, measured: Measured, assumptions: 
     pre-scaled with the shards it needs (one chain each: `sweep_concurrency` at least the shard count, up to 64)."""
     chains = min(assumptions.sweep_concurrency, assumptions.default_shards)
     today = Scenario(occurrences, spread, "standard", assumptions.default_shards, chains)
-    shards, _ = shards_needed(occurrences, measured, assumptions)
+    # Pre-scaled for a herd, the sweeper also has a whole vCPU (more is no faster: one Python process).
+    herd_memory = max(FUNCTION_MEMORY_MB["sweeper"], int(LAMBDA_MB_PER_VCPU))
+    shards, _ = shards_needed(occurrences, replace(measured, sweeper_memory_mb=herd_memory), assumptions)
     capacity = WorkerCapacity(
         measured.worker_seconds_per_occurrence,
         target_start_seconds=assumptions.target_start_seconds,
@@ -410,7 +456,7 @@ def scenarios(occurrences: int, spread: float, measured: Measured, assumptions: 
     return [
         today,
         replace(today, mode="provisioned", minimum_pollers=2),
-        Scenario(occurrences, spread, "prescaled", max(shards, 1), max(shards, 1), pollers, maximum),
+        Scenario(occurrences, spread, "prescaled", max(shards, 1), max(shards, 1), pollers, maximum, herd_memory),
     ]
 
 
@@ -446,11 +492,25 @@ def _f(value: float) -> str:
 def _sweeper_basis(measured: dict[str, Any]) -> str:
     if measured.get("landing_waits_apart"):
         return (
-            "the sweep's billed time per fire times the buckets it swept at once, less its sends' waits to land on "
+            "the sweep's time per fire times the buckets it swept at once, less its sends' waits to land on "
             f"time, plus a full page's bound on them ({LANDING_WAIT_PER_PAGE_SECONDS:.0f} s per {TIMER_PAGE_SIZE} "
             "timers)"
         )
     return "the sweep's billed time per fire times the buckets it swept at once, an upper bound"
+
+
+def _cpu_basis(measured: dict[str, Any]) -> str:
+    cpu = measured.get("sweeper_cpu_seconds_per_fire") or 0.0
+    if not cpu:
+        return ""
+    memory = measured.get("sweeper_memory_mb") or FUNCTION_MEMORY_MB["sweeper"]
+    bound = cpu * max(1.0, LAMBDA_MB_PER_VCPU / memory)
+    return (
+        f" A sweep's chains share its CPU: {1000 * cpu:.1f} ms of CPU a fire measured here on a whole core (the herd's "
+        f"full pages), so one sweep dispatches at most one fire per {1000 * bound:.1f} ms at the deployed "
+        f"{memory:,} MB ({min(1.0, memory / LAMBDA_MB_PER_VCPU):.2f} of a vCPU) and one per {1000 * cpu:.1f} ms at "
+        f"{LAMBDA_MB_PER_VCPU:,} MB (a vCPU; more is no faster: one Python process), however many chains it runs."
+    )
 
 
 def render(capacity: dict[str, Any]) -> list[str]:
@@ -463,10 +523,11 @@ def render(capacity: dict[str, Any]) -> list[str]:
         f"Simulated on AWS's documented scaling rules, driven by the measured worker time per occurrence "
         f"({1000 * measured['worker_seconds_per_occurrence']:.1f} ms) and sweeper time per fire "
         f"({1000 * measured['sweeper_seconds_per_fire']:.1f} ms, one bucket chain's: {_sweeper_basis(measured)}) from "
-        f"{measured['source']}. Lateness = the target call's start - the fire time. *Today*: standard-mode "
+        f"{measured['source']}.{_cpu_basis(measured)} Lateness = the target call's start - the fire time. *Today*: "
+        "standard-mode "
         "mapping, one sweep a minute sweeping its 8 shards at once. *Pre-scaled*: the mapping's MinimumPollers raised "
         "ahead of the peak (the pre-scaler's own sizing), one chain per shard (`sweep_concurrency` >= the shard "
-        "count).",
+        "count), and the sweeper deployed with a whole vCPU (`sweeper_memory_mb` 1,769).",
         "",
     ]
     headers = [

@@ -155,10 +155,13 @@ def _timeline(
             item = plain.get_item(TableName=settings.executions_table, Key={"PK": {"S": key}}, ConsistentRead=True)
             state = item.get("Item", {}).get("state", {}).get("S", "MISSING")
             states[state] = states.get(state, 0) + 1
-        durations = [(i.billed, i.records) for i in meter.invocations.get("sweeper", [])]
+        sweeps_run = meter.invocations.get("sweeper", [])
+        durations = [(i.billed, i.records) for i in sweeps_run]
+        walls = [(i.seconds, i.records) for i in sweeps_run]
         return {
             "totals": {phase: meter.totals({phase}) for phase in PHASES},
             "sweeper_durations": durations,
+            "sweeper_walls": walls,
             "sweeps": sweeps,
             "expected_occurrences": len(expected),
             "succeeded": states.get(RunState.SUCCEEDED.value, 0),
@@ -271,6 +274,7 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
                 fires = measured["succeeded"]
                 marginal = {p: measured["totals"][p].minus(baseline["totals"][p]) for p in PHASES}
                 marginal["sweeper"].billed_seconds["sweeper"] = _marginal_sweep_seconds(measured["sweeper_durations"])
+                marginal["sweeper"].invocation_seconds["sweeper"] = _marginal_sweep_seconds(measured["sweeper_walls"])
                 per_fire = _per_fire(marginal, max(1, fires))
                 # Of the worker's billed seconds: waiting out the sub-second remainder of messages that landed early.
                 per_fire["worker_wait_seconds"] = measured["worker_wait_seconds"] / max(1, fires)

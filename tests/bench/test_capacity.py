@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.schema import FUNCTION_MEMORY_MB
 from scheduler_bench import capacity
 from scheduler_bench.capacity import Assumptions, Measured, Scenario, simulate
 
@@ -128,3 +129,50 @@ def test_the_sweepers_landing_waits_count_per_page_not_per_fire() -> None:
     assert older.sweeper_seconds_per_fire == pytest.approx(1.6)
     assert "upper bound" in capacity._sweeper_basis({"landing_waits_apart": False})
     assert "less its sends' waits" in capacity._sweeper_basis({"landing_waits_apart": True})
+
+
+def test_a_sweeps_chains_share_its_cpu_so_more_chains_stop_helping_once_its_cpu_is_full() -> None:
+    # Given a sweep whose bucket chains take 80 ms a fire each, with 3 ms of CPU a fire on a whole core
+    at_512 = replace(MEASURED, sweeper_seconds_per_fire=0.08, sweeper_cpu_seconds_per_fire=0.003, sweeper_memory_mb=512)
+    at_1769 = replace(at_512, sweeper_memory_mb=1769)
+
+    # Then with few chains the chains are the limit; with many, its CPU: at 512 MB (0.29 of a vCPU) each CPU
+    # second takes 1,769 / 512 s
+    assert at_512.sweep_seconds_per_fire(2) == pytest.approx(0.04)
+    assert at_512.sweep_seconds_per_fire(22) == pytest.approx(0.003 * 1769 / 512)
+    assert at_1769.sweep_seconds_per_fire(22) == pytest.approx(0.08 / 22)
+    # And more memory than a vCPU's does not make it faster: one Python process uses one core
+    assert replace(at_512, sweeper_memory_mb=4096).sweep_cpu_seconds_per_fire == pytest.approx(0.003)
+    # And a sweep whose CPU was not measured is bounded by its chains alone (results from before)
+    assert replace(at_512, sweeper_cpu_seconds_per_fire=0.0).sweep_seconds_per_fire(22) == pytest.approx(0.08 / 22)
+
+    # And a herd beyond what the sweep's CPU dispatches within the look-ahead is sent late at 512 MB, whatever
+    # the shards, and in time at 1,769 MB with the shards its chains need
+    assumptions = Assumptions()
+    herd = 40_000
+    shards, why = capacity.shards_needed(herd, at_512, assumptions)
+    assert why.startswith("sweeper CPU")
+    assert capacity.shards_needed(herd, at_1769, assumptions) == (shards, "dispatch in time")
+    chains = shards + 2
+    herd_at = Scenario(herd, 1.0, "prescaled", chains, chains, minimum_pollers=200)
+    slow = simulate(replace(herd_at, sweeper_memory_mb=512), at_512, assumptions)
+    fast = simulate(replace(herd_at, sweeper_memory_mb=1769), at_512, assumptions)
+    assert slow.dispatched_late > 10_000 and slow.p99 > 60
+    assert fast.dispatched_late == 0
+    # And the pre-scaled scenario the table publishes gives the sweeper that vCPU
+    *_, prescaled = capacity.scenarios(herd, 1.0, at_512, assumptions)
+    assert prescaled.sweeper_memory_mb == 1769 and "1,769 MB" in prescaled.label
+
+
+def test_the_sweeps_cpu_comes_from_the_herd_run_when_there_is_one() -> None:
+    # Given a cost run with the sweep's CPU measured in the busy run (6 ms a fire) and in the herd run (3 ms)
+    results = _cost_results(0.2, 1.5)
+    cost = results["cost"]
+    assert isinstance(cost, dict)
+    cost["one_shot"][0]["per_fire"]["lambda_cpu_seconds"] = {"sweeper": 0.006}
+    cost["one_shot_herd"] = [{"batch_size": 10, "per_fire": {"lambda_cpu_seconds": {"sweeper": 0.003}}}]
+
+    # Then the model takes the herd's, at the deployed sweeper's memory
+    measured = Measured.from_results(results, "test")
+    assert measured.sweeper_cpu_seconds_per_fire == pytest.approx(0.003)
+    assert measured.sweeper_memory_mb == FUNCTION_MEMORY_MB["sweeper"]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from infra.environment import MESSAGE_SECRET_ARN_VARIABLE, SIGNING_KEYS_ARN_VARIABLE, SIGNING_SECRET_ARN_VARIABLE
-from scheduler.schema import READY_QUEUE
+from scheduler.schema import FUNCTION_MEMORY_MB, READY_QUEUE
 from scheduler.settings import Settings
 
 HANDLERS = ("api", "sweeper", "worker")
@@ -180,6 +180,18 @@ def test_sweeper_concurrency_is_bounded_and_stale_ticks_are_dropped(default) -> 
         "AWS::Lambda::EventInvokeConfig",
         {"FunctionName": {"Ref": sweeper_id}, "MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
     )
+
+
+def test_functions_deploy_at_the_schema_memory_and_the_sweepers_can_be_raised(default, configured) -> None:
+    # 512 MB each by default (what the benchmark prices); a deployment expecting large herds gives the sweeper
+    # a whole vCPU (1,769 MB), since one sweep's buckets share its CPU
+    for handler in HANDLERS:
+        _, props = default.function(handler)
+        assert props["MemorySize"] == FUNCTION_MEMORY_MB[handler] == 512
+    _, sweeper = configured.function("sweeper")
+    assert sweeper["MemorySize"] == 1769
+    for handler in ("api", "worker"):
+        assert configured.function(handler)[1]["MemorySize"] == 512
 
 
 def test_sweeper_reservation_can_be_turned_off(configured) -> None:
