@@ -98,8 +98,8 @@ class PunctualConfig(BaseModel):
     #: Buckets of one minute a sweep works on at once (threads).
     sweep_concurrency: int | None = Field(default=None, ge=1, le=64)
     #: The sweeper's memory, MB: its CPU share (one vCPU at 1,769 MB) bounds how fast one sweep dispatches, however
-    #: many buckets it works on at once. 512 dispatches about 18,000 occurrences of one minute within the 300 s
-    #: look-ahead; 1,769 about 64,000 (docs/capacity.md). Above 1,769 it is no faster (one Python process).
+    #: many buckets it works on at once. 512 dispatches about 20,000 occurrences of one minute within the 300 s
+    #: look-ahead; 1,769 about 67,000 (docs/capacity.md). Above 1,769 it is no faster (one Python process).
     sweeper_memory_mb: int = Field(default=FUNCTION_MEMORY_MB["sweeper"], ge=128, le=10_240)
     #: Must leave the sweeper (60 s timeout) time to work: it stops starting buckets this long before.
     sweep_safety_seconds: int | None = Field(default=None, ge=1, le=45)

@@ -46,7 +46,7 @@ class CostConfig:
     herd_jobs: int = 500
 
 
-#: Kinds of timeline: (kind, jobs' schedule kind, fire times spread over this many milliseconds from the first).
+#: The kinds of timeline, each with the milliseconds its jobs' first fire times spread over (a minute; a herd's second).
 SPREAD_MS = {"one_shot": 60_000, "recurring": 60_000, "one_shot_herd": 1_000}
 
 
