@@ -431,8 +431,16 @@ def shards_needed(occurrences: int, measured: Measured, assumptions: Assumptions
     assert sweep_reads <= read_limit * (1 + 1e-9), "Measured.from_results throttles a sweep to its partition"
     needed = max(for_dispatch, for_creation)
     why = "dispatch in time" if needed == for_dispatch else "creation writes"
-    if occurrences > sweep_cpu_capacity_before(assumptions.lookahead_seconds, measured, assumptions):
-        why = "sweeper CPU: no shard count dispatches it in time"
+    lookahead = assumptions.lookahead_seconds
+    if occurrences > sweep_cpu_capacity_before(lookahead, measured, assumptions):
+        vcpu = max(measured.sweeper_memory_mb, int(LAMBDA_MB_PER_VCPU))
+        if occurrences > sweep_cpu_capacity_before(lookahead, replace(measured, sweeper_memory_mb=vcpu), assumptions):
+            why = "beyond one sweep's CPU at any memory: no shard count dispatches it in time"
+        else:
+            why = (
+                f"dispatch in time, with the sweeper at {vcpu:,} MB (its CPU at {measured.sweeper_memory_mb:,} MB "
+                "cannot)"
+            )
     return needed, why
 
 

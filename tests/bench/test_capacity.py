@@ -151,7 +151,7 @@ def test_a_sweeps_chains_share_its_cpu_so_more_chains_stop_helping_once_its_cpu_
     assumptions = Assumptions()
     herd = 40_000
     shards, why = capacity.shards_needed(herd, at_512, assumptions)
-    assert why.startswith("sweeper CPU")
+    assert why == "dispatch in time, with the sweeper at 1,769 MB (its CPU at 512 MB cannot)"
     assert capacity.shards_needed(herd, at_1769, assumptions) == (shards, "dispatch in time")
     chains = shards + 2
     herd_at = Scenario(herd, 1.0, "prescaled", chains, chains, minimum_pollers=200)
@@ -159,6 +159,8 @@ def test_a_sweeps_chains_share_its_cpu_so_more_chains_stop_helping_once_its_cpu_
     fast = simulate(replace(herd_at, sweeper_memory_mb=1769), at_512, assumptions)
     assert slow.dispatched_late > 10_000 and slow.p99 > 60
     assert fast.dispatched_late == 0
+    # And a herd beyond what even a vCPU dispatches in time is said to be beyond one sweep
+    assert capacity.shards_needed(200_000, at_512, assumptions)[1].startswith("beyond one sweep's CPU")
     # And the pre-scaled scenario the table publishes gives the sweeper that vCPU
     *_, prescaled = capacity.scenarios(herd, 1.0, at_512, assumptions)
     assert prescaled.sweeper_memory_mb == 1769 and "1,769 MB" in prescaled.label
