@@ -35,7 +35,7 @@ from typing import Any, Literal
 from scheduler.adapters.dynamodb.common import TIMER_PAGE_SIZE
 from scheduler.core.prescale import WorkerCapacity, pollers_for
 from scheduler.schema import FUNCTION_MEMORY_MB
-from scheduler_bench.prices import LAMBDA_MB_PER_VCPU
+from scheduler_bench.prices import LAMBDA_MB_PER_VCPU, cpu_stretch
 
 Mode = Literal["standard", "provisioned", "prescaled"]
 
@@ -136,7 +136,7 @@ class Measured:
     def sweep_cpu_seconds_per_fire(self) -> float:
         """How long one sweep's CPU takes per fire, whatever its chains: Lambda gives it memory / 1,769 of a vCPU,
         and its threads never use more than one core (the GIL)."""
-        return self.sweeper_cpu_seconds_per_fire * max(1.0, LAMBDA_MB_PER_VCPU / self.sweeper_memory_mb)
+        return self.sweeper_cpu_seconds_per_fire * cpu_stretch(self.sweeper_memory_mb)
 
     def sweep_seconds_per_fire(self, chains: int) -> float:
         """One sweep's time per fire with `chains` bucket chains at once: its chains in parallel, unless its CPU
@@ -512,7 +512,7 @@ def _cpu_basis(measured: dict[str, Any]) -> str:
     if not cpu:
         return ""
     memory = measured.get("sweeper_memory_mb") or FUNCTION_MEMORY_MB["sweeper"]
-    bound = cpu * max(1.0, LAMBDA_MB_PER_VCPU / memory)
+    bound = cpu * cpu_stretch(memory)
     return (
         f" A sweep's chains share its CPU: {1000 * cpu:.1f} ms of CPU a fire measured here on a whole core (the herd's "
         f"full pages), so one sweep dispatches at most one fire per {1000 * bound:.1f} ms at the deployed "

@@ -51,13 +51,18 @@ POWERTOOLS_REPEAT_READ_UNITS = 1
 LAMBDA_MB_PER_VCPU = 1769
 
 
+def cpu_stretch(memory_mb: int) -> float:
+    """How many seconds a CPU second measured on a whole core takes at `memory_mb`: 1,769 / MB below a vCPU, and
+    1 from a vCPU up (one Python process uses one core)."""
+    return max(1.0, LAMBDA_MB_PER_VCPU / memory_mb)
+
+
 def lambda_duration(function: str, wall_seconds: float, cpu_seconds: float) -> float:
     """An invocation's duration at the function's deployed memory, from its wall time and the CPU time it used
     here on a whole core: below 1,769 MB the function has that fraction of a vCPU, so each CPU second takes
     1,769 / MB seconds there. Counted as if the stretch added to the wall time (the CPU work and the waits not
     overlapping: an upper bound where the records of a batch overlap their waits with each other's work)."""
-    stretch = max(1.0, LAMBDA_MB_PER_VCPU / FUNCTION_MEMORY_MB[function])
-    return wall_seconds + cpu_seconds * (stretch - 1)
+    return wall_seconds + cpu_seconds * (cpu_stretch(FUNCTION_MEMORY_MB[function]) - 1)
 
 
 def gb_seconds(seconds_by_function: Mapping[str, float]) -> float:

@@ -92,7 +92,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
         "(a recurring job's submission is shared by its fires). Lambda ms = the billed duration at each function's "
         f"deployed memory: the wall time measured here plus the CPU time measured here stretched to that memory's "
         f"share of a vCPU (one vCPU at {prices.LAMBDA_MB_PER_VCPU:,} MB, so each CPU second takes "
-        f"{prices.LAMBDA_MB_PER_VCPU / FUNCTION_MEMORY_MB['worker']:.2f} s at {FUNCTION_MEMORY_MB['worker']} MB) - "
+        f"{prices.cpu_stretch(FUNCTION_MEMORY_MB['worker']):.2f} s at {FUNCTION_MEMORY_MB['worker']} MB) - "
         "counted as if none of it overlapped the waits, an upper bound.",
         "",
     ]
@@ -287,10 +287,10 @@ def _drain_cpu(runs: list[dict[str, Any]]) -> list[str]:
     if not measured:
         return []
     rows = []
+    known = {kind for kind, _ in DRAIN_KINDS}
     for r in measured:
         d = r["drain_cpu"]
         ms = d["cpu_ms_per_fire"]
-        known = {kind for kind, _ in DRAIN_KINDS}
         others = sum(v for k, v in ms.items() if k not in known)
         rows.append(
             [
