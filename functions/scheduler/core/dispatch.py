@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.core.fairness import TenantAdmission
 from scheduler.core.keys import jitter_offset, occurrence_key
+from scheduler.core.landing import LandingBoard
 from scheduler.core.model import Job
 from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
 from scheduler.core.schedules import is_recurring, next_occurrence
@@ -98,6 +99,15 @@ class Dispatcher:
     admission: TenantAdmission | None = None
     #: How a sweep waits for the instant that lands a message on time (None: it does not wait; sends at once).
     sleep: Callable[[float], None] | None = None
+    #: The requests a sweep's buckets share to land their messages on time (None without a window or a sleep).
+    _landing: LandingBoard | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        window = self.config.landing_window
+        if window is not None and self.sleep is not None:
+            self._landing = LandingBoard(
+                self.queue, self.clock, self.sleep, self.metrics, window, self.config.landing_lead
+            )
 
     def seal_limit(self, now: datetime) -> datetime:
         """Buckets before this instant may already be sealed: a sweep seals whole minutes up to the end of the
@@ -227,57 +237,15 @@ class Dispatcher:
         return sent
 
     def send_landing(self, dispatches: Sequence[Dispatch]) -> None:
-        """Send each message when it will land at most `landing_window` before its time (step 2 of a sweep's page).
-
-        SQS holds a message for whole seconds, so one sent at `s` becomes visible at `s + floor(send_at - s)`: up to
-        a second before its time, and the worker would wait the rest out inside Lambda, billed. So each message is
-        sent when `send_at - now` is just over a whole number of seconds: in the order of that sub-second remainder,
-        one request per `window` of messages, waiting (at most a second for the whole page, billed once for the page
-        rather than once per message) for the next window to open. A message due within a second is sent just
-        before its time; one already due, at once. A send that falls behind (a page bigger than a second of
-        requests) sends the rest at once, soonest due first: they land early, as without alignment, and are
-        counted (`SendsOffWindow`). Crash-safe as any send: a re-run of the page sends everything again."""
-        window, sleep = self.config.landing_window, self.sleep
-        if window is None or sleep is None:
+        """Send each message when it will land at most `landing_lead + landing_window` (110 ms) before its time, in
+        requests shared with the other buckets of the sweep (step 2 of a sweep's page; `scheduler.core.landing`).
+        Waits at most about a second for the page, billed once for the page rather than once per message. A send
+        that falls behind (a page bigger than a second of requests) sends what is overdue at once, soonest due
+        first: it lands early rather than late, and is counted (`SendsOffWindow`). Crash-safe as any send: a re-run
+        of the page sends everything again."""
+        if self._landing is None:
             raise ValueError("landing on time needs a landing window (DispatchConfig) and a sleep (Dispatcher)")
-        lead = self.config.landing_lead.total_seconds()
-        width = window.total_seconds()
-        start = self.clock.now()
-
-        def wait_from_start(dispatch: Dispatch) -> float:
-            ahead = (dispatch.send_at - start).total_seconds()
-            if ahead <= lead:
-                return 0.0  # due, or due within the lead: now
-            if ahead < 1:
-                return ahead - lead  # lands at once: send just before its time
-            return (ahead - lead) % 1.0  # the next instant at which `ahead` is a whole number of seconds + lead
-
-        pending = sorted(((wait_from_start(d), d) for d in dispatches), key=lambda pair: pair[0])
-        waited = 0.0
-        off_window = 0
-        index = 0
-        while index < len(pending):
-            opens = pending[index][0]
-            elapsed = (self.clock.now() - start).total_seconds()
-            if elapsed > opens + width:
-                # Behind (more requests than a second holds): the rest goes at once, soonest due first, as an
-                # unaligned send would - landing early is better than landing late.
-                rest = sorted((d for _, d in pending[index:]), key=lambda d: d.send_at)
-                off_window += len(rest)
-                self.queue.send(rest, self.clock.now())
-                break
-            group = []
-            while index < len(pending) and pending[index][0] < opens + width:
-                group.append(pending[index][1])
-                index += 1
-            if elapsed < opens:
-                sleep(opens - elapsed)
-                waited += opens - elapsed
-            self.queue.send(group, self.clock.now())
-        if waited:
-            self.metrics.count("SendAlignmentSeconds", waited, unit="Seconds")
-        if off_window:
-            self.metrics.count("SendsOffWindow", off_window)
+        self._landing.land(dispatches)
 
     @staticmethod
     def _deferred_timer(dispatch: Dispatch, retry_at: datetime) -> Timer:
