@@ -52,6 +52,10 @@ PRESCALE_CHANGES = "PrescalePollerChanges"
 #: the messages it could not send inside their window (a page bigger than a second of requests).
 SEND_ALIGNMENT = "SendAlignmentSeconds"
 SENDS_OFF_WINDOW = "SendsOffWindow"
+#: Keep-alive to http targets (docs/targets.md): calls that opened a connection, and pooled connections the server
+#: had closed while idle (replaced, the call made again).
+TARGET_CONNECTIONS_OPENED = "TargetConnectionsOpened"
+TARGET_CONNECTIONS_STALE = "TargetConnectionsStale"
 APPLICATION_METRICS = (
     DISPATCH_LAG,
     OCCURRENCES_DISPATCHED,
@@ -77,6 +81,8 @@ APPLICATION_METRICS = (
     PRESCALE_CHANGES,
     SEND_ALIGNMENT,
     SENDS_OFF_WINDOW,
+    TARGET_CONNECTIONS_OPENED,
+    TARGET_CONNECTIONS_STALE,
 )
 
 PERIOD = Duration.minutes(1)
@@ -395,6 +401,10 @@ def _build_dashboard(
         graph(
             "Landing on time: sweeper wait (s), sends off their window",
             [app_sum(SEND_ALIGNMENT), app_sum(SENDS_OFF_WINDOW)],
+        ),
+        graph(
+            "HTTP targets: connections opened, stale ones replaced (against OccurrencesDispatched)",
+            [app_sum(TARGET_CONNECTIONS_OPENED), app_sum(TARGET_CONNECTIONS_STALE)],
         ),
     )
     dashboard.add_widgets(

@@ -203,7 +203,9 @@ class AwsContainer:
             register_handler_modules(s.handler_modules)
             v1_secret = resolve_secret(s, "signing_secret") if s.signature_v1 else None
             targets = {
-                "http": HttpTargetInvoker(self.guard, self.key_ring, v1_secret, s.max_target_timeout_seconds),
+                "http": HttpTargetInvoker(
+                    self.guard, self.key_ring, v1_secret, s.max_target_timeout_seconds, metrics=self.core.metrics
+                ),
                 **{
                     kind: PolicedInvoker(self.target_policy, invoker)
                     for kind, invoker in {
