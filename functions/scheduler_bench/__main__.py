@@ -66,6 +66,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--herd-jobs", type=int, default=500, help="one-shot jobs due in one second in the cost scenario (500; 0 none)"
     )
+    parser.add_argument(
+        "--recurring-herd-jobs",
+        type=int,
+        default=300,
+        help="recurring jobs (rate 1/min) due in one second of each minute in the cost scenario (300; 0 none)",
+    )
     parser.add_argument("--occurrences", type=int, default=10, help="fires per recurring job (10)")
     parser.add_argument(
         "--emulator-depths", default="0,1000,10000", help="queue depths for ministack's SQS latency (0,1000,10000)"
@@ -101,7 +107,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.sweep_counts or min(args.sweep_counts) < 1:
         parser.error("--sweep-concurrency takes whole numbers of at least 1")
     smallest = min(args.due, *args.burst_sizes, args.cost_jobs, args.recurring_jobs, args.occurrences, args.workers)
-    if smallest < 1 or args.herd_jobs < 0 or args.max_workers < args.workers or not args.burst_sizes:
+    if (
+        smallest < 1
+        or args.herd_jobs < 0
+        or args.recurring_herd_jobs < 0
+        or args.max_workers < args.workers
+        or not args.burst_sizes
+    ):
         parser.error("sizes must be at least 1 (and --max-workers at least --workers)")
     sizes = args.capacity_sizes.split(",")
     if not all(size.strip().isdigit() and int(size) > 0 for size in sizes):
@@ -290,7 +302,13 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
         log(f"endpoints: DynamoDB {results['endpoints']['dynamodb']}, SQS {results['endpoints']['sqs']}")
         results["calibration"] = _calibration()
         if "cost" in only:
-            config = cost.CostConfig(args.cost_jobs, args.recurring_jobs, args.occurrences, herd_jobs=args.herd_jobs)
+            config = cost.CostConfig(
+                args.cost_jobs,
+                args.recurring_jobs,
+                args.occurrences,
+                herd_jobs=args.herd_jobs,
+                recurring_herd_jobs=args.recurring_herd_jobs,
+            )
             ok &= _scenario("cost", results, "cost", lambda: cost.run(config, log))
         if "sweep" in only:
             scaling = sweep_scaling.SweepScalingConfig(pending, args.due)

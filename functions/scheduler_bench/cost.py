@@ -44,10 +44,18 @@ class CostConfig:
     batch_sizes: tuple[int, ...] = (10, 1)
     #: One-shot jobs due within one second (the herd: full pages, full batches, shared landing groups); 0: none.
     herd_jobs: int = 500
+    #: Recurring jobs (rate 1/min) whose fires fall within one second of each minute, fired `herd_occurrences`
+    #: times each (the recurring herd: full pages and batches every minute); 0: none.
+    recurring_herd_jobs: int = 300
+    herd_occurrences: int = 2
 
 
 #: The kinds of timeline, each with the milliseconds its jobs' first fire times spread over (a minute; a herd's second).
-SPREAD_MS = {"one_shot": 60_000, "recurring": 60_000, "one_shot_herd": 1_000}
+SPREAD_MS = {"one_shot": 60_000, "recurring": 60_000, "one_shot_herd": 1_000, "recurring_herd": 1_000}
+
+
+def _recurring(kind: str) -> bool:
+    return kind.startswith("recurring")
 
 
 def spread(first: datetime, index: int, within_ms: int = 60_000) -> datetime:
@@ -59,7 +67,7 @@ def spread(first: datetime, index: int, within_ms: int = 60_000) -> datetime:
 
 
 def _spec(kind: str, url: str, first: datetime, occurrences: int) -> tuple[JobSpec, dict[str, Any]]:
-    if kind != "recurring":
+    if not _recurring(kind):
         schedule: dict[str, Any] = {"type": "once", "at": rfc3339(first)}
     else:
         end = first + timedelta(minutes=occurrences - 1)
@@ -121,7 +129,7 @@ def _timeline(
             services.sweeper.sweep(clock.now() + timedelta(seconds=60))
         # Far enough ahead that the API writes the timer to its bucket (not near: beyond look-ahead + margin).
         first = start + timedelta(minutes=9)
-        last = first + timedelta(minutes=(occurrences - 1) if kind == "recurring" else 0)
+        last = first + timedelta(minutes=(occurrences - 1) if _recurring(kind) else 0)
         meter.reset()
         services.sweeper_waits.reset()
         clock.set(start + timedelta(minutes=1, seconds=5))
@@ -149,7 +157,7 @@ def _timeline(
             at: datetime | None = job_first
             while at is not None and at <= job_last:
                 expected.append(occurrence_key(job_id, at))
-                at = next_occurrence(spec.schedule, at, job_first) if kind == "recurring" else None
+                at = next_occurrence(spec.schedule, at, job_first) if _recurring(kind) else None
         states: dict[str, int] = {}
         for key in expected:
             item = plain.get_item(TableName=settings.executions_table, Key={"PK": {"S": key}}, ConsistentRead=True)
@@ -262,6 +270,9 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
         ]
         if config.herd_jobs:  # a herd is busy by definition: full batches only
             timelines.append(("one_shot_herd", config.herd_jobs, 1, (max(config.batch_sizes),)))
+        if config.recurring_herd_jobs:
+            herd = ("recurring_herd", config.recurring_herd_jobs, config.herd_occurrences, (max(config.batch_sizes),))
+            timelines.append(herd)
         for kind, jobs, occurrences, batch_sizes in timelines:
             log(f"cost: {kind}: baseline timeline without jobs")
             baseline = _timeline(kind, 0, occurrences, 10, receiver, with_jobs=False)

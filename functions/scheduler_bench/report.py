@@ -53,6 +53,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
         "one_shot": "punctual, one-shot job",
         "recurring": "punctual, recurring job",
         "one_shot_herd": "punctual, one-shot job in a herd",
+        "recurring_herd": "punctual, recurring job in a herd",
     }
     for kind in names:
         for run in cost.get(kind, []):
@@ -62,6 +63,8 @@ def _cost(cost: dict[str, Any]) -> list[str]:
                 label += f" (rate 1/min, {run['occurrences_per_job']} fires per job)"
             if kind == "one_shot_herd":
                 label += f" ({run['jobs']:,} due in one second)"
+            if kind == "recurring_herd":
+                label += f" ({run['jobs']:,} due in one second of each minute, {run['occurrences_per_job']} fires each)"
             calls = sum(pf["lambda_invocations"].values())
             ms = 1000 * sum(pf["lambda_billed_seconds"].values())
             usd = run["per_million_fires_usd"]
@@ -544,6 +547,7 @@ def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> li
         "one_shot": "one-shot job",
         "recurring": "recurring job (rate 1/min)",
         "one_shot_herd": "one-shot job in a herd",
+        "recurring_herd": "recurring job in a herd",
     }
     for kind in names:
         old = {r["batch_size"]: r for r in before.get(kind, [])}

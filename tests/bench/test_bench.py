@@ -32,7 +32,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     # Given the emulators (their endpoints in AWS_ENDPOINT_URL_*, so the benchmark starts none of its own)
     env = {**os.environ, **aws_endpoints, "PYTHONPATH": str(ROOT / "functions")}
     tiny = ["--quick", "--pending", "200", "--due", "20", "--burst", "20", "--cost-jobs", "3", "--submit-jobs", "16"]
-    tiny += ["--herd-jobs", "12"]
+    tiny += ["--herd-jobs", "12", "--recurring-herd-jobs", "12"]
     tiny += ["--recurring-jobs", "2", "--occurrences", "2", "--jitter", "2", "--out", str(tmp_path)]
     tiny += ["--emulator-depths", "0,30", "--moto-depths", "0", "--peer-processes", "2"]
     tiny += ["--capacity-sizes", "500"]
@@ -51,7 +51,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     assert results["endpoints"]["started_by_the_benchmark"] is False
 
     # And every fire of the cost scenario reached SUCCEEDED and was counted in units, priced beside EventBridge
-    for kind, expected in (("one_shot", 3), ("recurring", 4), ("one_shot_herd", 12)):
+    for kind, expected in (("one_shot", 3), ("recurring", 4), ("one_shot_herd", 12), ("recurring_herd", 24)):
         for run in results["cost"][kind]:
             assert run["states"] == {"SUCCEEDED": expected}
             assert run["fires"] == expected and not run["kept_messages"]
