@@ -433,13 +433,10 @@ class HttpTargetInvoker:
             sent = True
             response = connection.getresponse()
             response.read(64 * 1024)
-        except _CLOSED_WHILE_IDLE as exc:
-            connection.close()
-            if not fresh:
-                raise _StaleConnection from exc
-            raise TargetFailure("ambiguous" if sent else "retryable", f"{type(exc).__name__}: {exc}") from exc
         except (TimeoutError, OSError, http.client.HTTPException) as exc:
             connection.close()
+            if not fresh and isinstance(exc, _CLOSED_WHILE_IDLE):
+                raise _StaleConnection from exc
             message = f"{type(exc).__name__}: {exc}"
             raise TargetFailure("ambiguous" if sent else "retryable", message) from exc
         return response
