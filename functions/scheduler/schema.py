@@ -41,7 +41,10 @@ EXECUTIONS_TABLE = TableSchema(
     sort_key=None,
     ttl_attribute="expires_at",
     indexes=(
-        Index("by_job", ("job_id", "S"), ("scheduled_ms", "N")),
+        # Keys only: with ALL projection every write to an execution (its claim, its finish) also rewrote its entry
+        # here (1 write unit each); keys-only, an entry is written once, when the claim creates the item. The run
+        # history and the overlap check read the runs they need by key (DynamoLedger.runs).
+        Index("by_job", ("job_id", "S"), ("scheduled_ms", "N"), projection="KEYS_ONLY"),
         # Sparse: only items with unpublished completion events carry `event_pending` (an outbox shard), so the
         # sweeper's drain reads just those (scheduler.core.events).
         Index("outbox", ("event_pending", "S"), ("event_ms", "N")),

@@ -17,12 +17,14 @@ from typing import Any, Protocol
 
 from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.ports import (
+    ALL_RUNS,
     Advance,
     AdvanceResult,
     Attempt,
     AttemptEnd,
     Backfill,
     BackfillStore,
+    Between,
     BucketBusy,
     BucketClaim,
     BucketId,
@@ -434,10 +436,10 @@ class FaultyLedger:
         return revived
 
     def runs(
-        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None, within: Between = ALL_RUNS
     ) -> tuple[list[Execution], str | None]:
         self.gate.before("ledger.runs")
-        return self.inner.runs(job_id, limit, cursor, unindexed)
+        return self.inner.runs(job_id, limit, cursor, unindexed, within)
 
     def pending_outbox(self, limit: int) -> list[Execution]:
         self.gate.before("ledger.pending_outbox")

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.model import RunState
-from scheduler.core.records import Attempt, AttemptEnd
+from scheduler.core.records import Attempt, AttemptEnd, Between
 
 LEASE = timedelta(seconds=60)
 
@@ -339,6 +339,46 @@ def test_runs_merge_the_occurrence_claimed_outside_the_index_at_its_place(ledger
     # Then it appears once, at its place, and the finished item reads as any other
     assert seen == expected
     assert ledger.get(own.key).job_id == job_id and ledger.get(own.key).state == RunState.SUCCEEDED
+
+
+def test_runs_before_and_after_an_instant_keep_only_the_runs_strictly_on_that_side(ledger, make) -> None:
+    # Given five runs a minute apart (t0 .. t0+4m)
+    job_id, made = _five_runs(ledger, make)
+    newest_first = [d.key for d in reversed(made)]
+    at = made[2].scheduled_for
+
+    # When the history is read before, after and between instants, page by page
+    def read(limit: int, **bounds: Any) -> list[str]:
+        seen: list[str] = []
+        cursor = None
+        for _ in range(10):
+            page, cursor = ledger.runs(job_id, limit, cursor, within=Between(**bounds))
+            seen += [e.key for e in page]
+            if cursor is None:
+                break
+        return seen
+
+    # Then an instant's own run is on neither side, and each side reads newest first
+    assert read(1, before=at) == newest_first[3:] == read(10, before=at)
+    assert read(1, after=at) == newest_first[:2] == read(10, after=at)
+    assert read(2, after=made[0].scheduled_for, before=made[4].scheduled_for) == newest_first[1:4]
+    assert read(2, after=at, before=at) == [] == read(2, before=made[0].scheduled_for)
+    assert read(2, after=made[2].scheduled_for, before=made[3].scheduled_for) == []
+
+
+def test_runs_read_each_run_as_it_is_now(ledger, make) -> None:
+    # Given a run that finished after it was claimed (the index entry was written by the claim alone)
+    job_id = make.new_id()
+    d = make.dispatch(job_id, make.t0)
+    held = claim(ledger, d, "w1", make.t0)
+    ledger.finish(d.key, "w1", held.epoch, make.t0 + timedelta(seconds=1), AttemptEnd(RunState.SUCCEEDED, result="ok"))
+
+    # When the history is read
+    [run], _ = ledger.runs(job_id, 5, None)
+
+    # Then it reads the finished run, not the claim
+    assert (run.state, run.epoch, run.finished_at) == (RunState.SUCCEEDED, 1, make.t0 + timedelta(seconds=1))
+    assert run == ledger.get(d.key)
 
 
 # -- resolve ------------------------------------------------------------------------------------------------

@@ -168,7 +168,7 @@ class StaleRuns:
     def __init__(self, ledger: Any, snapshot: tuple[list[Execution], str | None]) -> None:
         self._ledger, self._snapshot = ledger, snapshot
 
-    def runs(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Execution], str | None]:
+    def runs(self, job_id: str, limit: int, cursor: str | None, **bounds: Any) -> tuple[list[Execution], str | None]:
         return self._snapshot
 
     def __getattr__(self, name: str) -> Any:
@@ -209,3 +209,65 @@ def test_a_run_parked_just_after_its_holder_finished_is_not_left_waiting_for_the
     ran = world.ledger.get(parked.dispatch.key)
     assert ran is not None and ran.state == RunState.SUCCEEDED
     assert world.now() - finished_at < timedelta(seconds=2)
+
+
+class CountedRuns:
+    """The ledger, counting the run-history pages a worker asks for (each run on a page is a read on DynamoDB: the
+    index lists keys only)."""
+
+    def __init__(self, ledger: Any) -> None:
+        self._ledger = ledger
+        self.pages: list[tuple[int, dict[str, Any]]] = []
+        self.read = 0
+
+    def runs(self, job_id: str, limit: int, cursor: str | None, *more: Any, **bounds: Any) -> Any:
+        self.pages.append((limit, bounds))
+        page, after = self._ledger.runs(job_id, limit, cursor, *more, **bounds)
+        self.read += len(page)
+        return page, after
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+
+@pytest.mark.parametrize("skipped_before", [0, 3])
+def test_the_overlap_check_reads_only_the_runs_back_to_the_holder_candidate(world: World, skipped_before: int) -> None:
+    # Given a job every 2 s with a long history: 20 runs that finished, then `skipped_before` skipped for overlap
+    job = world.create(EVERY_2S)
+    world.sweep()
+    for _ in range(20):
+        world.clock.advance(2)
+        world.sweep()
+        world.deliver(world.executor())
+    runs, _ = world.ledger.runs(job.job_id, 100, None)
+    assert len(runs) >= 20 and all(r.state == RunState.SUCCEEDED for r in runs)
+    if skipped_before:
+        hold = FakeTarget(world.clock, lambda call: "ok")
+
+        def slow(call: TargetCall) -> str:
+            for _ in range(skipped_before):
+                world.clock.advance(2)
+                world.sweep()
+                world.deliver(world.executor(hold, worker_id="worker-2"))
+            return "ok"
+
+        world.clock.advance(2)
+        world.sweep()
+        world.deliver(world.executor(FakeTarget(world.clock, slow), lease=timedelta(seconds=60)))
+        runs, _ = world.ledger.runs(job.job_id, skipped_before, None)
+        assert [r.overlap_skipped for r in runs] == [True] * skipped_before
+
+    # When the next occurrence's worker checks for overlap
+    counted = CountedRuns(world.ledger)
+    worker = world.executor(worker_id="worker-3")
+    worker.ledger = counted
+    world.clock.advance(2)
+    world.sweep()
+    world.deliver(worker)
+
+    # Then it read the one run before it (and the skipped ones in between), never a page of the history, and
+    # only runs scheduled before its own
+    assert counted.pages[0][0] == 1 and counted.pages[0][1]["within"].before is not None
+    assert counted.read <= skipped_before + 1 + 4
+    latest = max(world.ledger.runs(job.job_id, 100, None)[0], key=lambda r: r.scheduled_for)
+    assert latest.state == RunState.SUCCEEDED

@@ -25,6 +25,7 @@ from scheduler.core.model import Job, JobState, RunState
 from scheduler.core.ports import (
     Attempt,
     AttemptEnd,
+    Between,
     Clock,
     Dispatch,
     Execution,
@@ -44,7 +45,10 @@ from scheduler.core.schedules import is_occurrence, is_recurring, unindexed_occu
 
 log = logging.getLogger(__name__)
 
-#: Runs read per page when looking for what overlaps (the run history index, newest first).
+#: Runs read per page when looking for what overlaps (the run history, newest first). The index lists keys only
+#: and each run on a page is read by key, so the first page is one run (the one before is nearly always the
+#: holder candidate), and each page after it is four times the one before, up to OVERLAP_PAGE.
+OVERLAP_FIRST_PAGE = 1
 OVERLAP_PAGE = 50
 
 
@@ -377,8 +381,10 @@ class Executor:
         read (paged), never a fixed number of recent runs."""
         window: list[Execution] = []
         cursor: str | None = None
+        size = OVERLAP_FIRST_PAGE
         while True:
-            page, cursor = self.ledger.runs(job_id, OVERLAP_PAGE, cursor)
+            page, cursor = self.ledger.runs(job_id, size, cursor, within=Between(before=before))
+            size = min(OVERLAP_PAGE, 4 * size)
             for run in page:
                 if run.key == exclude or run.scheduled_for >= before:
                     continue
@@ -394,7 +400,9 @@ class Executor:
         try:
             cursor: str | None = None
             while True:
-                page, cursor = self.ledger.runs(job.job_id, OVERLAP_PAGE, cursor)
+                page, cursor = self.ledger.runs(
+                    job.job_id, OVERLAP_PAGE, cursor, within=Between(after=finished.scheduled_for)
+                )
                 newer = [r for r in page if r.scheduled_for > finished.scheduled_for]
                 parked = [r for r in newer if r.buffered]
                 if parked:

@@ -13,11 +13,13 @@ from typing import Literal, Protocol, TypeVar
 
 from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.records import (
+    ALL_RUNS,
     Advance,
     AdvanceResult,
     Attempt,
     AttemptEnd,
     Backfill,
+    Between,
     BucketBusy,
     BucketClaim,
     BucketId,
@@ -36,6 +38,7 @@ from scheduler.core.records import (
 )
 
 __all__ = [
+    "ALL_RUNS",
     "Advance",
     "AdvanceResult",
     "Attempt",
@@ -44,6 +47,7 @@ __all__ = [
     "BackfillStore",
     "BatchVisibility",
     "Beating",
+    "Between",
     "BucketBusy",
     "BucketClaim",
     "BucketId",
@@ -282,10 +286,13 @@ class Ledger(Protocol):
         ...
 
     def runs(
-        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None, within: Between = ALL_RUNS
     ) -> tuple[list[Execution], str | None]:
-        """Run history of a job, newest first; `unindexed` is the key of the job's occurrence claimed outside the
-        index (scheduler.core.schedules.unindexed_occurrence), merged in at its place."""
+        """Run history of a job, newest first, a page at a time; `unindexed` is the key of the job's occurrence
+        claimed outside the index (scheduler.core.schedules.unindexed_occurrence), merged in at its place.
+        `within` keeps only the runs scheduled strictly between its instants. Read from an index
+        that lists keys only, so each run on the page is read by key, eventually consistent (a page costs a query
+        and a read per run: ask for the page the caller needs)."""
         ...
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:

@@ -268,6 +268,19 @@ class AttemptEnd:
         )
 
 
+@dataclass(frozen=True)
+class Between:
+    """What part of a job's run history to read: the runs scheduled strictly after `after` and strictly before
+    `before` (None: no bound on that side)."""
+
+    after: datetime | None = None
+    before: datetime | None = None
+
+
+#: The whole run history.
+ALL_RUNS = Between()
+
+
 @dataclass
 class Execution:
     """One ledger item: the state of one occurrence, keyed by its occurrence key."""

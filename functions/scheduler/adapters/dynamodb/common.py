@@ -162,6 +162,25 @@ def query_page(
     return page, encode_cursor(key)
 
 
+def get_many(client: Any, table: str, keys: Sequence[dict[str, Any]], *, consistent: bool) -> dict[str, Item]:
+    """Items by key (BatchGetItem, 100 at a time, unprocessed keys retried), by PK; a key with no item is absent.
+    `consistent=False` reads at half the read units (what an index query reads is eventually consistent too)."""
+    out: dict[str, Item] = {}
+    for begin in range(0, len(keys), 100):
+        pending: dict[str, Any] = {table: {"Keys": list(keys[begin : begin + 100]), "ConsistentRead": consistent}}
+        for attempt in range(10):
+            response = client.batch_get_item(RequestItems=pending)
+            for item in response.get("Responses", {}).get(table, []):
+                out[item["PK"]["S"]] = item
+            pending = response.get("UnprocessedKeys") or {}
+            if not pending:
+                break
+            time.sleep(min(1.0, 0.05 * 2**attempt))
+        else:
+            raise RuntimeError("BatchGetItem left keys unprocessed after 10 attempts")
+    return out
+
+
 def quota_key(tenant: str) -> dict[str, dict[str, str]]:
     return {"PK": s(f"TENANT#{tenant}"), "SK": s("QUOTA")}
 

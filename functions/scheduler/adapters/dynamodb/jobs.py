@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from scheduler.adapters.dynamodb.common import (
     encode_cursor,
     epoch_seconds,
     first_write_refused,
+    get_many,
     old_item,
     query_from,
     quota_update,
@@ -201,7 +201,7 @@ class DynamoJobStore:
             request["Limit"] = limit + 1 - len(found) if state is None else max(limit + 1, 25)
             response = query_from(self.client, request, start)
             keys = response.get("Items", [])
-            items = self._get_many([{"PK": k["PK"], "SK": k["SK"]} for k in keys])
+            items = get_many(self.client, self.table, [{"PK": k["PK"], "SK": k["SK"]} for k in keys], consistent=False)
             for key in keys:
                 item = items.get(key["PK"]["S"])
                 if item is None:  # deleted since the index listed it
@@ -217,23 +217,6 @@ class DynamoJobStore:
         if len(found) > limit and page:
             next_cursor = encode_cursor({f: page[-1][0][f] for f in ("PK", "SK", "tenant_pk", "tenant_sk")})
         return [job for _, job in page], next_cursor
-
-    def _get_many(self, keys: builtins.list[dict[str, Any]]) -> dict[str, Item]:
-        """Items by key (BatchGetItem, 100 at a time, unprocessed keys retried), by PK."""
-        out: dict[str, Item] = {}
-        for begin in range(0, len(keys), 100):
-            pending: dict[str, Any] = {self.table: {"Keys": keys[begin : begin + 100]}}
-            for attempt in range(10):
-                response = self.client.batch_get_item(RequestItems=pending)
-                for item in response.get("Responses", {}).get(self.table, []):
-                    out[item["PK"]["S"]] = item
-                pending = response.get("UnprocessedKeys") or {}
-                if not pending:
-                    break
-                time.sleep(min(1.0, 0.05 * 2**attempt))
-            else:
-                raise RuntimeError("BatchGetItem left keys unprocessed after 10 attempts")
-        return out
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
         # scheduler.core.chain.replace_allowed: same version, and the chain has not advanced since the read.

@@ -18,6 +18,7 @@ from scheduler.adapters.dynamodb.common import (
     decode_cursor,
     encode_cursor,
     epoch_seconds,
+    get_many,
     old_item,
     query_page,
     query_pages,
@@ -25,7 +26,7 @@ from scheduler.adapters.dynamodb.common import (
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import OUTBOX_SHARDS, outbox_entry, outbox_shard
 from scheduler.core.model import RunState
-from scheduler.core.ports import Attempt, AttemptEnd, Dispatch, Execution, OutboxEntry
+from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatch, Execution, OutboxEntry
 from scheduler.core.timefmt import rfc3339, to_ms
 
 if TYPE_CHECKING:
@@ -276,21 +277,38 @@ class DynamoLedger:
         )
 
     def runs(
-        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None, within: Between = ALL_RUNS
     ) -> tuple[list[Execution], str | None]:
+        # The index is keys-only (scheduler.schema): it lists the page's keys, newest first, and the items are read by
+        # key, eventually consistent as the index itself is.
+        condition, values = "job_id = :j", {":j": s(job_id)}
+        after, before = within.after, within.before
+        if before is not None and after is not None:
+            if to_ms(before) - to_ms(after) <= 1:
+                return [], None  # nothing lies strictly between them
+            condition += " AND scheduled_ms BETWEEN :after AND :before"
+            values[":after"], values[":before"] = n(to_ms(after) + 1), n(to_ms(before) - 1)
+        elif before is not None:
+            condition += " AND scheduled_ms < :before"
+            values[":before"] = n(to_ms(before))
+        elif after is not None:
+            condition += " AND scheduled_ms > :after"
+            values[":after"] = n(to_ms(after))
         request: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_job",
-            "KeyConditionExpression": "job_id = :j",
-            "ExpressionAttributeValues": {":j": s(job_id)},
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
             "ScanIndexForward": False,
             "Limit": limit + 1,  # one ahead, so a page that ends at the last run carries no cursor
         }
         start = decode_cursor(cursor)
         if start and start.get("job_id") != s(job_id):
             raise ValueError("cursor is not one this API returned for this job")
-        page, next_cursor = query_page(self.client, request, start, limit, ("PK", "job_id", "scheduled_ms"))
-        runs = [execution_from_item(i) for i in page]
+        keys, next_cursor = query_page(self.client, request, start, limit, ("PK", "job_id", "scheduled_ms"))
+        items = get_many(self.client, self.table, [{"PK": k["PK"]} for k in keys], consistent=False)
+        # A key whose item is gone (expired since the index listed it) is left out.
+        runs = [execution_from_item(items[k["PK"]["S"]]) for k in keys if k["PK"]["S"] in items]
         extra = self.get(unindexed) if unindexed else None
         if extra is None or extra.job_id != job_id or any(r.key == extra.key for r in runs):
             return runs, next_cursor

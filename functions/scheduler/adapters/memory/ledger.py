@@ -10,7 +10,7 @@ from datetime import datetime
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import outbox_entry
 from scheduler.core.model import RunState
-from scheduler.core.ports import Attempt, AttemptEnd, Dispatch, Execution, HistoryEntry, OutboxEntry
+from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatch, Execution, HistoryEntry, OutboxEntry
 
 
 class MemoryLedger:
@@ -156,11 +156,17 @@ class MemoryLedger:
             return True
 
     def runs(
-        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None
+        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None, within: Between = ALL_RUNS
     ) -> tuple[list[Execution], str | None]:
         with self.lock:
             mine = sorted(
-                (i for i in self.items.values() if i.job_id == job_id),
+                (
+                    i
+                    for i in self.items.values()
+                    if i.job_id == job_id
+                    and (within.before is None or i.scheduled_for < within.before)
+                    and (within.after is None or i.scheduled_for > within.after)
+                ),
                 key=lambda e: e.scheduled_for,
                 reverse=True,
             )
