@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from scheduler.adapters.clock import SystemClock
 from scheduler.core.dispatch import fire_at
 from scheduler.core.model import JobSpec
 from scheduler.core.timefmt import rfc3339
@@ -34,7 +35,7 @@ from scheduler.settings import Settings
 from scheduler_bench.cpu_profile import CpuWindow, per_fire_cpu
 from scheduler_bench.environment import ROOT, create_resources, delete_resources
 from scheduler_bench.receiver import Receiver
-from scheduler_bench.services import SystemClock, build, client, settings_for
+from scheduler_bench.services import build, client, settings_for
 from scheduler_local.process import StackProcess
 
 SUBMIT_THREADS = 8

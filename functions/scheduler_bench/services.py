@@ -59,13 +59,6 @@ def settings_for(resources: Resources, signing_secret: str, max_active_jobs: int
     )
 
 
-class SystemClock:
-    """Wall-clock time (the burst runs in real time against the local stack's processes)."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 class VirtualClock:
     """The core's Clock port on a time the benchmark sets, so a day of sweeps runs in seconds. Within `flowing()`
     (one sweeper invocation) it runs at the real clock's pace from where it stands, for every thread alike - as

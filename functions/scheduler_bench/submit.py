@@ -101,10 +101,11 @@ def _store_rate(resources: Any, jobs: int, at: datetime, per_call: int = 1) -> d
     """The ceiling under the API: `JobService.create` (or, `per_call` > 1, `create_many` of that many) called in this
     process from 8 threads on the same tables (no HTTP, no handler): what DynamoDB Local accepts of the create
     transaction on this machine."""
+    from scheduler.adapters.clock import SystemClock
     from scheduler.core.jobs import Created, Submission
     from scheduler.core.model import JobSpec
     from scheduler.settings import Settings
-    from scheduler_bench.services import SystemClock, build, settings_for
+    from scheduler_bench.services import build, settings_for
 
     plain_ddb, plain_sqs, plain_events = client("dynamodb"), client("sqs"), client("events")
     settings = settings_for(resources, Settings().signing_secret, 10_000_000)

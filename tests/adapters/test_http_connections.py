@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, TargetConnections
+from scheduler.adapters.memory.doubles import RecordingMetrics
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.settings import LOCAL_SIGNING_KEYS
@@ -86,16 +87,18 @@ def call(url: str, delivery: str = "at_least_once") -> TargetCall:
     return TargetCall(job, "j1:x", T0, 1, 1, lambda: None, T0)
 
 
-def invoker(connections: TargetConnections | None = None) -> HttpTargetInvoker:
-    return HttpTargetInvoker(AddressGuard(True), KeyRing.parse(LOCAL_SIGNING_KEYS), connections=connections)
+def invoker(connections: TargetConnections | None = None, metrics: RecordingMetrics | None = None) -> HttpTargetInvoker:
+    keys = KeyRing.parse(LOCAL_SIGNING_KEYS)
+    return HttpTargetInvoker(AddressGuard(True), keys, connections=connections, metrics=metrics)
 
 
 def test_calls_to_one_host_reuse_one_connection(target: Target) -> None:
-    http = invoker()
+    metrics = RecordingMetrics()
+    http = invoker(metrics=metrics)
     results = [http.invoke(call(target.url)) for _ in range(5)]
     assert results == ["HTTP 200"] * 5
     assert target.requests == 5 and target.connections == 1
-    assert http.connections.opened == 1 and http.connections.reused == 4
+    assert metrics.counts == {"TargetConnectionsOpened": 1}
     # Without Nagle's delay: on a kept-alive connection the request's body would wait for the server's delayed ACK
     # of its head (40 ms a call)
     kept = http.connections.take(("http", "127.0.0.1", target.server_address[1], "127.0.0.1"))
@@ -124,13 +127,15 @@ def test_an_at_most_once_job_always_calls_on_a_new_connection(target: Target) ->
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_and_the_call_succeeds(target: Target) -> None:
     # Given a server that promises keep-alive and then closes each connection after its response
-    http = invoker()
+    metrics = RecordingMetrics()
+    http = invoker(metrics=metrics)
     target.mode = "drop"
     assert http.invoke(call(target.url)) == "HTTP 200"
     # When the next call finds the pooled connection closed by the server
     assert http.invoke(call(target.url)) == "HTTP 200"
     # Then it went out once more, on a new connection: the target saw each call once
     assert target.requests == 2 and target.connections == 2
+    assert metrics.counts == {"TargetConnectionsOpened": 2, "TargetConnectionsStale": 1}
 
 
 def test_a_response_that_says_connection_close_is_not_kept(target: Target) -> None:
@@ -138,7 +143,7 @@ def test_a_response_that_says_connection_close_is_not_kept(target: Target) -> No
     target.mode = "close-header"
     http.invoke(call(target.url))
     http.invoke(call(target.url))
-    assert target.connections == 2 and http.connections.reused == 0
+    assert target.connections == 2
 
 
 def test_concurrent_calls_each_get_a_connection_and_leave_them_for_the_next(target: Target) -> None:

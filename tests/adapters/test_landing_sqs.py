@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
+from scheduler.adapters.clock import SystemClock
 from scheduler.adapters.codec import dispatch_from_body
 from scheduler.adapters.memory import RecordingMetrics
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.ports import Dispatch
-from scheduler.handlers.wiring import SystemClock
 
 pytestmark = pytest.mark.emulator
 KEY = b"landing-test-message-key-0123456"

@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
+from scheduler.adapters.clock import SystemClock
 from scheduler.adapters.memory import FakeClock, MemoryQueue, RecordingMetrics
 from scheduler.composition import Configs
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
@@ -158,11 +159,6 @@ def test_a_sweep_that_works_its_buckets_at_once_lands_even_a_small_page(sweep_co
     assert all(e <= EARLIEST.total_seconds() for e in early) == landed
 
 
-class WallClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 class CountingQueue(MemoryQueue):
     """Counts the SendMessageBatch requests its sends would make (10 messages a request)."""
 
@@ -215,7 +211,7 @@ def herd_pages(now: datetime, buckets: int, each: int) -> list[list[Dispatch]]:
 
 def test_the_buckets_swept_at_once_share_their_landing_requests_and_each_message_still_lands_on_time() -> None:
     # Given a herd's minute: 8 buckets of 40 occurrences due in the same second, swept at once (threads, real time)
-    clock, metrics = WallClock(), RecordingMetrics()
+    clock, metrics = SystemClock(), RecordingMetrics()
     shared = CountingQueue(clock)
     apart = CountingQueue(clock)
     pages = herd_pages(clock.now(), 8, 40)
@@ -238,7 +234,7 @@ def test_the_buckets_swept_at_once_share_their_landing_requests_and_each_message
 
 def test_a_failed_request_carrying_another_buckets_messages_fails_that_bucket_too_and_leaves_nothing_behind() -> None:
     # Given two buckets whose messages share the first request, and that request fails
-    clock, metrics = WallClock(), RecordingMetrics()
+    clock, metrics = SystemClock(), RecordingMetrics()
     queue = CountingQueue(clock)
     queue.fail_first = True
     now = clock.now()

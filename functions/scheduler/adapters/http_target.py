@@ -284,9 +284,6 @@ class TargetConnections:
         self.monotonic = monotonic
         self._idle: dict[_Key, list[tuple[float, _Connection]]] = {}
         self._lock = threading.Lock()
-        #: Connections opened and calls that reused one (for tests and metrics).
-        self.opened = 0
-        self.reused = 0
 
     def take(self, key: _Key) -> _Connection | None:
         """The most recently used idle connection for `key`, or None; those idle too long are closed."""
@@ -299,7 +296,6 @@ class TargetConnections:
                 expired.append(idle.pop(0)[1])
             if idle:
                 found = idle.pop()[1]
-                self.reused += 1
             if not idle:
                 self._idle.pop(key, None)
         for connection in expired:
@@ -316,10 +312,6 @@ class TargetConnections:
                 dropped = idle.pop(0)[1]
         if dropped is not None:
             dropped.close()
-
-    def count_opened(self) -> None:
-        with self._lock:
-            self.opened += 1
 
 
 class _StaleConnection(Exception):
@@ -402,7 +394,6 @@ class HttpTargetInvoker:
                 return self._verdict(response, key, pooled, reuse)
         connection_type = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
         connection = connection_type(host, addresses[0], port, timeout)
-        self.connections.count_opened()
         self.metrics.count("TargetConnectionsOpened")
         response = self._exchange(connection, timeout, target.method, path, body, headers, fresh=True)
         return self._verdict(response, key, connection, reuse)

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
 from scheduler.adapters.aws_targets import build_aws_targets
+from scheduler.adapters.clock import SystemClock
 from scheduler.adapters.codec import message_key
 from scheduler.adapters.dynamodb import (
     DynamoBackfillStore,
@@ -67,11 +68,6 @@ def handler_logger() -> Logger:
     logger = Logger()
     copy_config_to_registered_loggers(source_logger=logger, include={"scheduler"})
     return logger
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 class PowertoolsMetrics:
