@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
 from scheduler.core.dispatch import fire_at
@@ -213,7 +214,9 @@ class Executor:
         lateness = (now - dispatch.fire_at).total_seconds()
         if dispatch.kind != "backfill":  # a backfilled occurrence is late by design: it would drown the metric
             self.metrics.count("StartLatenessSeconds", max(0.0, lateness), unit="Seconds")
-        log.info("occurrence started", extra={**ctx, "attempt": execution.attempts, "lateness_s": lateness})
+        # DEBUG: the outcome's line says it all for an attempt that ends (one INFO line an occurrence: CloudWatch Logs
+        # bills each byte, docs/cost.md); a worker that dies mid-call is found by its lease, not by this line.
+        log.debug("occurrence started", extra={**ctx, "attempt": execution.attempts, "lateness_s": lateness})
         return self._run(job, dispatch, execution, owner, message, permit)
 
     def _throttled(self, dispatch: Dispatch, message: MessageControl, now: datetime) -> Outcome:
@@ -542,7 +545,16 @@ class Executor:
             self.metrics.count("FencedWrites")
             log.warning("fenced write rejected", extra={"occurrence_key": execution.key, "epoch": execution.epoch})
             return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
-        recorded_as = {"occurrence_key": execution.key, "state": state.value, "error": end.error}
+        recorded_as: dict[str, Any] = {
+            "job_id": job.job_id,
+            "occurrence_key": execution.key,
+            "state": state.value,
+            "error": end.error,
+            "attempt": execution.attempts,
+        }
+        if execution.updated_at is not None:  # the claim's instant: how late this attempt started
+            due = fire_at(job.job_id, execution.scheduled_for, job.spec.jitter_seconds)
+            recorded_as["lateness_s"] = round((execution.updated_at - due).total_seconds(), 3)
         log.info("occurrence recorded", extra=recorded_as)
         if state.terminal:
             self._announce(execution.key, recorded)

@@ -400,7 +400,7 @@ def on_unexpected(exc: Exception) -> Response[str]:
     )
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@wiring.lambda_context(logger, correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -38,7 +38,7 @@ def sweep_once(remaining_ms: int, owner: str) -> dict[str, Any]:
     return summary
 
 
-@logger.inject_lambda_context
+@wiring.lambda_context(logger)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     owner = f"sweeper/{context.aws_request_id or uuid.uuid4().hex}"

@@ -114,7 +114,7 @@ def handle_record(record: SQSRecord) -> str:
     raise KeepMessage(f"{outcome.reason}: back in {outcome.hide_seconds}s")
 
 
-@logger.inject_lambda_context
+@wiring.lambda_context(logger)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     global _held
