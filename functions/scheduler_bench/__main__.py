@@ -176,7 +176,12 @@ def notes(results: dict[str, Any]) -> list[str]:
         "time is each dispatching sweep less the median empty sweep). AWS latencies differ from the emulators'.",
         "Prices: us-east-1 on-demand list prices as recorded in results.json (DynamoDB $0.625/M write and $0.125/M "
         "read units, SQS $0.40/M, Lambda $0.20/M + $0.0000133334/GB-s, API Gateway REST $3.50/M, EventBridge "
-        "custom events (the completion events) $1.00/M, EventBridge Scheduler $1.00/M). Free tiers are ignored.",
+        "custom events (the completion events) $1.00/M, EventBridge Scheduler $1.00/M, CloudWatch Logs ingestion "
+        "$0.50/GB). Free tiers are ignored.",
+        "CloudWatch Logs: every line the core logs at the deployed level (INFO), formatted as the functions write it "
+        "(Powertools JSON with the Lambda context's keys, scheduler_bench.metering.LogLines), plus per invocation "
+        "Lambda's START, END and REPORT lines and the EMF document of the metrics it counted; billed by the bytes "
+        "ingested (log storage, $0.03/GB-month, is extra and depends on the retention).",
         "Sweep scenario: pending timers are written with BatchWriteItem into far-future buckets; the Scan baseline "
         "reads a table of the same jobs as job items (strongly consistent, like the sweep's queries).",
         "Burst: the local stack's processes on this machine against DynamoDB Local and moto; figures on AWS need a "

@@ -10,6 +10,7 @@ marginal spend of the jobs; the run without them is the fixed cost of sweeping e
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
 from scheduler_bench import prices
 from scheduler_bench.environment import create_resources, delete_resources
-from scheduler_bench.metering import Meter, Totals
+from scheduler_bench.metering import LogLines, Meter, Totals
 from scheduler_bench.receiver import Receiver
 from scheduler_bench.services import VirtualClock, build, client, drain, flowing, settings_for, sweep, utc_minute
 
@@ -104,11 +105,26 @@ def _fresh(prefix: str, receiver: Receiver) -> Iterator[_Fresh]:
         clock = VirtualClock(start)
         meter.clock = clock  # the senders' (api and sweeper) clock: when each message lands
         metered = client("dynamodb", meter), client("sqs", meter), client("events", meter)
-        services = build(settings, *metered, clock, SIGNING_SECRET)
+        services = build(settings, *metered, clock, SIGNING_SECRET, metrics=meter.metrics)
         services.timers.init_watermark(start)
-        yield _Fresh(meter, settings, services, clock, start, plain)
+        with logged(meter):
+            yield _Fresh(meter, settings, services, clock, start, plain)
     finally:
         delete_resources(resources, plain, client("sqs"), client("events"))
+
+
+@contextmanager
+def logged(meter: Meter) -> Iterator[None]:
+    """Count the lines the functions' core writes at the deployed log level (INFO), as CloudWatch Logs bills them."""
+    logger = logging.getLogger("scheduler")
+    handler, level = LogLines(meter, logging.INFO), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _timeline(
@@ -215,7 +231,8 @@ def _per_fire(marginal: dict[str, Totals], fires: int) -> dict[str, Any]:
     by_function = {phase: totals.scaled(1 / fires) for phase, totals in marginal.items()}
     out: dict[str, Any] = {"by_function": by_function}
     for name in ("read_units", "write_units", "transactional_write_units", "index_write_units", "estimated_units",
-                 "items_read", "dynamodb_calls", "sqs_requests", "sqs_billed_requests", "events_billed"):  # fmt: skip
+                 "items_read", "dynamodb_calls", "sqs_requests", "sqs_billed_requests", "events_billed",
+                 "log_events", "log_bytes"):  # fmt: skip
         out[name] = sum(by_function[p][name] for p in PHASES)
     out["lambda_invocations"] = {p: by_function[p]["invocations"].get(p, 0.0) for p in PHASES}
     out["lambda_billed_seconds"] = {p: by_function[p]["billed_seconds"].get(p, 0.0) for p in PHASES}
@@ -237,6 +254,7 @@ def priced(per_fire: dict[str, Any]) -> dict[str, dict[str, float]]:
             lambda_gb_seconds=prices.gb_seconds({p: per_fire["lambda_billed_seconds"][p] for p in phases}),
             api_requests=api_requests,
             completion_events=sum(bf[p]["events_billed"] for p in phases),
+            log_bytes=sum(bf[p].get("log_bytes", 0.0) for p in phases),
         )
 
     return {

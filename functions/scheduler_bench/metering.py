@@ -24,6 +24,8 @@ EventBridge (completion events): every PutEvents entry is an event, billed in 64
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import threading
 import time
@@ -35,7 +37,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from aws_lambda_powertools.metrics import EphemeralMetrics
 
+from scheduler.handlers.wiring import REDUNDANT_LOG_KEYS
 from scheduler_bench import prices
 
 READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
@@ -142,6 +147,10 @@ class Totals(DynamoDbSpend):
     #: EventBridge PutEvents calls, and the events they carried (64 KB chunks: what is billed).
     events_calls: int = 0
     events_billed: int = 0
+    #: CloudWatch Logs: the lines the functions write (theirs, Lambda's START/END/REPORT, the EMF metrics) and
+    #: their bytes (what ingestion bills: the uncompressed message bytes).
+    log_events: int = 0
+    log_bytes: int = 0
     invocations: dict[str, int] = field(default_factory=dict)
     invocation_seconds: dict[str, float] = field(default_factory=dict)
     #: CPU time of the invocations, on this machine's whole core.
@@ -180,6 +189,51 @@ class Totals(DynamoDbSpend):
         return out
 
 
+#: Powertools' service and namespace as infra/environment.py deploys them.
+SERVICE_NAME = "punctual"
+METRICS_NAMESPACE = "Punctual"
+#: The keys `@logger.inject_lambda_context` adds to every line, at the length of a deployed function's.
+LAMBDA_CONTEXT_KEYS: dict[str, Any] = {
+    "cold_start": False,
+    "function_name": "punctual-dev-WorkerFunction3A1B2C3D-AbCdEfGhIjKl",
+    "function_memory_size": 512,
+    "function_arn": "arn:aws:lambda:us-east-1:123456789012:function:punctual-dev-WorkerFunction3A1B2C3D-AbCdEfGhIjKl",
+    "function_request_id": "3f2a1c9e-8d7b-4e6f-9a1b-2c3d4e5f6a7b",
+}
+
+
+class BenchMetrics:
+    """The core's Metrics port in the benchmark: each count goes into the current invocation's EMF document."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
+        self.meter._metric(name, value, unit)
+
+
+class LogLines(logging.Handler):
+    """Counts the bytes of each line the core logs, formatted as the deployed functions write it: the formatter of a
+    handler's Powertools logger (`scheduler.handlers.wiring.handler_logger`, which the `scheduler.*` loggers write
+    through) with the Lambda context's keys as `wiring.lambda_context` leaves them. Attach it to the `scheduler`
+    logger at the deployed level (`log_level`, INFO by default)."""
+
+    def __init__(self, meter: Meter, level: int = logging.INFO) -> None:
+        super().__init__(level)
+        self.meter = meter
+        self.lines = LambdaPowertoolsFormatter()
+        # (`name`: the logger's, as copy_config_to_registered_loggers adds it to the lines of the loggers it wires)
+        self.lines.append_keys(service=SERVICE_NAME, name="%(name)s", **LAMBDA_CONTEXT_KEYS)
+        self.lines.remove_keys(list(REDUNDANT_LOG_KEYS))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.lines.format(record)
+        except Exception:  # a line the formatter cannot render is not the benchmark's concern
+            return
+        self.meter.log_line(len(line.encode()))
+
+
 class Meter:
     """Counts what hooked clients spend, per phase (`with meter.phase("sweep"): ...`)."""
 
@@ -200,6 +254,8 @@ class Meter:
         #: CPU seconds so far of this process's threads that are not the functions' (the in-process target), taken
         #: out of each invocation's CPU time.
         self.cpu_elsewhere: Callable[[], float] = lambda: 0.0
+        #: The metrics counted since the invocation began (name, value, unit): its EMF document.
+        self._metrics: list[tuple[str, float, str]] = []
 
     # -- phases and invocations ----------------------------------------------------------------------------
 
@@ -224,12 +280,52 @@ class Meter:
         seconds = time.perf_counter() - started - own
         cpu_seconds = time.process_time() - cpu - (self.cpu_elsewhere() - elsewhere) - own
         self.invocations[function].append(Invocation(function, seconds, records, max(0.0, cpu_seconds)))
+        self._invocation_logs(function)
+
+    # -- logs -------------------------------------------------------------------------------------------------
+
+    def log_line(self, size: int) -> None:
+        """A line a function wrote to its log (attributed to the current phase)."""
+        self._add(self._phase, "logs", "lines", OperationCount(calls=1, payload_bytes=size))
+
+    def _invocation_logs(self, function: str) -> None:
+        """What Lambda and Powertools add to the log per invocation: the runtime's START, END and REPORT lines, and
+        the EMF document of the metrics the invocation counted (`@metrics.log_metrics` flushes one, up to 100
+        metrics in it), as the handlers deploy it."""
+        platform = sum(len(line.encode()) for line in prices.LAMBDA_PLATFORM_LINES)
+        self._add(
+            function,
+            "logs",
+            "platform",
+            OperationCount(calls=len(prices.LAMBDA_PLATFORM_LINES), payload_bytes=platform),
+        )
+        with self._lock:
+            counted, self._metrics = self._metrics, []
+        if not counted:
+            return
+        emf = EphemeralMetrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+        for begin in range(0, len(counted), 100):
+            for name, value, unit in counted[begin : begin + 100]:
+                emf.add_metric(name=name, unit=unit, value=value)
+            size = len(json.dumps(emf.serialize_metric_set(), separators=(",", ":")).encode())
+            self._add(function, "logs", "metrics", OperationCount(calls=1, payload_bytes=size))
+            emf.clear_metrics()
+
+    @property
+    def metrics(self) -> BenchMetrics:
+        """The core's Metrics port, counting what each invocation would put in its EMF document."""
+        return BenchMetrics(self)
+
+    def _metric(self, name: str, value: float, unit: str) -> None:
+        with self._lock:
+            self._metrics.append((name, value, unit))
 
     def reset(self) -> None:
         """Forget what was counted (e.g. after a warm-up)."""
         with self._lock:
             self.counts.clear()
             self.invocations.clear()
+            self._metrics.clear()
 
     # -- hooks -------------------------------------------------------------------------------------------
 
@@ -408,6 +504,10 @@ class Meter:
                 row["read_units"] += c.read_units
                 row["write_units"] += c.write_units
                 row["items_read"] += c.items_read
+            elif service == "logs":
+                out.log_events += c.calls
+                out.log_bytes += c.payload_bytes
+                row["bytes"] += c.payload_bytes
             elif service == "events":
                 out.events_calls += c.calls
                 out.events_billed += c.billed_requests

@@ -25,6 +25,9 @@ PRICES: dict[str, float] = {
     "eventbridge_custom_event": 1.00 / 1e6,
     #: EventBridge Scheduler, per scheduled invocation.
     "eventbridge_scheduler_invocation": 1.00 / 1e6,
+    #: CloudWatch Logs, per byte ingested (the functions' log lines, Lambda's own, the EMF metrics): $0.50 per GB
+    #: (Lambda's logs are billed at that rate for the first 10 TB a month).
+    "cloudwatch_logs_ingested_byte": 0.50 / 1e9,
 }
 #: DynamoDB provisioned capacity (us-east-1): per write and read capacity unit-hour. One unit-hour serves 3,600
 #: writes (reads) of 1 KB (4 KB, strongly consistent) at full use; at `utilisation` each costs 1/utilisation more.
@@ -37,6 +40,15 @@ LAMBDA_MEMORY_GB: dict[str, float] = {name: mb / 1024 for name, mb in FUNCTION_M
 MINUTES_PER_MONTH = 30 * 24 * 60
 #: Assumed idle polling of the worker's SQS event source mapping: 5 pollers long-polling 20 s each.
 IDLE_POLLS_PER_MINUTE = 5 * 3
+
+#: The Lambda runtime's own lines per invocation (text format), at their usual length.
+LAMBDA_PLATFORM_LINES = (
+    "START RequestId: 3f2a1c9e-8d7b-4e6f-9a1b-2c3d4e5f6a7b Version: $LATEST",
+    "END RequestId: 3f2a1c9e-8d7b-4e6f-9a1b-2c3d4e5f6a7b",
+    "REPORT RequestId: 3f2a1c9e-8d7b-4e6f-9a1b-2c3d4e5f6a7b\tDuration: 41.37 ms\tBilled Duration: 42 ms\t"
+    "Memory Size: 512 MB\tMax Memory Used: 97 MB\t",
+)
+LAMBDA_PLATFORM_BYTES = sum(len(line.encode()) for line in LAMBDA_PLATFORM_LINES)
 
 #: Powertools idempotency per call (items under 1 KB): a conditional PutItem (INPROGRESS) and an UpdateItem
 #: (COMPLETED), 1 write unit each. A repeat adds a failed conditional PutItem (1 write unit) and a
@@ -79,6 +91,7 @@ def per_million(
     api_requests: float = 0.0,
     eventbridge_invocations: float = 0.0,
     completion_events: float = 0.0,
+    log_bytes: float = 0.0,
 ) -> dict[str, float]:
     """Dollars per million fires, by service, from per-fire quantities."""
     dynamodb = read_units * PRICES["dynamodb_read_request_unit"] + write_units * PRICES["dynamodb_write_request_unit"]
@@ -90,6 +103,7 @@ def per_million(
         "api_gateway": api_requests * PRICES["api_gateway_rest_request"] * 1e6,
         "eventbridge_scheduler": eventbridge_invocations * PRICES["eventbridge_scheduler_invocation"] * 1e6,
         "completion_events": completion_events * PRICES["eventbridge_custom_event"] * 1e6,
+        "cloudwatch_logs": log_bytes * PRICES["cloudwatch_logs_ingested_byte"] * 1e6,
     }
     parts["total"] = sum(parts.values())
     return parts
@@ -100,7 +114,7 @@ def eventbridge_rows(worker_seconds_per_fire: float) -> list[dict[str, Any]]:
     alone = per_million(0, 0, 0, 0, 0, eventbridge_invocations=1)
     with_lambda = per_million(
         0, POWERTOOLS_WRITE_UNITS_PER_CALL, 0, 1, gb_seconds({"worker": worker_seconds_per_fire}),
-        eventbridge_invocations=1,
+        eventbridge_invocations=1, log_bytes=LAMBDA_PLATFORM_BYTES,
     )  # fmt: skip
     return [
         {
@@ -122,6 +136,8 @@ def eventbridge_rows(worker_seconds_per_fire: float) -> list[dict[str, Any]]:
                 "Powertools idempotency: conditional PutItem (INPROGRESS) + UpdateItem (COMPLETED) = 2 write units "
                 "per fire; a repeat would add 1 write unit (failed put) + 1 read unit (GetItem); 0 % repeats assumed",
                 "no run history, no fencing token, no misfire or overlap policy",
+                f"CloudWatch Logs: Lambda's START, END and REPORT lines of each invocation ({LAMBDA_PLATFORM_BYTES} "
+                "bytes), nothing the function logs itself",
             ],
         },
     ]

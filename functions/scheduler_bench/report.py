@@ -41,6 +41,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
         "Write units / fire (tx, index)",
         "SQS requests / fire",
         "Events / fire",
+        "Log KB / fire",
         "Lambda calls / fire",
         "Lambda ms / fire",
         "CPU ms / fire here",
@@ -76,6 +77,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
                     f"{_f(pf['write_units'])} ({_f(pf['transactional_write_units'])}, {_f(pf['index_write_units'])})",
                     _f(pf["sqs_billed_requests"]),
                     _f(pf["events_billed"]),
+                    _f(pf.get("log_bytes", 0.0) / 1000, 2),
                     _f(calls),
                     _f(ms, 1),
                     _f(1000 * sum(pf["lambda_cpu_seconds"].values()), 1) if "lambda_cpu_seconds" in pf else "-",
@@ -86,7 +88,7 @@ def _cost(cost: dict[str, Any]) -> list[str]:
             )
     for alternative in cost.get("alternatives", []):
         total = alternative["per_million"]["total"]
-        rows.append([alternative["design"], "1", "", "", "", "", "", "", "", "", _usd(total), _usd(total)])
+        rows.append([alternative["design"], "1", "", "", "", "", "", "", "", "", "", _usd(total), _usd(total)])
     lines += _table(headers, rows)
     lines += [
         "",
@@ -510,6 +512,7 @@ def _fire_path(run: dict[str, Any]) -> dict[str, float]:
         "write": write,
         "sqs": sum(by[p]["sqs_billed_requests"] for p in path),
         "events": sum(by[p]["events_billed"] for p in path),
+        "logs": sum(by[p].get("log_bytes", 0.0) for p in path) / 1000,
         "ms": 1000 * sum(run["per_fire"]["lambda_billed_seconds"][p] for p in path),
         "usd": usd["fire_path"]["total"],
         "usd_provisioned": usd["fire_path"]["total"]
@@ -539,8 +542,9 @@ def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> li
         "",
     ]
     headers = ["Design", "Msgs per worker call"]
-    for name in ("Write units", "Read units", "SQS requests", "Events", "Lambda ms", "$ / M", "$ / M provisioned",
-                 "$ / M + submit (REST)", "$ / M + submit (HTTP API)", "$ / M + batch submit (HTTP API)"):  # fmt: skip
+    for name in ("Write units", "Read units", "SQS requests", "Events", "Log KB", "Lambda ms", "$ / M",
+                 "$ / M provisioned", "$ / M + submit (REST)", "$ / M + submit (HTTP API)",
+                 "$ / M + batch submit (HTTP API)"):  # fmt: skip
         headers += [f"{name} before", f"{name} after"]
     rows = []
     names = {
@@ -556,7 +560,8 @@ def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> li
                 continue
             b, a = _fire_path(old[run["batch_size"]]), _fire_path(run)
             row = [names[kind], str(run["batch_size"])]
-            for key, money in (("write", False), ("read", False), ("sqs", False), ("events", False), ("ms", False),
+            for key, money in (("write", False), ("read", False), ("sqs", False), ("events", False), ("logs", False),
+                               ("ms", False),
                                ("usd", True), ("usd_provisioned", True), ("usd_submit_rest", True),
                                ("usd_submit_http", True), ("usd_submit_batch_http", True)):  # fmt: skip
                 row += (

@@ -22,7 +22,7 @@ from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs import JobService
-from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, NullMetrics, TimerStore
+from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, Metrics, NullMetrics, TimerStore
 from scheduler.core.recovery import HeldBatch
 from scheduler.core.sweep import Sweeper
 from scheduler.handlers import wiring
@@ -161,23 +161,37 @@ class Services:
     kept: list[str] = field(default_factory=list)
 
 
-def build(settings: Settings, dynamodb: Any, sqs: Any, events: Any, clock: Clock, signing_secret: str) -> Services:
+def build(
+    settings: Settings,
+    dynamodb: Any,
+    sqs: Any,
+    events: Any,
+    clock: Clock,
+    signing_secret: str,
+    metrics: Metrics | None = None,
+) -> Services:
     """The handlers' own wiring (`scheduler.handlers.wiring.build`: dispatch and execution budgets, completion
     events and all), on injected clients and clocks, with the `http` target signing with `signing_secret`.
 
     The worker has its own clock: in virtual time a batch is handled when its messages land, as the SQS delay
-    delivers them, while the sweeper's clock goes on minute by minute.
+    delivers them, while the sweeper's clock goes on minute by minute. `metrics` counts what the functions count
+    (the cost scenario prices their EMF documents).
     """
     waits = WaitTally()
+    metrics = metrics or NullMetrics()
     container = wiring.build(
-        settings, NullMetrics(), clients=wiring.Clients(dynamodb, sqs, events), clock=clock, sleep=waits.sleep
+        settings, metrics, clients=wiring.Clients(dynamodb, sqs, events), clock=clock, sleep=waits.sleep
     )
     worker_clock = WorkerClock(clock.now())
     executor = container.new_executor(
         f"bench-worker/{uuid.uuid4().hex[:8]}",
         clock=worker_clock,
         sleep=worker_clock.sleep,
-        targets={"http": HttpTargetInvoker(container.guard, KeyRing.parse(settings.signing_keys), signing_secret)},
+        targets={
+            "http": HttpTargetInvoker(
+                container.guard, KeyRing.parse(settings.signing_keys), signing_secret, metrics=metrics
+            )
+        },
     )
     core = container.core
     return Services(

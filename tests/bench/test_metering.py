@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import math
 from typing import Any
 
 import pytest
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
+from scheduler.handlers import wiring
 from scheduler_bench.burst import percentile
-from scheduler_bench.metering import Meter, item_size, write_units
+from scheduler_bench.metering import LAMBDA_CONTEXT_KEYS, LogLines, Meter, item_size, write_units
+from scheduler_bench.prices import LAMBDA_PLATFORM_LINES
 
 
 class Model:
@@ -113,3 +120,65 @@ def test_a_drain_profile_gives_cpu_per_fire_and_the_machines_ceiling() -> None:
     assert out["cpu_ms_per_fire"] == {"worker pollers": 12.0, "DynamoDB Local (JVM)": 8.0}
     assert out["cpu_ms_per_fire_total"] == 20.0
     assert out["fires_per_second"] == 50.0 and out["ceiling_fires_per_second"] == 100.0
+
+
+class LambdaContextLike:
+    """A Lambda context with the lengths of the meter's LAMBDA_CONTEXT_KEYS."""
+
+    function_name = LAMBDA_CONTEXT_KEYS["function_name"]
+    memory_limit_in_mb = LAMBDA_CONTEXT_KEYS["function_memory_size"]
+    invoked_function_arn = LAMBDA_CONTEXT_KEYS["function_arn"]
+    aws_request_id = LAMBDA_CONTEXT_KEYS["function_request_id"]
+
+
+def test_a_counted_log_line_is_the_size_of_the_line_a_deployed_function_writes() -> None:
+    # Given a core logger wired as the handlers wire theirs (a Powertools logger's formatter copied to it, the
+    # Lambda context's keys injected by wiring.lambda_context), and the meter's counter on the same logger
+    stream = io.StringIO()
+    parent, core = logging.getLogger("scheduler"), logging.getLogger("scheduler.metering_test")
+    handlers, level, propagate = list(parent.handlers), parent.level, parent.propagate
+    powertools = Logger(service="punctual", logger_handler=logging.StreamHandler(stream))
+    copy_config_to_registered_loggers(source_logger=powertools, include={"scheduler"})
+    meter = Meter()
+    counted = LogLines(meter)
+    parent.addHandler(counted)
+    extra = {"job_id": "0" * 32, "occurrence_key": "0" * 32 + ":2026-12-02T18:41:03Z", "state": "SUCCEEDED"}
+
+    @wiring.lambda_context(powertools)
+    def handler(event: Any, context: Any) -> None:
+        core.info("occurrence recorded", extra={**extra, "attempt": 1, "lateness_s": 0.031})
+
+    try:
+        # When a warm invocation logs an outcome
+        handler({}, LambdaContextLike())
+        stream.seek(0)
+        stream.truncate(0)
+        meter.reset()
+        handler({}, LambdaContextLike())
+    finally:
+        parent.handlers = handlers
+        parent.setLevel(level)
+        parent.propagate = propagate
+
+    # Then the meter counted the bytes of the line the function wrote, which leaves out what the log group says
+    [line] = stream.getvalue().splitlines()
+    totals = meter.totals()
+    assert (totals.log_events, totals.log_bytes) == (1, len(line.encode()))
+    written = json.loads(line)
+    assert written["occurrence_key"] == extra["occurrence_key"] and written["function_request_id"]
+    assert not set(written) & {"function_arn", "function_name", "function_memory_size", "location"}
+
+
+def test_each_invocation_adds_the_runtimes_lines_and_its_metrics_document() -> None:
+    meter = Meter()
+    with meter.invocation("worker"):
+        meter.metrics.count("StartLatenessSeconds", 0.03, unit="Seconds")
+        meter.metrics.count("BatchHolds")
+    with meter.invocation("worker"):
+        pass
+    totals = meter.totals()
+    # 3 runtime lines an invocation, and one EMF document for the invocation that counted metrics
+    assert totals.log_events == 2 * 3 + 1
+    emf = totals.by_operation["logs:metrics"]["bytes"]
+    assert 200 < emf < 600
+    assert totals.log_bytes == 2 * sum(len(line.encode()) for line in LAMBDA_PLATFORM_LINES) + emf
