@@ -254,7 +254,7 @@ def priced(per_fire: dict[str, Any]) -> dict[str, dict[str, float]]:
             lambda_gb_seconds=prices.gb_seconds({p: per_fire["lambda_billed_seconds"][p] for p in phases}),
             api_requests=api_requests,
             completion_events=sum(bf[p]["events_billed"] for p in phases),
-            log_bytes=sum(bf[p].get("log_bytes", 0.0) for p in phases),
+            log_bytes=sum(bf[p].get("log_bytes", 0.0) for p in phases) + api_requests * prices.API_ACCESS_LOG_BYTES,
         )
 
     return {

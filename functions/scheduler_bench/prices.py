@@ -49,6 +49,16 @@ LAMBDA_PLATFORM_LINES = (
     "Memory Size: 512 MB\tMax Memory Used: 97 MB\t",
 )
 LAMBDA_PLATFORM_BYTES = sum(len(line.encode()) for line in LAMBDA_PLATFORM_LINES)
+#: API Gateway's access log line of one request, in the format infra/api.py deploys (ACCESS_LOG_FIELDS), at its usual
+#: length: what a submission adds to the logs besides the api function's own lines.
+API_ACCESS_LOG_LINE = (
+    '{"requestId": "3f2a1c9e-8d7b-4e6f-9a1b-2c3d4e5f6a7b", "extendedRequestId": "Qx3ZrFp8IAMEbCw=", '
+    '"requestTime": "02/Dec/2026:18:41:03 +0000", "sourceIp": "203.0.113.17", "caller": "AROAEXAMPLEID:session", '
+    '"userArn": "arn:aws:sts::123456789012:assumed-role/app-role/session", "httpMethod": "POST", '
+    '"resourcePath": "/v1/{proxy+}", "status": "201", "protocol": "HTTP/1.1", "responseLength": "412", '
+    '"responseLatency": "48", "integrationStatus": "200", "integrationLatency": "45", "errorType": "-"}'
+)
+API_ACCESS_LOG_BYTES = len(API_ACCESS_LOG_LINE.encode())
 
 #: Powertools idempotency per call (items under 1 KB): a conditional PutItem (INPROGRESS) and an UpdateItem
 #: (COMPLETED), 1 write unit each. A repeat adds a failed conditional PutItem (1 write unit) and a

@@ -478,6 +478,7 @@ def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | 
         sqs_requests=per_job["sqs_billed_requests"],
         lambda_requests=per_request,
         lambda_gb_seconds=prices.gb_seconds({"api": seconds}),
+        log_bytes=per_job.get("log_bytes", 0.0) + per_request * prices.API_ACCESS_LOG_BYTES,
     )["total"]
     fire = busy_one_shot["per_million_fires_usd"]["fire_path"]["total"]
     http = per_request * prices.API_GATEWAY_HTTP_REQUEST * 1e6
@@ -526,7 +527,12 @@ def _fire_path(run: dict[str, Any]) -> dict[str, float]:
         "usd_submit_batch_http": http_api
         - (api["api_gateway"] * prices.API_GATEWAY_HTTP_REQUEST / prices.PRICES["api_gateway_rest_request"])
         * (1 - 1 / BATCH_SUBMIT)
-        - run["per_fire"]["lambda_invocations"]["api"] * prices.PRICES["lambda_request"] * 1e6 * (1 - 1 / BATCH_SUBMIT),
+        - run["per_fire"]["lambda_invocations"]["api"] * prices.PRICES["lambda_request"] * 1e6 * (1 - 1 / BATCH_SUBMIT)
+        - run["per_fire"]["lambda_invocations"]["api"]
+        * prices.API_ACCESS_LOG_BYTES
+        * prices.PRICES["cloudwatch_logs_ingested_byte"]
+        * 1e6
+        * (1 - 1 / BATCH_SUBMIT),
     }
 
 
