@@ -24,7 +24,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from scheduler.schema import FUNCTION_MEMORY_MB
+from scheduler.schema import FUNCTION_MEMORY_MB, WORKER_BATCH_SIZE, WORKER_MAX_CONCURRENCY
 from scheduler.settings import TenantTargets
 
 #: The context key holding the configuration object (and the prefix of the flat override keys).
@@ -123,9 +123,9 @@ class PunctualConfig(BaseModel):
     # --- capacity -------------------------------------------------------------------------------------
     #: Messages per worker invocation. At most 10: larger batches need a batching window, which delays
     #: starts, and the scheduler promises ~1 s start precision.
-    worker_batch_size: int = Field(default=10, ge=1, le=10)
+    worker_batch_size: int = Field(default=WORKER_BATCH_SIZE, ge=1, le=10)
     #: Upper bound on concurrent worker invocations (the event source mapping's MaximumConcurrency).
-    worker_max_concurrency: int = Field(default=50, ge=2, le=1000)
+    worker_max_concurrency: int = Field(default=WORKER_MAX_CONCURRENCY, ge=2, le=1000)
     #: The same for the `high` and `low` priority lanes (each lane has its own event source mapping, so a
     #: burst in one lane never takes the capacity reserved for another).
     worker_max_concurrency_high: int = Field(default=20, ge=2, le=1000)

@@ -69,6 +69,11 @@ class QueueSchema:
 
 READY_QUEUE = QueueSchema(logical_name="Ready")
 
+#: The worker event source mapping's defaults (infra/config.py `worker_batch_size`, `worker_max_concurrency`; the
+#: capacity model assumes them): messages per invocation, and the standard-mode mapping's MaximumConcurrency.
+WORKER_BATCH_SIZE = 10
+WORKER_MAX_CONCURRENCY = 50
+
 #: Memory of each deployed function, MB (infra/ deploys these; the benchmark prices Lambda time at them). Lambda
 #: gives a function CPU in proportion to its memory, one vCPU at 1,769 MB. The sweeper is one Python process whose
 #: bucket chains share that CPU: at 512 MB a sweep dispatches about a third as fast as at 1,769 MB, enough for

@@ -14,8 +14,11 @@ Deterministic (no randomness, no clock): the same inputs give the same table. Wh
    `10 x MaximumPollers`.
 3. **Lambda.** Execution environments: at most 1,000 new ones per 10 s per function (a bucket of 1,000 refilled
    continuously), each new one pays a cold start; the account's concurrency quota caps the total.
-4. **Worker.** An invocation takes up to `batch_size` visible messages and runs them one after another at the
-   measured worker time per occurrence; an occurrence *starts* when its target call begins.
+4. **Worker.** An invocation takes up to `batch_size` visible messages (the deployed `worker_batch_size`) and runs
+   them one after another at the measured worker time per occurrence - the worker runs a batch's records at once,
+   sharing the CPU, and the measured time is a batch's duration over its records, so the batch takes as long in all;
+   an occurrence *starts* when its target call begins. A standard-mode mapping runs at most the deployed
+   `worker_max_concurrency` invocations at once (its MaximumConcurrency; a pre-scaled, provisioned one has none).
 5. **DynamoDB.** The shard count each herd needs: enough parallel sweeps to dispatch it inside the look-ahead, and
    no partition over 1,000 write / 3,000 read units a second (bucket partitions while the herd is created and swept;
    the outbox index's shards while it runs).
@@ -34,7 +37,7 @@ from typing import Any, Literal
 
 from scheduler.adapters.dynamodb.common import TIMER_PAGE_SIZE
 from scheduler.core.prescale import WorkerCapacity, pollers_for
-from scheduler.schema import FUNCTION_MEMORY_MB
+from scheduler.schema import FUNCTION_MEMORY_MB, WORKER_BATCH_SIZE, WORKER_MAX_CONCURRENCY
 from scheduler_bench.prices import LAMBDA_MB_PER_VCPU, cpu_stretch
 
 Mode = Literal["standard", "provisioned", "prescaled"]
@@ -191,11 +194,14 @@ class Assumptions:
 
     cold_start_seconds: float = 0.5
     poll_seconds: float = 0.05
-    #: The part of an occurrence's worker time before its target call (slot, ledger claim, job read: 4 of its 7
-    #: DynamoDB calls).
-    before_target_fraction: float = 4 / 7
+    #: The part of an occurrence's worker time before its target call (the job read and the ledger claim: 2 of its 3
+    #: DynamoDB calls; the herd's tenants have no execution budget, so no slot is taken).
+    before_target_fraction: float = 2 / 3
     account_concurrency: int = 1000
-    batch_size: int = 5
+    #: The deployed defaults (scheduler.schema, what infra/config.py deploys): messages per worker invocation, and
+    #: the standard-mode mapping's MaximumConcurrency (a pre-scaled deployment's provisioned mapping has none).
+    batch_size: int = WORKER_BATCH_SIZE
+    standard_max_concurrency: int = WORKER_MAX_CONCURRENCY
     lookahead_seconds: int = 300
     sweep_work_seconds: float = 40.0
     dispatch_budget: int = 20_000
@@ -219,9 +225,11 @@ class Assumptions:
             f"{self.warm_environments} environments are warm when the herd arrives",
             f"a poll hands a batch to an invocation {self.poll_seconds} s after it asked (SQS receive + invoke)",
             f"an occurrence's target call begins {self.before_target_fraction:.0%} into its worker time "
-            "(4 of its 7 DynamoDB calls come before it)",
+            "(2 of its 3 DynamoDB calls come before it: the job read and the claim)",
             f"the account's Lambda concurrency quota is {self.account_concurrency:,} (the default)",
-            f"worker batch size {self.batch_size} (the deployed default), no batching window",
+            f"worker batch size {self.batch_size} (the deployed default), no batching window; a standard-mode "
+            f"mapping runs at most {self.standard_max_concurrency} invocations at once (the deployed "
+            "worker_max_concurrency)",
             f"look-ahead {self.lookahead_seconds} s; each sweep works {self.sweep_work_seconds:.0f} s of its 60 s "
             f"(timeout minus the safety margin), at most {self.dispatch_budget:,} occurrences; sweeps start on the "
             "minute; parallel sweeps dispatch in fire order",
@@ -332,11 +340,11 @@ def _visible_at(fire: float, sent: float) -> float:
     return sent + math.floor(fire - sent)
 
 
-def _esm_concurrency(scenario: Scenario, since: float) -> float:
+def _esm_concurrency(scenario: Scenario, since: float, cap: float) -> float:
     if scenario.mode == "standard":
         start = RULES["standard_initial_concurrency"].value
         grown = start + RULES["standard_added_per_minute"].value / 60 * since
-        return min(grown, RULES["standard_max_concurrency"].value)
+        return min(grown, RULES["standard_max_concurrency"].value, cap)
     per_poller = RULES["provisioned_invocations_per_poller"].value
     grown = per_poller * scenario.minimum_pollers + RULES["provisioned_added_per_minute"].value / 60 * since
     return min(grown, per_poller * scenario.maximum_pollers)
@@ -364,7 +372,11 @@ def simulate(scenario: Scenario, measured: Measured, assumptions: Assumptions) -
         while running and running[0] <= t:
             heapq.heappop(running)
             idle_envs += 1
-        allowed = min(int(_esm_concurrency(scenario, t - first_visible)), assumptions.account_concurrency)
+        since = t - first_visible
+        allowed = min(
+            int(_esm_concurrency(scenario, since, assumptions.standard_max_concurrency)),
+            assumptions.account_concurrency,
+        )
         while len(running) < allowed and pending and pending[0][0] <= t:
             if idle_envs > 0:
                 idle_envs -= 1
