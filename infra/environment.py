@@ -15,12 +15,9 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from infra.config import PunctualConfig
+from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 from scheduler.settings import Settings
 
-#: Powertools' `service` dimension on every metric and log line; the dashboard and alarms filter on it.
-SERVICE_NAME = "punctual"
-#: The CloudWatch namespace the handlers' EMF metrics land in.
-METRICS_NAMESPACE = "Punctual"
 #: The prefix `Settings` reads (its `env_prefix`).
 ENV_PREFIX = "SCHEDULER_"
 #: Secrets are not in the environment (they would show in the console and in GetFunction): each function gets the

@@ -21,7 +21,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import PunctualConfig
-from infra.environment import METRICS_NAMESPACE, SERVICE_NAME
+from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 
 #: The application metrics (EMF, emitted by the handlers).
 DISPATCH_LAG = "DispatchLagSeconds"

@@ -69,6 +69,12 @@ class QueueSchema:
 
 READY_QUEUE = QueueSchema(logical_name="Ready")
 
+#: Powertools' `service` dimension on every metric and log line (the dashboard and alarms filter on it), and the
+#: CloudWatch namespace the handlers' EMF metrics land in: what infra/environment.py deploys, what the local stack
+#: runs with, and what the benchmark prices the logs of.
+SERVICE_NAME = "punctual"
+METRICS_NAMESPACE = "Punctual"
+
 #: The worker event source mapping's defaults (infra/config.py `worker_batch_size`, `worker_max_concurrency`; the
 #: capacity model assumes them): messages per invocation, and the standard-mode mapping's MaximumConcurrency.
 WORKER_BATCH_SIZE = 10

@@ -41,6 +41,7 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import EphemeralMetrics
 
 from scheduler.handlers.wiring import REDUNDANT_LOG_KEYS
+from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 from scheduler_bench import prices
 
 READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
@@ -189,9 +190,6 @@ class Totals(DynamoDbSpend):
         return out
 
 
-#: Powertools' service and namespace as infra/environment.py deploys them.
-SERVICE_NAME = "punctual"
-METRICS_NAMESPACE = "Punctual"
 #: The keys `@logger.inject_lambda_context` adds to every line, at the length of a deployed function's.
 LAMBDA_CONTEXT_KEYS: dict[str, Any] = {
     "cold_start": False,
@@ -292,13 +290,8 @@ class Meter:
         """What Lambda and Powertools add to the log per invocation: the runtime's START, END and REPORT lines, and
         the EMF document of the metrics the invocation counted (`@metrics.log_metrics` flushes one, up to 100
         metrics in it), as the handlers deploy it."""
-        platform = sum(len(line.encode()) for line in prices.LAMBDA_PLATFORM_LINES)
-        self._add(
-            function,
-            "logs",
-            "platform",
-            OperationCount(calls=len(prices.LAMBDA_PLATFORM_LINES), payload_bytes=platform),
-        )
+        lines = OperationCount(calls=len(prices.LAMBDA_PLATFORM_LINES), payload_bytes=prices.LAMBDA_PLATFORM_BYTES)
+        self._add(function, "logs", "platform", lines)
         with self._lock:
             counted, self._metrics = self._metrics, []
         if not counted:

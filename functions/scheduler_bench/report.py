@@ -503,10 +503,14 @@ def _fire_path(run: dict[str, Any]) -> dict[str, float]:
     write = sum(by[p]["write_units"] for p in path)
     on_demand_dynamodb = usd["fire_path"]["dynamodb"]
     api = usd["with_submission"]
-    http_api = (
-        api["total"]
-        - api["api_gateway"]
-        + api["api_gateway"] * prices.API_GATEWAY_HTTP_REQUEST / (prices.PRICES["api_gateway_rest_request"])
+    http_gateway = api["api_gateway"] * prices.API_GATEWAY_HTTP_REQUEST / prices.PRICES["api_gateway_rest_request"]
+    http_api = api["total"] - api["api_gateway"] + http_gateway
+    # What one API request costs whatever it carries, which 25 jobs a request (POST /v1/jobs/batch) share: the API
+    # Gateway request, the api Lambda's invocation and API Gateway's access log line (the creates' writes, duration
+    # and own log lines are each job's).
+    requests = run["per_fire"]["lambda_invocations"]["api"]
+    per_request = http_gateway + requests * 1e6 * (
+        prices.PRICES["lambda_request"] + prices.API_ACCESS_LOG_BYTES * prices.PRICES["cloudwatch_logs_ingested_byte"]
     )
     return {
         "read": read,
@@ -522,17 +526,7 @@ def _fire_path(run: dict[str, Any]) -> dict[str, float]:
         "usd_submit_rest": api["total"],
         "usd_submit_http": http_api,
         "submit_write": run["per_fire"]["by_function"]["api"]["write_units"],
-        # Submitted 25 a request (POST /v1/jobs/batch): the API Gateway request and the api Lambda's invocation are
-        # shared by 25 jobs; the creates' writes and duration are not.
-        "usd_submit_batch_http": http_api
-        - (api["api_gateway"] * prices.API_GATEWAY_HTTP_REQUEST / prices.PRICES["api_gateway_rest_request"])
-        * (1 - 1 / BATCH_SUBMIT)
-        - run["per_fire"]["lambda_invocations"]["api"] * prices.PRICES["lambda_request"] * 1e6 * (1 - 1 / BATCH_SUBMIT)
-        - run["per_fire"]["lambda_invocations"]["api"]
-        * prices.API_ACCESS_LOG_BYTES
-        * prices.PRICES["cloudwatch_logs_ingested_byte"]
-        * 1e6
-        * (1 - 1 / BATCH_SUBMIT),
+        "usd_submit_batch_http": http_api - per_request * (1 - 1 / BATCH_SUBMIT),
     }
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 from scheduler_local import emulators
 from scheduler_local.prescale import FILE_NAME, INVOCATIONS_PER_POLLER, forecast_workers
 from scheduler_local.provision import provision
@@ -270,8 +271,8 @@ def main() -> int:
             "SCHEDULER_DEV_TOKENS": os.environ.get("SCHEDULER_DEV_TOKENS") or "dev-token=dev",
             # Local development calls receivers on this machine; on AWS private targets are refused by default.
             "SCHEDULER_ALLOW_PRIVATE_TARGETS": os.environ.get("SCHEDULER_ALLOW_PRIVATE_TARGETS", "true"),
-            "POWERTOOLS_SERVICE_NAME": "punctual",
-            "POWERTOOLS_METRICS_NAMESPACE": "Punctual",
+            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "functions"), os.environ.get("PYTHONPATH")])),
             "PYTHONUNBUFFERED": "1",
         }
