@@ -139,11 +139,13 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_and_the_call_succ
 
 
 def test_a_response_that_says_connection_close_is_not_kept(target: Target) -> None:
-    http = invoker()
+    metrics = RecordingMetrics()
+    http = invoker(metrics=metrics)
     target.mode = "close-header"
     http.invoke(call(target.url))
     http.invoke(call(target.url))
     assert target.connections == 2
+    assert metrics.counts == {"TargetConnectionsOpened": 2}  # each call opened its own: none was reused
 
 
 def test_concurrent_calls_each_get_a_connection_and_leave_them_for_the_next(target: Target) -> None:
