@@ -388,8 +388,17 @@ class FaultyLedger:
         execution = self.inner.claim(dispatch, attempt)
         self.gate.result("ledger.claim", execution)
         self.gate.host.ledger_claimed(execution.key, execution.epoch)
+        if attempt.on_copy:
+            # A claim on the message's copy of the job is where its worker learns that the job did not change (no
+            # change voided the copy before it): for invariant 4 it checks the job here, as a read would.
+            self.gate.host.job_read(self.gate.actor)
         self.gate.after("ledger.claim")
         return execution
+
+    def void_copies(self, key: str, now: datetime) -> None:
+        self.gate.before("ledger.void_copies", key)
+        self.inner.void_copies(key, now)
+        self.gate.after("ledger.void_copies")
 
     def get(self, key: str) -> Execution | None:
         self.gate.before("ledger.get", key)

@@ -49,6 +49,14 @@ class UnfencedLedger(memory.MemoryLedger):
                 item.owner, item.epoch = held
 
 
+class CopiesNeverVoid(memory.MemoryLedger):
+    """BROKEN on purpose: `void_copies` records nothing, so a one-shot occurrence's worker keeps running on the copy
+    of the job its message carries after a cancel or an edit was acknowledged."""
+
+    def void_copies(self, key: str, now: datetime) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class RandomKeyDispatch(Dispatch):
     """BROKEN on purpose: the occurrence key is a fresh random value per attempt instead of being derived from
@@ -199,6 +207,11 @@ VARIANTS: dict[str, Variant] = {
         "unfenced-finish",
         "Ledger.finish ignores the epoch/owner condition (a stale worker's completion is accepted)",
         ledger=UnfencedLedger,
+    ),
+    "copies-never-void": Variant(
+        "copies-never-void",
+        "a change of a one-shot job after its sweep does not void the copy of the job its message carries",
+        ledger=CopiesNeverVoid,
     ),
     "no-batch-hold": Variant(
         "no-batch-hold",

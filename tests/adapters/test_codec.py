@@ -3,6 +3,8 @@ Pure functions: no emulator needed (the contract suites cover the same items thr
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 from scheduler.adapters.codec import (
     LOCAL_MESSAGE_KEY,
     MalformedMessage,
+    UnauthenticatedMessage,
     dispatch_from_body,
     dispatch_to_body,
     execution_from_item,
@@ -200,6 +203,40 @@ def test_dispatch_body_round_trip(kind: str) -> None:
     raw = json.loads(body)
     assert raw["v"] == 1
     assert raw["occurrence_key"] == dispatch.key == "j1:2026-03-29T00:30:15.123Z"
+
+
+def test_a_dispatch_body_carries_its_one_shot_jobs_copy_signed_with_it() -> None:
+    copied = job({"type": "once", "at": "2026-03-29T02:30:00+01:00"}, {"ratio": 0.1, "n": [1.5, 2]})
+    copied = copied.model_copy(update={"state": JobState.COMPLETED, "completed_by_checkpoint": frozenset({"m"})})
+    dispatch = Dispatch("j1", copied.tenant, T0, T0, copied.version, job_copy=copied)
+    body = dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)
+
+    read = dispatch_from_body(body, LOCAL_MESSAGE_KEY)
+    assert read == dispatch and read.job_copy == copied
+    raw = json.loads(body)
+    raw["job"]["spec"]["payload"]["ratio"] = 0.2  # whoever could send to the queue cannot change what it runs
+    with pytest.raises(UnauthenticatedMessage, match="does not match"):
+        dispatch_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY)
+
+
+def test_a_copy_of_another_job_or_version_is_malformed_even_when_signed() -> None:
+    other = job({"type": "once", "delay_seconds": 90})
+    for dispatch in (
+        Dispatch("j2", other.tenant, T0, T0, other.version, job_copy=other),
+        Dispatch("j1", other.tenant, T0, T0, other.version + 1, job_copy=other),
+    ):
+        with pytest.raises(MalformedMessage, match="copy of its job"):
+            dispatch_from_body(dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY), LOCAL_MESSAGE_KEY)
+
+
+def test_a_body_without_a_copy_is_signed_as_before_copies_existed() -> None:
+    """The messages in flight through an upgrade (sent without copies, signed over the nine fields) still
+    authenticate, and what is sent without a copy is what the workers before the upgrade read."""
+    raw = json.loads(dispatch_to_body(Dispatch("j1", "tenant-a", T0, T0, 1), LOCAL_MESSAGE_KEY))
+    nine = ("v", "occurrence_key", "job_id", "tenant", "scheduled_for", "fire_at", "version", "kind", "priority")
+    signed = json.dumps([raw[name] for name in nine], separators=(",", ":")).encode()
+    assert "job" not in raw
+    assert raw["mac"] == hmac.new(LOCAL_MESSAGE_KEY, signed, hashlib.sha256).hexdigest()
 
 
 def _body(**changes: Any) -> str:

@@ -128,6 +128,11 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     skipped = make.dispatch(job.job_id, t0 + timedelta(minutes=1))
     assert ledger.record_unclaimed(skipped, RunState.SKIPPED, t0, "paused")
     assert not ledger.record_unclaimed(skipped, RunState.SKIPPED, t0, "paused")
+    copied = make.dispatch(job.job_id, t0 + timedelta(minutes=3))
+    ledger.void_copies(copied.key, t0)
+    with pytest.raises(ClaimRefused):
+        ledger.claim(copied, Attempt("w5", t0, t0 + timedelta(minutes=1), on_copy=True))
+    assert ledger.claim(copied, Attempt("w5", t0, t0 + timedelta(minutes=1))).epoch == 1
     lost = make.dispatch(job.job_id, t0 + timedelta(minutes=2))
     held_run = ledger.claim(lost, Attempt("w3", t0, t0 + timedelta(seconds=1), False))
     assert ledger.expire_to(lost.key, held_run.epoch, RunState.RECONCILING, t0 + timedelta(seconds=2), "lost")
@@ -136,7 +141,7 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     with pytest.raises(ClaimRefused):
         ledger.resolve(lost.key, RunState.SUCCEEDED, t0, "ok")
     runs, _ = ledger.runs(job.job_id, 10, None)
-    assert [r.key for r in runs] == [lost.key, skipped.key, d.key]
+    assert [r.key for r in runs] == [copied.key, lost.key, skipped.key, d.key]
     pending = {e.key: e.outbox for e in ledger.pending_outbox(10)}
     assert set(pending) == {d.key, skipped.key, lost.key}
     assert ledger.clear_outbox(skipped.key, pending[skipped.key])

@@ -203,6 +203,55 @@ def test_finish_records_the_outcome_and_appends_history(ledger, make) -> None:
     assert history(done) == [(1, "RETRY_WAIT", t1, "HTTP 503"), (2, "SUCCEEDED", t2, None)]
 
 
+# -- void_copies (a one-shot job's message carries a copy of the job: Dispatch.job_copy) --------------------
+
+
+def on_copy(ledger: Any, dispatch: Any, owner: str, now: Any) -> Any:
+    return ledger.claim(dispatch, Attempt(owner, now, now + LEASE, on_copy=True))
+
+
+def test_a_claim_on_a_copy_is_refused_once_the_copies_are_void_and_a_claim_after_a_read_is_not(ledger, make) -> None:
+    d = make.dispatch()
+    ledger.void_copies(d.key, make.t0)
+    ledger.void_copies(d.key, make.t0 + timedelta(seconds=1))  # idempotent
+
+    # The mark alone is not an execution: the occurrence is still new
+    assert ledger.get(d.key) is None
+    assert ledger.runs(d.job_id, 10, None) == ([], None)
+    with pytest.raises(ClaimRefused) as refused:
+        on_copy(ledger, d, "w1", make.t0)
+    assert refused.value.void_copy and refused.value.current is None
+    assert ledger.get(d.key) is None
+
+    got = claim(ledger, d, "w1", make.t0)  # the worker read the job: its claim is a first claim
+    assert (got.state, got.epoch, got.attempts, got.owner) == (RunState.RUNNING, 1, 1, "w1")
+    assert ledger.get(d.key) == got
+    with pytest.raises(ClaimRefused) as again:
+        on_copy(ledger, d, "w2", make.t0 + LEASE + timedelta(seconds=1))  # even once the lease is over
+    assert again.value.void_copy and again.value.current.owner == "w1"
+
+
+def test_a_claim_on_a_copy_that_no_change_voided_is_an_ordinary_claim(ledger, make) -> None:
+    d = make.dispatch()
+    got = on_copy(ledger, d, "w1", make.t0)
+    assert (got.state, got.epoch, got.owner) == (RunState.RUNNING, 1, "w1")
+    with pytest.raises(ClaimRefused) as refused:
+        on_copy(ledger, d, "w2", make.t0 + timedelta(seconds=1))
+    assert not refused.value.void_copy and refused.value.current.owner == "w1"
+    # Voided while it runs (a cancel after the claim): its holder still finishes it
+    ledger.void_copies(d.key, make.t0 + timedelta(seconds=2))
+    done = ledger.finish(d.key, "w1", got.epoch, make.t0 + timedelta(seconds=3), AttemptEnd(RunState.SUCCEEDED))
+    assert done.state == RunState.SUCCEEDED and ledger.get(d.key) == done
+
+
+def test_an_occurrence_whose_copies_are_void_can_still_be_recorded_unclaimed(ledger, make) -> None:
+    d = make.dispatch()
+    ledger.void_copies(d.key, make.t0)
+    assert ledger.record_unclaimed(d, RunState.CANCELLED, make.t0, "job cancelled") is True
+    assert ledger.get(d.key).state == RunState.CANCELLED
+    assert ledger.record_unclaimed(d, RunState.CANCELLED, make.t0, "again") is False
+
+
 # -- record_unclaimed, expire_to, mark_dead_lettered --------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from world import LEASE, T0, Crash, CrashAt, World
 
+from scheduler.core.dispatch import COPY_MAX_BYTES
 from scheduler.core.execute import Executor
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import RunState
@@ -81,15 +82,18 @@ def assert_one_outcome(world: World, key: str, state: RunState) -> None:
     assert epochs == sorted(epochs)
 
 
-STEPS = [("ledger", "claim"), ("jobs", "get"), ("ledger", "finish")]
+#: A one-shot occurrence's message carries its job (Dispatch.job_copy) unless the job is too big: then the worker
+#: reads it (what a changed job's copy comes to: tests/protocol/test_job_copy_protocol.py).
+READ = {"payload": {"blob": "x" * (COPY_MAX_BYTES + 1)}}
+STEPS = [("ledger", "claim", {}), ("ledger", "finish", {}), ("ledger", "claim", READ), ("jobs", "get", READ)]
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
-@pytest.mark.parametrize(("port", "method"), STEPS)
+@pytest.mark.parametrize(("port", "method", "extra"), STEPS)
 def test_a_worker_crash_at_a_ledger_or_job_step_still_applies_the_occurrence_once(
-    world: World, port: str, method: str, when: str
+    world: World, port: str, method: str, extra: dict[str, Any], when: str
 ) -> None:
-    key = crash_at(world, port, method, when)
+    key = crash_at(world, port, method, when, **extra)
     world.run_until(DUE + timedelta(minutes=4), step=10)
 
     assert world.sink.effects[key] == 1

@@ -82,6 +82,8 @@ PREEMPT = FaultProfile(preempt=0.2)
         ("clear-before-publish", THROTTLED, 11, "no completion event announced it"),
         # A backfill marked completed by its first wave: the rest of its range is never sent.
         ("done-at-first-wave", None, 12, "never reached a terminal state"),
+        # A change of a one-shot job after its sweep leaves the message's copy of the job valid: a cancelled one runs.
+        ("copies-never-void", None, 4, "its cancellation was acknowledged"),
         # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
         ("no-batch-hold", CRASHES, 10, "was received again"),
     ],

@@ -299,8 +299,16 @@ def message_key(secret: str) -> bytes:
 LOCAL_MESSAGE_KEY = message_key(LOCAL_MESSAGE_SECRET)
 
 
+#: The message's copy of its job (`Dispatch.job_copy`), signed too when there is one (a message without it signs
+#: what it did before the copy existed, so the messages in flight through an upgrade still authenticate).
+_COPY_FIELD = "job"
+
+
 def _message_mac(key: bytes, raw: dict[str, Any]) -> str:
-    signed = json.dumps([raw.get(name) for name in _MAC_FIELDS], separators=(",", ":"))
+    values = [raw.get(name) for name in _MAC_FIELDS]
+    if _COPY_FIELD in raw:
+        values.append(raw[_COPY_FIELD])
+    signed = json.dumps(values, separators=(",", ":"))
     return hmac.new(key, signed.encode(), hashlib.sha256).hexdigest()
 
 
@@ -318,6 +326,8 @@ def dispatch_to_body(dispatch: Dispatch, key: bytes) -> str:
         "kind": dispatch.kind,
         "priority": dispatch.priority,
     }
+    if dispatch.job_copy is not None:
+        raw[_COPY_FIELD] = dispatch.job_copy.model_dump(mode="json", exclude_none=True)
     raw[_MAC_FIELD] = _message_mac(key, raw)
     return json.dumps(raw, separators=(",", ":"))
 
@@ -361,6 +371,11 @@ def dispatch_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = 
         priority = raw.get("priority", "normal")  # absent in messages sent before lanes existed
         if priority not in ("high", "normal", "low"):
             raise MalformedMessage(f"unknown priority {priority!r}")
+        job_copy = None
+        if _COPY_FIELD in raw:
+            job_copy = Job.model_validate(raw[_COPY_FIELD])
+            if job_copy.job_id != job_id or job_copy.tenant != tenant or job_copy.version != version:
+                raise MalformedMessage("the message's copy of its job is not of its job and version")
         return Dispatch(
             job_id=job_id,
             tenant=tenant,
@@ -369,6 +384,7 @@ def dispatch_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = 
             version=version,
             kind=kind,
             priority=_priority(priority),
+            job_copy=job_copy,
         )
     except MalformedMessage:
         raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from scheduler.core.fairness import TenantAdmission
@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 MAX_EXPANSION = 10_000
 #: `release_by` of the jobs a bucket sweep completes: their quota slots go with the sweep's page checkpoint.
 RELEASE_BY_CHECKPOINT = "checkpoint"
+#: A one-shot job at most this big (as JSON) travels with its occurrence's message (`Dispatch.job_copy`), so that
+#: its worker need not read it; a bigger one is read (ten copies keep a SendMessageBatch far below its 256 KiB, and
+#: each message below SQS's 64 KiB billing chunk).
+COPY_MAX_BYTES = 4 * 1024
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,12 @@ class DispatchConfig:
     #: when a sweep works its buckets one after another; when it works a minute's buckets at once, their pages
     #: wait at the same time, one wait covers them all, and every page is worth landing (Configs.of: 1).
     landing_min_messages: int = 50
+
+
+def _travels(job: Job) -> bool:
+    """Whether a one-shot job's occurrence carries a copy of it (see `Dispatch.job_copy`): its changes void the
+    copy (`JobService`), which only a one-shot job's single occurrence can be named by."""
+    return not is_recurring(job.spec.schedule) and len(job.model_dump_json(exclude_none=True)) <= COPY_MAX_BYTES
 
 
 def fire_at(job_id: str, scheduled_for: datetime, jitter_seconds: int) -> datetime:
@@ -274,6 +284,8 @@ class Dispatcher:
             return [], []
         if result.replay is not None:
             plan = self.plan(timer, *result.replay)  # the run that advanced this chain may have died before sending
+        elif result.job is not None and _travels(result.job) and len(plan.dispatches) == 1:
+            plan = replace(plan, dispatches=[replace(plan.dispatches[0], job_copy=result.job)])
         elif plan.skipped:
             log.info(
                 "misfire", extra={"job_id": timer.job_id, "policy": timer.plan.misfire_policy, "skipped": plan.skipped}

@@ -63,11 +63,13 @@ class ClaimLost(SchedulerError):
 
 
 class ClaimRefused(SchedulerError):
-    """The ledger refused a claim; `current` is the execution item as it stands."""
+    """The ledger refused a claim; `current` is the execution item as it stands. `void_copy`: the claim was made on
+    the message's copy of the job, and the job changed since (`Ledger.void_copies`): read it and claim again."""
 
-    def __init__(self, current: Execution | None) -> None:
-        super().__init__("occurrence is not claimable")
+    def __init__(self, current: Execution | None, *, void_copy: bool = False) -> None:
+        super().__init__("the job changed since this copy was sent" if void_copy else "occurrence is not claimable")
         self.current = current
+        self.void_copy = void_copy
 
 
 class LeaseLost(SchedulerError):

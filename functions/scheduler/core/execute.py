@@ -53,6 +53,10 @@ OVERLAP_FIRST_PAGE = 1
 OVERLAP_PAGE = 50
 
 
+class _CopyVoid(Exception):
+    """The claim made on a message's copy of its job was refused: the job changed since (Ledger.void_copies)."""
+
+
 @dataclass(frozen=True)
 class ExecuteConfig:
     lease: timedelta
@@ -153,7 +157,9 @@ class Executor:
             self.sleep(early)
             now = self.clock.now()
 
-        job = self.jobs.get(dispatch.job_id)
+        # A one-shot occurrence comes with a copy of its job (Dispatch.job_copy): no read, unless a change of the job
+        # since has voided the copy, which the claim finds out (below).
+        job = dispatch.job_copy if dispatch.job_copy is not None else self.jobs.get(dispatch.job_id)
         if job is None or job.tenant != dispatch.tenant:
             if self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
                 self._announce(dispatch.key)
@@ -186,8 +192,13 @@ class Executor:
             return self._throttled(dispatch, message, now)
         try:
             return self._attempt(job, dispatch, owner, permit, message)
+        except _CopyVoid:
+            pass
         finally:
             permit.release()
+        # The job changed after the advance that sent this copy of it: judge the occurrence on the job as it is now.
+        self.metrics.count("JobCopiesVoid")
+        return self.execute(replace(dispatch, job_copy=None), message)
 
     def _attempt(self, job: Job, dispatch: Dispatch, owner: str, permit: Permit, message: MessageControl) -> Outcome:
         ctx = {"job_id": dispatch.job_id, "occurrence_key": dispatch.key}
@@ -195,9 +206,12 @@ class Executor:
         # Step 1: claim.
         take_over = job.spec.delivery == "at_least_once"
         try:
-            attempt = Attempt(owner, now, now + self.config.lease, take_over, self._indexed(job, dispatch))
+            on_copy = dispatch.job_copy is not None
+            attempt = Attempt(owner, now, now + self.config.lease, take_over, self._indexed(job, dispatch), on_copy)
             execution = self.ledger.claim(dispatch, attempt)
         except ClaimRefused as refused:
+            if refused.void_copy:
+                raise _CopyVoid() from refused
             return self._not_claimed(dispatch, refused.current, now, self._announces(job))
 
         ctx["epoch"] = str(execution.epoch)

@@ -42,6 +42,7 @@ from scheduler.core.schedules import (
     OnceSchedule,
     first_occurrence,
     is_occurrence,
+    is_recurring,
     next_occurrence,
     preview,
     unindexed_occurrence,
@@ -402,6 +403,11 @@ class JobService:
             if old.state == JobState.PAUSED and old.next_run_at is not None and pending < old.next_run_at:
                 timer = replace(timer, queued_until=old.next_run_at)  # a resume: see `resume`
         late_copy = timer is not None and self.dispatcher.is_near(timer, self.clock.now())
+        if old.last_dispatched_for is not None and not is_recurring(old.spec.schedule):
+            # Before the version changes: the sweep may have sent the one-shot occurrence with a copy of the job
+            # (Dispatch.job_copy), which its worker runs on without reading the job. Void it first, so that once this
+            # change is acknowledged no claim is made on the copy: the worker reads the job and sees the change.
+            self.ledger.void_copies(occurrence_key(old.job_id, old.last_dispatched_for), self.clock.now())
         # Before the version changes: the old version's last plan must have been sent (a new chain starts after it).
         self.dispatcher.ensure_sent(old)
         self.jobs.replace(new, old, timer, late=late_copy)

@@ -252,7 +252,14 @@ class Ledger(Protocol):
     def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
         """Claim the occurrence for `attempt`: RUNNING, epoch+1, attempts+1, if it is new, waiting to retry and due,
         or (when `attempt.take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current
-        item. `attempt.indexed=False` keeps the item out of the run-history index (`runs` then finds it by its key)."""
+        item. `attempt.indexed=False` keeps the item out of the run-history index (`runs` then finds it by its key).
+        `attempt.on_copy`: refused (`ClaimRefused.void_copy`) if `void_copies` was called for the occurrence."""
+        ...
+
+    def void_copies(self, key: str, now: datetime) -> None:
+        """The job of occurrence `key` is about to change (edit, pause, cancel) after the advance that sent the
+        occurrence with a copy of it: from now on a claim made on such a copy is refused, so its worker reads the job.
+        Idempotent; changes nothing else (the occurrence is still new, claimable, and out of `get` and `runs`)."""
         ...
 
     def get(self, key: str) -> Execution | None: ...

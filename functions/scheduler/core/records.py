@@ -113,6 +113,10 @@ class Dispatch(Occurrence):
     #: Not released before this instant (its tenant's dispatch budget delayed it). Not part of the message: the
     #: queue holds it back (DelaySeconds); the worker only ever checks the fire time.
     not_before: datetime | None = None
+    #: The job as the sweep's advance left it, sent with a one-shot job's occurrence so that the worker need not
+    #: read it (docs/design.md §3.4). A change of the job after that advance voids the copy in the ledger first
+    #: (`Ledger.void_copies`), and a claim made on a void copy is refused, so the worker reads the job then.
+    job_copy: Job | None = field(default=None, compare=False, repr=False)
 
     @property
     def send_at(self) -> datetime:
@@ -178,6 +182,9 @@ class AdvanceResult:
     #: This timer's advance completed the job without releasing its quota slot (`release_by`): the caller must
     #: release it with its progress record (a bucket sweep: in the page checkpoint). True on a replay too.
     release: bool = False
+    #: The job as this advance wrote it, when it completed the chain with a plain write (`step.release_by`): what a
+    #: one-shot occurrence's message carries (`Dispatch.job_copy`). None otherwise, and on a replay.
+    job: Job | None = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +242,9 @@ class Attempt:
     take_over_expired: bool = False
     #: Keep the item in the run-history index (False: `Ledger.runs` finds it by its key).
     indexed: bool = True
+    #: Made on the message's copy of the job (`Dispatch.job_copy`) rather than on a read of it: refused with
+    #: `ClaimRefused.void_copy` once a change of the job has voided the copies of this occurrence.
+    on_copy: bool = False
 
 
 @dataclass(frozen=True)

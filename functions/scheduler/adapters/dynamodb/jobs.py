@@ -283,10 +283,14 @@ class DynamoJobStore:
             "ExpressionAttributeValues": values,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
+        written = None
         try:
             if completing and not deferred_release:
                 # The job stops counting against the tenant's quota in the same write that completes it.
                 transact(self.client, [{"Update": update}, quota_update(self.table, timer.tenant, -1)])
+            elif deferred_release:
+                # The job as written (no more units than the write), for the message to carry (Dispatch.job_copy).
+                written = job_from_item(self.client.update_item(**update, ReturnValues="ALL_NEW")["Attributes"])
             else:
                 self.client.update_item(**update)
         except ClientError as exc:
@@ -301,4 +305,4 @@ class DynamoJobStore:
             else:
                 raise
             return already_advanced(job_from_item(old) if old else None, timer, dispatched_for, release_by)
-        return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release)
+        return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release, job=written)

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 #: Executions are kept this long after they finish: longer than any message can live (SQS keeps a DLQ
 #: message 14 days), so a late duplicate or a redrive always finds its ledger item.
 EXECUTION_RETENTION = timedelta(days=90)
+#: Set on an occurrence's item by `void_copies` (when): a claim made on a message's copy of the job is refused.
+COPIES_VOID = "copies_void_ms"
 #: The sparse index of the executions table that holds items with unpublished outcomes (scheduler.schema).
 OUTBOX_INDEX = "outbox"
 #: What a terminal write adds to its SET clause: the outbox entry, and the keys that put the item in the index.
@@ -54,11 +56,14 @@ class DynamoLedger:
     def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
         owner, now, lease_until = attempt.owner, attempt.now, attempt.lease_until
         take_over_expired, indexed = attempt.take_over_expired, attempt.indexed
+        # New: no state yet (an item may exist with only the mark of `void_copies`).
         condition = (
-            "attribute_not_exists(PK) OR (#state = :retry AND (attribute_not_exists(next_ms) OR next_ms <= :now))"
+            "attribute_not_exists(#state) OR (#state = :retry AND (attribute_not_exists(next_ms) OR next_ms <= :now))"
         )
         if take_over_expired:
             condition += " OR (#state = :running AND lease_ms < :now)"
+        if attempt.on_copy:
+            condition = f"({condition}) AND attribute_not_exists({COPIES_VOID})"
         values: dict[str, Any] = {
             ":running": s(RunState.RUNNING.value),
             ":retry": s(RunState.RETRY_WAIT.value),
@@ -99,13 +104,22 @@ class DynamoLedger:
             if not condition_failed(exc):
                 raise
             old = old_item(exc)
-            raise ClaimRefused(execution_from_item(old) if old else None) from exc
+            current = execution_from_item(old) if old and "state" in old else None
+            raise ClaimRefused(current, void_copy=attempt.on_copy and COPIES_VOID in (old or {})) from exc
         return execution_from_item(response["Attributes"])
+
+    def void_copies(self, key: str, now: datetime) -> None:
+        self.client.update_item(
+            TableName=self.table,
+            Key={"PK": s(key)},
+            UpdateExpression=f"SET {COPIES_VOID} = :now, expires_at = if_not_exists(expires_at, :exp)",
+            ExpressionAttributeValues={":now": n(to_ms(now)), ":exp": epoch_seconds(now + EXECUTION_RETENTION)},
+        )
 
     def get(self, key: str) -> Execution | None:
         response = self.client.get_item(TableName=self.table, Key={"PK": s(key)}, ConsistentRead=True)
         item = response.get("Item")
-        return execution_from_item(item) if item else None
+        return execution_from_item(item) if item and "state" in item else None
 
     def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
         try:
@@ -208,7 +222,8 @@ class DynamoLedger:
                 "event_pending": s(str(outbox_shard(dispatch.key))),
                 "event_ms": n(to_ms(now)),
             },
-            ConditionExpression="attribute_not_exists(PK)",
+            ConditionExpression="attribute_not_exists(#state)",
+            ExpressionAttributeNames={"#state": "state"},
         )
 
     def expire_to(

@@ -123,7 +123,7 @@ class MemoryJobStore:
                 deferred_release = next_run_at is None and release_by is not None
                 if next_run_at is None and not deferred_release:
                     self.active[job.tenant] = self.active.get(job.tenant, 0) - 1
-                self.jobs[job.job_id] = job.model_copy(
+                advanced = self.jobs[job.job_id] = job.model_copy(
                     update={
                         "last_dispatched_for": dispatched_for,
                         "next_run_at": next_run_at,
@@ -138,5 +138,7 @@ class MemoryJobStore:
                         else job.completed_by_checkpoint,
                     }
                 )
-                return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release)
+                # The job as written, when a plain write completed it (as the DynamoDB adapter returns it).
+                written = advanced.model_copy() if deferred_release else None
+                return AdvanceResult(True, True, JobState.ACTIVE, release=deferred_release, job=written)
             return already_advanced(job, timer, dispatched_for, release_by)

@@ -16,6 +16,8 @@ from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatc
 class MemoryLedger:
     def __init__(self) -> None:
         self.items: dict[str, Execution] = {}
+        #: The occurrences whose copies of their job are void (`void_copies`), kept apart from their items.
+        self.copies_void: set[str] = set()
         self.lock = threading.RLock()
 
     def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
@@ -39,6 +41,8 @@ class MemoryLedger:
                     and item.lease_until < now
                 )
             )
+            if attempt.on_copy and dispatch.key in self.copies_void:
+                raise ClaimRefused(copy.deepcopy(item), void_copy=True)
             if not claimable:
                 raise ClaimRefused(copy.deepcopy(item))
             if item is None:
@@ -53,6 +57,10 @@ class MemoryLedger:
             item.overlapped = None
             item.updated_at = now
             return copy.deepcopy(item)
+
+    def void_copies(self, key: str, now: datetime) -> None:
+        with self.lock:
+            self.copies_void.add(key)
 
     def get(self, key: str) -> Execution | None:
         with self.lock:
