@@ -73,9 +73,6 @@ class PunctualStack(Stack):
 
         sweeper = Sweeper(self, "Sweeper", build=build(messages), tables=storage, queues=queues)
         worker = Worker(self, "Worker", build=build({**messages, **keys, **v1}), tables=storage, queues=queues)
-        # The worker reads what the sweeper sends: a stack update replaces the worker's code before the sweeper's, so a
-        # message field a new sweeper adds (a one-shot job's copy) never reaches a worker that would refuse it.
-        sweeper.function.node.add_dependency(worker.function)
         grant_prescaling(sweeper.function, worker.event_sources, config)
         if config.completion_events:
             # The worker publishes right after recording an outcome; the sweeper drains what is left.

@@ -218,11 +218,3 @@ def test_each_function_logs_to_its_own_retained_log_group(default, configured, h
     assert (
         configured.json["Resources"][props["LoggingConfig"]["LogGroup"]["Ref"]]["Properties"]["RetentionInDays"] == 90
     )
-
-
-def test_a_stack_update_replaces_the_workers_code_before_the_sweepers(default) -> None:
-    """A message the new sweeper sends (with a one-shot job's copy) must not reach a worker of the version before,
-    which would dead-letter it as unauthenticated: the sweeper's function depends on the worker's."""
-    sweeper = default.json["Resources"][default.logical_id(default.stack.sweeper.function)]
-    worker = default.logical_id(default.stack.worker.function)
-    assert worker in sweeper.get("DependsOn", [])
