@@ -215,8 +215,16 @@ def test_a_dispatch_body_carries_its_one_shot_jobs_copy_signed_with_it() -> None
     assert read == dispatch and read.job_copy == copied
     raw = json.loads(body)
     raw["job"]["spec"]["payload"]["ratio"] = 0.2  # whoever could send to the queue cannot change what it runs
-    with pytest.raises(UnauthenticatedMessage, match="does not match"):
+    with pytest.raises(UnauthenticatedMessage, match="copy of the job does not match"):
         dispatch_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY)
+    for dropped in ("job_mac", "mac"):
+        without = {name: value for name, value in json.loads(body).items() if name != dropped}
+        with pytest.raises(UnauthenticatedMessage):
+            dispatch_from_body(json.dumps(without), LOCAL_MESSAGE_KEY)
+    planted = json.loads(dispatch_to_body(Dispatch("j1", copied.tenant, T0, T0, copied.version), LOCAL_MESSAGE_KEY))
+    planted["job"] = json.loads(body)["job"]  # a copy added to a message sent without one
+    with pytest.raises(UnauthenticatedMessage, match="copy of the job"):
+        dispatch_from_body(json.dumps(planted), LOCAL_MESSAGE_KEY)
 
 
 def test_a_copy_of_another_job_or_version_is_malformed_even_when_signed() -> None:
@@ -229,13 +237,17 @@ def test_a_copy_of_another_job_or_version_is_malformed_even_when_signed() -> Non
             dispatch_from_body(dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY), LOCAL_MESSAGE_KEY)
 
 
-def test_a_body_without_a_copy_is_signed_as_before_copies_existed() -> None:
-    """The messages in flight through an upgrade (sent without copies, signed over the nine fields) still
-    authenticate, and what is sent without a copy is what the workers before the upgrade read."""
-    raw = json.loads(dispatch_to_body(Dispatch("j1", "tenant-a", T0, T0, 1), LOCAL_MESSAGE_KEY))
+@pytest.mark.parametrize("with_copy", [False, True])
+def test_the_message_hmac_is_the_one_the_version_before_copies_checks(with_copy: bool) -> None:
+    """`mac` covers the nine fields it covered before copies existed, with or without a copy: a worker of that
+    version authenticates a message with a copy (it ignores the copy and reads the job), so neither an upgrade nor
+    its rollback dead-letters a message; and the messages in flight from that version authenticate here."""
+    copied = job({"type": "once", "delay_seconds": 90}) if with_copy else None
+    dispatch = Dispatch("j1", "arn:aws:iam::123456789012:role/team", T0, T0, 3, job_copy=copied)
+    raw = json.loads(dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY))
     nine = ("v", "occurrence_key", "job_id", "tenant", "scheduled_for", "fire_at", "version", "kind", "priority")
     signed = json.dumps([raw[name] for name in nine], separators=(",", ":")).encode()
-    assert "job" not in raw
+    assert ("job" in raw) == with_copy
     assert raw["mac"] == hmac.new(LOCAL_MESSAGE_KEY, signed, hashlib.sha256).hexdigest()
 
 

@@ -299,15 +299,17 @@ def message_key(secret: str) -> bytes:
 LOCAL_MESSAGE_KEY = message_key(LOCAL_MESSAGE_SECRET)
 
 
-#: The message's copy of its job (`Dispatch.job_copy`), signed too when there is one (a message without it signs
-#: what it did before the copy existed, so the messages in flight through an upgrade still authenticate).
+#: The message's copy of its job (`Dispatch.job_copy`) and its own HMAC, over the fields `mac` covers and the copy.
+#: `mac` stays what it was before copies existed, so a worker of that version authenticates a message with a copy,
+#: ignores the copy and reads the job (an upgrade, or its rollback, loses no message).
 _COPY_FIELD = "job"
+_COPY_MAC_FIELD = "job_mac"
 
 
-def _message_mac(key: bytes, raw: dict[str, Any]) -> str:
+def _message_mac(key: bytes, raw: dict[str, Any], *, with_copy: bool = False) -> str:
     values = [raw.get(name) for name in _MAC_FIELDS]
-    if _COPY_FIELD in raw:
-        values.append(raw[_COPY_FIELD])
+    if with_copy:
+        values.append(raw.get(_COPY_FIELD))
     signed = json.dumps(values, separators=(",", ":"))
     return hmac.new(key, signed.encode(), hashlib.sha256).hexdigest()
 
@@ -326,9 +328,10 @@ def dispatch_to_body(dispatch: Dispatch, key: bytes) -> str:
         "kind": dispatch.kind,
         "priority": dispatch.priority,
     }
+    raw[_MAC_FIELD] = _message_mac(key, raw)
     if dispatch.job_copy is not None:
         raw[_COPY_FIELD] = dispatch.job_copy.model_dump(mode="json", exclude_none=True)
-    raw[_MAC_FIELD] = _message_mac(key, raw)
+        raw[_COPY_MAC_FIELD] = _message_mac(key, raw, with_copy=True)
     return json.dumps(raw, separators=(",", ":"))
 
 
@@ -358,6 +361,15 @@ def dispatch_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = 
             ):
                 raise UnauthenticatedMessage(
                     "unauthenticated dispatch message: its HMAC does not match (forged, or sent with another key)"
+                )
+            copy_mac = raw.get(_COPY_MAC_FIELD)
+            if (_COPY_FIELD in raw or copy_mac is not None) and (
+                not isinstance(copy_mac, str)
+                or not hmac.compare_digest(_message_mac(key, raw, with_copy=True).encode(), copy_mac.encode())
+            ):
+                raise UnauthenticatedMessage(
+                    "unauthenticated dispatch message: the HMAC of its copy of the job does not match (forged, or "
+                    "sent with another key)"
                 )
         kind = raw["kind"]
         if kind not in ("scheduled", "manual", "backfill"):
