@@ -465,10 +465,9 @@ def _emulator(latency: dict[str, Any]) -> list[str]:
     ]
 
 
-def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | None) -> list[str]:
-    """The measured cost of submitting 25 jobs a request, and submit + fire of a one-shot job that way."""
-    if not batch or busy_one_shot is None:
-        return []
+def _batch_submit_usd(batch: dict[str, Any]) -> tuple[float, float, float]:
+    """What submitting one job costs, per million, 25 a request (measured): the writes, the api Lambda and the logs,
+    and its share of an API Gateway request on an HTTP API and on REST."""
     per_job = batch["per_job"]
     per_request = 1 / batch["jobs_per_request"]
     seconds = per_job["billed_seconds"].get("api", 0.0)
@@ -480,9 +479,19 @@ def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | 
         lambda_gb_seconds=prices.gb_seconds({"api": seconds}),
         log_bytes=per_job.get("log_bytes", 0.0) + per_request * prices.API_ACCESS_LOG_BYTES,
     )["total"]
-    fire = busy_one_shot["per_million_fires_usd"]["fire_path"]["total"]
     http = per_request * prices.API_GATEWAY_HTTP_REQUEST * 1e6
     rest = per_request * prices.PRICES["api_gateway_rest_request"] * 1e6
+    return submit, http, rest
+
+
+def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | None) -> list[str]:
+    """The measured cost of submitting 25 jobs a request, and submit + fire of a one-shot job that way."""
+    if not batch or busy_one_shot is None:
+        return []
+    per_job = batch["per_job"]
+    seconds = per_job["billed_seconds"].get("api", 0.0)
+    submit, http, rest = _batch_submit_usd(batch)
+    fire = busy_one_shot["per_million_fires_usd"]["fire_path"]["total"]
     return [
         f"Submitted {batch['jobs_per_request']} a request (`POST /v1/jobs/batch`: `JobService.create_many`, measured "
         f"on {batch['created']} one-shot jobs): {_f(per_job['write_units'])} write units, "
@@ -494,8 +503,10 @@ def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | 
     ]
 
 
-def _fire_path(run: dict[str, Any]) -> dict[str, float]:
-    """A run's fire-path quantities (sweeper + worker) and its prices, on-demand and provisioned."""
+def _fire_path(run: dict[str, Any], batch: dict[str, Any] | None = None) -> dict[str, float]:
+    """A run's fire-path quantities (sweeper + worker) and its prices, on-demand and provisioned; with submission
+    one job a request, and 25 a request: as `batch` measured it (the batch scenario's writes, Lambda and logs a job),
+    or without it as a request of one job with its API Gateway request and invocation shared."""
     by = run["per_fire"]["by_function"]
     path = ("sweeper", "worker")
     usd = run["per_million_fires_usd"]
@@ -526,7 +537,11 @@ def _fire_path(run: dict[str, Any]) -> dict[str, float]:
         "usd_submit_rest": api["total"],
         "usd_submit_http": http_api,
         "submit_write": run["per_fire"]["by_function"]["api"]["write_units"],
-        "usd_submit_batch_http": http_api - per_request * (1 - 1 / BATCH_SUBMIT),
+        "usd_submit_batch_http": (
+            usd["fire_path"]["total"] + requests * sum(_batch_submit_usd(batch)[:2])
+            if batch
+            else http_api - per_request * (1 - 1 / BATCH_SUBMIT)
+        ),
     }
 
 
@@ -558,7 +573,8 @@ def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> li
         for run in after.get(kind, []):
             if run["batch_size"] not in old:
                 continue
-            b, a = _fire_path(old[run["batch_size"]]), _fire_path(run)
+            b = _fire_path(old[run["batch_size"]], before.get("batch_submit"))
+            a = _fire_path(run, after.get("batch_submit"))
             row = [names[kind], str(run["batch_size"])]
             for key, money in (("write", False), ("read", False), ("sqs", False), ("events", False), ("logs", False),
                                ("ms", False),
