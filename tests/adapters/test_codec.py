@@ -205,9 +205,12 @@ def test_dispatch_body_round_trip(kind: str) -> None:
     assert raw["occurrence_key"] == dispatch.key == "j1:2026-03-29T00:30:15.123Z"
 
 
-def test_a_dispatch_body_carries_its_one_shot_jobs_copy_signed_with_it() -> None:
-    copied = job({"type": "once", "at": "2026-03-29T02:30:00+01:00"}, {"ratio": 0.1, "n": [1.5, 2]})
-    copied = copied.model_copy(update={"state": JobState.COMPLETED, "completed_by_checkpoint": frozenset({"m"})})
+@pytest.mark.parametrize("schedule", ["once-at", "once-delay"])
+def test_a_dispatch_body_carries_its_one_shot_jobs_copy_signed_with_it(schedule: str) -> None:
+    copied = job(SCHEDULES[schedule], {"ratio": 0.1, "n": [1.5, 2]})
+    advanced = {"last_dispatched_for": T0, "advanced_from": T0, "planned_version": 3, "planned_at": T0}
+    update = {"state": JobState.COMPLETED, "completed_by_checkpoint": frozenset({"m"}), **advanced}
+    copied = job_from_item(job_to_item(copied.model_copy(update=update)))  # as the advance's ALL_NEW reads it
     dispatch = Dispatch("j1", copied.tenant, T0, T0, copied.version, job_copy=copied)
     body = dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)
 

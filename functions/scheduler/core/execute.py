@@ -198,6 +198,10 @@ class Executor:
             permit.release()
         # The job changed after the advance that sent this copy of it: judge the occurrence on the job as it is now.
         self.metrics.count("JobCopiesVoid")
+        log.info(
+            "the job changed since its copy was sent: read it",
+            extra={"job_id": dispatch.job_id, "occurrence_key": dispatch.key, "copy_version": dispatch.version},
+        )
         return self.execute(replace(dispatch, job_copy=None), message)
 
     def _attempt(self, job: Job, dispatch: Dispatch, owner: str, permit: Permit, message: MessageControl) -> Outcome:
