@@ -16,7 +16,7 @@ from scheduler.adapters import sqs
 from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body
 from scheduler.adapters.memory import FakeClock, MemoryQueue
 from scheduler.adapters.sqs import QueueSendFailed, SqsReadyQueue, delay_seconds
-from scheduler.core.model import RunState
+from scheduler.core.model import Job, RunState
 from scheduler.core.ports import Dispatch, Execution, HistoryEntry
 from scheduler.core.timefmt import truncate_ms
 
@@ -107,6 +107,19 @@ def q(request: pytest.FixtureRequest) -> QueueUnderTest:
     return _memory() if request.param == "memory" else _sqs(request)
 
 
+#: A one-shot job as a message's copy carries it (Dispatch.job_copy), less its job id and tenant.
+JOB_COPY: dict[str, Any] = {
+    "spec": {
+        "schedule": {"type": "once", "at": "2026-01-05T09:00:00Z"},
+        "target": {"type": "http", "url": "https://example.com/h"},
+    },
+    "version": 1,
+    "state": "COMPLETED",
+    "created_at": "2026-01-05T08:00:00Z",
+    "updated_at": "2026-01-05T08:00:00Z",
+}
+
+
 def _dispatches(count: int, fire_at: datetime) -> list[Dispatch]:
     fire_at = truncate_ms(fire_at)
     return [
@@ -172,10 +185,12 @@ def test_dead_letter_carries_the_dispatch_and_its_history(q) -> None:
         ],
     )
 
-    q.queue.dead_letter(dispatch, execution)
+    copied = Job.model_validate(JOB_COPY | {"job_id": dispatch.job_id, "tenant": dispatch.tenant})
+    q.queue.dead_letter(replace(dispatch, job_copy=copied.model_copy(update={"version": dispatch.version})), execution)
 
     [dead] = q.dead()
     assert dead["dispatch"] == dispatch
+    assert dead["dispatch"].job_copy is None  # keys for the operators, not the job: a redrive reads it
     assert (dead["state"], dead["attempts"], dead["last_error"]) == ("DEAD", 2, "HTTP 400")
     assert dead["history"] == history
     assert q.ready() == []  # the ready queue is untouched

@@ -77,6 +77,18 @@ def test_a_job_with_a_big_payload_is_read_instead(world: World) -> None:
     assert world.sink.effects[key] == 1
 
 
+def test_a_job_with_a_secret_bearing_header_is_read_instead(world: World) -> None:
+    """What a read of the job redacts never travels in a message."""
+    target = {"type": "http", "url": "https://example.com/hook", "headers": {"Authorization": "Bearer s3cret"}}
+    key = one_due_occurrence(world, target=target)
+
+    assert queued(world).job_copy is None
+    reads = work_with_counted_reads(world)
+
+    assert reads.reads == 1
+    assert world.sink.effects[key] == 1
+
+
 def test_a_cancel_after_the_sweep_voids_the_copy_so_the_occurrence_is_recorded_cancelled(world: World) -> None:
     key = one_due_occurrence(world)
     job_id, _ = split_occurrence_key(key)

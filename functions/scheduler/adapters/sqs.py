@@ -6,6 +6,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -105,7 +106,7 @@ class SqsReadyQueue:
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
         body = {
-            "dispatch": json.loads(dispatch_to_body(dispatch, self.message_key)),
+            "dispatch": json.loads(dispatch_to_body(replace(dispatch, job_copy=None), self.message_key)),
             "state": execution.state.value,
             "attempts": execution.attempts,
             "last_error": execution.last_error,

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from scheduler.core.fairness import TenantAdmission
 from scheduler.core.keys import jitter_offset, occurrence_key
 from scheduler.core.landing import LandingBoard
-from scheduler.core.model import Job
+from scheduler.core.model import Job, is_secret_header
 from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
 from scheduler.core.schedules import is_recurring, next_occurrence
 from scheduler.core.timefmt import ONE_MINUTE, minute_of, truncate_ms
@@ -57,8 +57,14 @@ class DispatchConfig:
 
 def _travels(job: Job) -> bool:
     """Whether a one-shot job's occurrence carries a copy of it (see `Dispatch.job_copy`): its changes void the
-    copy (`JobService`), which only a one-shot job's single occurrence can be named by."""
-    return not is_recurring(job.spec.schedule) and len(job.model_dump_json(exclude_none=True)) <= COPY_MAX_BYTES
+    copy (`JobService`), which only a one-shot job's single occurrence can be named by. A job with a secret-bearing
+    header (what a read of the job redacts) is read instead, so that no secret travels in a message."""
+    headers = getattr(job.spec.target, "headers", None) or {}
+    return (
+        not is_recurring(job.spec.schedule)
+        and not any(is_secret_header(name) for name in headers)
+        and len(job.model_dump_json(exclude_none=True)) <= COPY_MAX_BYTES
+    )
 
 
 def fire_at(job_id: str, scheduled_for: datetime, jitter_seconds: int) -> datetime:

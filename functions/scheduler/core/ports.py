@@ -338,7 +338,8 @@ class ReadyQueue(Protocol):
         ...
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
-        """Put the occurrence, with its attempt history, on the dead-letter queue."""
+        """Put the occurrence, with its attempt history, on the dead-letter queue: the dispatch without its copy of
+        the job (`Dispatch.job_copy`; operators read the DLQ, and a redriven occurrence reads its job)."""
         ...
 
 

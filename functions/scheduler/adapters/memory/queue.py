@@ -44,7 +44,7 @@ class MemoryQueue:
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
         with self.lock:
-            self.dead.append((dispatch, copy.deepcopy(execution)))
+            self.dead.append((replace(dispatch, job_copy=None), copy.deepcopy(execution)))
 
     def receive(self, max_messages: int = 10) -> list[QueuedMessage]:
         now = self.clock.now()
