@@ -11,12 +11,18 @@ operation. Where the endpoint reports nothing, units are computed from the Dynam
   is found; DynamoDB Local reports 0, so the minimum is applied.
 
 Transactional writes: AWS bills 2 units per KB of each item written. DynamoDB Local's figure for a transaction
-of several items is not that (three 1-unit items come back as 2 units; `probe_transactions` records what this
-endpoint says), so the meter computes the table's units of every TransactWriteItems itself: 2 x the item's size
-in 1 KB steps for each Put (its item) and Update (the item after the write, read back with an unmetered GetItem
-whose time is taken out of the invocation's duration), 2 for a Delete or ConditionCheck (items here are under
-1 KB). The index units of a transaction are taken as the endpoint reports them (DynamoDB Local doubles them;
-whether AWS does is not documented, so they are an upper bound).
+of several items is not that: it reports 2 table units and 2 units per index whatever the number of items (three
+1-unit items come back as 2 units; `probe_transactions` records what this endpoint says). So the meter computes
+every TransactWriteItems itself, from each item's image before the transaction and after it (read with an
+unmetered GetItem whose time is taken out of the invocation's duration) and the table's key schema and indexes
+(DescribeTable, once a table):
+
+- the table: 2 x the larger image in 1 KB steps for each Put, Update and Delete, and for a ConditionCheck (billed
+  as a write) the image it checked;
+- each global secondary index: what the same write costs outside a transaction, the change to what the index
+  stores (the doubling is the base table's alone; measured against DynamoDB by the dynoxide emulator's authors,
+  nubo-db/dynoxide#188): nothing when the item's entry is unchanged or it has none, its size in 1 KB steps when
+  it enters, leaves or changes in place, both sizes when its index key moves.
 
 SQS: every request is counted, and billed in 64 KB chunks of its payload (message bodies plus attributes).
 EventBridge (completion events): every PutEvents entry is an event, billed in 64 KB chunks.
@@ -81,6 +87,67 @@ def item_size(item: dict[str, Any]) -> int:
 def write_units(size: int) -> int:
     """Write units of an item of `size` bytes: 1 KB steps, at least 1."""
     return max(1, math.ceil(size / 1024))
+
+
+@dataclass(frozen=True)
+class IndexShape:
+    """A global secondary index: its key attributes and what it stores of an item."""
+
+    name: str
+    keys: tuple[str, ...]
+    #: "ALL", "KEYS_ONLY" or "INCLUDE" (with `included`).
+    projection: str
+    included: tuple[str, ...] = ()
+
+    def entry(self, item: dict[str, Any] | None, table_keys: tuple[str, ...]) -> dict[str, Any] | None:
+        """What this index stores of `item`: None when the item lacks one of its key attributes (sparse)."""
+        if not item or any(name not in item for name in self.keys):
+            return None
+        if self.projection == "ALL":
+            return item
+        kept = {*table_keys, *self.keys, *(self.included if self.projection == "INCLUDE" else ())}
+        return {name: value for name, value in item.items() if name in kept}
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """A table's key attributes and its global secondary indexes, as DescribeTable tells them."""
+
+    keys: tuple[str, ...]
+    indexes: tuple[IndexShape, ...] = ()
+
+    @classmethod
+    def described(cls, table: dict[str, Any]) -> TableShape:
+        def keys(schema: list[dict[str, str]]) -> tuple[str, ...]:
+            return tuple(key["AttributeName"] for key in schema)
+
+        indexes = tuple(
+            IndexShape(
+                index["IndexName"],
+                keys(index["KeySchema"]),
+                index["Projection"]["ProjectionType"],
+                tuple(index["Projection"].get("NonKeyAttributes", ())),
+            )
+            for index in table.get("GlobalSecondaryIndexes", [])
+        )
+        return cls(keys(table["KeySchema"]), indexes)
+
+    def index_units(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> int:
+        """Write units the indexes take for a write that turns the item `old` into `new` (None: no item), as a
+        write outside a transaction: nothing for an unchanged entry, its size (1 KB steps) for an entry that
+        appears, goes or changes in place, both sizes for one whose index key moves."""
+        units = 0
+        for index in self.indexes:
+            was, now = index.entry(old, self.keys), index.entry(new, self.keys)
+            if was == now:
+                continue
+            if was is None or now is None:
+                units += write_units(item_size(was or now or {}))
+            elif any(was[name] != now[name] for name in index.keys):
+                units += write_units(item_size(was)) + write_units(item_size(now))
+            else:
+                units += write_units(max(item_size(was), item_size(now)))
+        return units
 
 
 @dataclass
@@ -207,7 +274,7 @@ class BenchMetrics:
         self.meter = meter
 
     def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
-        self.meter._metric(name, value, unit)
+        self.meter.metric(name, value, unit)
 
 
 class LogLines(logging.Handler):
@@ -243,6 +310,8 @@ class Meter:
         #: Seconds the meter itself spent (reading back transaction items), taken out of invocation durations.
         self._overhead = 0.0
         self._lookup: Any = None
+        #: The tables' key schemas and indexes (`table_shape`).
+        self._shapes: dict[str, TableShape] = {}
         #: Set DelaySeconds to 0 on every send (virtual-time runs: the price of a request does not depend on it).
         self.zero_delays = False
         #: With a clock (the senders' virtual one): when each sent message lands - becomes visible - by occurrence
@@ -309,7 +378,8 @@ class Meter:
         """The core's Metrics port, counting what each invocation would put in its EMF document."""
         return BenchMetrics(self)
 
-    def _metric(self, name: str, value: float, unit: str) -> None:
+    def metric(self, name: str, value: float, unit: str) -> None:
+        """A metric the current invocation counted: it goes into that invocation's EMF document."""
         with self._lock:
             self._metrics.append((name, value, unit))
 
@@ -345,6 +415,8 @@ class Meter:
     def _dynamodb_before(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         if "ReturnConsumedCapacity" in model.input_shape.members:
             params["ReturnConsumedCapacity"] = "INDEXES"
+        if model.name == "TransactWriteItems" and self._lookup is not None:
+            context["bench_before"] = self._read_images(params.get("TransactItems", []))
         context["bench_params"] = params
         context["bench_phase"] = self._phase
 
@@ -356,12 +428,17 @@ class Meter:
         if error:
             self._estimate_failure(operation, error, params, parsed, count)
         else:
-            self._reported_units(operation, params, parsed, count)
+            self._reported_units(operation, params, parsed, count, context.get("bench_before"))
         count.items_read = _items_read(operation, parsed)
         self._add(context.get("bench_phase", self._phase), "dynamodb", operation, count)
 
     def _reported_units(
-        self, operation: str, params: dict[str, Any], parsed: dict[str, Any], count: OperationCount
+        self,
+        operation: str,
+        params: dict[str, Any],
+        parsed: dict[str, Any],
+        count: OperationCount,
+        images_before: list[dict[str, Any] | None] | None = None,
     ) -> None:
         consumed = parsed.get("ConsumedCapacity")
         entries: list[dict[str, Any]] = consumed if isinstance(consumed, list) else [consumed] if consumed else []
@@ -377,7 +454,9 @@ class Meter:
                 count.estimated_units += floor - units
                 units = floor
         if operation == "TransactWriteItems":
-            table_units = self._transaction_table_units(params.get("TransactItems", []))
+            table_units, index_units = self._transaction_units(
+                params.get("TransactItems", []), images_before, index_units
+            )
             count.write_units = table_units + index_units
             count.index_write_units = index_units
             count.transactional_write_units = table_units
@@ -387,24 +466,63 @@ class Meter:
             count.write_units = units
             count.index_write_units = index_units
 
-    def _transaction_table_units(self, items: list[dict[str, Any]]) -> float:
-        """2 units per KB of each item a transaction writes (AWS's rule), from the items' sizes."""
+    def _read_images(self, actions: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        """The current image of each item `actions` write (None where there is none), read without the meter."""
         began = time.perf_counter()
-        units = 0
         try:
-            for action in items:
-                (kind, body), *_ = action.items()
-                if kind == "Put":
-                    size = item_size(body["Item"])
-                elif kind == "Update":
-                    found = self._lookup.get_item(TableName=body["TableName"], Key=body["Key"], ConsistentRead=True)
-                    size = item_size(found.get("Item") or body["Key"])
-                else:
-                    size = 1
-                units += 2 * write_units(size)
+            images: list[dict[str, Any] | None] = []
+            for action in actions:
+                (_, body), *_ = action.items()
+                shape = self.table_shape(body["TableName"])
+                key = body.get("Key") or {name: body["Item"][name] for name in shape.keys if name in body["Item"]}
+                found = self._lookup.get_item(TableName=body["TableName"], Key=key, ConsistentRead=True)
+                images.append(found.get("Item"))
+            return images
         finally:
             self._overhead += time.perf_counter() - began
-        return float(units)
+
+    def table_shape(self, table: str) -> TableShape:
+        """The key schema and global secondary indexes of `table` (DescribeTable, once; set it directly in a test)."""
+        with self._lock:
+            known = self._shapes.get(table)
+        if known is not None:
+            return known
+        began = time.perf_counter()
+        try:
+            shape = TableShape.described(self._lookup.describe_table(TableName=table)["Table"])
+        finally:
+            self._overhead += time.perf_counter() - began
+        with self._lock:
+            self._shapes[table] = shape
+        return shape
+
+    def _transaction_units(
+        self, actions: list[dict[str, Any]], before: list[dict[str, Any] | None] | None, reported_index_units: float
+    ) -> tuple[float, float]:
+        """The table's and the indexes' write units of a TransactWriteItems (see the module docstring). Without
+        the images before it (a meter not attached to a client) the indexes' units are the endpoint's."""
+        began = time.perf_counter()
+        table_units = 0
+        index_units = 0
+        try:
+            for action, old in zip(actions, before if before is not None else [None] * len(actions), strict=True):
+                (kind, body), *_ = action.items()
+                if kind == "Put":
+                    new: dict[str, Any] | None = body["Item"]
+                elif kind == "Update":
+                    found = self._lookup.get_item(TableName=body["TableName"], Key=body["Key"], ConsistentRead=True)
+                    new = found.get("Item") or body["Key"]
+                elif kind == "Delete":
+                    new = None
+                else:  # ConditionCheck: writes nothing, billed on the image it checked
+                    new = old
+                sizes = [item_size(image) for image in (old, new) if image]
+                table_units += 2 * write_units(max(sizes, default=1))
+                if before is not None and kind != "ConditionCheck":
+                    index_units += self.table_shape(body["TableName"]).index_units(old, new)
+        finally:
+            self._overhead += time.perf_counter() - began
+        return float(table_units), float(index_units) if before is not None else reported_index_units
 
     @staticmethod
     def _estimate_failure(
@@ -572,6 +690,6 @@ def probe_transactions(client: Any, table: str) -> dict[str, Any]:
     return {
         "transaction_of_three_small_items": {"reported_table_units": units, "aws_bills": 6.0},
         "empty_consistent_query": {"reported_units": empty_units, "aws_bills_at_least": 1.0},
-        "transaction_units": "computed by the meter from item sizes (2 per KB per item)",
+        "transaction_units": "computed by the meter from the items' images: 2 per KB an item, and each index's change",
         "empty_query_minimum_applied": empty_units < 1.0,
     }

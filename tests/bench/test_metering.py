@@ -182,3 +182,54 @@ def test_each_invocation_adds_the_runtimes_lines_and_its_metrics_document() -> N
     emf = totals.by_operation["logs:metrics"]["bytes"]
     assert 200 < emf < 600
     assert totals.log_bytes == 2 * sum(len(line.encode()) for line in LAMBDA_PLATFORM_LINES) + emf
+
+
+def test_a_transactions_index_units_are_the_change_to_what_each_index_stores() -> None:
+    # Given a table with a keys-only index on `g` and an all-projection one on `h`, and a transaction that puts
+    # two new items into the keys-only index, moves one item's `g`, changes a stored attribute of the `h` index,
+    # writes an item neither index holds and checks one
+    from scheduler_bench.metering import IndexShape, TableShape
+
+    meter = Meter()
+    meter._shapes["t"] = TableShape(
+        ("PK",), (IndexShape("by_g", ("g",), "KEYS_ONLY"), IndexShape("by_h", ("h",), "ALL"))
+    )
+    new_a, new_b = {"PK": {"S": "a"}, "g": {"S": "1"}}, {"PK": {"S": "b"}, "g": {"S": "1"}}
+    moved_old, moved_new = {"PK": {"S": "c"}, "g": {"S": "1"}}, {"PK": {"S": "c"}, "g": {"S": "2"}}
+    h_old, h_new = (
+        {"PK": {"S": "d"}, "h": {"S": "x"}, "v": {"N": "1"}},
+        {"PK": {"S": "d"}, "h": {"S": "x"}, "v": {"N": "2"}},
+    )
+    plain_old, plain_new = {"PK": {"S": "e"}, "v": {"N": "1"}}, {"PK": {"S": "e"}, "v": {"N": "2"}}
+    actions = [{"Put": {"TableName": "t", "Item": item}} for item in (new_a, new_b, moved_new, h_new, plain_new)] + [
+        {"ConditionCheck": {"TableName": "t", "Key": {"PK": {"S": "f"}}}}
+    ]
+    before = [None, None, moved_old, h_old, plain_old, {"PK": {"S": "f"}, "g": {"S": "1"}}]
+    # reported as DynamoDB Local does: 2 units an index, whatever the transaction holds
+    consumed = [{"TableName": "t", "CapacityUnits": 6.0, "GlobalSecondaryIndexes": {"by_g": {"CapacityUnits": 2.0}}}]
+
+    # When the meter counts it
+    context = {"bench_params": {"TransactItems": actions}, "bench_phase": "p", "bench_before": before}
+    meter._dynamodb_after(parsed={"ConsumedCapacity": consumed}, model=Model("TransactWriteItems"), context=context)
+
+    # Then each index is charged as the same writes outside a transaction: 1 + 1 (two entries appear), 2 (a key
+    # moves: out and in), 1 (an entry changes in place), 0 (no entry; the check writes nothing)
+    totals = meter.totals()
+    assert totals.index_write_units == 5.0
+    # And the table 2 units an item of the six, the check included
+    assert totals.transactional_write_units == 12.0 and totals.write_units == 17.0
+
+
+def test_an_unchanged_or_absent_index_entry_costs_nothing() -> None:
+    from scheduler_bench.metering import IndexShape, TableShape
+
+    shape = TableShape(("PK", "SK"), (IndexShape("by_g", ("g", "s"), "INCLUDE", ("w",)),))
+    item = {"PK": {"S": "a"}, "SK": {"S": "b"}, "g": {"S": "1"}, "s": {"N": "1"}, "w": {"S": "x"}, "z": {"S": "q"}}
+    # an attribute the index does not store changes: nothing; one it includes: an update in place
+    assert shape.index_units(item, {**item, "z": {"S": "r"}}) == 0
+    assert shape.index_units(item, {**item, "w": {"S": "y"}}) == 1
+    # an item without one of the index's keys is not in it (sparse); it leaves when it loses one
+    assert shape.index_units({"PK": {"S": "a"}, "SK": {"S": "b"}, "g": {"S": "1"}}, None) == 0
+    assert shape.index_units(item, {k: v for k, v in item.items() if k != "s"}) == 1
+    # a deleted entry of 1.5 KB: 2 units
+    assert shape.index_units({**item, "w": {"S": "x" * 1500}}, None) == 2
