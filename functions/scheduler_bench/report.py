@@ -465,6 +465,17 @@ def _emulator(latency: dict[str, Any]) -> list[str]:
     ]
 
 
+def _carried(results: dict[str, Any], carried: dict[str, Any]) -> str:
+    """Each kept scenario with the run it was measured in (a scenario kept twice keeps its first run's time, not
+    the time of the results file it was last copied from)."""
+    keys = {"sweep": "sweep_scaling", "emulator": "emulator_latency"}
+    parts = []
+    for scenario in carried["scenarios"]:
+        measured = (results.get(keys.get(scenario, scenario)) or {}).get("carried_over_from") or carried["from_run"]
+        parts.append(f"{scenario} (measured {measured})")
+    return ", ".join(parts)
+
+
 def _batch_submit_usd(batch: dict[str, Any]) -> tuple[float, float, float]:
     """What submitting one job costs, per million, 25 a request (measured): the writes, the api Lambda and the logs,
     and its share of an API Gateway request on an HTTP API and on REST."""
@@ -623,11 +634,7 @@ def render(results: dict[str, Any]) -> str:
         ]
     carried = results.get("carried_over")
     if carried:
-        lines += [
-            f"Scenarios not re-run this time, kept from the run of {carried['from_run']}: "
-            f"{', '.join(carried['scenarios'])} (their figures are that run's, on that commit).",
-            "",
-        ]
+        lines += [f"Scenarios not re-run this time, kept from earlier runs: {_carried(results, carried)}.", ""]
 
     baseline = results.get("baseline") or {}
     if "cost" in baseline and "error" not in results.get("cost", {"error": ""}):

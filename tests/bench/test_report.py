@@ -30,3 +30,20 @@ def test_the_batch_submit_column_prices_the_batchs_measured_writes_as_the_text_d
     submit, http, _ = _batch_submit_usd(batch)
     fire = busy["per_million_fires_usd"]["fire_path"]["total"]
     assert row["usd_submit_batch_http"] == pytest.approx(fire + submit + http)
+
+
+def test_a_kept_scenario_is_dated_by_the_run_that_measured_it() -> None:
+    # Given results whose herd was kept from a run of the 2nd, copied along through a results file of the 3rd
+    from scheduler_bench.report import _carried
+
+    results = {
+        "burst": {"carried_over_from": "2026-12-02T06:45:18+00:00"},
+        "emulator_latency": {"carried_over_from": "2026-12-01T16:31:14+00:00"},
+    }
+    carried = {"scenarios": ["burst", "emulator"], "from_run": "2026-12-03T07:37:30+00:00"}
+
+    # Then each is dated by its own measurement, not by the file it was copied from
+    line = _carried(results, carried)
+    assert "burst (measured 2026-12-02T06:45:18+00:00)" in line
+    assert "emulator (measured 2026-12-01T16:31:14+00:00)" in line
+    assert "2026-12-03" not in line
