@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.schema import FUNCTION_MEMORY_MB
-from scheduler_bench import capacity, prices
+from scheduler_bench import budgets, capacity, prices
 from scheduler_bench.cost import BATCH_SUBMIT
 from scheduler_bench.prices import PRICES
 
@@ -556,6 +556,33 @@ def _fire_path(run: dict[str, Any], batch: dict[str, Any] | None = None) -> dict
     }
 
 
+def _budgets(cost: dict[str, Any]) -> list[str]:
+    """Issue 14's budgets against this run, each with the floor of the design under it (`scheduler_bench.budgets`)."""
+    found = budgets.rows(cost)
+    if not found:
+        return []
+    lines = [
+        "## Issue 14's budgets: this run and the floor of the design",
+        "",
+        "Each budget of the issue beside what this run measured and the design's floor: the fewest units a fire can "
+        "take in it at full pages and batches (the sweep's advance, the worker's claim and finish, a full page's "
+        "share; a send, a receive, a delete and the batch's hold per 10 messages; for a submission the create's "
+        "transaction and the job's list entry; docs/cost.md), priced with this run's Lambda. Dollars as the issue "
+        "counts them: DynamoDB, SQS, events and Lambda, on-demand unless it says provisioned; the logs are beside "
+        "them. A budget below its floor cannot be met without changing what the design writes.",
+        "",
+    ]
+    table = []
+    for row in found:
+        show = _usd if row.money else (lambda value: _f(value, 2))
+        verdict = "yes" if row.met else "no, below the floor" if row.below_floor else "no"
+        measured = show(row.measured) + (f" ({row.note})" if row.note else "")
+        floor = show(row.floor) + (f" ({row.floor_note})" if row.floor_note else "")
+        table.append([row.case, row.measure, show(row.limit), measured, floor, verdict])
+    lines += _table(["Fire", "Measure", "Budget", "Measured", "Floor of the design", "Met"], table)
+    return [*lines, ""]
+
+
 def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> list[str]:
     """Before and after, side by side, per design and worker batch size (fire path unless it says so)."""
     lines = [
@@ -639,6 +666,8 @@ def render(results: dict[str, Any]) -> str:
     baseline = results.get("baseline") or {}
     if "cost" in baseline and "error" not in results.get("cost", {"error": ""}):
         lines += _comparison(baseline["cost"], results["cost"], baseline.get("label", "the baseline run"))
+    if "error" not in results.get("cost", {"error": ""}):
+        lines += _budgets(results["cost"])
     lines += _cost(results.get("cost", {"error": "not run"}))
     lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))
     lines += _batching(results.get("sweep_scaling", {}))

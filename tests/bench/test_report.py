@@ -47,3 +47,49 @@ def test_a_kept_scenario_is_dated_by_the_run_that_measured_it() -> None:
     assert "burst (measured 2026-12-02T06:45:18+00:00)" in line
     assert "emulator (measured 2026-12-01T16:31:14+00:00)" in line
     assert "2026-12-03" not in line
+
+
+def test_every_budget_of_the_issue_is_judged_against_the_run_and_the_floor_of_the_design() -> None:
+    from scheduler_bench import budgets
+
+    cost = json.loads(RESULTS.read_text())["cost"]
+    rows = {(row.case, row.measure): row for row in budgets.rows(cost)}
+
+    # Every budget the issue sets, for the herd and for busy minutes
+    for case in ("one-shot fire, herd", "one-shot fire, busy minutes"):
+        for measure, limit in (("write units", 3.5), ("read units", 1.2), ("SQS requests", 0.35), ("$ / M", 2.40),
+                               ("$ / M, provisioned at 70 %", 1.20)):  # fmt: skip
+            assert rows[(case, measure)].limit == limit
+    for case in ("recurring fire, herd", "recurring fire, busy minutes"):
+        for measure, limit in (("write units", 6.5), ("read units", 2.0), ("$ / M", 4.50)):
+            assert rows[(case, measure)].limit == limit
+    for case in ("one-shot submit + fire, herd", "one-shot submit + fire, busy minutes"):
+        assert rows[(case, "$ / M, submitted one by one")].limit == 6.50
+        assert rows[(case, "$ / M, submitted 25 a request")].limit == 5.00
+
+    # The dollars are the issue's (no logs): the fire path's total less its CloudWatch Logs
+    herd = next(run for run in cost["one_shot_herd"] if run["batch_size"] == 10)
+    usd = herd["per_million_fires_usd"]["fire_path"]
+    assert rows[("one-shot fire, herd", "$ / M")].measured == pytest.approx(usd["total"] - usd["cloudwatch_logs"])
+
+    # A measured one-shot fire never spends less than the design's floor (else the floor is wrong), and the floor
+    # in dollars is its units priced with the herd's Lambda
+    for measure in ("write units", "read units", "SQS requests", "$ / M"):
+        row = rows[("one-shot fire, herd", measure)]
+        assert row.measured >= row.floor - 1e-9
+    floor = budgets.ONE_SHOT_ITEMS + budgets.PAGE_SHARE
+    lambda_usd = usd["lambda_requests"] + usd["lambda_duration"]
+    expected = prices.per_million(floor.read, floor.write, floor.sqs, 0, 0)["total"] + lambda_usd
+    assert rows[("one-shot fire, herd", "$ / M")].floor == pytest.approx(expected)
+    # A submission's floor is the fire's plus the create's writes
+    one = rows[("one-shot submit + fire, herd", "$ / M, submitted one by one")]
+    assert one.floor - rows[("one-shot fire, herd", "$ / M")].floor > budgets.CREATE_WRITES * 0.625
+
+
+def test_a_budget_is_met_at_or_under_its_limit_and_impossible_below_its_floor() -> None:
+    from scheduler_bench.budgets import Row
+
+    assert Row("f", "w", limit=3.5, measured=3.5, floor=3.0).met
+    assert not Row("f", "w", limit=3.5, measured=3.6, floor=3.0).met
+    assert not Row("f", "w", limit=3.5, measured=3.6, floor=3.0).below_floor
+    assert Row("f", "sqs", limit=0.35, measured=0.41, floor=0.40).below_floor
