@@ -341,16 +341,6 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
     return ok
 
 
-#: Where each scenario's results live in results.json.
-RESULT_KEYS = {
-    "cost": "cost",
-    "sweep": "sweep_scaling",
-    "burst": "burst",
-    "emulator": "emulator_latency",
-    "capacity": "capacity",
-}
-
-
 def carry_over(results: dict[str, Any], previous: Path, only: set[str], keep_runs: bool = False) -> None:
     """Keep the figures of the scenarios this run did not run from the previous results.json in the same folder
     (so `--only burst` refreshes the herd without dropping the cost tables), each marked with its own run; with
@@ -366,7 +356,7 @@ def carry_over(results: dict[str, Any], previous: Path, only: set[str], keep_run
         herd["runs"] = sorted([r for r in kept_runs if r["jobs"] not in sizes] + herd["runs"], key=lambda r: r["jobs"])
         herd["submit"] = herd.get("submit") or before.get("submit")
     kept = []
-    for scenario, key in RESULT_KEYS.items():
+    for scenario, key in report.RESULT_KEYS.items():
         if scenario not in only and key in earlier and key not in results:
             first = earlier[key].get("carried_over_from") or earlier.get("finished_at")
             results[key] = {**earlier[key], "carried_over_from": first}

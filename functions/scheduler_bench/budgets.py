@@ -56,8 +56,10 @@ class Row:
     measured: float
     floor: float
     money: bool = False
-    #: What to say beside the measurement (with the logs, say).
+    #: What to say beside the measurement.
     note: str = ""
+    #: The measured dollars with CloudWatch Logs, shown beside them.
+    with_logs: float | None = None
     #: What to say beside the floor.
     floor_note: str = ""
 
@@ -71,7 +73,8 @@ class Row:
         return self.limit < self.floor - 1e-9
 
 
-def _units(run: dict[str, Any], phases: tuple[str, ...] = FIRE_PATH) -> Units:
+def fire_units(run: dict[str, Any], phases: tuple[str, ...] = FIRE_PATH) -> Units:
+    """A cost run's units and SQS requests per fire over `phases` (the fire path unless told)."""
     by = run["per_fire"]["by_function"]
     return Units(
         write=sum(by[p]["write_units"] for p in phases),
@@ -94,6 +97,29 @@ def _without_logs(run: dict[str, Any], part: str = "fire_path") -> float:
     return float(usd["total"] - usd["cloudwatch_logs"])
 
 
+def batch_submit_usd(
+    batch: dict[str, Any], logs: bool = True, units: Units | None = None
+) -> tuple[float, float, float]:
+    """What submitting one job costs, per million, 25 a request (the batch scenario's measurement, or `units` for
+    its DynamoDB and SQS part): the writes, the api Lambda and (with `logs`) the logs, and its share of an API
+    Gateway request on an HTTP API and on REST."""
+    per_job = batch["per_job"]
+    per_request = 1 / batch["jobs_per_request"]
+    seconds = per_job["billed_seconds"].get("api", 0.0)
+    spent = units or Units(per_job["write_units"], per_job["read_units"], per_job["sqs_billed_requests"])
+    submit = prices.per_million(
+        read_units=spent.read,
+        write_units=spent.write,
+        sqs_requests=spent.sqs,
+        lambda_requests=per_request,
+        lambda_gb_seconds=prices.gb_seconds({"api": seconds}),
+        log_bytes=(per_job.get("log_bytes", 0.0) + per_request * prices.API_ACCESS_LOG_BYTES) if logs else 0.0,
+    )["total"]
+    http = per_request * prices.API_GATEWAY_HTTP_REQUEST * 1e6
+    rest = per_request * prices.PRICES["api_gateway_rest_request"] * 1e6
+    return submit, http, rest
+
+
 def _provisioned(units: Units, on_demand: float) -> float:
     """`on_demand` with its DynamoDB part on provisioned capacity at 70 % instead."""
     return (
@@ -108,9 +134,8 @@ def _fire_rows(
 ) -> list[Row]:
     """The unit and dollar rows of one fire; `floor_usd` is the floor's units priced with a herd's Lambda (full
     pages and batches); `why` says why the run's units may differ from a steady fire's."""
-    measured = _units(run)
-    usd = run["per_million_fires_usd"]["fire_path"]
-    logs = f"{_usd(usd['total'])} with logs"
+    measured = fire_units(run)
+    with_logs = run["per_million_fires_usd"]["fire_path"]["total"]
     rows = [
         Row(case, "write units", limits["write"], measured.write, floor.write, note=why),
         Row(case, "read units", limits["read"], measured.read, floor.read, note=why),
@@ -126,7 +151,7 @@ def _fire_rows(
                 floor_note=f"{floor.sqs - HOLD_SQS:.2f} without the batch's hold",
             )
         )
-    rows.append(Row(case, "$ / M", limits["usd"], _without_logs(run), floor_usd, money=True, note=logs))
+    rows.append(Row(case, "$ / M", limits["usd"], _without_logs(run), floor_usd, money=True, with_logs=with_logs))
     if "provisioned" in limits:
         rows.append(
             Row(
@@ -141,17 +166,13 @@ def _fire_rows(
     return rows
 
 
-def _usd(value: float) -> str:
-    return f"${value:,.2f}"
-
-
 def _submit_rows(case: str, run: dict[str, Any], batch: dict[str, Any] | None, fire_floor: float) -> list[Row]:
     """Submit + fire of a one-shot job on an HTTP API: one by one, and 25 a request as the batch scenario measured."""
     http = prices.API_GATEWAY_HTTP_REQUEST * 1e6
     api = run["per_fire"]["by_function"]["api"]
     api_lambda = _lambda_usd(run, "with_submission") - _lambda_usd(run)
     fire = _without_logs(run)
-    one = fire + _dynamodb_sqs_usd(_units(run, ("api",))) + api_lambda + http
+    one = fire + _dynamodb_sqs_usd(fire_units(run, ("api",))) + api_lambda + http
     rows = [
         Row(
             case,
@@ -164,20 +185,17 @@ def _submit_rows(case: str, run: dict[str, Any], batch: dict[str, Any] | None, f
         )
     ]
     if batch:
-        per_job = batch["per_job"]
-        shared = (prices.PRICES["lambda_request"] * 1e6 + http) / batch["jobs_per_request"]
-        duration = prices.gb_seconds({"api": per_job["billed_seconds"].get("api", 0.0)})
-        duration_usd = duration * prices.PRICES["lambda_gb_second_arm64"] * 1e6
-        submitted = Units(per_job["write_units"], per_job["read_units"], per_job["sqs_billed_requests"])
+        submitted, share, _ = batch_submit_usd(batch, logs=False)
+        floor, _, _ = batch_submit_usd(batch, logs=False, units=Units(BATCH_CREATE_WRITES, 0.0))
         rows.append(
             Row(
                 case,
                 f"$ / M, submitted {batch['jobs_per_request']} a request",
                 5.00,
-                fire + _dynamodb_sqs_usd(submitted) + duration_usd + shared,
-                fire_floor + _dynamodb_sqs_usd(Units(BATCH_CREATE_WRITES, 0.0)) + duration_usd + shared,
+                fire + submitted + share,
+                fire_floor + floor + share,
                 money=True,
-                note=f"{submitted.write:.2f} W a job",
+                note=f"{batch['per_job']['write_units']:.2f} W a job",
             )
         )
     return rows
@@ -210,6 +228,7 @@ def rows(cost: dict[str, Any]) -> list[Row]:
         fires = recurring_herd.get("occurrences_per_job")
         why = f"{fires} fires a job: the first reads no run before, the last writes no next timer" if fires else ""
         out += _fire_rows("recurring fire, herd", recurring_herd, floor, floor_usd, limits, why)
-        if runs["recurring"].get(10):
-            out += _fire_rows("recurring fire, busy minutes", runs["recurring"][10], floor, floor_usd, limits)
+        recurring = runs["recurring"].get(10)
+        if recurring:
+            out += _fire_rows("recurring fire, busy minutes", recurring, floor, floor_usd, limits)
     return out

@@ -482,16 +482,13 @@ class Meter:
             self._overhead += time.perf_counter() - began
 
     def table_shape(self, table: str) -> TableShape:
-        """The key schema and global secondary indexes of `table` (DescribeTable, once; set it directly in a test)."""
+        """The key schema and global secondary indexes of `table` (DescribeTable, once; set it directly in a test).
+        Called inside the meter's own timed work (`_read_images`, `_transaction_units`), which takes its time out."""
         with self._lock:
             known = self._shapes.get(table)
         if known is not None:
             return known
-        began = time.perf_counter()
-        try:
-            shape = TableShape.described(self._lookup.describe_table(TableName=table)["Table"])
-        finally:
-            self._overhead += time.perf_counter() - began
+        shape = TableShape.described(self._lookup.describe_table(TableName=table)["Table"])
         with self._lock:
             self._shapes[table] = shape
         return shape

@@ -9,6 +9,15 @@ from scheduler_bench import budgets, capacity, prices
 from scheduler_bench.cost import BATCH_SUBMIT
 from scheduler_bench.prices import PRICES
 
+#: Where each scenario's results live in results.json.
+RESULT_KEYS = {
+    "cost": "cost",
+    "sweep": "sweep_scaling",
+    "burst": "burst",
+    "emulator": "emulator_latency",
+    "capacity": "capacity",
+}
+
 
 def _f(value: Any, digits: int = 2) -> str:
     if value is None:
@@ -468,31 +477,11 @@ def _emulator(latency: dict[str, Any]) -> list[str]:
 def _carried(results: dict[str, Any], carried: dict[str, Any]) -> str:
     """Each kept scenario with the run it was measured in (a scenario kept twice keeps its first run's time, not
     the time of the results file it was last copied from)."""
-    keys = {"sweep": "sweep_scaling", "emulator": "emulator_latency"}
     parts = []
     for scenario in carried["scenarios"]:
-        measured = (results.get(keys.get(scenario, scenario)) or {}).get("carried_over_from") or carried["from_run"]
+        measured = (results.get(RESULT_KEYS[scenario]) or {}).get("carried_over_from") or carried["from_run"]
         parts.append(f"{scenario} (measured {measured})")
     return ", ".join(parts)
-
-
-def _batch_submit_usd(batch: dict[str, Any]) -> tuple[float, float, float]:
-    """What submitting one job costs, per million, 25 a request (measured): the writes, the api Lambda and the logs,
-    and its share of an API Gateway request on an HTTP API and on REST."""
-    per_job = batch["per_job"]
-    per_request = 1 / batch["jobs_per_request"]
-    seconds = per_job["billed_seconds"].get("api", 0.0)
-    submit = prices.per_million(
-        read_units=per_job["read_units"],
-        write_units=per_job["write_units"],
-        sqs_requests=per_job["sqs_billed_requests"],
-        lambda_requests=per_request,
-        lambda_gb_seconds=prices.gb_seconds({"api": seconds}),
-        log_bytes=per_job.get("log_bytes", 0.0) + per_request * prices.API_ACCESS_LOG_BYTES,
-    )["total"]
-    http = per_request * prices.API_GATEWAY_HTTP_REQUEST * 1e6
-    rest = per_request * prices.PRICES["api_gateway_rest_request"] * 1e6
-    return submit, http, rest
 
 
 def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | None) -> list[str]:
@@ -501,7 +490,7 @@ def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | 
         return []
     per_job = batch["per_job"]
     seconds = per_job["billed_seconds"].get("api", 0.0)
-    submit, http, rest = _batch_submit_usd(batch)
+    submit, http, rest = budgets.batch_submit_usd(batch)
     fire = busy_one_shot["per_million_fires_usd"]["fire_path"]["total"]
     return [
         f"Submitted {batch['jobs_per_request']} a request (`POST /v1/jobs/batch`: `JobService.create_many`, measured "
@@ -519,10 +508,10 @@ def _fire_path(run: dict[str, Any], batch: dict[str, Any] | None = None) -> dict
     one job a request, and 25 a request: as `batch` measured it (the batch scenario's writes, Lambda and logs a job),
     or without it as a request of one job with its API Gateway request and invocation shared."""
     by = run["per_fire"]["by_function"]
-    path = ("sweeper", "worker")
+    path = budgets.FIRE_PATH
     usd = run["per_million_fires_usd"]
-    read = sum(by[p]["read_units"] for p in path)
-    write = sum(by[p]["write_units"] for p in path)
+    units = budgets.fire_units(run)
+    read, write = units.read, units.write
     on_demand_dynamodb = usd["fire_path"]["dynamodb"]
     api = usd["with_submission"]
     http_gateway = api["api_gateway"] * prices.API_GATEWAY_HTTP_REQUEST / prices.PRICES["api_gateway_rest_request"]
@@ -537,7 +526,7 @@ def _fire_path(run: dict[str, Any], batch: dict[str, Any] | None = None) -> dict
     return {
         "read": read,
         "write": write,
-        "sqs": sum(by[p]["sqs_billed_requests"] for p in path),
+        "sqs": units.sqs,
         "events": sum(by[p]["events_billed"] for p in path),
         "logs": sum(by[p].get("log_bytes", 0.0) for p in path) / 1000,
         "ms": 1000 * sum(run["per_fire"]["lambda_billed_seconds"][p] for p in path),
@@ -549,7 +538,7 @@ def _fire_path(run: dict[str, Any], batch: dict[str, Any] | None = None) -> dict
         "usd_submit_http": http_api,
         "submit_write": run["per_fire"]["by_function"]["api"]["write_units"],
         "usd_submit_batch_http": (
-            usd["fire_path"]["total"] + requests * sum(_batch_submit_usd(batch)[:2])
+            usd["fire_path"]["total"] + requests * sum(budgets.batch_submit_usd(batch)[:2])
             if batch
             else http_api - per_request * (1 - 1 / BATCH_SUBMIT)
         ),
@@ -576,7 +565,9 @@ def _budgets(cost: dict[str, Any]) -> list[str]:
     for row in found:
         show = _usd if row.money else (lambda value: _f(value, 2))
         verdict = "yes" if row.met else "no, below the floor" if row.below_floor else "no"
-        measured = show(row.measured) + (f" ({row.note})" if row.note else "")
+        beside = [row.note] if row.note else []
+        beside += [f"{_usd(row.with_logs)} with logs"] if row.with_logs is not None else []
+        measured = show(row.measured) + (f" ({'; '.join(beside)})" if beside else "")
         floor = show(row.floor) + (f" ({row.floor_note})" if row.floor_note else "")
         table.append([row.case, row.measure, show(row.limit), measured, floor, verdict])
     lines += _table(["Fire", "Measure", "Budget", "Measured", "Floor of the design", "Met"], table)
@@ -664,9 +655,9 @@ def render(results: dict[str, Any]) -> str:
         lines += [f"Scenarios not re-run this time, kept from earlier runs: {_carried(results, carried)}.", ""]
 
     baseline = results.get("baseline") or {}
-    if "cost" in baseline and "error" not in results.get("cost", {"error": ""}):
-        lines += _comparison(baseline["cost"], results["cost"], baseline.get("label", "the baseline run"))
     if "error" not in results.get("cost", {"error": ""}):
+        if "cost" in baseline:
+            lines += _comparison(baseline["cost"], results["cost"], baseline.get("label", "the baseline run"))
         lines += _budgets(results["cost"])
     lines += _cost(results.get("cost", {"error": "not run"}))
     lines += _sweep(results.get("sweep_scaling", {"error": "not run"}))

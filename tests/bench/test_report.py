@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from scheduler_bench import prices
-from scheduler_bench.report import _batch_submit, _batch_submit_usd, _fire_path, _usd
+from scheduler_bench.budgets import batch_submit_usd
+from scheduler_bench.report import _batch_submit, _fire_path, _usd
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results.json"
 
@@ -27,7 +28,7 @@ def test_the_batch_submit_column_prices_the_batchs_measured_writes_as_the_text_d
     one_by_one_writes = busy["per_fire"]["by_function"]["api"]["write_units"]
     saved = (one_by_one_writes - batch["per_job"]["write_units"]) * prices.PRICES["dynamodb_write_request_unit"] * 1e6
     assert row["usd_submit_http"] - row["usd_submit_batch_http"] >= saved
-    submit, http, _ = _batch_submit_usd(batch)
+    submit, http, _ = batch_submit_usd(batch)
     fire = busy["per_million_fires_usd"]["fire_path"]["total"]
     assert row["usd_submit_batch_http"] == pytest.approx(fire + submit + http)
 
