@@ -496,7 +496,8 @@ def _batch_submit(batch: dict[str, Any] | None, busy_one_shot: dict[str, Any] | 
         f"Submitted {batch['jobs_per_request']} a request (`POST /v1/jobs/batch`: `JobService.create_many`, measured "
         f"on {batch['created']} one-shot jobs): {_f(per_job['write_units'])} write units, "
         f"{_f(per_job['read_units'])} read units and {_f(1000 * seconds, 1)} ms of the api Lambda a job (its valid "
-        f"items in one transaction with one change of the tenant's quota counter); submit + fire of a one-shot job "
+        f"items in one transaction with one change of the tenant's quota counter and one job-list entry for them "
+        f"all); submit + fire of a one-shot job "
         f"(busy batches): {_usd(submit + http + fire)} per million on an HTTP API, {_usd(submit + rest + fire)} on "
         "REST.",
         "",

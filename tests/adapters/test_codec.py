@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.codec import (
+    JOB_LISTING_ATTRIBUTES,
+    JOB_OPTIONAL_ATTRIBUTES,
     LOCAL_MESSAGE_KEY,
     MalformedMessage,
     UnauthenticatedMessage,
@@ -20,7 +22,9 @@ from scheduler.adapters.codec import (
     execution_from_item,
     history_entry,
     job_from_item,
+    job_list_item,
     job_to_item,
+    listed_job_ids,
     n,
     s,
     timer_attributes,
@@ -298,3 +302,45 @@ def _body(**changes: Any) -> str:
 def test_malformed_bodies_are_rejected(body: str) -> None:
     with pytest.raises(MalformedMessage):
         dispatch_from_body(body, LOCAL_MESSAGE_KEY)
+
+
+# -- the job list -------------------------------------------------------------------------------------------
+
+
+def test_the_optional_job_attributes_are_exactly_those_a_job_may_lack() -> None:
+    """A replace (an UpdateItem) removes the optional attributes the new version lacks: the list must name every
+    attribute job_to_item leaves out of some job, and nothing it always writes."""
+    bare = job({"type": "once", "delay_seconds": 90})
+    t = T0 + timedelta(minutes=1)
+    full = bare.model_copy(
+        update={
+            "next_run_at": t,
+            "last_dispatched_for": t,
+            "advanced_from": t,
+            "planned_at": t,
+            "planned_horizon": t,
+            "planned_version": 3,
+            "completed_by_checkpoint": frozenset({"3@1"}),
+            "paused_at": t,
+            "resumed_at": t,
+            "paused_version": 2,
+        }
+    )
+    always = set(job_to_item(bare))
+
+    assert set(job_to_item(full)) - always == set(JOB_OPTIONAL_ATTRIBUTES)
+    assert not always & set(JOB_OPTIONAL_ATTRIBUTES)
+    assert job_from_item(job_to_item(full)) == full
+
+
+def test_a_job_listed_by_its_batch_has_no_entry_of_its_own_and_the_batch_entry_names_its_jobs() -> None:
+    first, second = job({"type": "once", "delay_seconds": 90}), job({"type": "once", "delay_seconds": 90}, job_id="j2")
+
+    member, alone = job_to_item(second, listed_in=first.job_id), job_to_item(second)
+    entry = job_list_item([first, second])
+
+    assert set(alone) - set(member) == {"tenant_pk", "tenant_sk"} and member["listed_in"] == s("j1")
+    assert set(JOB_LISTING_ATTRIBUTES) >= {"PK", "SK", "tenant_pk", "tenant_sk", "listed_in"}
+    assert job_from_item(member) == job_from_item(alone) == second
+    assert entry["tenant_pk"] == alone["tenant_pk"] and entry["tenant_sk"] == job_to_item(first)["tenant_sk"]
+    assert listed_job_ids(entry) == ["j1", "j2"] and listed_job_ids(member) is None

@@ -346,6 +346,62 @@ def test_list_has_no_cursor_when_the_page_ends_at_the_last_job(jobs, make) -> No
     assert cursor is None
 
 
+def _batch_between_singles(jobs: Any, make: Any, batch_size: int, states: list[JobState] | None = None) -> list[Job]:
+    """Two single jobs of tenant-a, a batch of `batch_size` created together between them (created a second
+    apart, in order) and tenant-b's batch beside it: tenant-a's jobs, oldest first."""
+    before = make.job("tenant-a", created_at=make.t0)
+    after = make.job("tenant-a", created_at=make.t0 + timedelta(minutes=5))
+    for single in (before, after):
+        jobs.create(single, None, None, late=False, quota=QUOTA)
+    mine = [
+        make.job("tenant-a", created_at=make.t0 + timedelta(minutes=1, seconds=i), state=state)
+        for i, state in enumerate(states or [JobState.ACTIVE] * batch_size)
+    ]
+    theirs = [make.job("tenant-b", created_at=make.t0 + timedelta(minutes=1, seconds=i)) for i in range(3)]
+    for batch in (mine, theirs):
+        assert jobs.create_all([NewJob(j, make.timer(j), None, False) for j in batch], quota=QUOTA) == len(batch)
+    return [before, *mine, after]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 10])
+def test_a_batchs_jobs_are_listed_together_in_order_and_pages_may_end_inside_it(jobs, make, limit) -> None:
+    mine = _batch_between_singles(jobs, make, 5)
+
+    pages, cursors = all_pages(jobs, "tenant-a", None, limit)
+
+    # Every job once, in order, whole, and pages of `limit` (the last may be shorter)
+    assert [i for page in pages for i in page] == [j.job_id for j in mine]
+    assert all(len(page) == limit for page in pages[:-1]) and cursors[-1] is None
+    assert jobs.list("tenant-a", None, 10, None)[0] == mine
+    assert [j.tenant for j in jobs.list("tenant-b", None, 10, None)[0]] == ["tenant-b"] * 3
+
+
+def test_a_cursor_inside_a_batch_is_stable_and_filters_apply_to_its_jobs(jobs, make) -> None:
+    a, p = JobState.ACTIVE, JobState.PAUSED
+    mine = _batch_between_singles(jobs, make, 6, [p, a, a, p, a, p])
+    first, cursor = jobs.list("tenant-a", None, 3, None)  # ends at the batch's second job
+
+    again, _ = jobs.list("tenant-a", None, 3, cursor)
+    paused = [i for page in all_pages(jobs, "tenant-a", JobState.PAUSED, 1)[0] for i in page]
+
+    assert [j.job_id for j in first] == [j.job_id for j in mine[:3]]
+    assert [j.job_id for j in again] == [j.job_id for j in mine[3:6]]
+    assert paused == [j.job_id for j in mine if j.state == p]
+
+
+def test_a_batchs_job_changed_by_replace_is_still_listed_once_in_its_place(jobs, make) -> None:
+    mine = _batch_between_singles(jobs, make, 4)
+    member = mine[2]
+    paused = with_changes(member, state=JobState.PAUSED, next_run_at=None, updated_at=member.updated_at)
+
+    jobs.replace(paused, member, None, late=False)
+
+    listed, _ = jobs.list("tenant-a", None, 10, None)
+    assert [j.job_id for j in listed] == [j.job_id for j in mine]
+    assert listed[2] == jobs.get(member.job_id) == paused
+    assert [j.job_id for j in jobs.list("tenant-a", JobState.PAUSED, 10, None)[0]] == [member.job_id]
+
+
 # -- replace ------------------------------------------------------------------------------------------------
 
 

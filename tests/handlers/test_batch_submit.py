@@ -214,3 +214,24 @@ def test_a_batch_larger_than_the_room_in_the_quota_creates_what_fits(api_call, m
     assert "3" in results[2]["problem"]["detail"]
     listed = api_call("GET", "/v1/jobs", tenant=TENANT_A).body["jobs"]
     assert sorted(j["name"] for j in listed) == ["first", "q0", "q1"]
+
+
+def test_a_batchs_jobs_are_listed_once_each_in_order_a_page_at_a_time(api_call) -> None:
+    # Given a job, then a batch of five, then another job, all of one tenant
+    tenant = "arn:aws:iam::111111111111:user/lister"
+    first = api_call("POST", "/v1/jobs", job_body(name="before"), tenant=tenant).body["job_id"]
+    results = batch(api_call, [{"job": job_body(name=f"b{i}")} for i in range(5)], tenant=tenant).body["results"]
+    last = api_call("POST", "/v1/jobs", job_body(name="after"), tenant=tenant).body["job_id"]
+
+    # When the tenant's jobs are listed two at a time
+    listed: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = api_call("GET", "/v1/jobs?limit=2" + (f"&cursor={cursor}" if cursor else ""), tenant=tenant).body
+        listed += [job["job_id"] for job in page["jobs"]]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+
+    # Then each job is listed once, oldest first, the batch's in its order
+    assert listed == [first, *(r["job"]["job_id"] for r in results), last]

@@ -57,7 +57,32 @@ def job_pk(job_id: str) -> str:
     return f"JOB#{job_id}"
 
 
-def job_to_item(job: Job) -> Item:
+#: The job item's attributes that only some jobs have (`job_to_item` leaves out what is None or empty): a
+#: replace (an UpdateItem, so that the job's list entry stays as it is) removes those the new version lacks.
+JOB_OPTIONAL_ATTRIBUTES = (
+    "next_ms",
+    "last_ms",
+    "plan_v",
+    "paused_v",
+    "rel_done",
+    "adv_ms",
+    "plan_ms",
+    "horizon_ms",
+    "paused_ms",
+    "resumed_ms",
+)
+#: The job item's attributes that a replace leaves as they are: its key, and its entry in the job list (the
+#: by_tenant index) or the batch entry it is listed under instead (`listed_in`).
+JOB_LISTING_ATTRIBUTES = ("PK", "SK", "tenant_pk", "tenant_sk", "listed_in")
+
+
+def job_list_pk(list_id: str) -> str:
+    return f"LIST#{list_id}"
+
+
+def job_to_item(job: Job, listed_in: str | None = None) -> Item:
+    """The job's item. It is in the job list (the keys-only by_tenant index) by its own entry, or, with
+    `listed_in`, by the entry of the batch it was stored with (`job_list_item`), which then names it."""
     created = to_ms(job.created_at)
     item: Item = {
         "PK": s(job_pk(job.job_id)),
@@ -71,9 +96,11 @@ def job_to_item(job: Job) -> Item:
         "created_ms": n(created),
         "updated_ms": n(to_ms(job.updated_at)),
         "misfire_skipped": n(job.misfire_skipped),
-        "tenant_pk": s(f"TENANT#{job.tenant}"),
-        "tenant_sk": s(f"{created:015d}#{job.job_id}"),
     }
+    if listed_in is None:
+        item["tenant_pk"], item["tenant_sk"] = s(f"TENANT#{job.tenant}"), s(f"{created:015d}#{job.job_id}")
+    else:
+        item["listed_in"] = s(listed_in)
     if job.next_run_at is not None:
         item["next_ms"] = n(to_ms(job.next_run_at))
     if job.last_dispatched_for is not None:
@@ -120,6 +147,29 @@ def job_from_item(item: Item) -> Job:
         paused_version=get_n(item, "paused_v"),
         completed_by_checkpoint=frozenset(item.get("rel_done", {}).get("SS", [])),
     )
+
+
+def job_list_item(jobs: list[Job]) -> Item:
+    """One entry in the job list for jobs stored together (`DynamoJobStore.create_all`), in place of one entry
+    each: its index entry sorts where its first job's would, and it names its jobs in order. Nothing else, so
+    that 25 jobs' ids and a tenant of up to about 70 characters stay under 1 KB (one write unit, two in the
+    batch's transaction)."""
+    first = jobs[0]
+    created = to_ms(first.created_at)
+    return {
+        "PK": s(job_list_pk(first.job_id)),
+        "SK": s("LIST"),
+        "jobs": {"L": [s(job.job_id) for job in jobs]},
+        "tenant_pk": s(f"TENANT#{first.tenant}"),
+        "tenant_sk": s(f"{created:015d}#{first.job_id}"),
+    }
+
+
+def listed_job_ids(item: Item) -> list[str] | None:
+    """The jobs a job list entry names, or None if the item is a job (listed by its own entry)."""
+    if not item["PK"]["S"].startswith(job_list_pk("")):
+        return None
+    return [value["S"] for value in item["jobs"]["L"]]
 
 
 # -- timers ----------------------------------------------------------------------------------------------

@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from scheduler.adapters.codec import Item, job_from_item, job_pk, job_to_item, n, s
+from scheduler.adapters.codec import (
+    JOB_LISTING_ATTRIBUTES,
+    JOB_OPTIONAL_ATTRIBUTES,
+    Item,
+    job_from_item,
+    job_list_item,
+    job_pk,
+    job_to_item,
+    listed_job_ids,
+    n,
+    s,
+)
 from scheduler.adapters.dynamodb.common import (
     cancellation_reasons,
     decode_cursor,
@@ -90,13 +101,19 @@ class DynamoJobStore:
             raise
 
     def create_all(self, new: Sequence[NewJob], quota: int) -> int:
-        """As few transactions as DynamoDB takes (100 items, 4 MB), each with one quota change for its jobs."""
+        """As few transactions as DynamoDB takes (100 items, 4 MB), each with one quota change for its jobs and,
+        for two jobs or more, one entry in the job list for them all (`job_list_item`: 1 index write and a small
+        item instead of an index write a job)."""
         stored = 0
-        for chunk, writes in self._transactions(new):
+        for chunk in self._transactions(new):
             jobs = len(chunk)
             tenant = chunk[0].job.tenant
             if any(item.job.tenant != tenant for item in chunk) or jobs > quota:
                 return stored
+            listed_in = chunk[0].job.job_id if jobs > 1 else None
+            writes = [write for item in chunk for write in self._writes(item, listed_in)]
+            if listed_in is not None:
+                writes.append(self._put_new(job_list_item([item.job for item in chunk])))
             # the count may rise by `jobs` only while it stays at or under the quota
             quota_change = quota_update(self.table, tenant, jobs, limit=quota - jobs + 1)
             try:
@@ -115,40 +132,36 @@ class DynamoJobStore:
             stored += jobs
         return stored
 
-    def _transactions(self, new: Sequence[NewJob]) -> Iterator[tuple[list[NewJob], list[dict[str, Any]]]]:
-        """`new` in order, cut into transactions of at most 100 writes (the quota change is one) and ~3 MB: each
-        transaction's jobs and their writes (but the quota change)."""
+    def _transactions(self, new: Sequence[NewJob]) -> Iterator[list[NewJob]]:
+        """`new` in order, cut into transactions of at most 100 writes (the quota change and the list entry are two
+        of them) and ~3 MB."""
         chunk: list[NewJob] = []
-        writes: list[dict[str, Any]] = []
-        size = 0
+        writes = size = 0
         for item in new:
-            own = self._writes(item)
+            own = len(self._writes(item, None))
             weight = 2 * payload_size(item.job.spec.payload) + 4096  # the job and its timer carry the payload
-            if chunk and (len(writes) + len(own) + 1 > MAX_TRANSACTION_WRITES or size + weight > MAX_TRANSACTION_BYTES):
-                yield chunk, writes
-                chunk, writes, size = [], [], 0
+            if chunk and (writes + own + 2 > MAX_TRANSACTION_WRITES or size + weight > MAX_TRANSACTION_BYTES):
+                yield chunk
+                chunk, writes, size = [], 0, 0
             chunk.append(item)
             writes += own
             size += weight
         if chunk:
-            yield chunk, writes
+            yield chunk
 
-    def _writes(self, new: NewJob) -> list[dict[str, Any]]:
+    def _writes(self, new: NewJob, listed_in: str | None) -> list[dict[str, Any]]:
         """A new job's writes but the quota change: the job, its timer (and late copy), its idempotency record."""
         return [
-            self._job_put(new.job),
+            self._put_new(job_to_item(new.job, listed_in)),
             *self._timer_puts(new.timer, new.late),
             *self._idempotency_put(new.idempotency, new.job),
         ]
 
     def _job_put(self, job: Job) -> dict[str, Any]:
-        return {
-            "Put": {
-                "TableName": self.table,
-                "Item": job_to_item(job),
-                "ConditionExpression": "attribute_not_exists(PK)",
-            }
-        }
+        return self._put_new(job_to_item(job))
+
+    def _put_new(self, item: Item) -> dict[str, Any]:
+        return {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(PK)"}}
 
     def _idempotency_put(self, idempotency: IdempotencyRecord | None, job: Job) -> list[dict[str, Any]]:
         if idempotency is None:
@@ -184,21 +197,52 @@ class DynamoJobStore:
     ) -> tuple[builtins.list[Job], str | None]:
         """Oldest first from the keys-only by_tenant index, each page's jobs then read by key (eventually
         consistent: a job created a moment ago may be missing from a list for a moment; GET by id is always
-        consistent). Reads one matching job ahead, so a page that ends at the tenant's last job carries no cursor."""
+        consistent). The jobs of one batch transaction share an entry (`job_list_item`) and are listed together,
+        in order, where the first of them is. Reads one matching job ahead, so a page that ends at the tenant's
+        last job carries no cursor; a cursor is an index key, and a position in its entry's jobs for a batch's."""
         partition = s(f"TENANT#{tenant}")
         start = decode_cursor(cursor)
-        if start is not None and start.get("tenant_pk") != partition:
-            raise ValueError("cursor is not one this API returned for this caller")
+        at = None
+        if start is not None:
+            at = start.pop("at", None)
+            if start.get("tenant_pk") != partition or not (at is None or (isinstance(at, int) and at >= 0)):
+                raise ValueError("cursor is not one this API returned for this caller")
+        # A filtered list reads more a query: most jobs may not match.
+        reads = limit + 1 if state is None else max(limit + 1, 25)
+        found: builtins.list[tuple[Item, int | None, Job]] = []
+        for entry, position, job in self._listed(partition, start, at, reads):
+            if state is None or job.state == state:
+                found.append((entry, position, job))
+                if len(found) > limit:
+                    break
+        page = found[:limit]
+        next_cursor = None
+        if len(found) > limit and page:
+            entry, position, _ = page[-1]
+            last: dict[str, Any] = {f: entry[f] for f in ("PK", "SK", "tenant_pk", "tenant_sk")}
+            next_cursor = encode_cursor(last if position is None else {**last, "at": position})
+        return [job for _, _, job in page], next_cursor
+
+    def _listed(
+        self, partition: dict[str, str], start: dict[str, Any] | None, at: int | None, reads: int
+    ) -> Iterator[tuple[Item, int | None, Job]]:
+        """The tenant's jobs in list order after `start` (with `at`, after that position in its batch entry): each
+        with its index entry and its position in the entry's jobs (None for a job's own entry), `reads` at most a
+        query and a read."""
+        if start is not None and at is not None:
+            entry = self.client.get_item(TableName=self.table, Key={"PK": start["PK"], "SK": start["SK"]}).get("Item")
+            named = listed_job_ids(entry) if entry else None
+            if named is None:
+                raise ValueError("cursor is not one this API returned for this caller")
+            yield from self._members(start, named, at + 1, reads)
         request: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_tenant",
             "KeyConditionExpression": "tenant_pk = :t",
             "ExpressionAttributeValues": {":t": partition},
+            "Limit": reads,
         }
-        found: builtins.list[tuple[Item, Job]] = []
-        while len(found) <= limit:
-            # A filtered list reads more per query: most jobs may not match.
-            request["Limit"] = limit + 1 - len(found) if state is None else max(limit + 1, 25)
+        while True:
             response = query_from(self.client, request, start)
             keys = response.get("Items", [])
             items = get_many(self.client, self.table, [{"PK": k["PK"], "SK": k["SK"]} for k in keys], consistent=False)
@@ -206,17 +250,28 @@ class DynamoJobStore:
                 item = items.get(key["PK"]["S"])
                 if item is None:  # deleted since the index listed it
                     continue
-                job = job_from_item(item)
-                if state is None or job.state == state:
-                    found.append((key, job))
+                named = listed_job_ids(item)
+                if named is None:
+                    yield key, None, job_from_item(item)
+                else:
+                    yield from self._members(key, named, 0, reads)
             start = response.get("LastEvaluatedKey")
             if not start:
-                break
-        page = found[:limit]
-        next_cursor = None
-        if len(found) > limit and page:
-            next_cursor = encode_cursor({f: page[-1][0][f] for f in ("PK", "SK", "tenant_pk", "tenant_sk")})
-        return [job for _, job in page], next_cursor
+                return
+
+    def _members(
+        self, entry: Item, named: builtins.list[str], first: int, reads: int
+    ) -> Iterator[tuple[Item, int | None, Job]]:
+        """The jobs a batch entry names from position `first` on, read `reads` at a time as they are taken."""
+        for begin in range(first, len(named), reads):
+            ids = named[begin : begin + reads]
+            items = get_many(
+                self.client, self.table, [{"PK": s(job_pk(i)), "SK": s("DEF")} for i in ids], consistent=False
+            )
+            for position, job_id in enumerate(ids, start=begin):
+                item = items.get(job_pk(job_id))
+                if item is not None:
+                    yield entry, position, job_from_item(item)
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
         # scheduler.core.chain.replace_allowed: same version, and the chain has not advanced since the read.
@@ -224,15 +279,7 @@ class DynamoJobStore:
         if previous.advanced_from is not None:
             condition, values[":adv"] = "#version = :v AND adv_ms = :adv", n(to_ms(previous.advanced_from))
         items: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": job_to_item(job),
-                    "ConditionExpression": condition,
-                    "ExpressionAttributeNames": {"#version": "version"},
-                    "ExpressionAttributeValues": values,
-                }
-            },
+            {"Update": self._job_update(job, condition, values)},
             *self._timer_puts(timer, late),
         ]
         delta = active_delta(previous, job)
@@ -244,6 +291,26 @@ class DynamoJobStore:
             if first_write_refused(exc):
                 raise VersionConflict(self.get(job.job_id)) from exc
             raise
+
+    def _job_update(self, job: Job, condition: str, values: dict[str, Any]) -> dict[str, Any]:
+        """The job's item rewritten to `job` but for its key and its place in the job list (its own index entry, or
+        the batch entry that names it), which an update that does not set them leaves as they are."""
+        item = job_to_item(job)
+        fields = [name for name in item if name not in JOB_LISTING_ATTRIBUTES]
+        names = {f"#a{i}": name for i, name in enumerate(fields)}
+        gone = [name for name in JOB_OPTIONAL_ATTRIBUTES if name not in item]
+        names |= {f"#r{i}": name for i, name in enumerate(gone)}
+        expression = "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(fields)))
+        if gone:
+            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(gone)))
+        return {
+            "TableName": self.table,
+            "Key": {"PK": item["PK"], "SK": item["SK"]},
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {**names, "#version": "version"},
+            "ExpressionAttributeValues": {**values, **{f":a{i}": item[name] for i, name in enumerate(fields)}},
+        }
 
     def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
         next_run_at, dispatched_for, skipped = step.next_run_at, step.dispatched_for, step.skipped
