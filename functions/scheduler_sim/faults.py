@@ -331,6 +331,13 @@ class FaultyTimerStore:
         self.inner.checkpoint(claim, cursor, lease_until, releases)
         self.gate.after("timers.checkpoint")
 
+    def finish_bucket(
+        self, claim: BucketClaim, cursor: str, expire_after: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        self.gate.before("timers.finish_bucket", claim, cursor)
+        self.inner.finish_bucket(claim, cursor, expire_after, releases)
+        self.gate.after("timers.finish_bucket")
+
     def release(self, claim: BucketClaim) -> None:
         self.gate.before("timers.release", claim)
         self.inner.release(claim)

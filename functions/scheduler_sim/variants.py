@@ -91,6 +91,20 @@ class ForgetfulCheckpoint(memory.MemoryTimerStore):
         super().checkpoint(claim, cursor, lease_until, None)
 
 
+class FinishAtEveryPage(memory.MemoryTimerStore):
+    """BROKEN on purpose: every page's checkpoint marks the bucket done, as only its last page's may (pages of 2
+    here, so that buckets have several): the timers after a bucket's first page are never swept."""
+
+    page_size = 2
+
+    def checkpoint(
+        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        with self.lock:
+            super().checkpoint(claim, cursor, lease_until, releases)
+            self.buckets[claim.bucket].done = True
+
+
 class ReleaseOnEveryReplay(memory.MemoryJobStore):
     """Owes a quota release whenever a timer replays the advance that completed its job, whoever made that advance:
     a one-shot job completed from the late lane (whose write released it) is released again by its bucket's sweep,
@@ -227,6 +241,11 @@ VARIANTS: dict[str, Variant] = {
         "forgetful-checkpoint",
         "the sweeper's page checkpoint drops the quota releases of the jobs the page completed",
         timers=ForgetfulCheckpoint,
+    ),
+    "finish-at-every-page": Variant(
+        "finish-at-every-page",
+        "a bucket sweep's every page checkpoint marks the bucket done, not only its last page's",
+        timers=FinishAtEveryPage,
     ),
     "done-without-waiting": Variant(
         "done-without-waiting",

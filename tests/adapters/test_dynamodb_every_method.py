@@ -94,6 +94,9 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     with pytest.raises(ClaimLost):
         timers.checkpoint(held, "c", t0)
     timers.complete_bucket(again, t0 + timedelta(days=2))
+    last = timers.claim_bucket(dataclasses.replace(bucket, shard=(bucket.shard + 1) % 4), "a", t0, t0)
+    assert isinstance(last, BucketClaim)
+    timers.finish_bucket(last, "c", t0 + timedelta(days=2))
     assert timers.watermark() is None
     assert timers.init_watermark(t0) == t0
     timers.advance_watermark(t0 + timedelta(minutes=1))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters import dynamodb, memory
-from scheduler.core.errors import ClaimLost
+from scheduler.core.errors import ClaimLost, QuotaExceeded
 from scheduler.core.keys import shard_of
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Timer
 from scheduler.core.timefmt import minute_of
@@ -230,6 +230,54 @@ def test_a_done_bucket_is_never_claimed_again(timers, make) -> None:
         timers.checkpoint(held, "x", make.t0 + LEASE)
     with pytest.raises(ClaimLost):
         timers.complete_bucket(held, make.t0 + timedelta(days=2))
+
+
+def test_the_last_pages_checkpoint_marks_the_bucket_done_in_the_same_write(timers, make) -> None:
+    bucket = BucketId(make.t0, 2)
+    held = claim(timers, bucket, "sweeper-a", make.t0)
+    timers.checkpoint(held, "c-1", make.t0 + LEASE)
+
+    timers.finish_bucket(held, "c-2", make.t0 + timedelta(days=2))
+
+    assert claim(timers, bucket, "sweeper-b", make.t0 + timedelta(hours=1)) == BucketBusy(done=True)
+    assert timers.is_sealed(bucket)
+    with pytest.raises(ClaimLost):
+        timers.checkpoint(held, "c-3", make.t0 + LEASE)
+    with pytest.raises(ClaimLost):
+        timers.finish_bucket(held, "c-3", make.t0 + timedelta(days=2))
+
+
+def test_the_last_pages_checkpoint_releases_its_quota_slots_once(timers, jobs, make) -> None:
+    # Given a tenant at its quota of one, whose job the bucket's last page completed
+    tenant = "tenant-finish"
+    jobs.create(make.job(tenant), None, None, late=False, quota=1)
+    held = claim(timers, BucketId(make.t0, 1), "sweeper-a", make.t0)
+
+    # When the page's checkpoint releases it, and is tried again (a re-run after its answer was lost)
+    timers.finish_bucket(held, "c-1", make.t0 + timedelta(days=2), {tenant: 1})
+    with pytest.raises(ClaimLost):
+        timers.finish_bucket(held, "c-1", make.t0 + timedelta(days=2), {tenant: 1})
+
+    # Then one slot is free, not two
+    jobs.create(make.job(tenant), None, None, late=False, quota=1)
+    with pytest.raises(QuotaExceeded):
+        jobs.create(make.job(tenant), None, None, late=False, quota=1)
+
+
+def test_a_last_page_checkpoint_without_the_claim_changes_nothing(timers, jobs, make) -> None:
+    tenant = "tenant-impostor"
+    jobs.create(make.job(tenant), None, None, late=False, quota=1)
+    bucket = BucketId(make.t0, 3)
+    held = claim(timers, bucket, "sweeper-a", make.t0)
+    impostor = BucketClaim(bucket, "sweeper-b", held.epoch, None)
+
+    with pytest.raises(ClaimLost):
+        timers.finish_bucket(impostor, "x", make.t0 + timedelta(days=2), {tenant: 1})
+
+    # the bucket is not done, its holder still holds it, and the tenant's slot was not released
+    timers.checkpoint(held, "c-1", make.t0 + LEASE)
+    with pytest.raises(QuotaExceeded):
+        jobs.create(make.job(tenant), None, None, late=False, quota=1)
 
 
 # -- seal and watermark -------------------------------------------------------------------------------------

@@ -56,8 +56,7 @@ SWEEP_STEPS = [
     ("jobs", "advance"),
     ("timers", "put_timer"),
     ("queue", "send"),
-    ("timers", "checkpoint"),
-    ("timers", "complete_bucket"),
+    ("timers", "finish_bucket"),  # a bucket's last page: its checkpoint and the bucket done in one write
     ("timers", "advance_watermark"),
 ]
 
@@ -89,10 +88,54 @@ def test_a_sweeper_crash_at_any_step_loses_nothing_and_duplicates_nothing(
     assert_exactly_once(world, expected)
 
 
-def test_a_sweeper_that_dies_mid_bucket_is_resumed_from_its_checkpoint(world: World) -> None:
-    # Given more timers in one bucket than one page holds
+@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize("method", ["checkpoint", "finish_bucket"])
+def test_a_crash_at_a_long_buckets_checkpoint_or_at_its_last_pages_write_loses_and_repeats_nothing(
+    world: World, method: str, when: str
+) -> None:
+    # Given more one-shot jobs due in each bucket (of 2 shards) than a page holds: a checkpoint after the first
+    # page, and the last page's checkpoint that also marks the bucket done
     due = T0 + timedelta(seconds=30)
-    ids = [world.create({"type": "once", "at": rfc3339(due)}) for _ in range(130)]
+    expected = {
+        job: {occurrence_key(job, due)}
+        for job in (world.create({"type": "once", "at": rfc3339(due)}) for _ in range(300))
+    }
+
+    # When the sweeper dies right before / right after either write
+    crash = CrashAt(world.timers, method, when)
+    with pytest.raises(Crash):
+        world.sweeper("doomed", crash, world.dispatcher(timers=crash)).sweep(world.deadline())
+    assert crash.fired
+
+    # Then, the system running on without faults, each applies once and each job's quota slot is released once
+    world.run_until(T0 + timedelta(minutes=3))
+    assert_exactly_once(world, expected)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_crash_at_completing_an_empty_bucket_loses_nothing(world: World, when: str) -> None:
+    # Given jobs due only after the first sweep's look-ahead: the buckets it claims are empty, and it completes them
+    # with a write of their own (a bucket with timers is completed by its last page's checkpoint)
+    later = T0 + timedelta(minutes=3)
+    expected = {
+        job: {occurrence_key(job, later)}
+        for job in (world.create({"type": "once", "at": rfc3339(later)}) for _ in range(5))
+    }
+
+    # When the sweeper dies right before / right after completing one
+    crash = CrashAt(world.timers, "complete_bucket", when)
+    with pytest.raises(Crash):
+        world.sweeper("doomed", crash, world.dispatcher(timers=crash)).sweep(world.deadline())
+
+    # Then, the system running on without faults, each applies once
+    world.run_until(T0 + timedelta(minutes=5))
+    assert_exactly_once(world, expected)
+
+
+def test_a_sweeper_that_dies_mid_bucket_is_resumed_from_its_checkpoint(world: World) -> None:
+    # Given more timers in each bucket (of 2 shards) than one page holds
+    due = T0 + timedelta(seconds=30)
+    ids = [world.create({"type": "once", "at": rfc3339(due)}) for _ in range(300)]
 
     # When the first sweeper dies after its first checkpoint
     crash = CrashAt(world.timers, "checkpoint", "after")
@@ -103,7 +146,7 @@ def test_a_sweeper_that_dies_mid_bucket_is_resumed_from_its_checkpoint(world: Wo
     # Then the next sweeper, once the lease has expired, resumes after the checkpoint and sends only the rest
     world.clock.advance(25)
     world.sweeper("heir").sweep(world.deadline())
-    assert world.queue.sent - sent_before <= 130 - 1
+    assert world.queue.sent - sent_before <= 300 - 1
     world.run_until(T0 + timedelta(minutes=3))
     assert set(effects_by_job(world)) == set(ids)
 

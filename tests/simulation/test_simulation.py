@@ -70,6 +70,8 @@ PREEMPT = FaultProfile(preempt=0.2)
         ("forgetful-checkpoint", None, 7, "the counter says"),
         # A bucket sweep releases the quota of jobs another path completed (and released) too.
         ("release-on-every-replay", None, 7, "the counter says"),
+        # Every page's checkpoint marks its bucket done, not only the last page's: the rest of the bucket is lost.
+        ("finish-at-every-page", None, 1, "never"),
         # A sweep that counts a minute's buckets done without looking: the watermark passes an unfinished one.
         ("done-without-waiting", CRASHES, 1, "never"),
         # A tenant's execution slot taken whoever holds it: more of its occurrences run at once than its limit.

@@ -55,11 +55,18 @@ class FailingTimers(TimersProxy):
         self.failing_shard = failing_shard
         self.failed = False
 
-    def checkpoint(self, claim: Any, *args: Any) -> Any:
+    def _fail_once(self, claim: Any) -> None:
         if claim.bucket.shard == self.failing_shard and not self.failed:
             self.failed = True
             raise ConnectionError("DynamoDB went away")
+
+    def checkpoint(self, claim: Any, *args: Any) -> Any:
+        self._fail_once(claim)
         return self.inner.checkpoint(claim, *args)
+
+    def finish_bucket(self, claim: Any, *args: Any) -> Any:
+        self._fail_once(claim)
+        return self.inner.finish_bucket(claim, *args)
 
 
 class OverlapTimers(TimersProxy):
@@ -72,14 +79,20 @@ class OverlapTimers(TimersProxy):
         self.guard = threading.Lock()
 
     def checkpoint(self, claim: Any, cursor: Any, lease_until: Any, releases: Any = None) -> Any:
+        return self._timed(self.inner.checkpoint, claim, cursor, lease_until, releases)
+
+    def finish_bucket(self, claim: Any, cursor: Any, expire_after: Any, releases: Any = None) -> Any:
+        return self._timed(self.inner.finish_bucket, claim, cursor, expire_after, releases)
+
+    def _timed(self, write: Any, claim: Any, cursor: Any, when: Any, releases: Any) -> Any:
         if not releases:
-            return self.inner.checkpoint(claim, cursor, lease_until, releases)
+            return write(claim, cursor, when, releases)
         with self.guard:
             self.releasing += 1
             self.most_at_once = max(self.most_at_once, self.releasing)
         try:
             time.sleep(0.02)
-            return self.inner.checkpoint(claim, cursor, lease_until, releases)
+            return write(claim, cursor, when, releases)
         finally:
             with self.guard:
                 self.releasing -= 1

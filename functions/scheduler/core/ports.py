@@ -219,6 +219,13 @@ class TimerStore(Protocol):
         atomic write, so a page re-run after a crash (its cursor not moved) releases them exactly once."""
         ...
 
+    def finish_bucket(
+        self, claim: BucketClaim, cursor: str, expire_after: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        """The bucket's last page: its checkpoint (with its `releases`, exactly once in the same way) and the
+        bucket's completion (`complete_bucket`) in one atomic write, if the claim still holds (else ClaimLost)."""
+        ...
+
     def release(self, claim: BucketClaim) -> None:
         """Give the bucket up before it is done (budget or deadline reached) so the next sweep resumes it at once."""
         ...

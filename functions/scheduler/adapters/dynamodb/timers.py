@@ -188,8 +188,27 @@ class DynamoTimerStore:
     def checkpoint(
         self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
     ) -> None:
-        expression = "SET #cursor = :c, lease_ms = :lease"
-        values = {":c": s(cursor), ":lease": n(to_ms(lease_until))}
+        self._progress(
+            claim, "SET #cursor = :c, lease_ms = :lease", {":lease": n(to_ms(lease_until))}, cursor, releases
+        )
+
+    def finish_bucket(
+        self, claim: BucketClaim, cursor: str, expire_after: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        values = {":t": {"BOOL": True}, ":exp": epoch_seconds(expire_after)}
+        self._progress(claim, "SET #cursor = :c, done = :t, expires_at = :exp", values, cursor, releases)
+
+    def _progress(
+        self,
+        claim: BucketClaim,
+        expression: str,
+        values: dict[str, Any],
+        cursor: str,
+        releases: Mapping[str, int] | None,
+    ) -> None:
+        """A held write of the bucket's cursor (and `expression`'s other attributes), with the page's quota
+        releases in the same transaction when it has any."""
+        values = {":c": s(cursor), **values}
         owed = {tenant: count for tenant, count in (releases or {}).items() if count}
         if not owed:
             self._held_update(claim, expression, values)

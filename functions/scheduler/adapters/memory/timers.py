@@ -30,6 +30,9 @@ class _Bucket:
 
 
 class MemoryTimerStore:
+    #: Timers a query page holds (DynamoDB's Limit in the real store).
+    page_size = PAGE_SIZE
+
     def __init__(self, shard_count: int) -> None:
         self.shard_count = shard_count
         self.buckets: dict[BucketId, _Bucket] = {}
@@ -78,12 +81,12 @@ class MemoryTimerStore:
         while True:
             with self.lock:
                 items = sorted(self.timer_items.get(bucket, {}).items())
-            page = [(k, t) for k, t in items if after is None or k > after][:PAGE_SIZE]
+            page = [(k, t) for k, t in items if after is None or k > after][: self.page_size]
             if not page:
                 return
             after = page[-1][0]
             yield [t for _, t in page], after
-            if len(page) < PAGE_SIZE:
+            if len(page) < self.page_size:
                 return
 
     def upcoming(self, minute: datetime) -> list[Timer]:
@@ -112,6 +115,14 @@ class MemoryTimerStore:
             if releases and self.quota is not None:
                 for tenant, count in releases.items():
                     self.quota.active[tenant] = self.quota.active.get(tenant, 0) - count
+
+    def finish_bucket(
+        self, claim: BucketClaim, cursor: str, expire_after: datetime, releases: Mapping[str, int] | None = None
+    ) -> None:
+        with self.quota.lock if self.quota is not None else self.lock, self.lock:
+            item = self._held(claim)
+            self.checkpoint(claim, cursor, item.lease_until or expire_after, releases)
+            item.done = True
 
     def release(self, claim: BucketClaim) -> None:
         with self.lock:
