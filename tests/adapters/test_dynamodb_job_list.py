@@ -99,3 +99,8 @@ def test_a_cursor_that_names_no_batch_position_is_refused(store, make) -> None:
             store.list("tenant-cursor", None, 2, encode_cursor(forged))
     with pytest.raises(ValueError, match="cursor"):
         store.list("tenant-other", None, 2, inside)
+    # nor does a cursor of one's own that points into another tenant's batch read that tenant's jobs
+    theirs = batch(store, make, "tenant-theirs", 3)
+    into_theirs = {**key, "PK": {"S": f"LIST#{theirs[0].job_id}"}}
+    with pytest.raises(ValueError, match="cursor"):
+        store.list("tenant-cursor", None, 2, encode_cursor(into_theirs))

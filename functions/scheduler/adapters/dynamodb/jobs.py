@@ -231,8 +231,8 @@ class DynamoJobStore:
         query and a read."""
         if start is not None and at is not None:
             entry = self.client.get_item(TableName=self.table, Key={"PK": start["PK"], "SK": start["SK"]}).get("Item")
-            named = listed_job_ids(entry) if entry else None
-            if named is None:
+            named = listed_job_ids(entry) if entry and entry.get("tenant_pk") == partition else None
+            if named is None:  # not a batch's entry, or another tenant's
                 raise ValueError("cursor is not one this API returned for this caller")
             yield from self._members(start, named, at + 1, reads)
         request: dict[str, Any] = {
@@ -297,18 +297,18 @@ class DynamoJobStore:
         the batch entry that names it), which an update that does not set them leaves as they are."""
         item = job_to_item(job)
         fields = [name for name in item if name not in JOB_LISTING_ATTRIBUTES]
-        names = {f"#a{i}": name for i, name in enumerate(fields)}
-        gone = [name for name in JOB_OPTIONAL_ATTRIBUTES if name not in item]
-        names |= {f"#r{i}": name for i, name in enumerate(gone)}
-        expression = "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(fields)))
+        # `condition` names the version #version: one placeholder for one attribute
+        placeholders = {name: "#version" if name == "version" else f"#a{i}" for i, name in enumerate(fields)}
+        gone = {name: f"#r{i}" for i, name in enumerate(a for a in JOB_OPTIONAL_ATTRIBUTES if a not in item)}
+        expression = "SET " + ", ".join(f"{placeholders[name]} = :a{i}" for i, name in enumerate(fields))
         if gone:
-            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(gone)))
+            expression += " REMOVE " + ", ".join(gone.values())
         return {
             "TableName": self.table,
             "Key": {"PK": item["PK"], "SK": item["SK"]},
             "UpdateExpression": expression,
             "ConditionExpression": condition,
-            "ExpressionAttributeNames": {**names, "#version": "version"},
+            "ExpressionAttributeNames": {p: name for name, p in {**placeholders, **gone}.items()},
             "ExpressionAttributeValues": {**values, **{f":a{i}": item[name] for i, name in enumerate(fields)}},
         }
 
