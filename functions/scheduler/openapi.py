@@ -281,6 +281,11 @@ def document() -> dict[str, Any]:
             },
             "get": {
                 "summary": "list the caller's jobs, oldest first",
+                "description": (
+                    "Oldest first, a page at a time (`next_cursor`). The jobs one `POST /v1/jobs/batch` stored "
+                    "together are listed together, in the batch's order, where its first job is. The list may lag a "
+                    "write by a moment; `GET /v1/jobs/{job_id}` is always current."
+                ),
                 "parameters": [
                     {"name": "state", "in": "query", "schema": {"enum": [s.value for s in JobState]}},
                     *PAGE,
