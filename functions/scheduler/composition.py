@@ -18,6 +18,7 @@ from datetime import timedelta
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
+from scheduler.core.envelope import EnvelopeConfig, MessageRunner
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
@@ -28,6 +29,7 @@ from scheduler.core.ports import (
     BackfillStore,
     BatchVisibility,
     Clock,
+    Dispatch,
     EventPublisher,
     Heartbeats,
     Ids,
@@ -78,6 +80,11 @@ def fairness_of(settings: Settings) -> FairnessConfig | None:
     )
 
 
+def envelope_of(settings: Settings) -> EnvelopeConfig:
+    """How occurrences share ready-queue messages (every queue adapter packs by it)."""
+    return EnvelopeConfig(settings.occurrences_per_message)
+
+
 def concurrency_of(settings: Settings) -> ConcurrencyConfig | None:
     """The tenants' execution slots (None: off, no limit anywhere)."""
     budgets = settings.tenant_budgets
@@ -96,6 +103,7 @@ class Configs:
     execute: ExecuteConfig
     backfill: BackfillConfig
     hold: HoldConfig
+    envelope: EnvelopeConfig
     fairness: FairnessConfig | None
     concurrency: ConcurrencyConfig | None
     max_active_jobs: int
@@ -130,6 +138,7 @@ class Configs:
             ),
             backfill=BackfillConfig(max_occurrences=s.backfill_max_occurrences, wave_size=s.backfill_wave_size),
             hold=HoldConfig(),
+            envelope=envelope_of(s),
             fairness=fairness_of(s),
             concurrency=concurrency_of(s),
             max_active_jobs=s.max_active_jobs_per_tenant,
@@ -240,6 +249,17 @@ class Container:
             ids=self.ids,
             heartbeats=self.heartbeats,
         )
+
+    def message_runner(
+        self,
+        executor: Executor,
+        *,
+        pool: TaskPool | None = None,
+        bind: Callable[[Dispatch], None] | None = None,
+    ) -> MessageRunner:
+        """Runs the occurrences of one ready-queue message through `executor` (in turn unless `pool` is given;
+        `bind` is called in each occurrence's thread before it runs)."""
+        return MessageRunner(executor, self.stores.queue, executor.clock, self.metrics, pool or InOrder(), bind)
 
     def held_batch(self, visibility: BatchVisibility, keys: Mapping[str, str | None]) -> HeldBatch:
         """A received batch, held for the hold time while the worker lives (renewed by the heartbeats)."""

@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     #: Buckets (shards) of one minute a sweep works on at once, each in its own thread: a herd's minute is
     #: dispatched in about the time of its biggest bucket rather than of all of them. 1: one after another.
     sweep_concurrency: int = Field(default=8, ge=1, le=64)
+    #: The most occurrences one ready-queue message carries (docs/design.md §3.4): a herd's occurrences due in the
+    #: same instant for one tenant share messages, so SQS's send, receive, delete and hold are paid per message.
+    #: 1: a message each (as before).
+    occurrences_per_message: int = Field(default=10, ge=1, le=50)
     #: Stop starting new buckets this long before the invocation's deadline.
     sweep_safety_seconds: int = Field(default=20, ge=1)
     max_active_jobs_per_tenant: int = Field(default=10_000, ge=1)

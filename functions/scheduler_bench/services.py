@@ -11,18 +11,31 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import boto3
 from botocore.config import Config
 
-from scheduler.adapters.codec import dispatch_from_body
+from scheduler import schema
+from scheduler.adapters.codec import dispatches_from_body
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
+from scheduler.adapters.threads import SharedTaskPool
 from scheduler.core.dispatch import Dispatcher
+from scheduler.core.envelope import MessageRunner
 from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs import JobService
-from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, Metrics, NullMetrics, TimerStore
+from scheduler.core.ports import (
+    BatchVisibility,
+    Clock,
+    Dispatch,
+    JobStore,
+    Ledger,
+    MessageControl,
+    Metrics,
+    NullMetrics,
+    TimerStore,
+)
 from scheduler.core.recovery import HeldBatch
 from scheduler.core.sweep import Sweeper
 from scheduler.handlers import wiring
@@ -228,14 +241,16 @@ def flowing(clock: Clock) -> AbstractContextManager[None]:
 
 
 def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float = 0.05) -> int:
-    """Feed the ready queue to the executor as the event source mapping does: batches of `batch_size` in the order
-    the messages land (`meter.landing`: send time + whole-second delay; the fire time if unknown), each handed over
-    when its last message has landed; its records run concurrently, each waiting out what is left to its fire time
-    (billed, as inside Lambda); what succeeded is deleted.
+    """Feed the ready queue to the worker as the event source mapping does: batches of `batch_size` messages in the
+    order they land (`meter.landing`: send time + whole-second delay, by each message's first occurrence; the fire
+    time if unknown), each handed over when its last message has landed; its messages run concurrently, and the
+    occurrences of a message that carries several on a pool shared by the batch, as the worker handler runs them
+    (`MessageRunner`), each waiting out what is left to its fire time (billed, as inside Lambda); what succeeded is
+    deleted.
 
     One Lambda invocation per batch; the handler's duration is the records' execution, their waits and the batch
     hold (one ChangeMessageVisibilityBatch, as the handler does: bounded recovery); receiving and deleting is the
-    event source mapping's work, billed as SQS requests. Returns the records handled.
+    event source mapping's work, billed as SQS requests. Returns the occurrences handled.
     """
     handled = 0
     url = services.settings.ready_queue_url
@@ -256,49 +271,73 @@ def drain(services: Services, meter: Meter, batch_size: int, arrival_lag: float 
                 break
         if not visible:
             return handled
-        entries = [(m, dispatch_from_body(m["Body"], services.queue.message_key)) for m in visible]
-        entries.sort(key=lambda e: meter.landing.get(e[1].key, e[1].fire_at))
+        entries = [(m, dispatches_from_body(m["Body"], services.queue.message_key)) for m in visible]
+        entries.sort(key=lambda e: meter.landing.get(e[1][0].key, e[1][0].fire_at))
         for start in range(0, len(entries), batch_size):
             _run_batch(services, meter, entries[start : start + batch_size], arrival_lag)
-        handled += len(entries)
+        handled += sum(len(dispatches) for _, dispatches in entries)
+
+
+class _TimedExecutor:
+    """The executor, each occurrence starting at the batch's instant on the worker's clock and its wait recorded."""
+
+    def __init__(self, services: Services, waits: list[float]) -> None:
+        self.services, self.waits = services, waits
+
+    def execute(self, dispatch: Dispatch, message: MessageControl) -> Outcome:
+        clock = self.services.worker_clock
+        clock.begin_record()
+        try:
+            return self.services.executor.execute(dispatch, message)
+        finally:
+            self.waits.append(clock.waited())
 
 
 def _run_batch(
-    services: Services, meter: Meter, batch: list[tuple[dict[str, Any], Dispatch]], arrival_lag: float
+    services: Services, meter: Meter, batch: list[tuple[dict[str, Any], list[Dispatch]]], arrival_lag: float
 ) -> None:
     url = services.settings.ready_queue_url
-    landed = max(meter.landing.get(d.key, d.fire_at) for _, d in batch) + timedelta(seconds=arrival_lag)
+    landed = max(meter.landing.get(ds[0].key, ds[0].fire_at) for _, ds in batch) + timedelta(seconds=arrival_lag)
     services.worker_clock.set(max(services.worker_clock.now(), landed))
     visibility = SqsBatchVisibility(services.sqs, {m["MessageId"]: (url, m["ReceiptHandle"]) for m, _ in batch})
+    waits: list[float] = []
+    runner = MessageRunner(
+        cast(Executor, _TimedExecutor(services, waits)),
+        services.queue,
+        services.worker_clock,
+        NullMetrics(),
+        _OCCURRENCES,
+    )
 
-    def run(entry: tuple[dict[str, Any], Dispatch]) -> tuple[dict[str, Any], Dispatch, SqsMessage, Outcome]:
-        m, dispatch = entry
-        services.worker_clock.begin_record()
+    def run(entry: tuple[dict[str, Any], list[Dispatch]]) -> tuple[dict[str, Any], list[Dispatch], SqsMessage, Outcome]:
+        m, dispatches = entry
         receive_count = int((m.get("Attributes") or {}).get("ApproximateReceiveCount", "1"))
         control = SqsMessage(services.sqs, url, m["ReceiptHandle"], receive_count)
-        outcome = services.executor.execute(dispatch, control)
-        waits.append(services.worker_clock.waited())
-        return m, dispatch, control, outcome
+        return m, dispatches, control, runner.run(dispatches, control)
 
-    waits: list[float] = []
     done: list[dict[str, str]] = []
+    occurrences = sum(len(dispatches) for _, dispatches in batch)
     with (
-        meter.invocation("worker", records=len(batch)),
+        meter.invocation("worker", records=occurrences),
         services.held_batch(visibility, dict.fromkeys(visibility.messages)) as held,
     ):
         with ThreadPoolExecutor(max_workers=len(batch)) as pool:
             results = list(pool.map(run, batch))
         services.worker_clock.batch_waits.append(max(waits, default=0.0))
-        for m, dispatch, control, outcome in results:
+        for m, dispatches, control, outcome in results:
             if outcome.ack:
                 done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
             else:
                 held.release(m["MessageId"])
                 control.extend_visibility(outcome.hide_seconds)
-                services.kept.append(f"{dispatch.key}: {outcome.reason}")
+                services.kept.append(f"{dispatches[0].key}: {outcome.reason}")
     if done:
         with meter.phase("worker"):
             services.sqs.delete_message_batch(QueueUrl=url, Entries=done)
+
+
+#: The worker handler's pool for the occurrences of messages that carry several (scheduler.handlers.worker).
+_OCCURRENCES = SharedTaskPool(schema.WORKER_OCCURRENCE_THREADS, name="bench-occurrence")
 
 
 def utc_minute(when: datetime) -> datetime:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
 from scheduler.composition import Container, Stores, compose
+from scheduler.core.envelope import EnvelopeConfig, pack
 from scheduler.core.errors import SchedulerError
 from scheduler.core.jobs import Submission
 from scheduler.core.model import Job, JobSpec
@@ -50,30 +51,36 @@ class SimQueue(MemoryQueue):
     gave it) count from the queue's own clock, and copies can be injected to arrive later
     (duplicates and late redeliveries)."""
 
-    def __init__(self, clock: FakeClock, visibility_timeout: float, rng: random.Random) -> None:
-        super().__init__(clock=clock, visibility_timeout=visibility_timeout)
+    def __init__(
+        self, clock: FakeClock, visibility_timeout: float, rng: random.Random, envelope: EnvelopeConfig
+    ) -> None:
+        super().__init__(clock=clock, visibility_timeout=visibility_timeout, envelope=envelope)
         self.rng = rng
         #: When each message was received (taken from the queue), for the checker's restart-time invariant.
         self.receives: dict[str, list[datetime]] = {}
         #: Every receive: when, and whether it came back full (a backlog: visible messages were left behind).
         self.polls: list[tuple[datetime, bool]] = []
+        #: How many occurrences each message put on the queue carried, in the order they were put.
+        self.carried: list[int] = []
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
         arrival = self.clock.now()
         with self.lock:
-            for dispatch in dispatches:
-                delay = max(0, min(900, math.floor((dispatch.send_at - now).total_seconds())))
-                self._put(dispatch, arrival + timedelta(seconds=delay))
+            for message in pack(dispatches, self.envelope):
+                delay = max(0, min(900, math.floor((message[0].send_at - now).total_seconds())))
+                self._put(message, arrival + timedelta(seconds=delay))
 
-    def inject(self, dispatch: Dispatch, visible_at: datetime) -> str:
-        """A copy of a message, delivered (again) from `visible_at`."""
+    def inject(self, dispatches: Sequence[Dispatch], visible_at: datetime) -> str:
+        """A copy of a message (its occurrences), delivered (again) from `visible_at`."""
         with self.lock:
-            return self._put(dispatch, visible_at)
+            return self._put(dispatches, visible_at)
 
-    def _put(self, dispatch: Dispatch, visible_at: datetime) -> str:
+    def _put(self, dispatches: Sequence[Dispatch], visible_at: datetime) -> str:
         self.sent += 1
         message_id = f"m{self.sent}"
-        self.messages[message_id] = QueuedMessage(message_id, dispatch, visible_at)
+        first, *more = dispatches
+        self.messages[message_id] = QueuedMessage(message_id, first, visible_at, more=tuple(more))
+        self.carried.append(len(dispatches))
         return message_id
 
     def receive(self, max_messages: int = 10) -> list[QueuedMessage]:
@@ -89,7 +96,7 @@ class SimQueue(MemoryQueue):
                 message.receive_count += 1
                 if message.receive_count > self.max_receive_count:
                     del self.messages[message.message_id]
-                    self.dead.append((message.dispatch, None))
+                    self.dead.extend((dispatch, None) for dispatch in message.dispatches)
                     continue
                 message.visible_at = now + timedelta(seconds=self.visibility_timeout)
                 message.receipt = f"{message.message_id}#{message.receive_count}"
@@ -222,13 +229,20 @@ class SimBatchVisibility(MemoryBatchVisibility):
 
 
 class WorkerActor(Actor):
-    """A worker Lambda fed by the event source mapping: receives a small batch, runs each message through the
-    real `Executor`, deletes what it acknowledges and changes the visibility of what it keeps."""
+    """A worker Lambda fed by the event source mapping: receives a small batch, runs each message's occurrences
+    through the real `MessageRunner` and `Executor`, deletes what it acknowledges and changes the visibility of what
+    it keeps."""
 
     def __init__(self, sim: Simulation, name: str) -> None:
         super().__init__(sim, name)
         self.services = self.core()
         self.executor = self.services.executor(name, {"handler": sim.sink})
+        # A message's occurrences, which production runs at once in threads, in a seeded order of their own.
+        order = SeededOrder(random.Random(f"{sim.seed}/{name}/occurrences"))
+        self.runner = self.services.message_runner(self.executor, pool=order)
+        broken = sim.variant.runner if sim.variant is not None else None
+        if broken is not None:
+            self.runner = broken(self.runner)
         self.batch = sim.rng.randint(1, 3)
         #: The batch this worker holds while it works through it (None between steps).
         self.held: HeldBatch | None = None
@@ -260,12 +274,13 @@ class WorkerActor(Actor):
 
     def _handle(self, message: QueuedMessage) -> None:
         sim = self.sim
-        dispatch = message.dispatch
+        dispatches = message.dispatches
         if sim.variant is not None and sim.variant.rewrite is not None:
-            dispatch = sim.variant.rewrite(dispatch, sim.rng)
-        sim.trace(self.name, f"received {message.message_id} {dispatch.key} (receive #{message.receive_count})")
+            dispatches = [sim.variant.rewrite(dispatch, sim.rng) for dispatch in dispatches]
+        keys = ", ".join(dispatch.key for dispatch in dispatches)
+        sim.trace(self.name, f"received {message.message_id} {keys} (receive #{message.receive_count})")
         try:
-            outcome = self.executor.execute(dispatch, MemoryMessage(sim.queue, message))
+            outcome = self.runner.run(dispatches, MemoryMessage(sim.queue, message))
         except Throttled as exc:
             # The record fails; SQS shows the message again when its visibility timeout ends.
             sim.trace(self.name, f"{message.message_id}: {exc}; left to time out")
@@ -279,7 +294,7 @@ class WorkerActor(Actor):
             sim.trace(self.name, f"{message.message_id} acknowledged: {outcome.reason}")
             if sim.faults_on and sim.rng.random() < sim.profile.late_copy:
                 later = sim.clock.now() + timedelta(seconds=sim.rng.randint(30, 900))
-                copy_id = sim.queue.inject(message.dispatch, later)
+                copy_id = sim.queue.inject(message.dispatches, later)
                 sim.trace(self.name, f"FAULT {message.message_id} redelivered as {copy_id} at {rfc3339(later)}")
         else:
             if self.held is not None:

@@ -7,11 +7,14 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from scheduler.adapters import memory
+from scheduler.core.envelope import MessageRunner
 from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox, outcome_events
+from scheduler.core.execute import Outcome, Why
 from scheduler.core.fairness import Admitted, TenantAdmission
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import (
@@ -23,6 +26,7 @@ from scheduler.core.ports import (
     BudgetCalendar,
     Dispatch,
     Execution,
+    MessageControl,
     TaskPool,
     Timer,
 )
@@ -191,6 +195,22 @@ class ClearBeforePublish(Outbox):
         return len(events)
 
 
+class DropsKeptOccurrences(MessageRunner):
+    """BROKEN on purpose: a message of several occurrences is acknowledged once each has run, without sending again
+    the ones the executor would keep (a retry's backoff, another worker's live lease, a throttled tenant): those
+    are lost with the message."""
+
+    @classmethod
+    def instead_of(cls, runner: MessageRunner) -> MessageRunner:
+        return cls(runner.executor, runner.queue, runner.clock, runner.metrics, runner.pool, runner.bind)
+
+    def run(self, dispatches: Sequence[Dispatch], message: MessageControl) -> Outcome:
+        if len(dispatches) == 1:
+            return super().run(dispatches, message)
+        self.pool.run_all([partial(self.executor.execute, dispatch, message) for dispatch in dispatches])
+        return Outcome.acknowledge(Why.SETTLED, "kept ones dropped")
+
+
 @dataclass(frozen=True)
 class Variant:
     """A change to the protocol under test: a different store (ledger, timers, jobs, execution slots, budget
@@ -214,6 +234,8 @@ class Variant:
     batch_hold: bool = True
     #: The sweep's TaskPool over a minute's buckets, from its own seeded stream (None: the simulator's own).
     buckets: Callable[[random.Random], TaskPool] | None = None
+    #: Replaces each worker's runner of a message's occurrences.
+    runner: Callable[[MessageRunner], MessageRunner] | None = None
 
 
 VARIANTS: dict[str, Variant] = {
@@ -276,6 +298,11 @@ VARIANTS: dict[str, Variant] = {
         "clear-before-publish",
         "the completion-event outbox is cleared before its events are published (a failed publish loses them)",
         outbox=ClearBeforePublish.instead_of,
+    ),
+    "drops-kept-occurrences": Variant(
+        "drops-kept-occurrences",
+        "a message of several occurrences is acknowledged without sending again the occurrences the worker keeps",
+        runner=DropsKeptOccurrences.instead_of,
     ),
     "release-on-every-replay": Variant(
         "release-on-every-replay",

@@ -31,6 +31,7 @@ from scheduler.composition import Configs
 from scheduler.core.backfill import BackfillConfig
 from scheduler.core.concurrency import ConcurrencyConfig
 from scheduler.core.dispatch import DispatchConfig
+from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.execute import ExecuteConfig
 from scheduler.core.fairness import Budget, FairnessConfig
 from scheduler.core.jobs import JobService
@@ -113,7 +114,9 @@ class Simulation:
         self.timers = variant.timers(shards) if variant is not None else MemoryTimerStore(shards)
         self.jobs.attach(self.timers)
         self.ledger = variant.ledger() if variant is not None else MemoryLedger()
-        self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng)
+        # Occurrences share messages as deployed (up to 10 of one tenant and instant).
+        self.envelope = EnvelopeConfig()
+        self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng, self.envelope)
         self.sink = SinkTarget(self)
         self.metrics = RecordingMetrics()
         # Every page lands on time here, however small (the deployed threshold is a cost choice; the mechanism's
@@ -156,6 +159,7 @@ class Simulation:
             # small backfills take several sweeps: a wave's cursor meets crashes, races and the dispatch budget.
             backfill=BackfillConfig(wave_size=BACKFILL_WAVE),
             hold=self.hold_config,
+            envelope=self.envelope,
             fairness=self.fairness,
             concurrency=self.concurrency,
             max_active_jobs=100,
@@ -297,10 +301,15 @@ class Simulation:
         if not ids:
             return
         keys = tuple(held.keys[i] or "" for i in ids)
-        items = [self.ledger.items.get(key) for key in keys]
-        started = tuple(item is not None and (item.owner or "").startswith(f"{worker.name}/") for item in items)
+        # A message counts as started if the dead worker had claimed any occurrence it carries (its heartbeat may
+        # have extended the whole message to that lease).
+        started = tuple(any(self._claimed_by(worker, dispatch.key) for dispatch in current[i].dispatches) for i in ids)
         self.abandoned.append(Abandoned(self.clock.now(), worker.name, ids, keys, started))
         self.trace(worker.name, f"abandoned {', '.join(ids)} (held since {rfc3339(visibility.applied)})")
+
+    def _claimed_by(self, worker: WorkerActor, key: str) -> bool:
+        item = self.ledger.items.get(key)
+        return item is not None and (item.owner or "").startswith(f"{worker.name}/")
 
     def _quiesce(self) -> None:
         self.faults_on = False
@@ -496,11 +505,11 @@ class Simulation:
             if self.rng.random() < self.profile.duplicate:
                 delay = max(0.0, min(900.0, (dispatch.send_at - now).total_seconds()))
                 at = self.clock.now() + timedelta(seconds=delay + self.rng.randint(0, 5000) / 1000)
-                copy_id = self.queue.inject(dispatch, at)
+                copy_id = self.queue.inject([dispatch], at)
                 self.trace(actor, f"FAULT {dispatch.key} delivered twice ({copy_id})")
             if self.rng.random() < self.profile.late_copy:
                 at = self.clock.now() + timedelta(seconds=self.rng.randint(60, 900))
-                copy_id = self.queue.inject(dispatch, at)
+                copy_id = self.queue.inject([dispatch], at)
                 self.trace(actor, f"FAULT {dispatch.key} redelivered late ({copy_id} at {rfc3339(at)})")
 
     def invalid_request(self, call: InvalidCall, service: JobService) -> None:

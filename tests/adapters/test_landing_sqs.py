@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.clock import SystemClock
-from scheduler.adapters.codec import dispatch_from_body
+from scheduler.adapters.codec import dispatches_from_body
 from scheduler.adapters.memory import RecordingMetrics
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
@@ -45,7 +45,8 @@ def arrivals(sqs: Any, url: str, expected: int, timeout: float) -> dict[str, flo
             got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
             at = time.time()
             for message in got.get("Messages", []):
-                seen.setdefault(dispatch_from_body(message["Body"], KEY).key, at)
+                for dispatch in dispatches_from_body(message["Body"], KEY):
+                    seen.setdefault(dispatch.key, at)
                 sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     threads = [threading.Thread(target=poll) for _ in range(3)]

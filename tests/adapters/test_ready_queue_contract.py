@@ -1,21 +1,23 @@
-"""ReadyQueue contract: the same tests run against MemoryQueue and SqsReadyQueue (moto server), plus the SQS
-adapter's own rules (batches of 10, DelaySeconds rounding and clamping, retries of failed entries)."""
+"""ReadyQueue contract: the same tests run against MemoryQueue and SqsReadyQueue (the local emulator), both packing
+occurrences into messages as deployed (scheduler.core.envelope), plus the SQS adapter's own rules (batches of 10,
+envelopes within a request's size, DelaySeconds rounding and clamping, retries of failed entries)."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from scheduler.adapters import sqs
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatches_from_body
 from scheduler.adapters.memory import FakeClock, MemoryQueue
 from scheduler.adapters.sqs import QueueSendFailed, SqsReadyQueue, delay_seconds
+from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.model import Job, RunState
 from scheduler.core.ports import Dispatch, Execution, HistoryEntry
 from scheduler.core.timefmt import truncate_ms
@@ -45,16 +47,22 @@ class QueueUnderTest:
     ready: Callable[[], list[Dispatch]]
     dead: Callable[[], list[dict[str, Any]]]
     spy: SpyClient | None = None
+    #: The occurrences each message received carried (keys), in the order received.
+    messages: list[list[str]] = field(default_factory=list)
 
 
 def _memory() -> QueueUnderTest:
     clock = FakeClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
-    queue = MemoryQueue(clock)
+    queue = MemoryQueue(clock, envelope=EnvelopeConfig())
+    messages: list[list[str]] = []
 
     def ready() -> list[Dispatch]:
         out: list[Dispatch] = []
         while batch := queue.receive(10):
-            out += [m.dispatch for m in batch]
+            for m in batch:
+                out += m.dispatches
+                messages.append([d.key for d in m.dispatches])
+                queue.delete(m)
         return out
 
     def dead() -> list[dict[str, Any]]:
@@ -69,7 +77,7 @@ def _memory() -> QueueUnderTest:
             for d, e in queue.dead
         ]
 
-    return QueueUnderTest("memory", queue, clock.now, clock.advance, ready, dead)
+    return QueueUnderTest("memory", queue, clock.now, clock.advance, ready, dead, messages=messages)
 
 
 def _sqs(request: pytest.FixtureRequest) -> QueueUnderTest:
@@ -88,8 +96,16 @@ def _sqs(request: pytest.FixtureRequest) -> QueueUnderTest:
                 return out
             out += got
 
+    messages: list[list[str]] = []
+
     def ready() -> list[Dispatch]:
-        return [dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY) for m in drain(resources.ready_queue_url)]
+        out: list[Dispatch] = []
+        for m in drain(resources.ready_queue_url):
+            dispatches = dispatches_from_body(m["Body"], LOCAL_MESSAGE_KEY)
+            out += dispatches
+            messages.append([d.key for d in dispatches])
+            client.delete_message(QueueUrl=resources.ready_queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return out
 
     def dead() -> list[dict[str, Any]]:
         out = []
@@ -99,7 +115,7 @@ def _sqs(request: pytest.FixtureRequest) -> QueueUnderTest:
             out.append({**body, "dispatch": dispatch_from_body(json.dumps(body["dispatch"]), LOCAL_MESSAGE_KEY)})
         return out
 
-    return QueueUnderTest("sqs", queue, lambda: datetime.now(UTC), time.sleep, ready, dead, spy)
+    return QueueUnderTest("sqs", queue, lambda: datetime.now(UTC), time.sleep, ready, dead, spy, messages)
 
 
 @pytest.fixture(params=["memory", pytest.param("sqs", marks=pytest.mark.emulator)])
@@ -140,6 +156,38 @@ def test_send_delivers_every_dispatch_and_bodies_round_trip(q) -> None:
     q.queue.send(sent, q.now())
     got = q.ready()
     assert sorted(got, key=lambda d: d.job_id) == sent
+
+
+def test_occurrences_of_one_tenant_lane_and_instant_share_messages_of_at_most_ten(q) -> None:
+    # Given 25 occurrences of one tenant due at one instant, 3 of another tenant and 2 in another lane
+    now = q.now()
+    herd = _dispatches(25, now)
+    herd = [replace(d, scheduled_for=d.fire_at) for d in herd]
+    others = [replace(d, job_id=f"other{i}", tenant="tenant-b") for i, d in enumerate(herd[:3])]
+    urgent = [replace(d, job_id=f"urgent{i}", priority="high") for i, d in enumerate(herd[:2])]
+
+    q.queue.send(herd + others + urgent, now)
+
+    # Then each tenant and lane has messages of its own, of at most 10 occurrences, and nothing is lost
+    got = q.ready()
+    assert sorted(d.key for d in got) == sorted(d.key for d in herd + others + urgent)
+    sizes = sorted(len(m) for m in q.messages)
+    assert sizes == [2, 3, 5, 10, 10]
+    tenants = {d.key: d.tenant for d in got}
+    assert all(len({tenants[k] for k in m}) == 1 for m in q.messages)
+
+
+def test_occurrences_released_further_apart_than_the_spread_do_not_share_a_message(q) -> None:
+    now = q.now()
+    a, b, c = _dispatches(3, now)
+    later = replace(b, fire_at=b.fire_at + timedelta(milliseconds=101))
+    close = replace(c, fire_at=c.fire_at + timedelta(milliseconds=100))
+
+    q.queue.send([a, later, close], now)
+
+    got = q.ready()
+    assert sorted(d.key for d in got) == sorted(d.key for d in (a, later, close))
+    assert sorted(len(m) for m in q.messages) == [1, 2]
 
 
 def test_send_of_nothing_sends_nothing(q) -> None:
@@ -213,6 +261,7 @@ def test_sqs_sends_in_batches_of_ten_with_attributes(sqs_q, sqs_client) -> None:
     sent[3] = Dispatch("far", "tenant-a", now, now + timedelta(hours=2), 1)  # beyond SQS's 900 s cap
     sent[4] = Dispatch("past", "tenant-a", now, now - timedelta(hours=2), 1)
 
+    sqs_q.queue.envelope = EnvelopeConfig(occurrences=1)  # a message each
     sqs_q.queue.send(sent, now)
 
     assert [len(batch) for batch in sqs_q.spy.batches] == [10, 10, 5]
@@ -248,9 +297,41 @@ class FlakyClient:
         }
 
 
+@pytest.mark.emulator
+def test_sqs_envelopes_stay_within_a_requests_size_and_say_what_they_carry(sqs_q, sqs_client) -> None:
+    # Given 30 occurrences of one instant whose messages carry copies of their jobs (about 2.7 KB each as JSON)
+    now = truncate_ms(datetime.now(UTC))
+    big = {"payload": {"blob": "x" * 2500}}
+    sent = []
+    for i, d in enumerate(_dispatches(30, now)):
+        job = Job.model_validate(
+            JOB_COPY
+            | {"job_id": d.job_id, "tenant": d.tenant, "version": d.version, "spec": {**JOB_COPY["spec"], **big}}
+        )
+        sent.append(replace(d, scheduled_for=now - timedelta(seconds=i), job_copy=job))
+
+    sqs_q.queue.send(sent, now)
+
+    # Then no body passes MAX_ENVELOPE_BYTES (an envelope over it is halved), every request is within SQS's 256 KiB,
+    # and each message names its first occurrence and how many it carries
+    bodies = [e["MessageBody"] for batch in sqs_q.spy.batches for e in batch]
+    assert all(len(body) <= sqs.MAX_ENVELOPE_BYTES for body in bodies)
+    assert all(sum(len(e["MessageBody"]) for e in batch) < 256 * 1024 for batch in sqs_q.spy.batches)
+    received = sqs_q.ready()
+    assert sorted(d.key for d in received) == sorted(d.key for d in sent)
+    assert all(d.job_copy is not None for d in received)
+    assert max(len(m) for m in sqs_q.messages) > 1
+    for batch in sqs_q.spy.batches:
+        for entry in batch:
+            carried = dispatches_from_body(entry["MessageBody"], LOCAL_MESSAGE_KEY)
+            attributes = entry["MessageAttributes"]
+            assert attributes["occurrence_key"]["StringValue"] == carried[0].key
+            assert int(attributes.get("occurrences", {"StringValue": "1"})["StringValue"]) == len(carried)
+
+
 def test_sqs_resends_only_the_refused_entries() -> None:
     client = FlakyClient({"2": 1, "7": 2})
-    SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY).send(
+    SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY, envelope=EnvelopeConfig(occurrences=1)).send(
         _dispatches(10, datetime(2026, 1, 5, tzinfo=UTC)), datetime(2026, 1, 5, tzinfo=UTC)
     )
     assert client.calls == [[str(i) for i in range(10)], ["2", "7"], ["7"]]
@@ -260,7 +341,9 @@ def test_sqs_raises_when_entries_stay_refused() -> None:
     client = FlakyClient({"4": 99})
     now = datetime(2026, 1, 5, tzinfo=UTC)
     with pytest.raises(QueueSendFailed):
-        SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY).send(_dispatches(5, now), now)
+        SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY, envelope=EnvelopeConfig(occurrences=1)).send(
+            _dispatches(5, now), now
+        )
     assert len(client.calls) == sqs.SEND_ATTEMPTS
 
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatches_from_body
 from scheduler.adapters.sqs import SqsReadyQueue
+from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.ports import Dispatch
 from scheduler_local.worker_poller import LaneScheduler, poll_once, serve_round
 
@@ -47,7 +48,7 @@ def lane_queue(sqs_client: Any, lanes: dict[str, str]) -> SqsReadyQueue:
 def drain(sqs_client: Any, url: str) -> list[Dispatch]:
     out: list[Dispatch] = []
     while batch := sqs_client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        out += [dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY) for m in batch]
+        out += [d for m in batch for d in dispatches_from_body(m["Body"], LOCAL_MESSAGE_KEY)]
         sqs_client.delete_message_batch(
             QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
         )
@@ -86,8 +87,9 @@ def test_a_messages_lane_is_found_from_its_event_source_arn(sqs_client, lanes) -
 
 
 def test_the_local_poller_drains_high_first_and_still_serves_low(sqs_client, lanes) -> None:
-    # Given 30 high, 30 normal and 10 low messages waiting
+    # Given 30 high, 30 normal and 10 low messages waiting (an occurrence each)
     queue = lane_queue(sqs_client, lanes)
+    queue.envelope = EnvelopeConfig(occurrences=1)
     queue.send([dispatch(n, "high") for n in range(30)], NOW)
     queue.send([dispatch(n, "normal") for n in range(30, 60)], NOW)
     queue.send([dispatch(n, "low") for n in range(60, 70)], NOW)
@@ -98,7 +100,7 @@ def test_the_local_poller_drains_high_first_and_still_serves_low(sqs_client, lan
     handled: list[str] = []
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        handled.extend(dispatch_from_body(r["body"], LOCAL_MESSAGE_KEY).priority for r in event["Records"])
+        handled.extend(d.priority for r in event["Records"] for d in dispatches_from_body(r["body"], LOCAL_MESSAGE_KEY))
         return {"batchItemFailures": []}
 
     # When the poller runs its rounds (aging after 2 rounds passed over)
@@ -151,6 +153,7 @@ def test_every_message_carries_its_tenant_as_its_fair_queue_message_group(sqs_cl
             QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
         ).get("Messages", []):
             for m in batch:
-                groups[dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY).job_id] = m["Attributes"]["MessageGroupId"]
+                for d in dispatches_from_body(m["Body"], LOCAL_MESSAGE_KEY):
+                    groups[d.job_id] = m["Attributes"]["MessageGroupId"]
                 sqs_client.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert groups == {d.job_id: d.tenant for d in sent}

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatches_from_body
 from scheduler.core.timefmt import minute_of, rfc3339
 from scheduler.handlers import sweeper
 from scheduler_local.lambda_context import LocalContext
@@ -64,7 +64,7 @@ def test_a_backfill_is_accepted_progresses_through_the_sweeper_and_can_be_read(e
     assert progress["last_dispatched_for"] == rfc3339(datetime.fromisoformat(end) - timedelta(minutes=1))
     bodies = []
     while batch := sqs_client.receive_message(QueueUrl=env.ready_queue_url, MaxNumberOfMessages=10).get("Messages"):
-        bodies += [dispatch_from_body(m["Body"], LOCAL_MESSAGE_KEY) for m in batch]
+        bodies += [d for m in batch for d in dispatches_from_body(m["Body"], LOCAL_MESSAGE_KEY)]
     backfilled = sorted(d.scheduled_for for d in bodies if d.kind == "backfill")
     assert len(backfilled) == 30
     assert rfc3339(backfilled[0]) == start

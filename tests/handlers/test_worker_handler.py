@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatch_to_body
+from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatch_to_body, message_to_body
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339
@@ -345,3 +345,53 @@ def test_two_copies_of_one_occurrence_in_one_batch_race_as_two_lambdas_do(env, a
     assert len(response["batchItemFailures"]) <= 1
     runs = api_call("GET", f"/v1/jobs/{job}/runs", tenant=TENANT).body["runs"]
     assert [(r["state"], r["attempts"]) for r in runs] == [("SUCCEEDED", 1)]
+
+
+def test_a_message_of_several_occurrences_runs_each_and_sends_again_alone_the_one_that_must_wait(
+    env, api_call, receiver, sqs_client
+):
+    # Given one message that carries four occurrences due now (as a sweep packs a tenant's herd): three whose target
+    # accepts, one whose target is busy (503), and the first of them twice (a copy in the same message)
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    fine = [create_job(api_call, f"{receiver.url}/hook", due) for _ in range(3)]
+    busy = create_job(api_call, f"{receiver.url}/status/503", due)
+    dispatches = [Dispatch(job, TENANT, due, due, 1) for job in [*fine, busy, fine[0]]]
+    [record] = receive_records(sqs_client, env.ready_queue_url, [message_to_body(dispatches, LOCAL_MESSAGE_KEY)])
+
+    # When the worker handles it
+    response = invoke([record])
+
+    # Then the message is acknowledged: each accepted occurrence took effect once, and the busy one waits for its
+    # retry in a message of its own, released no sooner than its backoff
+    assert response == {"batchItemFailures": []}
+    assert receiver.calls == Counter({Dispatch(job, TENANT, due, due, 1).key: 1 for job in fine})
+    runs = api_call("GET", f"/v1/jobs/{busy}/runs", tenant=TENANT).body["runs"]
+    assert [r["state"] for r in runs] == ["RETRY_WAIT"]
+    got = sqs_client.receive_message(
+        QueueUrl=env.ready_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, MessageAttributeNames=["All"]
+    ).get("Messages", [])
+    assert got == []  # hidden by its delay until the backoff has passed
+    attributes = sqs_client.get_queue_attributes(
+        QueueUrl=env.ready_queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    # (and the copy of the first occurrence, if it found that one still running: the copies race on the claim as
+    # two Lambdas do, the loser comes back after the winner's lease)
+    assert int(attributes["ApproximateNumberOfMessagesDelayed"]) in (1, 2)
+
+
+def test_a_message_of_several_occurrences_with_one_forged_runs_none_of_them(env, api_call, receiver, sqs_client):
+    # Given an envelope whose second occurrence was signed with another key (tampered with on the way)
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    jobs = [create_job(api_call, f"{receiver.url}/hook", due) for _ in range(2)]
+    good = json.loads(dispatch_to_body(Dispatch(jobs[0], TENANT, due, due, 1), LOCAL_MESSAGE_KEY))
+    bad = json.loads(dispatch_to_body(Dispatch(jobs[1], TENANT, due, due, 1), b"k" * 32))
+    body = json.dumps({"v": 2, "occurrences": [good, bad]})
+    records = receive_records(sqs_client, env.ready_queue_url, [body])
+
+    # When the worker receives it
+    assert invoke(records) == {"batchItemFailures": []}
+
+    # Then nothing ran and the message is in the DLQ as unauthenticated
+    assert receiver.calls == Counter()
+    [dead] = drain(sqs_client, env.dlq_url)
+    assert dead["unauthenticated"] == body and "does not match" in dead["error"]

@@ -88,6 +88,8 @@ PREEMPT = FaultProfile(preempt=0.2)
         ("copies-never-void", None, 4, "its cancellation was acknowledged"),
         # No visibility change on a batch: what a dead worker held waits out the queue's visibility timeout.
         ("no-batch-hold", CRASHES, 10, "was received again"),
+        # A message of several occurrences acknowledged without sending again what the worker keeps: those are lost.
+        ("drops-kept-occurrences", PAUSES, 1, "after quiescence"),
     ],
 )
 def test_a_deliberately_broken_protocol_is_caught(
@@ -119,7 +121,7 @@ def test_the_runs_exercise_budgets_completion_events_and_backfills() -> None:
 
     # Then they pass, and among them a burst waited past SQS's horizon as deferred timers, releases were delayed by
     # a dispatch budget, attempts were throttled by an execution budget, a completion event's publish failed (the
-    # drain published it), and a backfill took several waves
+    # drain published it), a backfill took several waves, and messages carried several occurrences
     assert all(result.ok for result in results), _reports([r for r in results if not r.ok], None)
     counts = [sim.metrics.counts for sim in sims]
     assert any(c.get("TenantDeferred") for c in counts)
@@ -127,6 +129,9 @@ def test_the_runs_exercise_budgets_completion_events_and_backfills() -> None:
     assert any(c.get("TenantConcurrencyThrottled") for c in counts)
     assert any(c.get("CompletionEventFailures") for c in counts)
     assert any(backfill.waves > 1 for sim in sims for backfill in sim.backfills.items.values())
+    # and messages carried several occurrences, some of which a worker had to send again on their own
+    assert any(carried > 1 for sim in sims for carried in sim.queue.carried)
+    assert any(c.get("OccurrencesSentAgain") for c in counts)
 
 
 def test_replaying_a_seed_gives_the_same_trace() -> None:

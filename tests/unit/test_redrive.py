@@ -1,18 +1,19 @@
-"""The redrive (scheduler.ops.redrive) on a fake DLQ, the in-memory ledger and a worker that fails every time."""
+"""The redrive (scheduler.ops.redrive) on a fake DLQ (SqsDeadLetters over a fake SQS client), the in-memory ledger
+and a worker that fails every time (or a ready queue that only records)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.adapters.codec import dispatch_to_body
+from scheduler.adapters.codec import dispatch_to_body, dispatches_from_body, message_to_body
 from scheduler.adapters.memory import FakeClock, MemoryLedger
 from scheduler.core.model import RunState
 from scheduler.core.ports import AttemptEnd, Dispatch
 from scheduler.core.records import Attempt
-from scheduler.ops.redrive import DeadLetter, parse_dead_letter, redrive
+from scheduler.ops.redrive import SqsDeadLetters, redrive
 from tests.unit.fixtures import T0, TENANT
 
 KEY = b"message-key-of-the-test"
@@ -20,49 +21,71 @@ KEY = b"message-key-of-the-test"
 
 @dataclass
 class Dlq:
-    """An SQS DLQ as the redrive sees it: receive hides a message, release shows it again, delete removes it."""
+    """An SQS DLQ as the redrive's SQS client sees it: receive hides a message, a zero visibility shows it again,
+    delete removes it (the receipt handle is the message id). Each send takes a second of the fake clock."""
 
     clock: FakeClock
     messages: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     hidden: set[str] = field(default_factory=set)
     sent: int = 0
+    #: The `occurrence_key` attribute of each message sent with one.
+    keys: dict[str, str] = field(default_factory=dict)
 
     def add(self, dispatch: Dispatch) -> None:
+        self.add_body(dispatch_to_body(dispatch, KEY))
+
+    def add_body(self, body: str) -> str:
         self.sent += 1
-        self.messages[f"m{self.sent}"] = (dispatch_to_body(dispatch, KEY), self.clock.now())
+        message_id = f"m{self.sent}"
+        self.messages[message_id] = (body, self.clock.now())
+        return message_id
 
-    def messages_(self, limit: int) -> Iterator[DeadLetter]:
-        seen: set[str] = set()
-        while len(seen) < limit:
-            fresh = [m for m in self.messages if m not in self.hidden and m not in seen][:10]
-            if not fresh:
-                return
-            for message_id in fresh:
-                seen.add(message_id)
-                self.hidden.add(message_id)
-                body, sent_at = self.messages[message_id]
-                yield parse_dead_letter(message_id, message_id, body, KEY, sent_at)
+    def receive_message(self, QueueUrl: str, MaxNumberOfMessages: int, **_: Any) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        fresh = [m for m in self.messages if m not in self.hidden][:MaxNumberOfMessages]
+        self.hidden.update(fresh)
+        return {
+            "Messages": [
+                {
+                    "MessageId": m,
+                    "ReceiptHandle": m,
+                    "Body": self.messages[m][0],
+                    "Attributes": {"SentTimestamp": str(int(self.messages[m][1].timestamp() * 1000))},
+                }
+                for m in fresh
+            ]
+        }
 
-    def delete(self, letter: DeadLetter) -> None:
-        self.messages.pop(letter.message_id, None)
-        self.hidden.discard(letter.message_id)
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        assert len(Entries) <= 10
+        self.clock.advance(1)
+        successful = []
+        for entry in Entries:
+            message_id = self.add_body(entry["MessageBody"])
+            self.keys[message_id] = entry["MessageAttributes"]["occurrence_key"]["StringValue"]
+            successful.append({"Id": entry["Id"], "MessageId": message_id})
+        return {"Successful": successful}
 
-    def release(self, letter: DeadLetter) -> None:
-        self.hidden.discard(letter.message_id)
+    def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:  # noqa: N803 - boto3's names
+        self.messages.pop(ReceiptHandle, None)
+        self.hidden.discard(ReceiptHandle)
+
+    def change_message_visibility(self, QueueUrl: str, ReceiptHandle: str, VisibilityTimeout: int) -> None:  # noqa: N803 - boto3's names
+        assert VisibilityTimeout == 0 and ReceiptHandle in self.hidden, "released a message not in flight"
+        self.hidden.discard(ReceiptHandle)
 
 
-class Letters:
-    def __init__(self, dlq: Dlq) -> None:
-        self.dlq = dlq
+def letters_of(dlq: Dlq) -> SqsDeadLetters:
+    return SqsDeadLetters("https://sqs/dlq", dlq, message_key=KEY)
 
-    def messages(self, limit: int) -> Iterator[DeadLetter]:
-        return self.dlq.messages_(limit)
 
-    def delete(self, letter: DeadLetter) -> None:
-        self.dlq.delete(letter)
+class RecordingQueue:
+    """A ready queue that only records what it is sent."""
 
-    def release(self, letter: DeadLetter) -> None:
-        self.dlq.release(letter)
+    def __init__(self) -> None:
+        self.sent: list[Dispatch] = []
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
+        self.sent.extend(dispatches)
 
 
 class FailingWorker:
@@ -100,7 +123,7 @@ def test_a_redrive_runs_each_dead_letter_present_at_its_start_once_even_when_it_
     clock.advance(5)
 
     # When the DLQ is redriven (issue 20, item 1: it looped until --limit, 999 runs of one occurrence)
-    lines = redrive(Letters(dlq), ledger, worker, dry_run=False, limit=1000, now=clock.now)  # type: ignore[arg-type]
+    lines = redrive(letters_of(dlq), ledger, worker, dry_run=False, limit=1000, now=clock.now)  # type: ignore[arg-type]
 
     # Then each ran once more, died again, and is back in the DLQ for the next command, once
     assert [line.action for line in lines] == ["redriven", "redriven"]
@@ -109,5 +132,72 @@ def test_a_redrive_runs_each_dead_letter_present_at_its_start_once_even_when_it_
     assert all(len(ledger.get(d.key).history) <= 4 for d in dead)  # type: ignore[union-attr]
 
     # And the next command does the same once more: bounded by the commands, not by --limit
-    again = redrive(Letters(dlq), ledger, worker, dry_run=False, limit=1000, now=clock.now)  # type: ignore[arg-type]
+    again = redrive(letters_of(dlq), ledger, worker, dry_run=False, limit=1000, now=clock.now)  # type: ignore[arg-type]
     assert len(again) == 2 and worker.runs == 4
+
+
+def dead_envelope(ledger: MemoryLedger, dlq: Dlq, key: bytes = KEY) -> list[Dispatch]:
+    """Three occurrences that died, in the DLQ as one ready-queue message (an envelope SQS moved there)."""
+    dead = [Dispatch(f"job-{i}", TENANT, T0, T0, 1) for i in (1, 2, 3)]
+    for dispatch in dead:
+        die(ledger, dispatch, T0)
+    dlq.add_body(message_to_body(dead, key))
+    return dead
+
+
+def test_a_redrive_splits_an_envelope_and_redrives_each_of_its_occurrences() -> None:
+    # Given an envelope of three dead occurrences in the DLQ (a poison ready-queue message)
+    clock = FakeClock(T0)
+    ledger, dlq, queue = MemoryLedger(), Dlq(clock), RecordingQueue()
+    dead = dead_envelope(ledger, dlq)
+    clock.advance(5)
+
+    # When the DLQ is redriven
+    lines = redrive(letters_of(dlq), ledger, queue, dry_run=False, limit=1000, now=clock.now)  # type: ignore[arg-type]
+
+    # Then each occurrence was sent back to the DLQ as a message of its own (keyed), and redriven in the same pass
+    assert sorted(dlq.keys.values()) == sorted(d.key for d in dead)
+    assert [line.action for line in lines] == ["redriven"] * 3
+    assert sorted(line.occurrence_key or "" for line in lines) == sorted(d.key for d in dead)
+    assert sorted(d.key for d in queue.sent) == sorted(d.key for d in dead)
+    assert all(ledger.get(d.key).state == RunState.RETRY_WAIT for d in dead)  # type: ignore[union-attr]
+    # And nothing is left in the DLQ
+    assert not dlq.messages and not dlq.hidden
+
+
+def test_a_dry_run_lists_each_occurrence_of_an_envelope_and_changes_nothing() -> None:
+    # Given an envelope of three dead occurrences in the DLQ
+    clock = FakeClock(T0)
+    ledger, dlq, queue = MemoryLedger(), Dlq(clock), RecordingQueue()
+    dead = dead_envelope(ledger, dlq)
+    before = dict(dlq.messages)
+
+    # When the DLQ is listed (a dry run)
+    lines = redrive(letters_of(dlq), ledger, queue, dry_run=True, limit=1000, now=clock.now)  # type: ignore[arg-type]
+
+    # Then each of its occurrences is listed
+    assert [(line.occurrence_key, line.ledger_state, line.action) for line in lines] == [
+        (d.key, "DEAD", "would redrive") for d in dead
+    ]
+    # And the DLQ still holds the one envelope, visible, and nothing was sent anywhere
+    assert dlq.messages == before and not dlq.hidden
+    assert dlq.sent == 1 and not queue.sent
+    assert len(dispatches_from_body(next(iter(dlq.messages.values()))[0], KEY)) == 3
+
+
+def test_an_envelope_with_a_bad_hmac_is_left_in_the_dlq_as_unreadable() -> None:
+    # Given an envelope signed with another key (forged, or planted in the DLQ)
+    clock = FakeClock(T0)
+    ledger, dlq, queue = MemoryLedger(), Dlq(clock), RecordingQueue()
+    dead = dead_envelope(ledger, dlq, key=b"not-the-message-key")
+    before = dict(dlq.messages)
+
+    # When the DLQ is redriven
+    lines = redrive(letters_of(dlq), ledger, queue, dry_run=False, limit=1000, now=clock.now)  # type: ignore[arg-type]
+
+    # Then it is unreadable for its HMAC, left in the DLQ as it is (not split), and none of its occurrences ran
+    assert len(lines) == 1 and lines[0].occurrence_key is None
+    assert lines[0].action.startswith("unreadable (unauthenticated") and "HMAC" in lines[0].action
+    assert dlq.messages == before and not dlq.hidden and dlq.sent == 1
+    assert not queue.sent
+    assert all(ledger.get(d.key).state == RunState.DEAD for d in dead)  # type: ignore[union-attr]

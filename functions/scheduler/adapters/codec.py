@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -367,6 +368,24 @@ def _message_mac(key: bytes, raw: dict[str, Any], *, with_copy: bool = False) ->
 def dispatch_to_body(dispatch: Dispatch, key: bytes) -> str:
     """A ready-queue body: the dispatch and its HMAC under `key` (only holders of the message secret - the API,
     the sweeper, the worker and redrive - can write one the worker runs)."""
+    return json.dumps(_dispatch_raw(dispatch, key), separators=(",", ":"))
+
+
+#: The body version of a message that carries several occurrences (scheduler.core.envelope): `{"v": 2,
+#: "occurrences": [...]}`, each a version-1 body with its own HMAC. A worker of a version before envelopes reads such
+#: a message as malformed and dead-letters it unrun (redrive sends its occurrences back one a message).
+ENVELOPE_VERSION = 2
+
+
+def message_to_body(dispatches: Sequence[Dispatch], key: bytes) -> str:
+    """The body of a ready-queue message that carries `dispatches`: a version-1 body for one, an envelope for more."""
+    if len(dispatches) == 1:
+        return dispatch_to_body(dispatches[0], key)
+    raw = {"v": ENVELOPE_VERSION, "occurrences": [_dispatch_raw(d, key) for d in dispatches]}
+    return json.dumps(raw, separators=(",", ":"))
+
+
+def _dispatch_raw(dispatch: Dispatch, key: bytes) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "v": 1,
         "occurrence_key": dispatch.key,
@@ -382,7 +401,7 @@ def dispatch_to_body(dispatch: Dispatch, key: bytes) -> str:
     if dispatch.job_copy is not None:
         raw[_COPY_FIELD] = dispatch.job_copy.model_dump(mode="json", exclude_none=True)
         raw[_COPY_MAC_FIELD] = _message_mac(key, raw, with_copy=True)
-    return json.dumps(raw, separators=(",", ":"))
+    return raw
 
 
 class MalformedMessage(ValueError):
@@ -400,6 +419,29 @@ def dispatch_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = 
     (the upgrade window) lets a body with no HMAC at all through; a wrong HMAC is refused whatever it says."""
     try:
         raw = json.loads(body)
+    except (ValueError, UnicodeError) as exc:
+        raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
+    return _dispatch_from_raw(raw, key, accept_unsigned)
+
+
+def dispatches_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = False) -> list[Dispatch]:
+    """The occurrences a ready-queue message carries: one for a version-1 body, each of an envelope's (every one
+    authenticated as `dispatch_from_body` does; one that fails makes the whole message unreadable: the sender
+    signs them all at once, so a message with one bad occurrence was tampered with)."""
+    try:
+        raw = json.loads(body)
+    except (ValueError, UnicodeError) as exc:
+        raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
+    if isinstance(raw, dict) and raw.get("v") == ENVELOPE_VERSION:
+        occurrences = raw.get("occurrences")
+        if not isinstance(occurrences, list) or not occurrences:
+            raise MalformedMessage("an envelope without occurrences")
+        return [_dispatch_from_raw(one, key, accept_unsigned) for one in occurrences]
+    return [_dispatch_from_raw(raw, key, accept_unsigned)]
+
+
+def _dispatch_from_raw(raw: Any, key: bytes | None, accept_unsigned: bool) -> Dispatch:
+    try:
         if not isinstance(raw, dict) or raw.get("v") != 1:
             raise MalformedMessage("not a version-1 dispatch message")
         if key is not None:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from scheduler.adapters.codec import dispatch_to_body
+from scheduler.adapters.codec import dispatch_to_body, message_to_body
+from scheduler.core.envelope import EnvelopeConfig, pack
 from scheduler.core.ports import Dispatch, Execution
 from scheduler.core.timefmt import rfc3339
 
@@ -21,12 +22,31 @@ if TYPE_CHECKING:
 
 MAX_DELAY_SECONDS = 900
 BATCH = 10
+#: The largest body of a message that carries several occurrences: 10 of them stay under SQS's 256 KiB a request.
+MAX_ENVELOPE_BYTES = 24 * 1024
 SEND_ATTEMPTS = 4
 
 
 class QueueSendFailed(RuntimeError):
     """Some messages were not accepted after retries; the caller re-runs its step (sends are idempotent in
     effect: the ledger absorbs the duplicates)."""
+
+
+def send_batch(client: Any, queue_url: str, entries: Mapping[str, dict[str, Any]]) -> list[str]:
+    """One SendMessageBatch of `entries` (by entry id), the refused entries tried again up to SEND_ATTEMPTS times in
+    all. Returns the message ids SQS gave them; raises QueueSendFailed if some stay refused."""
+    pending = dict(entries)
+    sent: list[str] = []
+    response: dict[str, Any] = {}
+    for _ in range(SEND_ATTEMPTS):
+        response = client.send_message_batch(QueueUrl=queue_url, Entries=list(pending.values()))
+        for ok in response.get("Successful", []):
+            pending.pop(ok["Id"], None)
+            sent.append(ok.get("MessageId", ""))
+        if not pending:
+            return sent
+    failed = response.get("Failed", [])
+    raise QueueSendFailed(f"{len(pending)} messages not accepted: {failed[:3]}")
 
 
 def delay_seconds(fire_at: datetime, now: datetime) -> int:
@@ -48,8 +68,11 @@ class SqsReadyQueue:
         lanes: Mapping[str, str] | None = None,
         *,
         message_key: bytes,
+        envelope: EnvelopeConfig | None = None,
     ) -> None:
         self.queue_url = queue_url
+        #: How occurrences share messages (scheduler.core.envelope; one a message with `occurrences=1`).
+        self.envelope = envelope or EnvelopeConfig()
         #: Every body sent carries an HMAC under this key (scheduler.adapters.codec.dispatch_to_body).
         self.message_key = message_key
         self.dlq_url = dlq_url
@@ -68,41 +91,43 @@ class SqsReadyQueue:
         return self.queue_url
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
-        by_lane: dict[str, list[Dispatch]] = {}
-        for dispatch in dispatches:
-            by_lane.setdefault(self.lane_url(dispatch.priority), []).append(dispatch)
+        by_lane: dict[str, list[list[Dispatch]]] = {}
+        for message in pack(dispatches, self.envelope):
+            by_lane.setdefault(self.lane_url(message[0].priority), []).extend(self._bodies(message))
         for url, lane in by_lane.items():
             self._send(url, lane, now)
 
-    def _send(self, queue_url: str, dispatches: Sequence[Dispatch], now: datetime) -> None:
+    def _bodies(self, message: list[Dispatch]) -> list[list[Dispatch]]:
+        """`message` as it is sent: halved until each body is at most MAX_ENVELOPE_BYTES (job copies can be 4 KiB),
+        so that 10 of them fit one request."""
+        if len(message) == 1 or len(message_to_body(message, self.message_key)) <= MAX_ENVELOPE_BYTES:
+            return [message]
+        half = len(message) // 2
+        return self._bodies(message[:half]) + self._bodies(message[half:])
+
+    def _send(self, queue_url: str, messages: Sequence[list[Dispatch]], now: datetime) -> None:
         started = time.monotonic()
-        for start in range(0, len(dispatches), BATCH):
+        for start in range(0, len(messages), BATCH):
             # Each request's delays from the time it is made: a long send must not land its last messages late.
             at = now + timedelta(seconds=time.monotonic() - started)
             pending = {
                 str(i): {
                     "Id": str(i),
-                    "MessageBody": dispatch_to_body(d, self.message_key),
-                    "DelaySeconds": delay_seconds(d.send_at, at),
+                    "MessageBody": message_to_body(m, self.message_key),
+                    # A message lands with its first (earliest) occurrence; the others at most the spread early.
+                    "DelaySeconds": delay_seconds(m[0].send_at, at),
                     # SQS fair queues: the tenant is the message group, so a tenant with a backlog in flight
                     # does not raise the dwell time of the others' messages (standard queues: no ordering).
-                    "MessageGroupId": d.tenant,
+                    "MessageGroupId": m[0].tenant,
                     "MessageAttributes": {
-                        "occurrence_key": {"DataType": "String", "StringValue": d.key},
-                        "tenant": {"DataType": "String", "StringValue": d.tenant},
+                        "occurrence_key": {"DataType": "String", "StringValue": m[0].key},
+                        "tenant": {"DataType": "String", "StringValue": m[0].tenant},
+                        **({"occurrences": {"DataType": "Number", "StringValue": str(len(m))}} if len(m) > 1 else {}),
                     },
                 }
-                for i, d in enumerate(dispatches[start : start + BATCH])
+                for i, m in enumerate(messages[start : start + BATCH])
             }
-            for _ in range(SEND_ATTEMPTS):
-                response = self.client.send_message_batch(QueueUrl=queue_url, Entries=list(pending.values()))
-                for ok in response.get("Successful", []):
-                    pending.pop(ok["Id"], None)
-                if not pending:
-                    break
-            if pending:
-                failed = response.get("Failed", [])
-                raise QueueSendFailed(f"{len(pending)} messages not accepted: {failed[:3]}")
+            send_batch(self.client, queue_url, pending)
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
         body = {

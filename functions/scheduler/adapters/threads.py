@@ -29,3 +29,23 @@ class ThreadTaskPool:
             wait(futures)
         # Every task has finished (none is left running behind a failure); the first error, in the tasks' order.
         return [future.result() for future in futures]
+
+
+class SharedTaskPool:
+    """A TaskPool whose threads live as long as it does and are shared by every caller: the worker's occurrences of
+    all the messages of one batch (each message's record thread waits for its own), so that a batch of messages
+    that carry several occurrences each runs at most `size` of them at once however many messages it has - what the
+    connection pool is sized for."""
+
+    def __init__(self, size: int, name: str = "task") -> None:
+        if size < 1:
+            raise ValueError("a task pool runs at least one task at a time")
+        self.size = size
+        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
+
+    def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
+        if len(tasks) <= 1:
+            return InOrder().run_all(tasks)
+        futures = [self._pool.submit(task) for task in tasks]
+        wait(futures)
+        return [future.result() for future in futures]

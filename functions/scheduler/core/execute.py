@@ -94,6 +94,7 @@ class Why(StrEnum):
     LEASE_LOST = "lease lost"
     RETRY = "retry"  #: a failed attempt, retried after its backoff
     DEAD = "dead"  #: out of attempts: dead-lettered
+    SETTLED = "settled"  #: a message of several occurrences: each recorded, final, or sent again on its own
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, chec
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.adapters.threads import ThreadTaskPool
-from scheduler.composition import Container, Stores, compose
+from scheduler.composition import Container, Stores, compose, envelope_of
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
@@ -251,7 +251,9 @@ def build(
     dynamodb, sqs = clients.dynamodb, clients.sqs
     lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
     key = message_key(resolve_secret(settings, "message_secret"))
-    queue = SqsReadyQueue(settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key)
+    queue = SqsReadyQueue(
+        settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key, envelope=envelope_of(settings)
+    )
     stores = Stores(
         jobs=DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb),
         timers=DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb),

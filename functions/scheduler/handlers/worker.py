@@ -4,6 +4,9 @@ A message the executor wants kept (retry backoff, early arrival, someone else's 
 changed and is reported in `batchItemFailures`, so SQS keeps it and delivers it again when it is due. A body
 that is not a dispatch goes straight to the DLQ and is acknowledged, so it cannot poison the batch.
 
+A message may carry several occurrences (`scheduler.core.envelope`): they run at once on a pool shared by the
+batch, and the message is acknowledged once each is recorded, final, or sent again as a message of its own.
+
 While the invocation runs, the batch is held for a short hold time only (`scheduler.core.recovery`): one
 ChangeMessageVisibilityBatch when it arrives, renewed by a heartbeat, so a worker that dies leaves its records
 visible again within the hold time (20 s), not the queue's visibility timeout.
@@ -20,8 +23,12 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scheduler.adapters.codec import MalformedMessage, UnauthenticatedMessage, dispatch_from_body
+from scheduler import schema
+from scheduler.adapters.codec import MalformedMessage, UnauthenticatedMessage, dispatches_from_body
 from scheduler.adapters.sqs import SqsMessage
+from scheduler.adapters.threads import SharedTaskPool
+from scheduler.core.envelope import MessageRunner
+from scheduler.core.ports import Dispatch
 from scheduler.core.recovery import HeldBatch
 from scheduler.handlers import wiring
 
@@ -29,6 +36,8 @@ logger = wiring.handler_logger()
 metrics = Metrics()
 #: Records of one batch handled at once (the event source mapping's batch size is at most this; see infra).
 RECORD_THREADS = 10
+#: Runs the occurrences of the batch's messages that carry several (beside the record threads).
+occurrences = SharedTaskPool(schema.WORKER_OCCURRENCE_THREADS, name="occurrence")
 
 
 class ConcurrentBatchProcessor(BatchProcessor):
@@ -81,11 +90,21 @@ def release(record: SQSRecord) -> None:
         _held.release(record.message_id)
 
 
+def bind(dispatch: Dispatch) -> None:
+    """Per thread: the records (and the occurrences of a message) run concurrently, each logging its own."""
+    logger.thread_safe_append_keys(job_id=dispatch.job_id, occurrence_key=dispatch.key)
+
+
+def runner() -> MessageRunner:
+    container = wiring.container(metrics)
+    return container.core.message_runner(container.executor(wiring.instance_id()), pool=occurrences, bind=bind)
+
+
 def handle_record(record: SQSRecord) -> str:
     container = wiring.container(metrics)
     try:
         accept_unsigned = container.core.settings.accept_unsigned_messages
-        dispatch = dispatch_from_body(record.body, container.message_key, accept_unsigned=accept_unsigned)
+        dispatches = dispatches_from_body(record.body, container.message_key, accept_unsigned=accept_unsigned)
     except MalformedMessage as exc:
         # Forged or planted (no HMAC, or a wrong one) or unreadable: never run; kept in the DLQ for an operator,
         # where redrive refuses it too (it checks the same HMAC).
@@ -100,13 +119,11 @@ def handle_record(record: SQSRecord) -> str:
         if forged:
             metrics.add_metric(name="UnauthenticatedMessages", unit="Count", value=1)
         return what
-    # Per thread: the records of one batch run concurrently, each logging its own job and occurrence.
-    logger.thread_safe_append_keys(job_id=dispatch.job_id, occurrence_key=dispatch.key)
     receive_count = int(record.attributes.approximate_receive_count or 1)
     # The message's own lane: its visibility is changed on the queue it came from.
     queue_url = container.queue.queue_url_of(record.event_source_arn or "")
     message = SqsMessage(container.queue.client, queue_url, record.receipt_handle, receive_count)
-    outcome = container.executor(wiring.instance_id()).execute(dispatch, message)
+    outcome = runner().run(dispatches, message)
     if outcome.ack:
         return outcome.reason
     release(record)

@@ -12,6 +12,15 @@ One command is one pass over the dead letters present when it starts: each occur
 per command. A redriven occurrence that dies again comes back to the DLQ as a new message; that message (sent
 after the pass started, or of a key this pass already redrove) is left in the DLQ for the next command, so a
 redrive never loops on an occurrence that keeps failing.
+
+A message of several occurrences (an envelope, `scheduler.core.envelope`: a ready-queue message SQS moved here after
+maxReceiveCount) is split first, as it is received: each occurrence is sent back to the DLQ as a message of its own
+(its version-1 body, with the `occurrence_key` attribute a dead occurrence's message has), then the envelope is
+deleted. Sent first, deleted second: a crash between the two leaves duplicates, which the ledger and the pass's set
+of redriven keys absorb. The same pass then receives those messages and handles each as above (sent after it
+started, but by it: they are not occurrences that died again). An envelope that fails authentication is unreadable
+and left in the DLQ as it is. A dry run splits nothing: it lists each occurrence of an envelope (the message is only
+made visible again).
 """
 
 from __future__ import annotations
@@ -20,15 +29,15 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 
-from scheduler.adapters.codec import MalformedMessage, dispatch_from_body, message_key
+from scheduler.adapters.codec import MalformedMessage, dispatch_to_body, dispatches_from_body, message_key
 from scheduler.adapters.dynamodb import DynamoLedger
-from scheduler.adapters.sqs import SqsReadyQueue
+from scheduler.adapters.sqs import BATCH, SqsReadyQueue, send_batch
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch, Ledger, ReadyQueue
 from scheduler.secrets import resolve_secret
@@ -55,20 +64,33 @@ class RedriveLine:
     last_error: str | None = None
 
 
-def parse_dead_letter(
+def parse_dead_letters(
     message_id: str, receipt: str, body: str, message_key: bytes, sent_at: datetime | None = None
-) -> DeadLetter:
-    """DLQ bodies are either our wrapper (`{"dispatch": {...}, "history": ...}`, written when an occurrence died)
-    or a raw ready-queue body moved by SQS after maxReceiveCount (a poison message). Either way the dispatch must
-    carry a valid HMAC under `message_key`: a message planted in the DLQ is unreadable, never redriven."""
+) -> list[DeadLetter]:
+    """The occurrences a DLQ message carries, a letter each (all of the message's id and receipt), or one unreadable
+    letter. DLQ bodies are either our wrapper (`{"dispatch": {...}, "history": ...}`, written when an occurrence
+    died) or a raw ready-queue body moved by SQS after maxReceiveCount (a poison message): one occurrence, or an
+    envelope of several. Either way every occurrence must carry a valid HMAC under `message_key`: a message planted
+    in the DLQ is unreadable, never redriven."""
     try:
         raw = json.loads(body)
         inner = raw.get("dispatch") if isinstance(raw, dict) and "dispatch" in raw else raw
-        return DeadLetter(
-            message_id, receipt, body, dispatch_from_body(json.dumps(inner), message_key), sent_at=sent_at
-        )
+        dispatches = dispatches_from_body(json.dumps(inner), message_key)
     except (MalformedMessage, ValueError, AttributeError) as exc:
-        return DeadLetter(message_id, receipt, body, None, str(exc), sent_at=sent_at)
+        return [DeadLetter(message_id, receipt, body, None, str(exc), sent_at=sent_at)]
+    return [DeadLetter(message_id, receipt, body, dispatch, sent_at=sent_at) for dispatch in dispatches]
+
+
+def parse_dead_letter(
+    message_id: str, receipt: str, body: str, message_key: bytes, sent_at: datetime | None = None
+) -> DeadLetter:
+    """A DLQ message of one occurrence (see `parse_dead_letters`); an envelope of several is unreadable here."""
+    letters = parse_dead_letters(message_id, receipt, body, message_key, sent_at)
+    if len(letters) > 1:
+        return DeadLetter(
+            message_id, receipt, body, None, f"an envelope of {len(letters)} occurrences", sent_at=sent_at
+        )
+    return letters[0]
 
 
 def _sent_at(message: Any) -> datetime | None:
@@ -80,15 +102,21 @@ def _sent_at(message: Any) -> datetime | None:
 
 
 class SqsDeadLetters:
-    """Reads and deletes DLQ messages (long enough visibility to finish each one)."""
+    """Reads and deletes DLQ messages (long enough visibility to finish each one), and splits envelopes."""
 
     def __init__(self, dlq_url: str, client: Any | None = None, *, message_key: bytes) -> None:
         self.url = dlq_url
         self.client = client or boto3.client("sqs")
         self.message_key = message_key
+        #: The ids of the messages `messages` sent, splitting envelopes: sent after the pass started, but no
+        #: occurrences that died again (`redrive` does not leave them for the next command).
+        self.split_ids: set[str] = set()
 
-    def messages(self, limit: int, visibility_seconds: int = 300) -> Iterator[DeadLetter]:
-        """Each DLQ message once (hidden while we work on it); stops when a receive brings nothing new."""
+    def messages(self, limit: int, visibility_seconds: int = 300, *, split: bool = True) -> Iterator[DeadLetter]:
+        """Each DLQ message once (hidden while we work on it); stops when a receive brings nothing new. An envelope
+        of several occurrences is split (see the module's docstring) and its occurrences come in a later receive,
+        as messages of their own; with `split=False` (a dry run: nothing changes) it comes as a letter per
+        occurrence, all of the one message (to release, never to delete)."""
         seen: set[str] = set()
         while len(seen) < limit:
             response = self.client.receive_message(
@@ -103,7 +131,29 @@ class SqsDeadLetters:
                 return
             for m in fresh:
                 seen.add(m["MessageId"])
-                yield parse_dead_letter(m["MessageId"], m["ReceiptHandle"], m["Body"], self.message_key, _sent_at(m))
+                letters = parse_dead_letters(
+                    m["MessageId"], m["ReceiptHandle"], m["Body"], self.message_key, _sent_at(m)
+                )
+                if split and len(letters) > 1:
+                    self._split(m["ReceiptHandle"], [letter.dispatch for letter in letters if letter.dispatch])
+                    continue
+                yield from letters
+
+    def _split(self, receipt_handle: str, dispatches: list[Dispatch]) -> None:
+        """Send each occurrence of an envelope to the DLQ as a message of its own, then delete the envelope. Raises
+        QueueSendFailed (the envelope left in place) if SQS does not accept every one."""
+        for start in range(0, len(dispatches), BATCH):
+            pending: dict[str, Any] = {
+                str(i): {
+                    "Id": str(i),
+                    # Keys for the operators, not the job (as SqsReadyQueue.dead_letter writes them)
+                    "MessageBody": dispatch_to_body(replace(dispatch, job_copy=None), self.message_key),
+                    "MessageAttributes": {"occurrence_key": {"DataType": "String", "StringValue": dispatch.key}},
+                }
+                for i, dispatch in enumerate(dispatches[start : start + BATCH])
+            }
+            self.split_ids.update(send_batch(self.client, self.url, pending))
+        self.client.delete_message(QueueUrl=self.url, ReceiptHandle=receipt_handle)
 
     def delete(self, letter: DeadLetter) -> None:
         self.client.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt_handle)
@@ -132,9 +182,12 @@ def redrive(
     started = now()
     redriven: set[str] = set()
     try:
-        for letter in letters.messages(limit):
+        for letter in letters.messages(limit, split=not dry_run):
             key = letter.dispatch.key if letter.dispatch is not None else None
-            if (key is not None and key in redriven) or (letter.sent_at is not None and letter.sent_at > started):
+            died_again = (
+                letter.sent_at is not None and letter.sent_at > started and letter.message_id not in letters.split_ids
+            )
+            if (key is not None and key in redriven) or died_again:
                 untouched.append(letter)  # died again after this pass began: the next command's to redrive
                 continue
             line = _one(letter, letters, ledger, queue, dry_run, purge_refused, now, untouched)
@@ -143,8 +196,11 @@ def redrive(
             lines.append(line)
             progress(line)
     finally:
+        released: set[str] = set()  # an envelope's occurrences (a dry run) are letters of one message
         for letter in untouched:  # only looked at: visible again at once
-            letters.release(letter)
+            if letter.receipt_handle not in released:
+                released.add(letter.receipt_handle)
+                letters.release(letter)
     return lines
 
 

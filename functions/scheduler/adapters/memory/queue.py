@@ -10,16 +10,24 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduler.core.envelope import EnvelopeConfig, pack
 from scheduler.core.ports import Dispatch, Execution
 
 
 @dataclass
 class QueuedMessage:
     message_id: str
+    #: The message's first occurrence (the one its delay is for).
     dispatch: Dispatch
     visible_at: datetime
     receive_count: int = 0
     receipt: str | None = None
+    #: The other occurrences it carries (scheduler.core.envelope).
+    more: tuple[Dispatch, ...] = ()
+
+    @property
+    def dispatches(self) -> list[Dispatch]:
+        return [self.dispatch, *self.more]
 
 
 @dataclass
@@ -33,14 +41,16 @@ class MemoryQueue:
     dead: list[tuple[Dispatch, Execution | None]] = field(default_factory=list)
     sent: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
+    #: How occurrences share messages (a message each unless told; the simulator packs as deployed).
+    envelope: EnvelopeConfig = field(default_factory=lambda: EnvelopeConfig(occurrences=1))
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
         with self.lock:
-            for d in dispatches:
+            for first, *more in pack(dispatches, self.envelope):
                 self.sent += 1
-                delay = min(900, max(0, math.floor((d.send_at - now).total_seconds())))
+                delay = min(900, max(0, math.floor((first.send_at - now).total_seconds())))
                 mid = f"m{self.sent}"
-                self.messages[mid] = QueuedMessage(mid, d, now + timedelta(seconds=delay))
+                self.messages[mid] = QueuedMessage(mid, first, now + timedelta(seconds=delay), more=tuple(more))
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
         with self.lock:
@@ -58,7 +68,7 @@ class MemoryQueue:
                 msg.receive_count += 1
                 if msg.receive_count > self.max_receive_count:
                     del self.messages[msg.message_id]
-                    self.dead.append((msg.dispatch, None))
+                    self.dead.extend((dispatch, None) for dispatch in msg.dispatches)
                     continue
                 msg.visible_at = now + timedelta(seconds=self.visibility_timeout)
                 msg.receipt = f"{msg.message_id}#{msg.receive_count}"
