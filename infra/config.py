@@ -97,6 +97,9 @@ class PunctualConfig(BaseModel):
     dispatch_budget: int | None = Field(default=None, ge=10)
     #: Buckets of one minute a sweep works on at once (threads).
     sweep_concurrency: int | None = Field(default=None, ge=1, le=64)
+    #: The most occurrences one ready-queue message carries (docs/design.md §3.4; 1: a message each, e.g. before a
+    #: rollback past the version that introduced them: docs/deployment.md).
+    occurrences_per_message: int | None = Field(default=None, ge=1, le=50)
     #: The sweeper's memory, MB: its CPU share (one vCPU at 1,769 MB) bounds how fast one sweep dispatches, however
     #: many buckets it works on at once. 512 dispatches about 20,000 occurrences of one minute within the 300 s
     #: look-ahead; 1,769 about 67,000 (docs/capacity.md). Above 1,769 it is no faster (one Python process).

@@ -68,6 +68,7 @@ def scheduler_environment(
         "SCHEDULER_CATCHUP_WINDOW_SECONDS": config.catchup_window_seconds,
         "SCHEDULER_DISPATCH_BUDGET": config.dispatch_budget,
         "SCHEDULER_SWEEP_CONCURRENCY": config.sweep_concurrency,
+        "SCHEDULER_OCCURRENCES_PER_MESSAGE": config.occurrences_per_message,
         "SCHEDULER_SWEEP_SAFETY_SECONDS": config.sweep_safety_seconds,
         "SCHEDULER_MAX_ACTIVE_JOBS_PER_TENANT": config.max_active_jobs_per_tenant,
         "SCHEDULER_BACKFILL_WAVE_SIZE": config.backfill_wave_size,

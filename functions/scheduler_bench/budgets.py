@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.settings import Settings
 from scheduler_bench import prices
 from scheduler_bench.cost import BATCH_SUBMIT
 
@@ -29,16 +30,21 @@ class Units:
         return Units(self.write + other.write, self.read + other.read, self.sqs + other.sqs)
 
 
+#: Occurrences a full message carries (the deployed `occurrences_per_message`, scheduler.core.envelope).
+PER_MESSAGE = Settings().occurrences_per_message
+#: Per 10 full messages a send, a receive, a delete and the batch's hold.
+SQS_PER_FIRE = 4 / 10 / PER_MESSAGE
 #: What every one-shot fire spends whatever the load: the sweep's conditional advance, the worker's claim and
-#: finish (its message carries the job); per 10 messages a send, a receive, a delete and the batch's hold.
-ONE_SHOT_ITEMS = Units(write=3.0, read=0.0, sqs=0.4)
+#: finish (its message carries the job), and its share of the SQS requests.
+ONE_SHOT_ITEMS = Units(write=3.0, read=0.0, sqs=SQS_PER_FIRE)
 #: A recurring fire adds the chain's next timer and its run's history entry (writes), and reads its job and the
 #: run before it (the overlap check: a keys-only query and a read by key).
-RECURRING_ITEMS = Units(write=5.0, read=2.0, sqs=0.4)
+RECURRING_ITEMS = Units(write=5.0, read=2.0, sqs=SQS_PER_FIRE)
 #: A full page's own work (query, checkpoint, the tenant's dispatch budget) shared by its 99 timers.
 PAGE_SHARE = Units(write=0.05, read=0.02)
-#: The batch's hold alone (one ChangeMessageVisibilityBatch per 10): what bounds a dead worker's batch to 20 s.
-HOLD_SQS = 0.1
+#: The batch's hold alone (one ChangeMessageVisibilityBatch per 10 messages): what bounds a dead worker's batch to
+#: 20 s.
+HOLD_SQS = 1 / 10 / PER_MESSAGE
 #: A create: the job, the tenant's quota counter and the first timer in one transaction (2 W each), and the job's
 #: keys-only `by_tenant` entry (1 W).
 CREATE_WRITES = 3 * 2.0 + 1.0
@@ -149,7 +155,7 @@ def _fire_rows(
                 limits["sqs"],
                 measured.sqs,
                 floor.sqs,
-                floor_note=f"{floor.sqs - HOLD_SQS:.2f} without the batch's hold",
+                floor_note=f"{floor.sqs - HOLD_SQS:.2f} without the batch's hold; {PER_MESSAGE} occurrences a message",
             )
         )
     rows.append(Row(case, "$ / M", limits["usd"], _without_logs(run), floor_usd, money=True, with_logs=with_logs))

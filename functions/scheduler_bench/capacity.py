@@ -14,9 +14,11 @@ Deterministic (no randomness, no clock): the same inputs give the same table. Wh
    `10 x MaximumPollers`.
 3. **Lambda.** Execution environments: at most 1,000 new ones per 10 s per function (a bucket of 1,000 refilled
    continuously), each new one pays a cold start; the account's concurrency quota caps the total.
-4. **Worker.** An invocation takes up to `batch_size` visible messages (the deployed `worker_batch_size`) and runs
-   them one after another at the measured worker time per occurrence - the worker runs a batch's records at once,
-   sharing the CPU, and the measured time is a batch's duration over its records, so the batch takes as long in all;
+4. **Worker.** An invocation takes up to `batch_size` visible messages (the deployed `worker_batch_size`), each
+   carrying up to `occurrences_per_message` occurrences (the deployed `occurrences_per_message`: a herd's messages
+   are full), and runs the occurrences one after another at the measured worker time per occurrence - the worker
+   runs a batch's occurrences at once, sharing the CPU, and the measured time is a batch's duration over its
+   occurrences, so the batch takes as long in all;
    an occurrence *starts* when its target call begins. A standard-mode mapping runs at most the deployed
    `worker_max_concurrency` invocations at once (its MaximumConcurrency; a pre-scaled, provisioned one has none).
 5. **DynamoDB.** The shard count each herd needs: enough parallel sweeps to dispatch it inside the look-ahead, and
@@ -38,6 +40,7 @@ from typing import Any, Literal
 from scheduler.adapters.dynamodb.common import TIMER_PAGE_SIZE
 from scheduler.core.prescale import WorkerCapacity, pollers_for
 from scheduler.schema import FUNCTION_MEMORY_MB, WORKER_BATCH_SIZE, WORKER_MAX_CONCURRENCY
+from scheduler.settings import Settings
 from scheduler_bench.prices import LAMBDA_MB_PER_VCPU, cpu_stretch
 
 Mode = Literal["standard", "provisioned", "prescaled"]
@@ -201,6 +204,9 @@ class Assumptions:
     #: The deployed defaults (scheduler.schema, what infra/config.py deploys): messages per worker invocation, and
     #: the standard-mode mapping's MaximumConcurrency (a pre-scaled deployment's provisioned mapping has none).
     batch_size: int = WORKER_BATCH_SIZE
+    #: Occurrences a message carries (scheduler.core.envelope): full messages, the herd's occurrences of each tenant
+    #: being due together.
+    occurrences_per_message: int = Settings().occurrences_per_message
     standard_max_concurrency: int = WORKER_MAX_CONCURRENCY
     lookahead_seconds: int = 300
     sweep_work_seconds: float = 40.0
@@ -227,7 +233,9 @@ class Assumptions:
             f"an occurrence's target call begins {self.before_target_fraction:.0%} into its worker time "
             "(2 of its 3 DynamoDB calls come before it: the job read and the claim)",
             f"the account's Lambda concurrency quota is {self.account_concurrency:,} (the default)",
-            f"worker batch size {self.batch_size} (the deployed default), no batching window; a standard-mode "
+            f"worker batch size {self.batch_size} (the deployed default), no batching window, each message carrying "
+            f"{self.occurrences_per_message} occurrences (full: each tenant's occurrences of the herd are due "
+            "together); a standard-mode "
             f"mapping runs at most {self.standard_max_concurrency} invocations at once (the deployed "
             "worker_max_concurrency)",
             f"look-ahead {self.lookahead_seconds} s; each sweep works {self.sweep_work_seconds:.0f} s of its 60 s "
@@ -388,7 +396,7 @@ def simulate(scenario: Scenario, measured: Measured, assumptions: Assumptions) -
             else:
                 break
             clock = begin
-            for _ in range(min(assumptions.batch_size, len(pending))):
+            for _ in range(min(assumptions.batch_size * assumptions.occurrences_per_message, len(pending))):
                 if pending[0][0] > t:
                     break
                 _, fire = pending.popleft()

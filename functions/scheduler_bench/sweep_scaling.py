@@ -24,6 +24,7 @@ from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body, job_to
 from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.dispatch import timer_for
+from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
 from scheduler.core.model import Job, JobSpec
@@ -268,7 +269,9 @@ def run(config: SweepScalingConfig, log: Callable[[str], None]) -> dict[str, Any
 def _batching(
     sqs: Any, meter: Meter, dlq_url: str, prefix: str, dispatches: list[Dispatch], now: datetime
 ) -> dict[str, Any]:
-    """Baseline (b): the same messages sent with SendMessageBatch (the adapter) and one SendMessage each."""
+    """Baseline (b): the same occurrences sent by the adapter as deployed (messages of several occurrences, 10 a
+    SendMessageBatch), by the adapter with one occurrence a message (10 a SendMessageBatch), and one SendMessage
+    each."""
     url = client("sqs").create_queue(QueueName=f"{prefix}-batching")["QueueUrl"]
     try:
         queue = SqsReadyQueue(url, dlq_url, sqs, message_key=LOCAL_MESSAGE_KEY)
@@ -277,6 +280,13 @@ def _batching(
         with meter.phase("batched"):
             queue.send(dispatches, now)
         batched_seconds = time.perf_counter() - began
+        one_each = SqsReadyQueue(
+            url, dlq_url, sqs, message_key=LOCAL_MESSAGE_KEY, envelope=EnvelopeConfig(occurrences=1)
+        )
+        began = time.perf_counter()
+        with meter.phase("one_each"):
+            one_each.send(dispatches, now)
+        one_each_seconds = time.perf_counter() - began
         began = time.perf_counter()
         with meter.phase("single"):
             for d in dispatches:
@@ -291,6 +301,7 @@ def _batching(
                 )
         single_seconds = time.perf_counter() - began
         batched, single = meter.totals({"batched"}), meter.totals({"single"})
+        one_message_each = meter.totals({"one_each"})
         n = max(1, len(dispatches))
         return {
             "messages": len(dispatches),
@@ -298,6 +309,11 @@ def _batching(
                 "requests": batched.sqs_billed_requests,
                 "requests_per_occurrence": batched.sqs_billed_requests / n,
                 "seconds": batched_seconds,
+            },
+            "one_each": {
+                "requests": one_message_each.sqs_billed_requests,
+                "requests_per_occurrence": one_message_each.sqs_billed_requests / n,
+                "seconds": one_each_seconds,
             },
             "single": {
                 "requests": single.sqs_billed_requests,

@@ -75,7 +75,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     assert round_["pending"] == 200 and round_["sweep"]["dispatched"] == 20
     assert round_["scan"]["found"] == 20 and round_["scan"]["scanned"] == 220
     batching = results["sweep_scaling"]["batching"]
-    assert batching["batched"]["requests"] == 2 and batching["single"]["requests"] == 20
+    assert batching["batched"]["requests"] <= batching["one_each"]["requests"] == 2
+    assert batching["single"]["requests"] == 20
 
     # And each burst (with and without jitter) fired every occurrence once, never early
     runs = [r for r in results["burst"]["runs"] if r["system"].startswith("punctual")]

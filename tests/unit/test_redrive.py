@@ -3,6 +3,7 @@ and a worker that fails every time (or a ready queue that only records)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -201,3 +202,24 @@ def test_an_envelope_with_a_bad_hmac_is_left_in_the_dlq_as_unreadable() -> None:
     assert dlq.messages == before and not dlq.hidden and dlq.sent == 1
     assert not queue.sent
     assert all(ledger.get(d.key).state == RunState.DEAD for d in dead)  # type: ignore[union-attr]
+
+
+def test_an_envelope_an_older_worker_dead_lettered_as_malformed_is_redriven() -> None:
+    # Given an envelope a worker of a version before envelopes could not read (during an upgrade, or after a
+    # rollback): it put it in the DLQ as malformed, wrapped with the error; its occurrences never ran
+    clock = FakeClock(T0)
+    ledger, dlq, queue = MemoryLedger(), Dlq(clock), RecordingQueue()
+    never_ran = [Dispatch(f"job-{i}", TENANT, T0, T0, 1) for i in (1, 2)]
+    body = message_to_body(never_ran, KEY)
+    dlq.add_body(json.dumps({"malformed": body, "error": "not a version-1 dispatch message"}))
+    forged = message_to_body([Dispatch("job-9", TENANT, T0, T0, 1)] * 2, b"not-the-message-key")
+    dlq.add_body(json.dumps({"malformed": forged, "error": "not a version-1 dispatch message"}))
+    clock.advance(5)
+
+    # When the DLQ is redriven
+    lines = redrive(letters_of(dlq), ledger, queue, dry_run=False, limit=1000, now=clock.now)  # type: ignore[arg-type]
+
+    # Then its occurrences go back to the ready queue; the forged one stays in the DLQ, unreadable
+    assert sorted(d.key for d in queue.sent) == sorted(d.key for d in never_ran)
+    assert sorted(line.action.split(" ")[0] for line in lines) == ["redriven", "redriven", "unreadable"]
+    assert len(dlq.messages) == 1

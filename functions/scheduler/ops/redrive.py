@@ -19,8 +19,10 @@ maxReceiveCount) is split first, as it is received: each occurrence is sent back
 deleted. Sent first, deleted second: a crash between the two leaves duplicates, which the ledger and the pass's set
 of redriven keys absorb. The same pass then receives those messages and handles each as above (sent after it
 started, but by it: they are not occurrences that died again). An envelope that fails authentication is unreadable
-and left in the DLQ as it is. A dry run splits nothing: it lists each occurrence of an envelope (the message is only
-made visible again).
+and left in the DLQ as it is. An envelope that a worker of a version before envelopes dead-lettered as malformed
+(during an upgrade, or after a rollback past them) is read from its `{"malformed": ...}` wrapper and, if it
+authenticates, split and redriven the same way. A dry run splits nothing: it lists each occurrence of an envelope
+(the message is only made visible again).
 """
 
 from __future__ import annotations
@@ -74,7 +76,12 @@ def parse_dead_letters(
     in the DLQ is unreadable, never redriven."""
     try:
         raw = json.loads(body)
-        inner = raw.get("dispatch") if isinstance(raw, dict) and "dispatch" in raw else raw
+        if isinstance(raw, dict) and isinstance(raw.get("malformed"), str):
+            # A worker that could not read it dead-lettered it (a worker of a version before envelopes, during an
+            # upgrade or after a rollback): redriven if it authenticates, as any ready-queue body.
+            inner = json.loads(raw["malformed"])
+        else:
+            inner = raw.get("dispatch") if isinstance(raw, dict) and "dispatch" in raw else raw
         dispatches = dispatches_from_body(json.dumps(inner), message_key)
     except (MalformedMessage, ValueError, AttributeError) as exc:
         return [DeadLetter(message_id, receipt, body, None, str(exc), sent_at=sent_at)]
