@@ -4,7 +4,8 @@ The jobs are created ahead through the JobService on fresh tables (in this proce
 one instant T (or at T plus their deterministic jitter); then `python -m scheduler_local` - what scripts/dev
 runs: the api, the sweeper every second and the worker pollers as separate processes - is started on the same
 tables. Its sweeper sees the due buckets within its look-ahead and hands the messages to SQS with their delays;
-the workers call a receiver in this process. Measured: time to dispatch all (the ready queue's depth, polled),
+the workers call a receiver in this process. Measured: time to dispatch all (polled: the ready queue's depth and the
+sweeps' own counts, since a message may carry several occurrences),
 start lateness at the receiver (arrival - fire_at, fire_at including jitter), and duplicates.
 
 Locally the workers are a few poller processes (scaled with the backlog, `scheduler_local.scaling`) on a shared
@@ -186,8 +187,12 @@ def run_one(
         # Bounded: on a slow or busy machine the run ends (and reports what it saw) rather than waiting on.
         deadline = due.timestamp() + jitter + max(120.0, jobs * 0.05)
         while time.time() < deadline:
+            # The queue's depth counts messages, and a message may carry several occurrences: the sweeps' own count
+            # (each finished sweep's log record) says how many were sent, at the latest when the sweep ends.
             depth = _queue_depth(plain_sqs, resources.ready_queue_url)
-            dispatched = depth + len({c.key for c in receiver.calls if c.job_id in expected})
+            received = len({c.key for c in receiver.calls if c.job_id in expected})
+            swept = sum(int(s.get("dispatched", 0)) for s in stack.sweeps())
+            dispatched = max(depth + received, swept)
             now = time.time()
             if first_seen is None and dispatched > 0:
                 first_seen = now
