@@ -417,27 +417,27 @@ def dispatch_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = 
     """The dispatch of a ready-queue body, authenticated with `key` (UnauthenticatedMessage when its HMAC does not
     hold). `key=None` reads without authenticating: for inspection only, never for running it. `accept_unsigned`
     (the upgrade window) lets a body with no HMAC at all through; a wrong HMAC is refused whatever it says."""
-    try:
-        raw = json.loads(body)
-    except (ValueError, UnicodeError) as exc:
-        raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
-    return _dispatch_from_raw(raw, key, accept_unsigned)
+    return _dispatch_from_raw(_json_of(body), key, accept_unsigned)
 
 
 def dispatches_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = False) -> list[Dispatch]:
     """The occurrences a ready-queue message carries: one for a version-1 body, each of an envelope's (every one
     authenticated as `dispatch_from_body` does; one that fails makes the whole message unreadable: the sender
     signs them all at once, so a message with one bad occurrence was tampered with)."""
-    try:
-        raw = json.loads(body)
-    except (ValueError, UnicodeError) as exc:
-        raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
+    raw = _json_of(body)
     if isinstance(raw, dict) and raw.get("v") == ENVELOPE_VERSION:
         occurrences = raw.get("occurrences")
         if not isinstance(occurrences, list) or not occurrences:
             raise MalformedMessage("an envelope without occurrences")
         return [_dispatch_from_raw(one, key, accept_unsigned) for one in occurrences]
     return [_dispatch_from_raw(raw, key, accept_unsigned)]
+
+
+def _json_of(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeError) as exc:
+        raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
 
 
 def _dispatch_from_raw(raw: Any, key: bytes | None, accept_unsigned: bool) -> Dispatch:

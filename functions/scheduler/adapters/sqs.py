@@ -91,21 +91,22 @@ class SqsReadyQueue:
         return self.queue_url
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
-        by_lane: dict[str, list[list[Dispatch]]] = {}
+        by_lane: dict[str, list[tuple[list[Dispatch], str]]] = {}
         for message in pack(dispatches, self.envelope):
             by_lane.setdefault(self.lane_url(message[0].priority), []).extend(self._bodies(message))
         for url, lane in by_lane.items():
             self._send(url, lane, now)
 
-    def _bodies(self, message: list[Dispatch]) -> list[list[Dispatch]]:
-        """`message` as it is sent: halved until each body is at most MAX_ENVELOPE_BYTES (job copies can be 4 KiB),
-        so that 10 of them fit one request."""
-        if len(message) == 1 or len(message_to_body(message, self.message_key)) <= MAX_ENVELOPE_BYTES:
-            return [message]
+    def _bodies(self, message: list[Dispatch]) -> list[tuple[list[Dispatch], str]]:
+        """`message` as it is sent, each part with its body: halved until each body is at most MAX_ENVELOPE_BYTES
+        (job copies can be 4 KiB), so that 10 of them fit one request."""
+        body = message_to_body(message, self.message_key)
+        if len(message) == 1 or len(body) <= MAX_ENVELOPE_BYTES:
+            return [(message, body)]
         half = len(message) // 2
         return self._bodies(message[:half]) + self._bodies(message[half:])
 
-    def _send(self, queue_url: str, messages: Sequence[list[Dispatch]], now: datetime) -> None:
+    def _send(self, queue_url: str, messages: Sequence[tuple[list[Dispatch], str]], now: datetime) -> None:
         started = time.monotonic()
         for start in range(0, len(messages), BATCH):
             # Each request's delays from the time it is made: a long send must not land its last messages late.
@@ -113,7 +114,7 @@ class SqsReadyQueue:
             pending = {
                 str(i): {
                     "Id": str(i),
-                    "MessageBody": message_to_body(m, self.message_key),
+                    "MessageBody": body,
                     # A message lands with its first (earliest) occurrence; the others at most the spread early.
                     "DelaySeconds": delay_seconds(m[0].send_at, at),
                     # SQS fair queues: the tenant is the message group, so a tenant with a backlog in flight
@@ -125,7 +126,7 @@ class SqsReadyQueue:
                         **({"occurrences": {"DataType": "Number", "StringValue": str(len(m))}} if len(m) > 1 else {}),
                     },
                 }
-                for i, m in enumerate(messages[start : start + BATCH])
+                for i, (m, body) in enumerate(messages[start : start + BATCH])
             }
             send_batch(self.client, queue_url, pending)
 

@@ -25,10 +25,7 @@ class ThreadTaskPool:
         if self.size == 1 or len(tasks) <= 1:
             return InOrder().run_all(tasks)
         with ThreadPoolExecutor(max_workers=min(self.size, len(tasks)), thread_name_prefix=self.name) as pool:
-            futures = [pool.submit(task) for task in tasks]
-            wait(futures)
-        # Every task has finished (none is left running behind a failure); the first error, in the tasks' order.
-        return [future.result() for future in futures]
+            return _all(pool, tasks)
 
 
 class SharedTaskPool:
@@ -46,6 +43,12 @@ class SharedTaskPool:
     def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
         if len(tasks) <= 1:
             return InOrder().run_all(tasks)
-        futures = [self._pool.submit(task) for task in tasks]
-        wait(futures)
-        return [future.result() for future in futures]
+        return _all(self._pool, tasks)
+
+
+def _all(pool: ThreadPoolExecutor, tasks: Sequence[Callable[[], T]]) -> list[T]:
+    """Every task on `pool`, their results in the tasks' order once all have finished (none is left running behind
+    a failure); the first error, in the tasks' order."""
+    futures = [pool.submit(task) for task in tasks]
+    wait(futures)
+    return [future.result() for future in futures]

@@ -88,18 +88,6 @@ def parse_dead_letters(
     return [DeadLetter(message_id, receipt, body, dispatch, sent_at=sent_at) for dispatch in dispatches]
 
 
-def parse_dead_letter(
-    message_id: str, receipt: str, body: str, message_key: bytes, sent_at: datetime | None = None
-) -> DeadLetter:
-    """A DLQ message of one occurrence (see `parse_dead_letters`); an envelope of several is unreadable here."""
-    letters = parse_dead_letters(message_id, receipt, body, message_key, sent_at)
-    if len(letters) > 1:
-        return DeadLetter(
-            message_id, receipt, body, None, f"an envelope of {len(letters)} occurrences", sent_at=sent_at
-        )
-    return letters[0]
-
-
 def _sent_at(message: Any) -> datetime | None:
     raw = message.get("Attributes", {}).get("SentTimestamp")
     try:
