@@ -13,17 +13,15 @@ from typing import Any
 import pytest
 from world import SHARDS, T0, Crash, CrashAt, World
 
-from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage, QueuedMessage
-from scheduler.core.envelope import EnvelopeConfig, MessageRunner
+from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
+from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.execute import Why
 from scheduler.core.keys import occurrence_key, shard_of
 from scheduler.core.model import RunState
-from scheduler.core.ports import InOrder, TargetCall, TargetFailure
-from scheduler.core.recovery import HeldBatch, HoldConfig
+from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.core.timefmt import rfc3339
 
 DUE = T0 + timedelta(seconds=10)
-HOLD = HoldConfig(renew_fraction=None)
 OCCURRENCES = 4
 
 
@@ -54,28 +52,6 @@ class FailsOnce:
         return self.world.sink.invoke(call)
 
 
-def runner(world: World, target: Any, *, ledger: Any = None, queue: Any = None, worker: str = "w") -> MessageRunner:
-    core = world.core(ledger=ledger, queue=queue)
-    executor = core.executor(worker, {"http": target})
-    return core.message_runner(executor, pool=InOrder())
-
-
-def work(world: World, runner: MessageRunner, messages: list[QueuedMessage], visibility: Any = None) -> None:
-    """The worker handler: hold the batch, run each message, delete what it acknowledges (after the batch)."""
-    visibility = visibility or MemoryBatchVisibility(world.queue, messages)
-    done = []
-    with HeldBatch(visibility, {m.message_id: m.dispatch.key for m in messages}, HOLD, world.metrics) as held:
-        for message in messages:
-            outcome = runner.run(message.dispatches, MemoryMessage(world.queue, message))
-            if outcome.ack:
-                done.append(message)
-            else:
-                held.release(message.message_id)
-                world.queue.change_visibility(message, outcome.hide_seconds)
-    for message in done:
-        world.queue.delete(message)
-
-
 def drain(world: World, target: Any, until: float = 900) -> None:
     """Fault-free workers poll every second until the queue is empty (or `until` seconds have passed)."""
     end = world.clock.now() + timedelta(seconds=until)
@@ -83,14 +59,7 @@ def drain(world: World, target: Any, until: float = 900) -> None:
         world.clock.advance(1)
         messages = world.queue.receive(10)
         if messages:
-            work(world, runner(world, target, worker="rescuer"), messages)
-
-
-def assert_exactly_once(world: World, keys: list[str]) -> None:
-    for key in keys:
-        run = world.ledger.get(key)
-        assert run is not None and run.state == RunState.SUCCEEDED, (key, run)
-        assert world.sink.effects[key] == 1, key
+            world.work_batch(world.runner("rescuer", target=target), messages)
 
 
 def test_a_sweep_sends_one_tenants_occurrences_of_one_instant_in_one_message(world: World) -> None:
@@ -102,8 +71,8 @@ def test_a_sweep_sends_one_tenants_occurrences_of_one_instant_in_one_message(wor
     assert sorted(d.key for m in messages for d in m.dispatches) == sorted(keys)
     assert len(messages) == len({shard_of(d.job_id, SHARDS) for m in messages for d in m.dispatches})
     assert len(messages) < OCCURRENCES
-    work(world, runner(world, world.sink), messages)
-    assert_exactly_once(world, keys)
+    world.work_batch(world.runner(), messages)
+    world.assert_exactly_once(keys)
     assert not world.queue.messages
 
 
@@ -114,7 +83,7 @@ def test_an_occurrence_the_worker_keeps_is_sent_again_alone_before_the_message_i
     assert len(message.dispatches) > 1
     target = FailsOnce(world, message.dispatches[-1].key)
 
-    outcome = runner(world, target).run(message.dispatches, MemoryMessage(world.queue, message))
+    outcome = world.runner(target=target).run(message.dispatches, MemoryMessage(world.queue, message))
 
     # The message is settled: the others recorded, one waiting for its retry in a message of its own, due at its
     # backoff
@@ -127,7 +96,7 @@ def test_an_occurrence_the_worker_keeps_is_sent_again_alone_before_the_message_i
     assert again.visible_at >= waiting.next_attempt_at
     assert world.metrics.counts["OccurrencesSentAgain"] == 1
     drain(world, target)
-    assert_exactly_once(world, keys)
+    world.assert_exactly_once(keys)
 
 
 CRASHES = [
@@ -163,10 +132,10 @@ def test_a_worker_that_dies_at_any_step_of_a_message_loses_nothing_and_repeats_n
 
     # When the worker dies at that step, before acknowledging the message
     with pytest.raises(Crash):
-        work(world, runner(world, target, ledger=ledger, queue=queue), messages, visibility)
+        world.work_batch(world.runner(ledger=ledger, queue=queue, target=target), messages, visibility)
     assert all(m.message_id in world.queue.messages for m in messages)
 
     # Then the message is back within the hold time (or the lease, for what it had claimed), and once fault-free
     # workers have drained the queue every occurrence took effect exactly once
     drain(world, FailsOnce(world, "none"))
-    assert_exactly_once(world, keys)
+    world.assert_exactly_once(keys)

@@ -11,18 +11,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from world import LEASE, T0, Crash, CrashAt, World
+from world import HOLD, LEASE, T0, Crash, CrashAt, World
 
-from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage, QueuedMessage
-from scheduler.core.execute import Executor
+from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
 from scheduler.core.keys import occurrence_key
-from scheduler.core.model import RunState
 from scheduler.core.ports import TargetCall
-from scheduler.core.recovery import HeldBatch, HoldConfig
+from scheduler.core.recovery import HeldBatch
 from scheduler.core.timefmt import rfc3339
 
 DUE = T0 + timedelta(seconds=10)
-HOLD = HoldConfig(renew_fraction=None)
 MARGIN = 2  # the executor hides a message it finds under someone else's live lease until the lease ends + 2 s
 BATCH = 4
 
@@ -35,23 +32,6 @@ def due_batch(world: World) -> list[str]:
     world.sweeper().sweep(world.deadline())
     world.clock.set(DUE)
     return keys
-
-
-def work_batch(world: World, executor: Executor, messages: list[QueuedMessage], visibility: Any = None) -> None:
-    """What the worker handler does with a batch: hold it, run each record, release it before setting its own
-    visibility; the event source mapping deletes the acknowledged ones after the invocation."""
-    visibility = visibility or MemoryBatchVisibility(world.queue, messages)
-    done = []
-    with HeldBatch(visibility, {m.message_id: m.dispatch.key for m in messages}, HOLD, world.metrics) as held:
-        for message in messages:
-            outcome = executor.execute(message.dispatch, MemoryMessage(world.queue, message))
-            if outcome.ack:
-                done.append(message)
-            else:
-                held.release(message.message_id)
-                world.queue.change_visibility(message, outcome.hide_seconds)
-    for message in done:
-        world.queue.delete(message)
 
 
 class CrashingTarget:
@@ -83,15 +63,8 @@ def recover(world: World, keys: list[str], crashed_at: datetime, until: float = 
         for message in messages:
             back.setdefault(message.dispatch.key, (world.clock.now() - crashed_at).total_seconds())
         if messages:
-            work_batch(world, world.executor("rescuer"), messages)
+            world.work_batch(world.runner("rescuer"), messages)
     return back
-
-
-def assert_exactly_once(world: World, keys: list[str]) -> None:
-    for key in keys:
-        run = world.ledger.get(key)
-        assert run is not None and run.state == RunState.SUCCEEDED, (key, run)
-        assert world.sink.effects[key] == 1, key
 
 
 CRASHES = [
@@ -124,7 +97,7 @@ def test_every_occurrence_a_dead_worker_held_restarts_within_the_hold_time(
         target = CrashingTarget(world, when, nth)
 
     with pytest.raises(Crash):
-        work_batch(world, world.executor("doomed", ledger=ledger, target=target), messages, visibility)
+        world.work_batch(world.runner("doomed", ledger=ledger, target=target), messages, visibility)
     crashed_at = world.clock.now()
 
     back = recover(world, keys, crashed_at)
@@ -133,7 +106,7 @@ def test_every_occurrence_a_dead_worker_held_restarts_within_the_hold_time(
     assert slowest <= HOLD.hold_seconds + 1, back
     # ... and every occurrence is done once the dead worker's lease has ended, not after the visibility timeout
     assert (world.clock.now() - crashed_at).total_seconds() <= LEASE.total_seconds() + MARGIN + 2
-    assert_exactly_once(world, keys)
+    world.assert_exactly_once(keys)
 
 
 def test_a_crash_before_the_hold_falls_back_to_the_queue_visibility_timeout(world: World) -> None:
@@ -143,10 +116,10 @@ def test_a_crash_before_the_hold_falls_back_to_the_queue_visibility_timeout(worl
     messages = world.queue.receive(10)
     doomed = CrashAt(MemoryBatchVisibility(world.queue, messages), "hold", "before")
     with pytest.raises(Crash):
-        work_batch(world, world.executor("doomed"), messages, doomed)
+        world.work_batch(world.runner("doomed"), messages, doomed)
     back = recover(world, keys, world.clock.now(), until=world.queue.visibility_timeout + 30)
     assert set(back.values()) == {world.queue.visibility_timeout}
-    assert_exactly_once(world, keys)
+    world.assert_exactly_once(keys)
 
 
 def test_a_long_batch_that_renews_its_hold_is_not_received_twice(world: World) -> None:
@@ -165,4 +138,4 @@ def test_a_long_batch_that_renews_its_hold_is_not_received_twice(world: World) -
             assert outcome.ack
             held.release(message.message_id)
             world.queue.delete(message)
-    assert_exactly_once(world, keys)
+    world.assert_exactly_once(keys)

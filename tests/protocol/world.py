@@ -14,24 +14,28 @@ from typing import Any
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.adapters.memory import (
     FakeClock,
+    MemoryBatchVisibility,
     MemoryEventPublisher,
     MemoryJobStore,
     MemoryLedger,
     MemoryMessage,
     MemoryQueue,
     MemoryTimerStore,
+    QueuedMessage,
     RecordingMetrics,
 )
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose
 from scheduler.core.chain import counts_as_active
 from scheduler.core.dispatch import Dispatcher
+from scheduler.core.envelope import MessageRunner
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
 from scheduler.core.keys import occurrence_key
-from scheduler.core.model import JobSpec
-from scheduler.core.ports import TargetCall
+from scheduler.core.model import JobSpec, RunState
+from scheduler.core.ports import InOrder, TargetCall
+from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.schedules import unindexed_occurrence
 from scheduler.core.sweep import Sweeper
 from tests.unit.fixtures import settings_for
@@ -64,6 +68,10 @@ CONFIGS = replace(
     sweep=replace(_DERIVED.sweep, initial_lag=timedelta(0)),
     execute=replace(_DERIVED.execute, heartbeat_fraction=None),
 )
+
+
+#: The batch hold the worker tests run with: the deployed hold time, renewed by hand (steps take no real time).
+HOLD = HoldConfig(renew_fraction=None)
 
 
 class Crash(BaseException):
@@ -191,7 +199,37 @@ class World:
     def executor(self, worker: str = "w", ledger: Any = None, queue: Any = None, target: Any = None) -> Executor:
         return self.core(ledger=ledger, queue=queue).executor(worker, {"http": target or self.sink})
 
+    def runner(self, worker: str = "w", ledger: Any = None, queue: Any = None, target: Any = None) -> MessageRunner:
+        """A worker's runner of a message's occurrences (in turn), over the proxies given; its sends of what it keeps
+        go to `queue` too."""
+        core = self.core(ledger=ledger, queue=queue)
+        return core.message_runner(core.executor(worker, {"http": target or self.sink}), pool=InOrder())
+
     # -- driving ---------------------------------------------------------------------------------------------
+
+    def work_batch(self, runner: MessageRunner, messages: list[QueuedMessage], visibility: Any = None) -> None:
+        """What the worker handler does with a batch: hold it, run each message's occurrences, release a message
+        before setting its own visibility; the event source mapping deletes the acknowledged ones after the
+        invocation."""
+        visibility = visibility or MemoryBatchVisibility(self.queue, messages)
+        done = []
+        with HeldBatch(visibility, {m.message_id: m.dispatch.key for m in messages}, HOLD, self.metrics) as held:
+            for message in messages:
+                outcome = runner.run(message.dispatches, MemoryMessage(self.queue, message))
+                if outcome.ack:
+                    done.append(message)
+                else:
+                    held.release(message.message_id)
+                    self.queue.change_visibility(message, outcome.hide_seconds)
+        for message in done:
+            self.queue.delete(message)
+
+    def assert_exactly_once(self, keys: list[str]) -> None:
+        """Each occurrence SUCCEEDED, with one effect at the target."""
+        for key in keys:
+            run = self.ledger.get(key)
+            assert run is not None and run.state == RunState.SUCCEEDED, (key, run)
+            assert self.sink.effects[key] == 1, key
 
     def create(self, schedule: dict[str, Any], **extra: Any) -> str:
         spec = JobSpec.model_validate(
