@@ -90,3 +90,100 @@ def test_an_occurrence_waits_while_a_dead_attempt_holds_the_tenants_only_slot(wo
     recover(world, slots, now + LEASE + timedelta(minutes=2))
     assert world.sink.effects[key] == 1
     assert_one_outcome(world, key, RunState.SUCCEEDED)
+
+
+# -- a worker paused past its lease between its claim and the target call ----------------------------------------
+
+
+class _PausedAfterClaim:
+    """The world's ledger, whose first claim returns after a pause longer than the lease, during which `meanwhile`
+    runs (what other workers do while this one is frozen)."""
+
+    def __init__(self, world: World, meanwhile: Any) -> None:
+        self._world, self._inner, self._meanwhile, self._paused = world, world.ledger, meanwhile, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def claim(self, *args: Any, **kwargs: Any) -> Any:
+        claimed = self._inner.claim(*args, **kwargs)
+        if not self._paused:
+            self._paused = True
+            self._world.clock.advance(LEASE.total_seconds() + 1)
+            self._meanwhile()
+        return claimed
+
+
+def paused_after_claim(world: World, slots: Any, meanwhile: Any, ledger: Any = None) -> Executor:
+    """A worker of the one-slot tenant whose claim returns after a pause past the lease (over `ledger`, if given)."""
+    executor = gated(world, slots, "paused")
+    paused = _PausedAfterClaim(world, meanwhile)
+    if ledger is not None:
+        paused._inner = ledger
+    executor.ledger = paused  # type: ignore[assignment]
+    return executor
+
+
+def test_a_worker_paused_past_its_lease_after_the_claim_renews_it_and_calls_the_target_once(world: World) -> None:
+    key = one_due_occurrence(world)
+    slots = tenant_slots(world)
+
+    # When the worker's claim returns after a pause past its lease, nobody having taken the slot meanwhile
+    handled = world.work(paused_after_claim(world, slots, meanwhile=lambda: None))
+
+    # Then it renewed the lease and the slot before calling the target, and recorded the outcome under its claim
+    assert handled == 1 and world.sink.effects[key] == 1
+    assert world.metrics.counts["LeaseRenewedBeforeCall"] == 1
+    assert_one_outcome(world, key, RunState.SUCCEEDED)
+    now = world.clock.now()
+    assert slots.acquire(TENANT, 1, "probe", now, now + LEASE) == 0  # released
+
+
+def test_a_worker_paused_past_its_lease_whose_slot_was_taken_gives_the_attempt_back_without_calling(
+    world: World,
+) -> None:
+    # Given the tenant's one slot, taken by another attempt while the worker was paused after its claim
+    key = one_due_occurrence(world)
+    slots = tenant_slots(world)
+
+    def another_attempt_takes_the_slot() -> None:
+        now = world.clock.now()
+        assert slots.acquire(TENANT, 1, "another-attempt", now, now + LEASE) == 0  # the paused one's lease ended
+
+    world.work(paused_after_claim(world, slots, another_attempt_takes_the_slot))
+
+    # Then it did not call the target beside the other attempt: it gave its attempt back, claimable, none spent
+    assert world.sink.effects.get(key, 0) == 0
+    run = world.ledger.get(key)
+    assert run is not None and run.state == RunState.RETRY_WAIT and run.attempts == 0, run
+    # and once the other attempt's slot is free, the occurrence runs once
+    slots.release(TENANT, 0, "another-attempt")
+    recover(world, slots, world.clock.now() + timedelta(minutes=3))
+    assert world.sink.effects[key] == 1
+    assert_one_outcome(world, key, RunState.SUCCEEDED)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize(("method", "slot_taken"), [("heartbeat", False), ("finish", True)])
+def test_a_crash_around_the_renewal_or_the_give_back_before_the_call_still_applies_the_occurrence_once(
+    world: World, method: str, slot_taken: bool, when: str
+) -> None:
+    # Given a worker paused past its lease after its claim (its slot taken meanwhile, when it gives the attempt
+    # back), dying right before or after the ledger write that renews its lease or gives the attempt back
+    key = one_due_occurrence(world)
+    slots = tenant_slots(world)
+
+    def meanwhile() -> None:
+        if slot_taken:
+            now = world.clock.now()
+            assert slots.acquire(TENANT, 1, "another-attempt", now, now + timedelta(seconds=5)) == 0
+
+    crash = CrashAt(world.ledger, method, when)
+    crash_once(world, paused_after_claim(world, slots, meanwhile, ledger=crash))
+    assert crash.fired
+
+    # Then the recovery applies it once, records one outcome and dead-letters nothing
+    recover(world, slots, world.clock.now() + timedelta(minutes=4))
+    assert world.sink.effects[key] == 1
+    assert_one_outcome(world, key, RunState.SUCCEEDED)
+    assert world.queue.dead == []

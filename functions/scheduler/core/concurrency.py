@@ -59,26 +59,33 @@ class Permit:
     tenant: str
     slot: int
     holder: str
+    #: When the slot's lease ends unless extended (None: nothing held).
+    lease_until: datetime | None = None
 
     @classmethod
     def unlimited(cls, tenant: str, holder: str) -> Permit:
         """An attempt of a tenant without a limit: nothing is held."""
         return cls(None, tenant, -1, holder)
 
-    def extend(self, lease_until: datetime) -> None:
-        """Never raises: the slot is a budget, not a safety property (the ledger's lease and fencing are)."""
+    def extend(self, lease_until: datetime) -> bool:
+        """Whether the slot is still this attempt's, its lease now `lease_until` (True when nothing is held). Never
+        raises: the slot is a budget, not a safety property (the ledger's lease and fencing are); an extension that
+        failed counts as not kept."""
         if self.slots is None:
-            return
+            return True
         try:
             kept = self.slots.extend(self.tenant, self.slot, self.holder, lease_until)
         except Exception:
             log.exception(
                 "execution slot not extended; tried again at the next heartbeat", extra={"tenant": self.tenant}
             )
-            return
+            return False
         if not kept:
             # Our lease ran out and another attempt took the slot: the ledger fences this attempt the same way.
             log.warning("execution slot lost", extra={"tenant": self.tenant, "slot": self.slot})
+            return False
+        self.lease_until = lease_until
+        return True
 
     def release(self) -> None:
         if self.slots is None:
@@ -106,4 +113,4 @@ class ConcurrencyGate:
         if slot is None:
             self.metrics.count("TenantConcurrencyThrottled")
             return None
-        return Permit(self.slots, tenant, slot, holder)
+        return Permit(self.slots, tenant, slot, holder, lease_until)

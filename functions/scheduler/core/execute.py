@@ -46,6 +46,8 @@ from scheduler.core.schedules import is_occurrence, is_recurring, unindexed_occu
 
 log = logging.getLogger(__name__)
 
+#: Renewals of an aged lease before a target call, before the attempt is given back (each renewal paused as long).
+RENEWALS_BEFORE_CALL = 3
 #: Runs read per page when looking for what overlaps (the run history, newest first). The index lists keys only
 #: and each run on a page is read by key, so the first page is one run (the one before is nearly always the
 #: holder candidate), and each page after it is four times the one before, up to OVERLAP_PAGE.
@@ -456,14 +458,42 @@ class Executor:
         key = execution.key
         lease_s = self.config.lease.total_seconds()
 
-        def heartbeat() -> None:
-            """Step 4: extend the lease (conditional on owner and epoch), the execution slot and the message's
-            visibility."""
+        held_until = execution.lease_until
+
+        def renew() -> bool:
+            """Step 4: extend the lease (conditional on owner and epoch: LeaseLost if another attempt took it), the
+            execution slot and the message's visibility. Returns whether the slot is still this attempt's."""
+            nonlocal held_until
             lease_until = self.clock.now() + self.config.lease
             self.ledger.heartbeat(key, owner, execution.epoch, lease_until)
-            permit.extend(lease_until)
+            held_until = lease_until
+            kept = permit.extend(lease_until)
             message.extend_visibility(math.ceil(lease_s) + self.config.lease_margin_seconds)
+            return kept
 
+        def heartbeat() -> None:
+            renew()
+
+        # Paused since the claim (the overlap check's read, a starved CPU) for longer than a heartbeat's interval,
+        # the lease, and the execution slot's with it, may have ended, and another attempt may have taken the slot:
+        # a target called now would run beside it (found by the simulator, seed 1149). Renew both first (again if
+        # the renewal itself was paused that long); never call the target on a lease or a slot that is gone.
+        renewals = 0
+        while self._lease_aged(held_until, permit):
+            if renewals == RENEWALS_BEFORE_CALL:
+                return self._slot_lost(dispatch, execution, owner, message, "lease kept ageing")
+            renewals += 1
+            self.metrics.count("LeaseRenewedBeforeCall")
+            try:
+                kept = renew()
+            except LeaseLost:
+                self.metrics.count("LeaseLost")
+                log.warning(
+                    "lease lost before the call: not called", extra={"job_id": job.job_id, "occurrence_key": key}
+                )
+                return Outcome.hide(lease_s, Why.LEASE_LOST)
+            if not kept:
+                return self._slot_lost(dispatch, execution, owner, message, "execution slot lost")
         invoker = self.targets.get(job.spec.target.type)
         call = TargetCall(
             job=job,
@@ -506,6 +536,31 @@ class Executor:
         if parks and outcome.why is not Why.FENCED:
             self._release_buffered(job, dispatch)
         return outcome
+
+    def _lease_aged(self, held_until: datetime | None, permit: Permit) -> bool:
+        """Whether a heartbeat would have been due by now had the target been called when the lease was last
+        renewed: less of it (or of the slot's) is left than what the background heartbeat keeps."""
+        fraction = self.config.heartbeat_fraction or 0.5
+        keeps = self.config.lease * (1 - fraction)
+        ends = [end for end in (held_until, permit.lease_until) if end is not None]
+        return bool(ends) and min(ends) - self.clock.now() < keeps
+
+    def _slot_lost(
+        self, dispatch: Dispatch, execution: Execution, owner: str, message: MessageControl, why: str
+    ) -> Outcome:
+        """The claim is still this attempt's but its execution slot may not be (another attempt took it while this
+        one was paused): give the attempt back, uncalled, and wait for a slot like a throttled attempt."""
+        now = self.clock.now()
+        log.warning(f"{why} before the call: not called", extra={"occurrence_key": execution.key})
+        try:
+            refund = AttemptEnd(
+                RunState.RETRY_WAIT, error=f"{why} before the call", next_attempt_at=now, refund_attempt=True
+            )
+            self.ledger.finish(execution.key, owner, execution.epoch, now, refund)
+        except Fenced:
+            self.metrics.count("FencedWrites")
+            return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
+        return self._throttled(dispatch, message, now)
 
     def _failed(
         self, job: Job, dispatch: Dispatch, execution: Execution, owner: str, failure: TargetFailure
