@@ -232,10 +232,17 @@ def rows(cost: dict[str, Any]) -> list[Row]:
         floor = RECURRING_ITEMS + PAGE_SHARE
         floor_usd = _dynamodb_sqs_usd(floor) + _lambda_usd(recurring_herd)
         limits = {"write": 6.5, "read": 2.0, "usd": 4.50}
-        fires = recurring_herd.get("occurrences_per_job")
-        why = f"{fires} fires a job: the first reads no run before, the last writes no next timer" if fires else ""
+        why = _fires_a_job(recurring_herd)
         out += _fire_rows("recurring fire, herd", recurring_herd, floor, floor_usd, limits, why)
         recurring = runs["recurring"].get(10)
         if recurring:
-            out += _fire_rows("recurring fire, busy minutes", recurring, floor, floor_usd, limits)
+            out += _fire_rows(
+                "recurring fire, busy minutes", recurring, floor, floor_usd, limits, _fires_a_job(recurring)
+            )
     return out
+
+
+def _fires_a_job(run: dict[str, Any]) -> str:
+    """Why a run's recurring fire may read and write less than a steady one (the floor): its jobs' first and last."""
+    fires = run.get("occurrences_per_job")
+    return f"{fires} fires a job: the first reads no run before, the last writes no next timer" if fires else ""

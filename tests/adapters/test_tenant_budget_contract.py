@@ -10,7 +10,9 @@ import pytest
 
 from scheduler.adapters.dynamodb import DynamoTenantBudgets
 from scheduler.adapters.memory import MemoryTenantBudgets
-from scheduler.core.ports import BudgetCalendar
+from scheduler.adapters.memory.doubles import FakeClock, RecordingMetrics
+from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
+from scheduler.core.ports import BudgetCalendar, Dispatch
 from tests.adapters.conftest import BACKENDS, jobs_table_store
 
 
@@ -45,3 +47,62 @@ def test_tenants_have_their_own_calendars(budgets, make) -> None:
 
     assert budgets.load("tenant-a") == a
     assert budgets.load("tenant-b") == b
+
+
+# -- booking from the calendar this process saved last (scheduler.core.fairness.Remembered) ---------------------
+
+
+class Crashing:
+    """The store under test, whose next save crashes before its write or after it (its answer lost)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.crash, self.loads = inner, "", 0
+
+    def load(self, tenant: str) -> Any:
+        self.loads += 1
+        return self.inner.load(tenant)
+
+    def save(self, *args: Any, **kwargs: Any) -> bool:
+        crash, self.crash = self.crash, ""
+        if crash == "before":
+            raise ConnectionError("crashed before the save")
+        saved = self.inner.save(*args, **kwargs)
+        if crash == "after":
+            raise ConnectionError("crashed after the save")
+        return saved
+
+
+def _trusting_admission(store: Crashing, make: Any) -> tuple[TenantAdmission, FakeClock, RecordingMetrics]:
+    """An admission (one release per 4 s window) that has booked twice, so it books from its copy from now on."""
+    clock, metrics = FakeClock(make.t0), RecordingMetrics()
+    admission = TenantAdmission(store, clock, FairnessConfig(Budget(0.25, 1)), metrics)
+    for job in ("a", "b"):
+        admission.admit([Dispatch(job, "tenant-a", clock.now(), clock.now(), 1)])
+        clock.advance(4)
+    assert admission.remembered is not None and admission.remembered.trusted("tenant-a", clock.now()) is not None
+    return admission, clock, metrics
+
+
+@pytest.mark.parametrize("crash", ["before", "after"])
+def test_a_booking_from_a_copy_that_crashes_around_its_save_never_books_a_window_twice(budgets, make, crash) -> None:
+    store = Crashing(budgets)
+    admission, clock, metrics = _trusting_admission(store, make)
+
+    # When the booking of an occurrence due now crashes before its save, or after it (the write landed, unanswered)
+    store.crash = crash
+    with pytest.raises(ConnectionError):
+        admission.admit([Dispatch("lost", "tenant-a", clock.now(), clock.now(), 1)])
+    loads = store.loads
+    # and the same process books another occurrence due now (the page's re-run, or the next page)
+    [again] = admission.admit([Dispatch("again", "tenant-a", clock.now(), clock.now(), 1)]).sent
+
+    if crash == "before":
+        # Then nothing was stored: it books from its copy, no read, in the window open now
+        assert store.loads == loads and again.send_at == clock.now()
+    else:
+        # Then its copy is behind the store (its own lost write): the save is refused, it reads, and its release
+        # goes to the next window - the lost booking still holds the one open now
+        assert store.loads == loads + 1 and metrics.counts["BudgetCopiesOvertaken"] == 1
+        assert again.send_at == clock.now() + timedelta(seconds=4)
+    stored = budgets.load("tenant-a")
+    assert stored is not None and all(count <= 1 for count in stored.slots.values())

@@ -80,6 +80,8 @@ PREEMPT = FaultProfile(preempt=0.2)
         ("drop-deferred", None, 5, "never ran"),
         # The budget calendar saved without its version condition: racing bookings overwrite, a window overflows.
         ("unconditional-budget-save", PREEMPT, 13, "releases in the"),
+        # A booking from the calendar the process saved last, taking only the version from the store: the same.
+        ("stale-budget-copies", PREEMPT, 13, "releases in the"),
         # The outbox cleared before its events are published: a refused publish loses the completion event.
         ("clear-before-publish", THROTTLED, 11, "no completion event announced it"),
         # A backfill marked completed by its first wave: the rest of its range is never sent.
