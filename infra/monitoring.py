@@ -31,6 +31,8 @@ RETRIES = "Retries"
 DEAD_LETTERS = "DeadLetters"
 FENCED_WRITES = "FencedWrites"
 LEASE_LOST = "LeaseLost"
+#: A worker paused past a heartbeat's interval between its claim and the target call renewed its lease first.
+LEASE_RENEWED_BEFORE_CALL = "LeaseRenewedBeforeCall"
 BATCH_HOLD_FAILURES = "BatchHoldFailures"
 OCCURRENCES_SKIPPED = "OccurrencesSkipped"
 MISFIRE_SKIPPED = "MisfireSkipped"
@@ -40,6 +42,8 @@ COMPLETION_EVENTS_PUBLISHED = "CompletionEventsPublished"
 COMPLETION_EVENT_FAILURES = "CompletionEventFailures"
 TENANT_THROTTLED = "TenantThrottledSeconds"
 TENANT_DEFERRED = "TenantDeferred"
+#: A sweep's booking from its remembered copy of a tenant's budget calendar refused: another process booked since.
+BUDGET_COPIES_OVERTAKEN = "BudgetCopiesOvertaken"
 TENANT_CONCURRENCY_THROTTLED = "TenantConcurrencyThrottled"
 TENANT_CONCURRENCY_DELAY = "TenantConcurrencyDelaySeconds"
 BACKFILL_DISPATCHED = "BackfillDispatched"
@@ -64,6 +68,7 @@ APPLICATION_METRICS = (
     DEAD_LETTERS,
     FENCED_WRITES,
     LEASE_LOST,
+    LEASE_RENEWED_BEFORE_CALL,
     BATCH_HOLD_FAILURES,
     OCCURRENCES_SKIPPED,
     MISFIRE_SKIPPED,
@@ -73,6 +78,7 @@ APPLICATION_METRICS = (
     COMPLETION_EVENT_FAILURES,
     TENANT_THROTTLED,
     TENANT_DEFERRED,
+    BUDGET_COPIES_OVERTAKEN,
     TENANT_CONCURRENCY_THROTTLED,
     TENANT_CONCURRENCY_DELAY,
     BACKFILL_DISPATCHED,
@@ -375,8 +381,13 @@ def _build_dashboard(
             [app_sum(RETRIES), app_sum(TARGET_FAILURES), app_sum(DEAD_LETTERS)],
         ),
         graph(
-            "Fencing: fenced writes, leases lost, batch holds failed",
-            [app_sum(FENCED_WRITES), app_sum(LEASE_LOST), app_sum(BATCH_HOLD_FAILURES)],
+            "Fencing: fenced writes, leases lost, renewed before the call, batch holds failed",
+            [
+                app_sum(FENCED_WRITES),
+                app_sum(LEASE_LOST),
+                app_sum(LEASE_RENEWED_BEFORE_CALL),
+                app_sum(BATCH_HOLD_FAILURES),
+            ],
         ),
         graph("Skipped: by policy, misfires", [app_sum(OCCURRENCES_SKIPPED), app_sum(MISFIRE_SKIPPED)]),
     )
@@ -390,8 +401,12 @@ def _build_dashboard(
             ],
         ),
         graph(
-            "Fairness: tenant delay by budget (s, max), deferred",
-            [application_metric(TENANT_THROTTLED, "Maximum"), app_sum(TENANT_DEFERRED)],
+            "Fairness: tenant delay by budget (s, max), deferred, calendar copies overtaken",
+            [
+                application_metric(TENANT_THROTTLED, "Maximum"),
+                app_sum(TENANT_DEFERRED),
+                app_sum(BUDGET_COPIES_OVERTAKEN),
+            ],
         ),
         graph(
             "Fairness: tenants at their concurrency (throttled, delay s max)",
