@@ -6,7 +6,9 @@ A failing seed prints its report: the violated invariant, the last events, and t
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -115,10 +117,29 @@ def test_a_deliberately_broken_protocol_is_caught(
     assert run_seed(caught, profile=profile, exposure=PRODUCTION).ok
 
 
+def counting_budget_calls(sim: Simulation) -> Counter[str]:
+    """Counts the reads and the saves of the run's tenant budget calendars (whoever makes them)."""
+    calls: Counter[str] = Counter()
+    store = sim.tenant_budgets
+    load, save = store.load, store.save
+
+    def counted_load(tenant: str) -> Any:
+        calls["load"] += 1
+        return load(tenant)
+
+    def counted_save(*args: Any, **kwargs: Any) -> bool:
+        calls["save"] += 1
+        return save(*args, **kwargs)
+
+    store.load, store.save = counted_load, counted_save  # type: ignore[method-assign]
+    return calls
+
+
 def test_the_runs_exercise_budgets_completion_events_and_backfills() -> None:
     # When a few dozen seeds run (half of them with dispatch budgets, a third with a burst of one-shot jobs, some
     # with a backfill; a burst deferred past SQS's horizon and a failed publish are rare: seeds 32 and 40 have them)
     sims = [Simulation(seed) for seed in [*range(20), 32, 40]]
+    calendar_calls = [counting_budget_calls(sim) for sim in sims]
     results = [sim.run() for sim in sims]
 
     # Then they pass, and among them a burst waited past SQS's horizon as deferred timers, releases were delayed by
@@ -130,6 +151,11 @@ def test_the_runs_exercise_budgets_completion_events_and_backfills() -> None:
     assert any(c.get("TenantThrottledSeconds") for c in counts)
     assert any(c.get("TenantConcurrencyThrottled") for c in counts)
     assert any(c.get("CompletionEventFailures") for c in counts)
+    # and sweepers booked from their remembered copies of a tenant's calendar, some of which another process had
+    # overtaken (the save refused, the calendar read again)
+    assert any(c.get("BudgetCopiesOvertaken") for c in counts)
+    loads, saves = (sum(calls[name] for calls in calendar_calls) for name in ("load", "save"))
+    assert saves > loads, (loads, saves)  # without the copies every save is preceded by its read
     assert any(backfill.waves > 1 for sim in sims for backfill in sim.backfills.items.values())
     # and messages carried several occurrences, some of which a worker had to send again on their own
     assert any(carried > 1 for sim in sims for carried in sim.queue.carried)
