@@ -148,7 +148,9 @@ def test_a_process_that_books_a_tenant_alone_reads_its_calendar_twice_then_books
     # Then it read the calendar for the first page and to check the second (the store still held its own copy),
     # and booked the rest from its copy - as many writes as pages, none refused
     assert (store.loads, store.refused) == (2, 0)
-    # and the copy booked exactly what reads would have: the calendar holds every release, none over a window's room
+    # and the copy booked exactly what reads would have: each released at its own time (within budget), the
+    # calendar holding every release, none over a window's room
+    assert [d.send_at for d in sent] == [d.fire_at for d in sent] and len(sent) == 6
     stored = world.tenant_budgets.load("acme")
     assert stored is not None and stored.version == 6 and sum(stored.slots.values()) == 6
     assert all(count <= budget.capacity for count in stored.slots.values())
