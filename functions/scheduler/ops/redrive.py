@@ -76,13 +76,14 @@ def parse_dead_letters(
     in the DLQ is unreadable, never redriven."""
     try:
         raw = json.loads(body)
+        ready_body = body  # a poison message: the ready-queue body as SQS moved it
         if isinstance(raw, dict) and isinstance(raw.get("malformed"), str):
             # A worker that could not read it dead-lettered it (a worker of a version before envelopes, during an
             # upgrade or after a rollback): redriven if it authenticates, as any ready-queue body.
-            inner = json.loads(raw["malformed"])
-        else:
-            inner = raw.get("dispatch") if isinstance(raw, dict) and "dispatch" in raw else raw
-        dispatches = dispatches_from_body(json.dumps(inner), message_key)
+            ready_body = raw["malformed"]
+        elif isinstance(raw, dict) and "dispatch" in raw:
+            ready_body = json.dumps(raw["dispatch"])
+        dispatches = dispatches_from_body(ready_body, message_key)
     except (MalformedMessage, ValueError, AttributeError) as exc:
         return [DeadLetter(message_id, receipt, body, None, str(exc), sent_at=sent_at)]
     return [DeadLetter(message_id, receipt, body, dispatch, sent_at=sent_at) for dispatch in dispatches]
