@@ -159,26 +159,26 @@ class UnconditionalBudgets(memory.MemoryTenantBudgets):
             return super().save(tenant, calendar, current.version if current is not None else None, expires)
 
 
-class DropDeferred(TenantAdmission):
-    """BROKEN on purpose: what the budget cannot release within SQS's horizon is dropped instead of going back to
-    the time buckets as deferred timers (a tenant over its budget is delayed, never dropped)."""
+class _BrokenAdmission(TenantAdmission):
+    """A broken tenant admission, put in place of an actor's own (`Variant.admission`)."""
 
     @classmethod
     def instead_of(cls, admission: TenantAdmission) -> TenantAdmission:
         return cls(admission.budgets, admission.clock, admission.config, admission.metrics)
+
+
+class DropDeferred(_BrokenAdmission):
+    """BROKEN on purpose: what the budget cannot release within SQS's horizon is dropped instead of going back to
+    the time buckets as deferred timers (a tenant over its budget is delayed, never dropped)."""
 
     def admit(self, dispatches: Sequence[Dispatch]) -> Admitted:
         return Admitted(super().admit(dispatches).sent, [])
 
 
-class StaleBudgetCopies(TenantAdmission):
+class StaleBudgetCopies(_BrokenAdmission):
     """BROKEN on purpose: a tenant's booking starts from the calendar this process saved last, with only the stored
     version read (not the windows another sweeper booked since), so its save overwrites their bookings and a window
     lets more releases through than it holds."""
-
-    @classmethod
-    def instead_of(cls, admission: TenantAdmission) -> TenantAdmission:
-        return cls(admission.budgets, admission.clock, admission.config, admission.metrics)
 
     def _stored(self, tenant: str) -> BudgetCalendar | None:
         stored = super()._stored(tenant)
