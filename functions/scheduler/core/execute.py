@@ -481,7 +481,7 @@ class Executor:
         renewals = 0
         while self._lease_aged(held_until, permit):
             if renewals == RENEWALS_BEFORE_CALL:
-                return self._slot_lost(dispatch, execution, owner, message, "lease kept ageing")
+                return self._give_back(dispatch, execution, owner, message, "lease kept ageing")
             renewals += 1
             self.metrics.count("LeaseRenewedBeforeCall")
             try:
@@ -493,7 +493,7 @@ class Executor:
                 )
                 return Outcome.hide(lease_s, Why.LEASE_LOST)
             if not kept:
-                return self._slot_lost(dispatch, execution, owner, message, "execution slot lost")
+                return self._give_back(dispatch, execution, owner, message, "execution slot lost")
         invoker = self.targets.get(job.spec.target.type)
         call = TargetCall(
             job=job,
@@ -545,11 +545,12 @@ class Executor:
         ends = [end for end in (held_until, permit.lease_until) if end is not None]
         return bool(ends) and min(ends) - self.clock.now() < keeps
 
-    def _slot_lost(
+    def _give_back(
         self, dispatch: Dispatch, execution: Execution, owner: str, message: MessageControl, why: str
     ) -> Outcome:
         """The claim is still this attempt's but its execution slot may not be (another attempt took it while this
-        one was paused): give the attempt back, uncalled, and wait for a slot like a throttled attempt."""
+        one was paused, or the renewals kept ageing): give the attempt back, uncalled, and wait for a slot like a
+        throttled attempt."""
         now = self.clock.now()
         log.warning(f"{why} before the call: not called", extra={"occurrence_key": execution.key})
         try:
