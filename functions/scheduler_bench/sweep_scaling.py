@@ -275,20 +275,11 @@ def _batching(
     url = client("sqs").create_queue(QueueName=f"{prefix}-batching")["QueueUrl"]
     try:
         queue = SqsReadyQueue(url, dlq_url, sqs, message_key=LOCAL_MESSAGE_KEY)
-        meter.reset()
-        began = time.perf_counter()
-        with meter.phase("batched"):
-            queue.send(dispatches, now)
-        batched_seconds = time.perf_counter() - began
         one_each = SqsReadyQueue(
             url, dlq_url, sqs, message_key=LOCAL_MESSAGE_KEY, envelope=EnvelopeConfig(occurrences=1)
         )
-        began = time.perf_counter()
-        with meter.phase("one_each"):
-            one_each.send(dispatches, now)
-        one_each_seconds = time.perf_counter() - began
-        began = time.perf_counter()
-        with meter.phase("single"):
+
+        def one_by_one() -> None:
             for d in dispatches:
                 sqs.send_message(
                     QueueUrl=url,
@@ -299,29 +290,28 @@ def _batching(
                         "tenant": {"DataType": "String", "StringValue": d.tenant},
                     },
                 )
-        single_seconds = time.perf_counter() - began
-        batched, single = meter.totals({"batched"}), meter.totals({"single"})
-        one_message_each = meter.totals({"one_each"})
+
+        meter.reset()
         n = max(1, len(dispatches))
+        designs: dict[str, dict[str, float]] = {}
+        sends: list[tuple[str, Callable[[], None]]] = [
+            ("batched", lambda: queue.send(dispatches, now)),
+            ("one_each", lambda: one_each.send(dispatches, now)),
+            ("single", one_by_one),
+        ]
+        for design, send in sends:
+            began = time.perf_counter()
+            with meter.phase(design):
+                send()
+            seconds = time.perf_counter() - began
+            requests = meter.totals({design}).sqs_billed_requests
+            designs[design] = {"requests": requests, "requests_per_occurrence": requests / n, "seconds": seconds}
+        batched, single = designs["batched"], designs["single"]
         return {
             "messages": len(dispatches),
-            "batched": {
-                "requests": batched.sqs_billed_requests,
-                "requests_per_occurrence": batched.sqs_billed_requests / n,
-                "seconds": batched_seconds,
-            },
-            "one_each": {
-                "requests": one_message_each.sqs_billed_requests,
-                "requests_per_occurrence": one_message_each.sqs_billed_requests / n,
-                "seconds": one_each_seconds,
-            },
-            "single": {
-                "requests": single.sqs_billed_requests,
-                "requests_per_occurrence": single.sqs_billed_requests / n,
-                "seconds": single_seconds,
-            },
-            "request_ratio": single.sqs_billed_requests / max(1, batched.sqs_billed_requests),
-            "time_ratio": single_seconds / batched_seconds if batched_seconds else None,
+            **designs,
+            "request_ratio": single["requests"] / max(1, batched["requests"]),
+            "time_ratio": single["seconds"] / batched["seconds"] if batched["seconds"] else None,
         }
     finally:
         client("sqs").delete_queue(QueueUrl=url)
