@@ -22,7 +22,7 @@ import typing
 from collections.abc import Mapping
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from scheduler.schema import FUNCTION_MEMORY_MB, WORKER_BATCH_SIZE, WORKER_MAX_CONCURRENCY
 from scheduler.settings import TenantTargets
@@ -66,6 +66,19 @@ TARGET_ARN_FIELDS: dict[str, tuple[str, str]] = {
         "an event bus ARN arn:aws:events:<region>:<account>:event-bus/<name>",
     ),
     "target_kms_key_arns": (KMS_KEY_ARN, "a KMS key ARN arn:aws:kms:<region>:<account>:key/<id>"),
+}
+
+
+#: A tenant id as scheduler.identity makes it (principal ARN and unique id).
+TENANT_KEY = re.compile(r"^arn:aws(?:-[a-z]+)*:iam::\d{12}:(?:role/[\w+=,.@/-]+#AROA|user/[\w+=,.@/-]+#AIDA)[A-Z0-9]+$")
+
+#: Allow-list kind -> the grant field its entries must be among.
+ALLOW_LIST_GRANTS = {
+    "sqs": "target_sqs_queue_arns",
+    "sns": "target_sns_topic_arns",
+    "lambda": "target_lambda_function_arns",
+    "stepfunctions": "target_state_machine_arns",
+    "eventbridge": "target_event_bus_arns",
 }
 
 
@@ -170,12 +183,15 @@ class PunctualConfig(BaseModel):
     target_event_bus_arns: tuple[str, ...] = ()
     #: Customer-managed keys of encrypted target queues/topics (the worker must use them to send).
     target_kms_key_arns: tuple[str, ...] = ()
-    #: Per-tenant allow-lists, checked at submit and at call time (scheduler.target_policy; IAM, above, stays the
-    #: outer bound): tenant -> {"sqs": [...], "sns": [...], "lambda": [...], "stepfunctions": [...],
-    #: "eventbridge": [...], "handler": [...]}; `"*"` allows every resource of that type the grants above allow.
+    #: Per-tenant allow-lists, checked at submit and at call time (scheduler.target_policy) and by IAM (each grant
+    #: of the target role is conditioned on the tenant's session tag): tenant -> {"sqs": [...], "sns": [...],
+    #: "lambda": [...], "stepfunctions": [...], "eventbridge": [...], "eventbridge_sources": [...], "handler": [...]},
+    #: full ARNs among the grants above; `"*"` allows every granted resource of that type. A tenant is keyed as the
+    #: API keys it: `arn:aws:iam::<account>:role/<name>#<role id AROA...>` (or `user/<name>#<AIDA...>`).
     tenant_targets: dict[str, TenantTargets] = Field(default_factory=dict)
-    #: Whether a tenant without an entry in `tenant_targets` may call every granted target (true) or none (false).
-    default_targets_open: bool = True
+    #: Whether a tenant without an entry in `tenant_targets` may call every granted AWS target (true: the grants are
+    #: shared by every tenant) or none (false). Never opens `handler` targets.
+    default_targets_open: bool = False
 
     @field_validator(*TARGET_ARN_FIELDS)
     @classmethod
@@ -187,6 +203,36 @@ class PunctualConfig(BaseModel):
         if len(set(arns)) != len(arns):
             raise ValueError("lists an ARN twice")
         return arns
+
+    @field_validator("tenant_targets")
+    @classmethod
+    def _tenants_keyed_as_the_api_keys_them(cls, tenants: dict[str, TenantTargets]) -> dict[str, TenantTargets]:
+        for tenant, allow in tenants.items():
+            if not TENANT_KEY.match(tenant):
+                raise ValueError(
+                    f"{tenant!r} is not a tenant as the API names it: arn:aws:iam::<account>:role/<name>#<AROA...> "
+                    "(the role's RoleId, `aws iam get-role --role-name <name> --query Role.RoleId`) or "
+                    "arn:aws:iam::<account>:user/<name>#<AIDA...>; a key that matches no tenant would leave its "
+                    "allow-list unused"
+                )
+            if allow.eventbridge and not allow.eventbridge_sources:
+                raise ValueError(
+                    f"tenant {tenant!r} lists eventbridge buses but no eventbridge_sources: list the sources it may "
+                    "publish under (e.g. ['com.example.*']), so no tenant can publish under another's"
+                )
+        return tenants
+
+    @model_validator(mode="after")
+    def _allow_lists_within_the_grants(self) -> PunctualConfig:
+        for tenant, allow in self.tenant_targets.items():
+            for kind, field in ALLOW_LIST_GRANTS.items():
+                granted = set(getattr(self, field))
+                for entry in getattr(allow, "lambda_" if kind == "lambda" else kind):
+                    if entry != "*" and entry not in granted:
+                        raise ValueError(
+                            f"tenant_targets.{tenant}.{kind}: {entry!r} is not granted; add it to {field} as well"
+                        )
+        return self
 
     @field_validator("log_retention_days")
     @classmethod

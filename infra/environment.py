@@ -57,6 +57,9 @@ def scheduler_environment(
         "SCHEDULER_LOCAL_MODE": "false",
         # Resources named `<stack name>-...` are the scheduler's own: no target may name them.
         "SCHEDULER_STACK_NAME": Aws.STACK_NAME,
+        # Where a target named by bare name (a Lambda function, an event bus) lives: compared as a full ARN.
+        "SCHEDULER_ACCOUNT_ID": Aws.ACCOUNT_ID,
+        "SCHEDULER_REGION": Aws.REGION,
         "SCHEDULER_SERVICE_NAME": SERVICE_NAME,
         "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
@@ -108,6 +111,8 @@ def check_against_handler_settings(function_name: str, env: Mapping[str, str]) -
         for name, value in env.items()
         if name.startswith(ENV_PREFIX) and name.removeprefix(ENV_PREFIX).lower() in Settings.model_fields
     }
+    # The environment source decodes JSON objects and lists (tenant_targets, tenant_budgets) before validating.
+    values = {name: json.loads(v) if isinstance(v, str) and v.startswith(("{", "[")) else v for name, v in values.items()}
     try:
         _DeclaredSettings.model_validate(values)
     except ValidationError as error:

@@ -27,7 +27,7 @@ from infra.queues import Queues
 from infra.secrets import SigningSecret
 from infra.storage import Storage
 from infra.sweeper import Sweeper
-from infra.worker import Worker
+from infra.worker import TARGET_ROLE_VARIABLE, Worker
 
 
 class PunctualStack(Stack):
@@ -80,6 +80,8 @@ class PunctualStack(Stack):
             completion.grant_publish(sweeper.function)
             completion.grant_drain(sweeper.function, storage.executions_table)
         api = SchedulerApi(self, "Api", build=build({**messages, **keys}), tables=storage, queues=queues)
+        # The api refuses AWS targets at submit when there is no target role to call them with.
+        api.function.add_environment(TARGET_ROLE_VARIABLE, worker.target_role.role_arn)
         if config.completion_events:
             # The api publishes the outcome an operator records (resolving a RECONCILING run) at once.
             completion.grant_publish(api.function)

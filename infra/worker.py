@@ -10,12 +10,14 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import PunctualConfig
+from infra.config import ALLOW_LIST_GRANTS, PunctualConfig
 from infra.lambda_function import Entry, FunctionBuild, SchedulerFunction
 from infra.prescale import provisioned_pollers
 from infra.queues import Queues
 from infra.storage import Storage, acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB, READY_QUEUE
+from scheduler.settings import TenantTargets
+from scheduler.target_resources import TENANT_TAG, tenant_tag
 
 HANDLER = "scheduler.handlers.worker.lambda_handler"
 #: The worker reads the target role's ARN from here (scheduler.settings.Settings.target_role_arn).
@@ -44,8 +46,8 @@ class Worker(Construct):
     Grants: read/write the executions table (the ledger), read the jobs table and write only its tenants' items
     (`TENANT#...`: the execution slots), consume the ready queues (receive, delete, change visibility) and send
     to them (a throttled occurrence goes back as a new message), send to the DLQ, read its three secrets, and
-    and assume the target role (which holds exactly the
-    targets listed in the configuration, and nothing of the scheduler's own).
+    and assume the target role with a tenant's session tag (the role holds exactly the targets listed in the
+    configuration, each for the tenants allowed it, and nothing of the scheduler's own).
     """
 
     def __init__(
@@ -81,8 +83,7 @@ class Worker(Construct):
         #: The role non-http targets are called with: only the target grants, assumed by the worker. The worker's
         #: own role (which may write the scheduler's queues, tables and bus) is never lent to a tenant's target.
         self.target_role = _build_target_role(self, config, self.handler.role)
-        if self.target_role is not None:
-            self.function.add_environment(TARGET_ROLE_VARIABLE, self.target_role.role_arn)
+        self.function.add_environment(TARGET_ROLE_VARIABLE, self.target_role.role_arn)
         acknowledge_index_grants(self.handler.role, tables.jobs_table, tables.executions_table)
 
 
@@ -113,21 +114,58 @@ def _build_event_source(
     )
 
 
-def _build_target_role(scope: Construct, config: PunctualConfig, worker_role: iam.IRole) -> iam.Role | None:
-    """A role holding exactly the configured target grants, which only the worker's role may assume; None when no
-    target is configured (the worker then has no target grant at all)."""
-    grants = [(list(actions), list(getattr(config, field))) for field, actions in TARGET_ACTIONS.items()]
-    if not any(arns for _, arns in grants):
-        return None
+def _build_target_role(scope: Construct, config: PunctualConfig, worker_role: iam.IRole) -> iam.Role:
+    """The role AWS targets are called with, always created: only the worker's role may assume it, and only with
+    the tenant's session tag (`scheduler.target_resources.TENANT_TAG`). Each tenant's grants are conditioned on its
+    own tag, so a session of one tenant cannot reach another tenant's targets; when the operator opens the grants
+    to every tenant (`default_targets_open`), they are granted without that condition."""
+    tag_key = f"aws:PrincipalTag/{TENANT_TAG}"
     role = iam.Role(
         scope,
         "TargetRole",
-        assumed_by=iam.ArnPrincipal(worker_role.role_arn),
-        description=f"punctual {config.stage}: calls tenants' non-http targets (the target grants only)",
+        assumed_by=iam.ArnPrincipal(worker_role.role_arn)
+        .with_conditions({"Null": {f"aws:RequestTag/{TENANT_TAG}": "false"}})
+        .with_session_tags(),
+        description=f"punctual {config.stage}: calls tenants' AWS targets (each tenant's grants under its session tag)",
         max_session_duration=Duration.hours(1),
     )
-    for actions, arns in grants:
-        if arns:
-            role.add_to_policy(iam.PolicyStatement(actions=actions, resources=arns))
+    if config.default_targets_open:
+        for field, actions in TARGET_ACTIONS.items():
+            if arns := list(getattr(config, field)):
+                role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=arns))
+    else:
+        if kms := list(config.target_kms_key_arns):
+            role.add_to_policy(iam.PolicyStatement(actions=list(TARGET_ACTIONS["target_kms_key_arns"]), resources=kms))
+        for tenant, allow in sorted(config.tenant_targets.items()):
+            for statement in _tenant_grants(config, tenant, allow, tag_key):
+                role.add_to_policy(statement)
     role.grant_assume_role(worker_role)
+    worker_role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["sts:TagSession"],
+            resources=[role.role_arn],
+            conditions={"ForAllValues:StringEquals": {"aws:TagKeys": [TENANT_TAG]}},
+        )
+    )
     return role
+
+
+def _tenant_grants(
+    config: PunctualConfig, tenant: str, allow: TenantTargets, tag_key: str
+) -> list[iam.PolicyStatement]:
+    """One tenant's grants: what its allow-list names (`"*"`: every granted resource of that kind), for sessions
+    carrying its tag only; its event buses only under its own event sources."""
+    condition = {"StringEquals": {tag_key: tenant_tag(tenant)}}
+    statements = []
+    for kind, field in ALLOW_LIST_GRANTS.items():
+        listed = list(getattr(allow, "lambda_" if kind == "lambda" else kind))
+        arns = list(getattr(config, field)) if "*" in listed else listed
+        if not arns:
+            continue
+        conditions: dict[str, dict[str, object]] = {"StringEquals": dict(condition["StringEquals"])}
+        if kind == "eventbridge":
+            conditions["StringLike"] = {"events:source": list(allow.eventbridge_sources)}
+        statements.append(
+            iam.PolicyStatement(actions=list(TARGET_ACTIONS[field]), resources=arns, conditions=conditions)
+        )
+    return statements

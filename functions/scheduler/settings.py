@@ -29,9 +29,10 @@ LOCAL_MESSAGE_SECRET = "local-development-message-secret"
 
 
 class TenantTargets(BaseModel):
-    """The non-http targets one tenant may call: ARNs (or, for `sqs`, queue URLs or ARNs; for `lambda`, names or
-    ARNs; for `eventbridge`, bus names or ARNs). A type left out may not be called at all by that tenant; `"*"`
-    allows every resource of that type that IAM allows."""
+    """The non-http targets one tenant may call: full ARNs (a `lambda` ARN with a qualifier admits only that alias
+    or version), and for `handler` registered names. A type left out may not be called at all by that tenant; `"*"`
+    allows every resource of that type the deployment grants. `eventbridge_sources`: the event sources the tenant
+    may publish under (`fnmatch` patterns such as `com.example.*`); none listed, none allowed."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -41,6 +42,18 @@ class TenantTargets(BaseModel):
     stepfunctions: list[str] = Field(default_factory=list)
     handler: list[str] = Field(default_factory=list)
     lambda_: list[str] = Field(default_factory=list, alias="lambda")
+    eventbridge_sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _full_arns(self) -> TenantTargets:
+        for kind in ("sqs", "sns", "eventbridge", "stepfunctions", "lambda_"):
+            for entry in getattr(self, kind):
+                if entry != "*" and not entry.startswith("arn:"):
+                    raise ValueError(
+                        f"{kind.rstrip('_')} entry {entry!r} is not a full ARN (names alone would admit the same "
+                        "name in another account or region)"
+                    )
+        return self
 
 
 class Settings(BaseSettings):
@@ -157,8 +170,13 @@ class Settings(BaseSettings):
     stack_name: str = ""
     #: Per-tenant target allow-lists (JSON: tenant -> {"sqs": [...], "sns": [...], ...}); see TenantTargets.
     tenant_targets: dict[str, TenantTargets] = Field(default_factory=dict)
-    #: Tenants without an entry in `tenant_targets` may call every non-http target IAM allows (true), or none (false).
-    default_targets_open: bool = True
+    #: Tenants without an entry in `tenant_targets` may call every AWS target the deployment grants (true: the grants
+    #: are shared), or none (false, the default). `handler` targets are never open by default.
+    default_targets_open: bool = False
+    #: The account and region a bare Lambda function or bus name resolves in (the CDK stack sets them); empty: the
+    #: ready queue's account and AWS_REGION.
+    account_id: str = ""
+    region: str = ""
     #: How a caller's tenant is keyed (scheduler.identity): its principal and unique id (a re-created role or user is
     #: a new tenant), or - for the migration from earlier versions - its ARN alone.
     tenant_identity: Literal["unique_id", "arn"] = "unique_id"

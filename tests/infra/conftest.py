@@ -54,7 +54,23 @@ CONFIGURED = {
     "alarm_email": "oncall@example.com",
     "retain_data": False,
     "log_retention_days": 90,
+    "default_targets_open": True,
     **TARGETS,
+}
+#: Two tenants, as the API keys them, each allowed its own targets only.
+TENANT_A = f"arn:aws:iam::{ACCOUNT}:role/app-a#AROAAAAAAAAAAAAAAAAAA"
+TENANT_B = f"arn:aws:iam::{ACCOUNT}:role/app-b#AROABBBBBBBBBBBBBBBBB"
+ISOLATED = {
+    **TARGETS,
+    "target_sqs_queue_arns": [f"arn:aws:sqs:{REGION}:{ACCOUNT}:orders", f"arn:aws:sqs:{REGION}:{ACCOUNT}:invoices"],
+    "tenant_targets": {
+        TENANT_A: {
+            "sqs": [f"arn:aws:sqs:{REGION}:{ACCOUNT}:orders"],
+            "eventbridge": TARGETS["target_event_bus_arns"],
+            "eventbridge_sources": ["com.a.*"],
+        },
+        TENANT_B: {"sqs": [f"arn:aws:sqs:{REGION}:{ACCOUNT}:invoices"], "lambda": ["*"]},
+    },
 }
 
 
@@ -160,6 +176,12 @@ def default(synth: SynthFactory) -> Synthesized:
 def configured(synth: SynthFactory) -> Synthesized:
     """A stack with every option moved off its default, targets and alarm e-mail included."""
     return synth(CONFIGURED)
+
+
+@pytest.fixture(scope="session")
+def isolated(synth: SynthFactory) -> Synthesized:
+    """A stack with targets granted per tenant (the default: closed grants, two allow-lists)."""
+    return synth(ISOLATED)
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from tests.infra.conftest import TARGETS, TENANT_A, TENANT_B
+
+from scheduler.target_resources import TENANT_TAG, tenant_tag
 
 HANDLERS = ("api", "sweeper", "worker")
 WRITE = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
@@ -142,7 +146,7 @@ def test_no_target_grants_without_configuration(default) -> None:
                 assert "Fn::GetAtt" in json.dumps(statement["Resource"]), statement
 
 
-def test_configured_targets_are_granted_to_the_target_role_exactly(configured, targets) -> None:
+def test_open_grants_are_granted_to_the_target_role_exactly(configured, targets) -> None:
     role = configured.stack.worker.target_role
     assert role is not None
     role_id = configured.logical_id(role)
@@ -161,10 +165,12 @@ def test_configured_targets_are_granted_to_the_target_role_exactly(configured, t
         targets["target_event_bus_arns"][0]: {"events:PutEvents"},
         targets["target_kms_key_arns"][0]: {"kms:GenerateDataKey", "kms:Decrypt"},
     }
-    # Only the worker's role may assume it, and the worker reads its ARN.
+    # Only the worker's role may assume it, only with a tenant's session tag, and the worker reads its ARN.
     trust = configured.resources("AWS::IAM::Role")[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     worker_role = configured.function("worker")[1]["Role"]["Fn::GetAtt"][0]
     assert [s["Principal"] for s in trust] == [{"AWS": {"Fn::GetAtt": [worker_role, "Arn"]}}]
+    assert set(_as_list(trust[0]["Action"])) == {"sts:AssumeRole", "sts:TagSession"}
+    assert trust[0]["Condition"] == {"Null": {f"aws:RequestTag/{TENANT_TAG}": "false"}}
     assert configured.function("worker")[1]["Environment"]["Variables"]["SCHEDULER_TARGET_ROLE_ARN"] == {
         "Fn::GetAtt": [role_id, "Arn"]
     }
@@ -185,9 +191,46 @@ def test_the_worker_itself_holds_no_target_grant_only_the_assume_role(configured
     ]
 
 
-def test_no_target_role_without_targets(default) -> None:
-    assert default.stack.worker.target_role is None
-    assert "SCHEDULER_TARGET_ROLE_ARN" not in default.function("worker")[1]["Environment"]["Variables"]
+def test_the_target_role_exists_without_targets_and_grants_nothing(default) -> None:
+    # Without a role the worker would call AWS targets with its own credentials; with it, there is nothing to lend.
+    role = default.stack.worker.target_role
+    role_id = default.logical_id(role)
+    for handler in ("worker", "api"):
+        assert default.function(handler)[1]["Environment"]["Variables"]["SCHEDULER_TARGET_ROLE_ARN"] == {
+            "Fn::GetAtt": [role_id, "Arn"]
+        }
+    assert _role_grants(default, role) == []
+
+
+def _role_grants(synthesized: Any, role: Any) -> list[dict[str, Any]]:
+    role_id = synthesized.logical_id(role)
+    return [
+        statement
+        for policy in synthesized.resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_closed_grants_name_the_tenant_each_is_for(isolated) -> None:
+    grants = _role_grants(isolated, isolated.stack.worker.target_role)
+    by_tenant: dict[str, set[str]] = {}
+    for statement in grants:
+        resources = set(_as_list(statement["Resource"]))
+        if set(_as_list(statement["Action"])) == {"kms:GenerateDataKey", "kms:Decrypt"}:
+            continue  # a key grants nothing on its own
+        tag = statement["Condition"]["StringEquals"][f"aws:PrincipalTag/{TENANT_TAG}"]
+        by_tenant.setdefault(tag, set()).update(resources)
+    queue = "arn:aws:sqs:eu-central-1:123456789012:{}"
+    assert by_tenant == {
+        tenant_tag(TENANT_A): {queue.format("orders"), TARGETS["target_event_bus_arns"][0]},
+        tenant_tag(TENANT_B): {queue.format("invoices"), *TARGETS["target_lambda_function_arns"]},
+    }
+    bus = next(s for s in grants if "events:PutEvents" in _as_list(s["Action"]))
+    assert bus["Condition"]["StringLike"] == {"events:source": ["com.a.*"]}
+    # The worker may tag its sessions with the tenant tag and nothing else.
+    tag_session = [s for s in isolated.statements("worker") if "sts:TagSession" in _as_list(s["Action"])]
+    assert [s["Condition"] for s in tag_session] == [{"ForAllValues:StringEquals": {"aws:TagKeys": [TENANT_TAG]}}]
 
 
 @pytest.mark.parametrize("handler", ["api", "sweeper"])

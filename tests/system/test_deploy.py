@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 from harness import Receiver
 
 from infra.bundling import PIP_PLATFORM
+from punctual_cli.api_errors import ApiError
 from punctual_cli.client import RunView, SchedulerClient, SigV4Auth
 from scheduler.adapters.http_target import AddressGuard, BlockedAddress
 from scheduler.core.timefmt import rfc3339
@@ -415,3 +416,91 @@ def _resource_created(cloudformation: Any, resource_type: str) -> datetime:
     resources = cloudformation.describe_stack_resources(StackName=STACK_NAME)["StackResources"]
     stamp: datetime = next(r["Timestamp"] for r in resources if r["ResourceType"] == resource_type)
     return stamp.astimezone(UTC)
+
+
+# -- tenant isolation at AWS targets ---------------------------------------------------------------------------
+
+
+@dataclass
+class Tenants:
+    a: SchedulerClient
+    b: SchedulerClient
+    queue_a: str
+    queue_b: str
+    job_a: str
+    due: datetime
+
+
+def _tenant(aws: Callable[[str], Any], deployment: Deployment, name: str) -> tuple[str, SchedulerClient]:
+    """An IAM user of the emulator, its tenant id as the API keys it, and a client signing as it."""
+    iam = aws("iam")
+    user = iam.create_user(UserName=name)["User"]
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    session = boto3.Session(
+        aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"], region_name=REGION
+    )
+    return f"{user['Arn']}#{user['UserId']}", SchedulerClient(deployment.api_url, SigV4Auth(REGION, session))
+
+
+def _set_allow_lists(aws: Callable[[str], Any], allow: dict[str, Any]) -> None:
+    """What a redeploy with `tenant_targets` sets: the allow-lists of the api (submit) and the worker (call)."""
+    lambda_ = aws("lambda")
+    resources = aws("cloudformation").describe_stack_resources(StackName=STACK_NAME)["StackResources"]
+    for resource in resources:
+        if resource["ResourceType"] != "AWS::Lambda::Function":
+            continue
+        if not resource["LogicalResourceId"].startswith(("Api", "Worker")):
+            continue
+        name = resource["PhysicalResourceId"]
+        variables = lambda_.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
+        variables["SCHEDULER_TENANT_TARGETS"] = json.dumps(allow)
+        lambda_.update_function_configuration(FunctionName=name, Environment={"Variables": variables})
+
+
+@pytest.fixture(scope="module")
+def tenants(jobs: Jobs, deployment: Deployment, aws: Callable[[str], Any]) -> Tenants:
+    """Two tenants, each allowed its own queue only (closed grants, the default); A's job to its queue is due with
+    the other jobs."""
+    sqs = aws("sqs")
+    queue_a = sqs.create_queue(QueueName="tenant-a-orders")["QueueUrl"]
+    queue_b = sqs.create_queue(QueueName="tenant-b-orders")["QueueUrl"]
+    arn = {
+        url: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        for url in (queue_a, queue_b)
+    }
+    tenant_a, client_a = _tenant(aws, deployment, "tenant-a")
+    tenant_b, client_b = _tenant(aws, deployment, "tenant-b")
+    _set_allow_lists(aws, {tenant_a: {"sqs": [arn[queue_a]]}, tenant_b: {"sqs": [arn[queue_b]]}})
+    due = max(jobs.due, datetime.now(UTC) + timedelta(seconds=20)).replace(microsecond=0)
+    job = client_a.create(
+        {"schedule": {"type": "once", "at": rfc3339(due)}, "target": {"type": "sqs", "queue_url": queue_a}}
+    )
+    return Tenants(client_a, client_b, queue_a, queue_b, job.job_id, due)
+
+
+def test_a_tenant_is_refused_another_tenants_queue_and_reaches_its_own(
+    tenants: Tenants, aws: Callable[[str], Any]
+) -> None:
+    # Given two tenants, each allowed its own queue
+    # When each names the other's queue, the API refuses it, naming the field
+    for client, foreign in ((tenants.a, tenants.queue_b), (tenants.b, tenants.queue_a)):
+        with pytest.raises(ApiError) as refused:
+            client.create(
+                {
+                    "schedule": {"type": "once", "at": rfc3339(tenants.due)},
+                    "target": {"type": "sqs", "queue_url": foreign},
+                }
+            )
+        assert refused.value.status == 422 and "allow-list" in str(refused.value), refused.value
+    # And A's own job reaches A's queue, sent through the target role's session of tenant A; B's queue stays empty
+    sqs = aws("sqs")
+    deadline = time.monotonic() + _until(tenants.due) + FIRE_TIMEOUT
+    messages: list[dict[str, Any]] = []
+    while not messages and time.monotonic() < deadline:
+        messages = sqs.receive_message(QueueUrl=tenants.queue_a, MessageAttributeNames=["All"], WaitTimeSeconds=5).get(
+            "Messages", []
+        )
+    assert messages, f"tenant A's job never reached its queue\n{_function_logs(aws)}"
+    key = messages[0]["MessageAttributes"]
+    assert tenants.job_a in json.dumps(key), key
+    assert not sqs.receive_message(QueueUrl=tenants.queue_b, WaitTimeSeconds=1).get("Messages")

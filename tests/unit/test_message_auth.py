@@ -92,7 +92,7 @@ def _call(target: dict[str, Any]) -> TargetCall:
 
 def test_a_stored_job_naming_a_scheduler_queue_is_refused_at_call_time_without_calling() -> None:
     ready = "https://sqs.eu-west-1.amazonaws.com/123456789012/punctual-ReadyQueue"
-    policy = TargetPolicy(OwnResources.of(Settings(ready_queue_url=ready)))
+    policy = TargetPolicy(OwnResources.of(Settings(ready_queue_url=ready)), default_open=True)
     called: list[TargetCall] = []
 
     class Inner:

@@ -32,7 +32,8 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import boto3
@@ -52,6 +53,10 @@ from botocore.exceptions import ConnectionError as RequestNotSentError
 from scheduler.core.model import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, StepFunctionsTarget
 from scheduler.core.ports import TargetCall, TargetFailure, TargetInvoker
 from scheduler.core.timefmt import rfc3339
+from scheduler.target_resources import TENANT_TAG, tenant_session_name, tenant_tag
+
+#: Tenants whose target-role sessions and clients a worker keeps (least recently used dropped first).
+TENANT_CLIENTS_KEPT = 256
 
 #: Error codes that mean "slow down": the request was refused before it took effect.
 THROTTLING_CODES = frozenset(
@@ -300,31 +305,49 @@ class _AwsTargetInvoker:
     grant: ClassVar[str]
 
     def __init__(
-        self, client: Any | None = None, config: Config | None = None, session: Callable[[], Any] | None = None
+        self, client: Any | None = None, config: Config | None = None, session: Callable[[str], Any] | None = None
     ) -> None:
         self._client = client
         self._config = config
-        #: Where the client's credentials come from (the target role's session); None: the default credentials.
+        #: The target role's session of a tenant (tagged with it); None: the default credentials (local stack).
         self._session = session
+        self._tenant_clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
     def _client_config(self) -> Config:
         return self._config.merge(_NO_SDK_RETRIES) if self._config is not None else _NO_SDK_RETRIES
 
     @property
     def client(self) -> Any:
-        """The boto3 client, created on first use: a worker that never calls this service never builds it."""
+        """The boto3 client on the default credentials (or the injected one), created on first use: a worker that
+        never calls this service never builds it."""
         if self._client is None:
-            maker: Any = self._session() if self._session is not None else boto3
+            maker: Any = boto3
             self._client = maker.client(self.service, config=self._client_config())
         return self._client
+
+    def client_for(self, tenant: str) -> Any:
+        """The client a tenant's call goes through: on the target role's session tagged with that tenant, so the
+        role's grants for other tenants do not apply; the default client when there is no target role."""
+        if self._session is None or self._client is not None:
+            return self.client
+        with self._lock:
+            client = self._tenant_clients.pop(tenant, None)
+            if client is None:
+                client = self._session(tenant).client(self.service, config=self._client_config())
+            self._tenant_clients[tenant] = client  # most recently used last
+            while len(self._tenant_clients) > TENANT_CLIENTS_KEPT:
+                self._tenant_clients.pop(next(iter(self._tenant_clients)))
+            return client
 
     def _failure(self, exc: ClientError | BotoCoreError, target: str) -> TargetFailure:
         return classify_aws_error(exc, target, self.grant)
 
-    def _call(self, where: str, operation: str, **request: Any) -> Any:
-        """The client's `operation` with `request`; an AWS error becomes a classified TargetFailure on `where`."""
+    def _call(self, tenant: str, where: str, operation: str, **request: Any) -> Any:
+        """The tenant's client's `operation` with `request`; an AWS error becomes a classified TargetFailure on
+        `where`."""
         try:
-            return getattr(self.client, operation)(**request)
+            return getattr(self.client_for(tenant), operation)(**request)
         except (ClientError, BotoCoreError) as exc:
             raise self._failure(exc, where) from exc
 
@@ -368,6 +391,7 @@ class _MessageTargetInvoker(_AwsTargetInvoker):
     def invoke(self, call: TargetCall) -> str | None:
         address, group = self.destination(call)
         response = self._call(
+            call.job.tenant,
             f"{self.noun} {address}",
             self.operation,
             **{self.address_field: address, self.body_field: _json(call.job.spec.payload)},
@@ -409,7 +433,7 @@ class EventBridgeTargetInvoker(_AwsTargetInvoker):
             "DetailType": target.detail_type,
             "Detail": _json(envelope(call)),
         }
-        response = self._call(where, "put_events", Entries=[entry])
+        response = self._call(call.job.tenant, where, "put_events", Entries=[entry])
         entries = response.get("Entries") or [{}]
         if response.get("FailedEntryCount", 0):
             failed = next((e for e in entries if e.get("ErrorCode")), entries[0])
@@ -446,7 +470,7 @@ class LambdaTargetInvoker(_AwsTargetInvoker):
         assert isinstance(target, LambdaTarget)
         where = f"Lambda function {target.function_name}"
         try:
-            response = self.client.invoke(
+            response = self.client_for(call.job.tenant).invoke(
                 FunctionName=target.function_name,
                 InvocationType="RequestResponse",
                 Payload=_json(envelope(call)).encode(),
@@ -491,7 +515,7 @@ class StepFunctionsTargetInvoker(_AwsTargetInvoker):
         assert isinstance(target, StepFunctionsTarget)
         name = execution_name(call.occurrence_key)
         try:
-            self.client.start_execution(
+            self.client_for(call.job.tenant).start_execution(
                 stateMachineArn=target.state_machine_arn, name=name, input=_json(envelope(call))
             )
         except ClientError as exc:
@@ -503,15 +527,22 @@ class StepFunctionsTargetInvoker(_AwsTargetInvoker):
         return _short(f"execution {name} started")
 
 
-def assumed_role_session(role_arn: str, session_name: str, sts: Any | None = None) -> Any:
-    """A boto3 Session on the role `role_arn`, its credentials refreshed (AssumeRole) before they expire."""
+def assumed_role_session(
+    role_arn: str, session_name: str, sts: Any | None = None, tags: Mapping[str, str] | None = None
+) -> Any:
+    """A boto3 Session on the role `role_arn`, its credentials refreshed (AssumeRole) before they expire; `tags`
+    become session tags (the target role's grants are conditioned on the tenant's)."""
     from botocore.credentials import RefreshableCredentials
     from botocore.session import get_session
 
     client = sts or boto3.client("sts", config=Config(retries={"mode": "standard", "max_attempts": 5}))
+    tag_list = [{"Key": key, "Value": value} for key, value in (tags or {}).items()]
 
     def fetch() -> dict[str, str]:
-        answer = client.assume_role(RoleArn=role_arn, RoleSessionName=session_name[:64], DurationSeconds=3600)
+        request: dict[str, Any] = {"RoleArn": role_arn, "RoleSessionName": session_name[:64], "DurationSeconds": 3600}
+        if tag_list:
+            request["Tags"] = tag_list
+        answer = client.assume_role(**request)
         credentials = answer["Credentials"]
         return {
             "access_key": credentials["AccessKeyId"],
@@ -528,16 +559,25 @@ def assumed_role_session(role_arn: str, session_name: str, sts: Any | None = Non
     return boto3.Session(botocore_session=botocore_session)
 
 
+def tenant_sessions(role_arn: str, sts: Any | None = None) -> Callable[[str], Any]:
+    """Sessions on the target role, one per tenant (kept for the worker's life, the most recent
+    TENANT_CLIENTS_KEPT), each tagged with its tenant and named after it."""
+
+    @functools.lru_cache(maxsize=TENANT_CLIENTS_KEPT)
+    def session(tenant: str) -> Any:
+        return assumed_role_session(role_arn, tenant_session_name(tenant), sts, {TENANT_TAG: tenant_tag(tenant)})
+
+    return session
+
+
 def build_aws_targets(
     config: Config | None = None, target_role_arn: str = "", max_wait_seconds: float = LAMBDA_READ_TIMEOUT_SECONDS
 ) -> dict[str, TargetInvoker]:
     """The AWS target invokers by target type, for the executor's `targets` map. Each builds its client on first
     use, from `config` (timeouts, connection pool) with the SDK's retries turned off (see the module docstring),
-    with the credentials of `target_role_arn` when given (the stack's target role: only the target grants). A
+    with the credentials of `target_role_arn` when given (the stack's target role, assumed per tenant). A
     `lambda` target is waited for `max_wait_seconds` at most (the worker must outlive the call)."""
-    session = None
-    if target_role_arn:
-        session = functools.cache(lambda: assumed_role_session(target_role_arn, "punctual-worker-targets"))
+    session = tenant_sessions(target_role_arn) if target_role_arn else None
     return {
         "sqs": SqsTargetInvoker(config=config, session=session),
         "sns": SnsTargetInvoker(config=config, session=session),
