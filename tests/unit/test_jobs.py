@@ -269,6 +269,39 @@ def test_an_invalid_update_changes_nothing(world: World) -> None:
     assert world.pending_timers(job.job_id) == timers_before
 
 
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        {"expression": "0 0 30 2 *"},  # February has no 30th
+        {"end_at": "2026-01-05T08:00:00Z"},  # the schedule ended before now
+    ],
+)
+def test_update_to_a_schedule_that_never_runs_again_is_refused_and_changes_nothing(
+    world: World, schedule: dict[str, Any]
+) -> None:
+    job = world.create(HOURLY)
+    timers_before = world.pending_timers(job.job_id)
+
+    with pytest.raises(errors.InvalidRequest, match="the schedule has no occurrence in the future") as caught:
+        world.service.update(TENANT, job.job_id, {"schedule": schedule}, if_match=1)
+
+    assert caught.value.field == "schedule"
+    assert world.job(job.job_id) == job
+    assert world.pending_timers(job.job_id) == timers_before
+
+
+def test_update_of_the_payload_of_a_finished_cron_job_is_not_refused(world: World) -> None:
+    # Given a cron job whose window is over
+    job = world.create({**HOURLY, "end_at": "2026-01-05T10:30:00Z"})
+    world.run(at("2026-01-05T11:00"), world.executor(FakeTarget(world.clock)))
+    assert world.job(job.job_id).state == JobState.COMPLETED
+
+    # When only its payload changes, then the unchanged schedule's end is no reason to refuse it
+    changed = world.service.update(TENANT, job.job_id, {"payload": {"n": 2}}, if_match=None)
+
+    assert (changed.spec.payload, changed.state) == ({"n": 2}, JobState.COMPLETED)
+
+
 def test_update_of_a_cancelled_job_is_refused(world: World) -> None:
     job = world.create(HOURLY)
     world.service.cancel(TENANT, job.job_id)

@@ -215,6 +215,96 @@ def test_cron_names_and_steps_are_accepted() -> None:
 
 
 @pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # A range with equal ends is its one value (Vixie cron, cronsim, APScheduler), not the whole field
+        ("0 9 1 1-1 *", ["2027-01-01T09:00", "2028-01-01T09:00"]),
+        ("0 9 1 JAN-JAN *", ["2027-01-01T09:00", "2028-01-01T09:00"]),
+        ("5-5 10 * * *", ["2026-01-05T10:05", "2026-01-06T10:05"]),
+        ("59-59/15 10 * * *", ["2026-01-05T10:59", "2026-01-06T10:59"]),
+        ("0 10 * * Sun-Sun", ["2026-01-11T10:00", "2026-01-18T10:00"]),
+        ("0 10 * * 0-0", ["2026-01-11T10:00", "2026-01-18T10:00"]),
+        ("0 10 * * 7-7", ["2026-01-11T10:00", "2026-01-18T10:00"]),
+    ],
+)
+def test_a_range_with_equal_ends_is_its_single_value(expression: str, expected: list[str]) -> None:
+    assert preview(cron(expression), CREATED, CREATED, 2) == [at(e) for e in expected]
+
+
+@pytest.mark.parametrize("expression", ["0 10 * * MON-SUN", "0 10 * * MON-7", "0 10 * * 1-7", "0 10 * * *"])
+def test_monday_to_sunday_is_every_day_however_it_is_written(expression: str) -> None:
+    assert normalise_cron(expression) == expression
+    assert preview(cron(expression), CREATED, CREATED, 7) == [CREATED + timedelta(hours=1, days=d) for d in range(7)]
+
+
+def test_saturday_to_sunday_is_the_weekend() -> None:
+    assert preview(cron("0 10 * * SAT-SUN"), CREATED, CREATED, 3) == [
+        at("2026-01-10T10:00"),
+        at("2026-01-11T10:00"),
+        at("2026-01-17T10:00"),
+    ]
+
+
+def test_leap_day_runs_again_after_the_eight_years_across_2100() -> None:
+    # Given Feb 29 just passed in 2096: 2100 is not a leap year, so the next is 2104
+    sched = cron("0 0 29 2 *")
+
+    assert next_occurrence(sched, at("2096-03-01T00:00"), CREATED) == at("2104-02-29T00:00")
+    assert first_occurrence(sched, at("2096-02-29T00:00")) == at("2104-02-29T00:00")
+
+
+def test_leap_day_on_a_sunday_runs_again_after_forty_years() -> None:
+    # `*/7` starts with `*`, so the day must be both Feb 29 and a Sunday: 2088, then 2128 (2100 skips a leap day)
+    assert preview(cron("0 0 29 2 */7"), at("2080-01-01T00:00"), CREATED, 2) == [
+        at("2088-02-29T00:00"),
+        at("2128-02-29T00:00"),
+    ]
+
+
+def test_a_schedule_that_never_comes_has_no_occurrence() -> None:
+    assert first_occurrence(cron("0 0 30 2 *"), CREATED) is None
+    assert first_occurrence(cron("0 0 31 APR,JUN,SEP,NOV *"), CREATED) is None
+
+
+@pytest.mark.parametrize(
+    ("dom", "dow", "expected"),
+    [
+        # Both restricted: either matches (the 1st, or a Monday)
+        ("1", "MON", ["2026-01-26T10:00", "2026-02-01T10:00", "2026-02-02T10:00", "2026-02-09T10:00"]),
+        # A field starting with `*` leaves the other to decide: Mondays with an odd date
+        ("*/2", "MON", ["2026-02-09T10:00", "2026-02-23T10:00", "2026-03-09T10:00", "2026-03-23T10:00"]),
+        ("?", "MON", ["2026-01-26T10:00", "2026-02-02T10:00", "2026-02-09T10:00", "2026-02-16T10:00"]),
+        # Every day of the month, written without `*`, is restricted: with Mondays, every day
+        ("1-31", "MON", [f"2026-01-{d}T10:00" for d in range(20, 24)]),
+    ],
+)
+def test_day_of_month_and_day_of_week_combine_as_in_vixie_cron(dom: str, dow: str, expected: list[str]) -> None:
+    assert preview(cron(f"0 10 {dom} * {dow}"), at("2026-01-20T00:00"), CREATED, 4) == [at(e) for e in expected]
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("0\u00a09 * * *", "cron fields are separated by ASCII spaces or tabs, not U+00A0 (NO-BREAK SPACE)"),
+        ("0\u30009 * * *", "cron fields are separated by ASCII spaces or tabs, not U+3000 (IDEOGRAPHIC SPACE)"),
+        ("0\u00859 * * *", "cron fields are separated by ASCII spaces or tabs, not U+0085"),
+        ("0 9 * * *\n", "cron fields are separated by ASCII spaces or tabs, not U+000A"),
+        ("\uff10 9 * * *", "a cron expression is written in ASCII; U+FF10 (FULLWIDTH DIGIT ZERO) is not allowed"),
+        ("\u0663 9 * * *", "U+0663 (ARABIC-INDIC DIGIT THREE) is not allowed"),
+    ],
+)
+def test_characters_that_only_look_like_cron_are_refused(expression: str, message: str) -> None:
+    with pytest.raises(InvalidSchedule) as caught:
+        normalise_cron(expression)
+
+    assert message in str(caught.value)
+
+
+def test_tabs_and_runs_of_spaces_separate_fields() -> None:
+    assert normalise_cron("\t0  9\t* *  1-5 ") == "0 9 * * 1-5"
+
+
+@pytest.mark.parametrize(
     ("expression", "message"),
     [
         ("61 * * * *", "minute must be 0-59, not 61"),
@@ -223,6 +313,7 @@ def test_cron_names_and_steps_are_accepted() -> None:
         ("0 0 * 13 *", "month must be 1-12, not 13"),
         ("0 0 * * 8", "day of week must be 0-7, not 8"),
         ("0 5-2 * * *", "hour range '5-2' runs backwards"),
+        ("0 0 * * 1-0", "day of week range '1-0' runs backwards (Sunday is 7 at the end of a range)"),
         ("*/0 * * * *", "minute step must be at least 1"),
         ("x * * * *", "minute must be a number 0-59, not 'x'"),
         ("0 9 * *", "a cron expression has 5 fields (minute hour day-of-month month day-of-week), '0 9 * *' has 4"),

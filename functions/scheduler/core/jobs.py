@@ -269,6 +269,9 @@ class JobService:
                 pending = first_occurrence(spec.schedule, job.created_at)
             else:
                 pending = next_occurrence(spec.schedule, now, job.created_at)
+                if pending is None and spec.schedule != job.spec.schedule:
+                    # As on create: a new schedule that never runs again is a mistake, not a way to end the job.
+                    raise InvalidRequest("the schedule has no occurrence in the future", field="schedule")
             state = job.state
             if pending is None and job.state == JobState.ACTIVE:
                 state = JobState.COMPLETED
