@@ -45,7 +45,7 @@ def _encrypt(key: bytes, plaintext: bytes, context: Mapping[str, str]) -> tuple[
 def _decrypt(key: bytes, nonce: bytes, ciphertext: bytes, context: Mapping[str, str]) -> bytes:
     try:
         return AESGCM(key).decrypt(nonce, ciphertext, _aad(context))
-    except InvalidTag as exc:
+    except (InvalidTag, ValueError) as exc:  # ValueError: a nonce of the wrong length
         raise SealFailed("the sealed value does not open (tampered with, another job's, or another key's)") from exc
 
 
