@@ -138,7 +138,11 @@ class HttpTarget(_Strict):
     #: is public: a standard one (`PUBLIC_BY_DEFAULT`) or one listed in `public_headers`.
     headers: dict[str, str] = Field(default_factory=dict, max_length=20)
     #: The headers whose values a read may show (case-insensitive); a name that looks like a credential is refused.
-    public_headers: list[str] = Field(default_factory=list, max_length=20)
+    public_headers: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="headers whose values a read may show; every other header value is write-only (sealed at rest)",
+    )
     timeout_seconds: int = Field(strict=True, default=30, ge=1, le=900)
 
     @field_validator("headers")
