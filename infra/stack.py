@@ -24,6 +24,7 @@ from infra.lambda_function import FunctionBuild
 from infra.monitoring import Monitoring
 from infra.prescale import grant_prescaling
 from infra.queues import Queues
+from infra.sealing import HeaderSealingKey
 from infra.secrets import SigningSecret
 from infra.storage import Storage
 from infra.sweeper import Sweeper
@@ -53,6 +54,7 @@ class PunctualStack(Stack):
         queues = Queues(self, "Queues")
         signing = SigningSecret(self, "Signing", config=config)
         completion = CompletionEvents(self, "CompletionEvents", config=config)
+        sealing = HeaderSealingKey(self, "HeaderSealing", config=config)
         environment = scheduler_environment(
             config,
             jobs_table_name=storage.jobs_table.table_name,
@@ -82,6 +84,9 @@ class PunctualStack(Stack):
         api = SchedulerApi(self, "Api", build=build({**messages, **keys}), tables=storage, queues=queues)
         # The api refuses AWS targets at submit when there is no target role to call them with.
         api.function.add_environment(TARGET_ROLE_VARIABLE, worker.target_role.role_arn)
+        # Secret header values: the api seals them, the worker opens them to send them (infra/sealing.py).
+        sealing.grant_seal(api.function)
+        sealing.grant_open(worker.function)
         if config.completion_events:
             # The api publishes the outcome an operator records (resolving a RECONCILING run) at once.
             completion.grant_publish(api.function)
@@ -97,6 +102,7 @@ class PunctualStack(Stack):
         )
 
         self.storage, self.queues, self.signing, self.completion = storage, queues, signing, completion
+        self.sealing = sealing
         self.sweeper, self.worker, self.api, self.monitoring = sweeper, worker, api, monitoring
 
         outputs = {

@@ -38,6 +38,7 @@ from scheduler.core.ports import (
     Ledger,
     Metrics,
     ReadyQueue,
+    SecretSealer,
     TargetInvoker,
     TaskPool,
     TenantBudgetStore,
@@ -172,6 +173,8 @@ class Container:
     check_target: Callable[[str, JobSpec], None] = field(default=_any_target)
     #: Runs a sweep's buckets of one minute (at once in threads when deployed; in turn by default).
     pool: TaskPool = field(default_factory=InOrder)
+    #: Seals secret header values at rest (None: stored as given; `scheduler.handlers.wiring` always sets one).
+    sealer: SecretSealer | None = None
 
     def job_service(self) -> JobService:
         return JobService(
@@ -183,6 +186,7 @@ class Container:
             check_target=self.check_target,
             outbox=self.outbox,
             ids=self.ids,
+            sealer=self.sealer,
         )
 
     def backfill_service(self, config: BackfillConfig | None = None) -> BackfillService:
@@ -278,6 +282,7 @@ def compose(
     heartbeats: Heartbeats | None = None,
     check_target: Callable[[str, JobSpec], None] = _any_target,
     pool: TaskPool | None = None,
+    sealer: SecretSealer | None = None,
 ) -> Container:
     """The core's services over `stores`, configured by `settings` (or by `configs`, derived from them).
 
@@ -312,4 +317,5 @@ def compose(
         gate,
         check_target,
         pool or InOrder(),
+        sealer,
     )

@@ -152,6 +152,10 @@ class Settings(BaseSettings):
     #: redrive); read by the API, the sweeper and the worker; on AWS in Secrets Manager (`message_secret_arn`).
     message_secret: str = LOCAL_MESSAGE_SECRET
     message_secret_arn: str = ""
+    #: The KMS key (id, ARN or alias) that seals jobs' secret header values at rest (scheduler.adapters.sealing); the
+    #: API seals and the worker opens. Empty (local mode, or a stack without the key): they are sealed under a key
+    #: derived from the message secret.
+    header_key_id: str = ""
     #: Upgrade window only: accept ready-queue messages that carry no HMAC at all (sent by a version before dispatch
     #: messages were authenticated). A message with a wrong HMAC is refused whatever this says.
     accept_unsigned_messages: bool = False

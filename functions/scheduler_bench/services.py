@@ -202,7 +202,11 @@ def build(
         sleep=worker_clock.sleep,
         targets={
             "http": HttpTargetInvoker(
-                container.guard, KeyRing.parse(settings.signing_keys), signing_secret, metrics=metrics
+                container.guard,
+                KeyRing.parse(settings.signing_keys),
+                signing_secret,
+                metrics=metrics,
+                sealer=container.core.sealer,
             )
         },
     )

@@ -7,11 +7,14 @@ from typing import Any
 
 import pytest
 
+from scheduler.adapters.sealing import LocalSealer
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
-from scheduler.core.model import Job, JobState
+from scheduler.core.model import HttpTarget, Job, JobState
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob
+from scheduler.core.secrecy import headers_to_send, sealed
 
 QUOTA = 100
+SECRET_TARGET = HttpTarget(type="http", url="https://example.com/hook", headers={"Authorization": "Bearer s3cret"})
 
 
 def idem(job: Job, key: str = "key-1", request_hash: str = "hash-1", ttl: timedelta = timedelta(hours=24)) -> Any:
@@ -416,6 +419,24 @@ def test_replace_stores_the_new_version_with_its_timer_and_late_copy(jobs, timer
     assert jobs.get(job.job_id) == changed
     assert timer in timers_in_bucket(timers, timer)
     assert timers.late_timers(10) == [timer]
+
+
+def test_sealed_header_values_are_stored_with_the_job_and_removed_with_them(jobs, make) -> None:
+    # Given a job whose secret header values are sealed (its spec holds their placeholders)
+    sealer = LocalSealer("contract")
+    clear = make.job().model_copy(update={"spec": make.spec().model_copy(update={"target": SECRET_TARGET})})
+    job = sealed(clear, sealer, {})
+    jobs.create(job, None, None, late=False, quota=QUOTA)
+
+    # Then it reads back sealed, and opens to the values given
+    stored = jobs.get(job.job_id)
+    assert stored == job and stored.sealed_headers is not None
+    assert headers_to_send(stored, sealer) == SECRET_TARGET.headers
+
+    # When a new version has no sealed values (its headers are gone), none are left behind
+    plain = with_changes(job, spec=make.spec(), sealed_headers=None)
+    jobs.replace(plain, job, None, late=False)
+    assert jobs.get(job.job_id) == plain
 
 
 def test_replace_on_a_stale_version_is_a_conflict_and_writes_nothing(jobs, timers, make) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.core.secrecy import headers_to_send
 from scheduler.handlers import api, wiring
 from scheduler.settings import LOCAL_SIGNING_KEYS
 from scheduler.signing import KeyRing
@@ -109,19 +110,36 @@ def test_bad_headers_are_a_422_naming_the_header(env, api_call, headers, field) 
 
 
 def test_secret_headers_are_write_only(env, api_call) -> None:
-    target = {"type": "http", "url": "http://127.0.0.1:9/x", "headers": {"Authorization": "Bearer s3cret", "X-T": "a"}}
+    headers = {"Authorization": "Bearer s3cret", "X-Hub-Signature-256": "sha256=s3cret", "X-T": "a"}
+    target = {"type": "http", "url": "http://127.0.0.1:9/x", "headers": headers, "public_headers": ["X-T"]}
     created = api_call("POST", "/v1/jobs", {"schedule": ONCE, "target": target})
     assert created.status == 201, created.text
     assert "s3cret" not in created.text
     job_id = created.body["job_id"]
     shown = api_call("GET", f"/v1/jobs/{job_id}").body["target"]["headers"]
-    assert shown == {"Authorization": "<redacted>", "X-T": "a"}
+    assert shown == {"Authorization": "<redacted>", "X-Hub-Signature-256": "<redacted>", "X-T": "a"}
     assert "s3cret" not in api_call("GET", "/v1/jobs").text
+    # Stored sealed: the item holds no secret value
+    container = wiring.container(api.metrics)
+    stored = container.core.stores.jobs.get(job_id)
+    assert stored is not None and "s3cret" not in stored.model_dump_json()
     # Sending the redacted view back keeps the stored secret
     patched = api_call("PATCH", f"/v1/jobs/{job_id}", {"target": {**target, "headers": shown | {"X-T": "b"}}})
     assert patched.status == 200, patched.text
-    stored = wiring.container(api.metrics).core.stores.jobs.get(job_id)
-    assert stored is not None and stored.spec.target.headers == {"Authorization": "Bearer s3cret", "X-T": "b"}
+    stored = container.core.stores.jobs.get(job_id)
+    assert stored is not None and headers_to_send(stored, container.core.sealer) == headers | {"X-T": "b"}
+    # ... but not to another origin: a clear 422 that changes nothing
+    moved = api_call("PATCH", f"/v1/jobs/{job_id}", {"target": {"url": "http://127.0.0.2:9/x", "headers": shown}})
+    assert moved.status == 422, moved.text
+    assert "another origin" in moved.body["detail"]
+    assert container.core.stores.jobs.get(job_id) == stored
+
+
+def test_url_credentials_are_refused_with_a_helpful_problem(env, api_call) -> None:
+    target = {"type": "http", "url": "http://user:pa55@127.0.0.1:9/x"}
+    refused = api_call("POST", "/v1/jobs", {"schedule": ONCE, "target": target})
+    assert refused.status == 422, refused.text
+    assert "Authorization" in refused.body["detail"] and "pa55" not in refused.text
 
 
 # -- signing keys ----------------------------------------------------------------------------------------

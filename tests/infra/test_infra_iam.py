@@ -134,11 +134,14 @@ def test_the_worker_cannot_write_the_jobs_definitions(default) -> None:
 
 def test_no_target_grants_without_configuration(default) -> None:
     own_bus = default.logical_id(default.stack.completion.bus)
+    own_key = default.logical_id(default.stack.sealing.key)
     for handler in HANDLERS:
         for statement in default.statements(handler):
             actions = set(_as_list(statement["Action"]))
             if actions == {"events:PutEvents"} and statement["Resource"] == {"Fn::GetAtt": [own_bus, "Arn"]}:
                 continue  # the stack's own completion-event bus (test_infra_events), not a target
+            if statement["Resource"] == {"Fn::GetAtt": [own_key, "Arn"]}:
+                continue  # the stack's own header sealing key (test_infra_sealing), not a target's
             # sqs:SendMessage is granted on the stack's own queues; anything else is a target grant.
             if actions & TARGET_ACTIONS - {"sqs:SendMessage"} or actions & {"kms:GenerateDataKey", "kms:Decrypt"}:
                 pytest.fail(f"{handler} has a target grant without configuration: {statement}")

@@ -152,6 +152,19 @@ def test_a_stored_job_with_a_refused_header_is_not_sent(no_connections: list[Any
     assert no_connections == []
 
 
-def test_secret_headers_are_redacted() -> None:
-    shown = redact_headers({"Authorization": "Bearer s3cret", "X-Api-Key": "k", "X-Tenant": "acme"})
-    assert shown == {"Authorization": "<redacted>", "X-Api-Key": "<redacted>", "X-Tenant": "acme"}
+def test_every_header_value_is_redacted_unless_public() -> None:
+    headers = {
+        "Authorization": "Bearer s3cret",
+        "X-Signature": "sig",
+        "X-Hub-Signature-256": "sha256=ab",
+        "X-Tenant": "acme",
+        "Accept": "application/json",
+    }
+    shown = redact_headers(headers, public=["x-tenant"])
+    assert shown == {
+        "Authorization": "<redacted>",
+        "X-Signature": "<redacted>",
+        "X-Hub-Signature-256": "<redacted>",
+        "X-Tenant": "acme",
+        "Accept": "application/json",
+    }

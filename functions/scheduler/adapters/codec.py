@@ -71,6 +71,7 @@ JOB_OPTIONAL_ATTRIBUTES = (
     "horizon_ms",
     "paused_ms",
     "resumed_ms",
+    "sealed",
 )
 #: The job item's attributes that a replace leaves as they are: its key, and its entry in the job list (the
 #: by_tenant index) or the batch entry it is listed under instead (`listed_in`).
@@ -121,6 +122,8 @@ def job_to_item(job: Job, listed_in: str | None = None) -> Item:
     ):
         if value is not None:
             item[name] = n(to_ms(value))
+    if job.sealed_headers is not None:  # the secret header values, sealed (the spec holds placeholders)
+        item["sealed"] = s(job.sealed_headers)
     return item
 
 
@@ -147,6 +150,7 @@ def job_from_item(item: Item) -> Job:
         resumed_at=get_ms(item, "resumed_ms"),
         paused_version=get_n(item, "paused_v"),
         completed_by_checkpoint=frozenset(item.get("rel_done", {}).get("SS", [])),
+        sealed_headers=get_s(item, "sealed"),
     )
 
 

@@ -35,8 +35,9 @@ from urllib.parse import urlsplit
 
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.model import SCHEDULER_HEADERS, HttpTarget, JobSpec, header_problem
-from scheduler.core.ports import Metrics, NullMetrics, TargetCall, TargetFailure
+from scheduler.core.ports import Metrics, NullMetrics, SealFailed, SecretSealer, TargetCall, TargetFailure
 from scheduler.core.retry import classify_http_status
+from scheduler.core.secrecy import headers_to_send
 from scheduler.core.timefmt import rfc3339
 from scheduler.signing import (
     ATTEMPT_HEADER,
@@ -330,8 +331,11 @@ class HttpTargetInvoker:
         max_timeout: float = 900,
         connections: TargetConnections | None = None,
         metrics: Metrics | None = None,
+        sealer: SecretSealer | None = None,
     ) -> None:
         self.guard = guard
+        #: Opens the job's sealed header values to send them (scheduler.core.secrecy).
+        self.sealer = sealer
         self.keys = keys
         self.v1_secret = v1_secret
         #: A call may not outlast the worker's own deadline (so its outcome is always recorded).
@@ -345,7 +349,13 @@ class HttpTargetInvoker:
         target = call.job.spec.target
         assert isinstance(target, HttpTarget)
         url = str(target.url)
-        problem = header_problem(target.headers)
+        try:
+            job_headers = headers_to_send(call.job, self.sealer)
+        except SealFailed as exc:  # never sent with a placeholder in place of its secret
+            raise TargetFailure("permanent", f"not sent: {exc}") from exc
+        except Exception as exc:  # the key service failed (throttled, unreachable): nothing was sent, try again
+            raise TargetFailure("retryable", f"not sent: its header values could not be opened: {exc}") from exc
+        problem = header_problem(job_headers)
         if problem is not None:  # a job stored before the rule: refused before anything is sent
             raise TargetFailure("permanent", f"not sent: {problem[1]}")
         try:
@@ -367,7 +377,7 @@ class HttpTargetInvoker:
         v1_key = tenant_key(self.v1_secret, call.job.tenant) if self.v1_secret is not None else None
         headers = {
             # The scheduler's headers win, whatever the case of a job's header of the same name.
-            **{k: v for k, v in target.headers.items() if k.lower() not in SCHEDULER_HEADERS},
+            **{k: v for k, v in job_headers.items() if k.lower() not in SCHEDULER_HEADERS},
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
             OCCURRENCE_KEY_HEADER: signed.occurrence_key,

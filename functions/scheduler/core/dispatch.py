@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 from scheduler.core.fairness import TenantAdmission
 from scheduler.core.keys import jitter_offset, occurrence_key
 from scheduler.core.landing import LandingBoard
-from scheduler.core.model import Job, is_secret_header
+from scheduler.core.model import Job
 from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
 from scheduler.core.schedules import is_recurring, next_occurrence
+from scheduler.core.secrecy import carries_secrets
 from scheduler.core.timefmt import ONE_MINUTE, minute_of, truncate_ms
 
 log = logging.getLogger(__name__)
@@ -57,12 +58,12 @@ class DispatchConfig:
 
 def _travels(job: Job) -> bool:
     """Whether a one-shot job's occurrence carries a copy of it (see `Dispatch.job_copy`): its changes void the
-    copy (`JobService`), which only a one-shot job's single occurrence can be named by. A job with a secret-bearing
-    header (what a read of the job redacts) is read instead, so that no secret travels in a message."""
-    headers = getattr(job.spec.target, "headers", None) or {}
+    copy (`JobService`), which only a one-shot job's single occurrence can be named by. A job with a secret (a secret
+    header, sealed or not, or a URL with credentials or a query) is read instead, so that no secret travels in a
+    message, not even sealed."""
     return (
         not is_recurring(job.spec.schedule)
-        and not any(is_secret_header(name) for name in headers)
+        and not carries_secrets(job)
         and len(job.model_dump_json(exclude_none=True)) <= COPY_MAX_BYTES
     )
 

@@ -25,7 +25,7 @@ from scheduler.core.errors import (
 from scheduler.core.events import Outbox
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.keys import occurrence_key
-from scheduler.core.model import MAX_PAYLOAD_BYTES, Job, JobSpec, JobState, RunState, payload_size
+from scheduler.core.model import MAX_PAYLOAD_BYTES, REDACTED, Job, JobSpec, JobState, RunState, payload_size
 from scheduler.core.ports import (
     Clock,
     Dispatch,
@@ -36,6 +36,7 @@ from scheduler.core.ports import (
     JobStore,
     Ledger,
     NewJob,
+    SecretSealer,
     Timer,
 )
 from scheduler.core.schedules import (
@@ -47,6 +48,7 @@ from scheduler.core.schedules import (
     preview,
     unindexed_occurrence,
 )
+from scheduler.core.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
 from scheduler.core.timefmt import truncate_ms
 
 log = logging.getLogger(__name__)
@@ -112,6 +114,8 @@ class JobService:
     #: Publishes the completion event of an outcome recorded here (an operator's resolve) at once.
     outbox: Outbox | None = None
     ids: Ids = RANDOM_IDS
+    #: Seals secret header values at rest (`scheduler.core.secrecy`); None: they are stored as given.
+    sealer: SecretSealer | None = None
 
     # -- reads -------------------------------------------------------------------------------------------
 
@@ -207,6 +211,7 @@ class JobService:
         """Validate a definition and make what creating it writes (nothing is stored)."""
         spec = submission.spec
         self._check_payload(spec)
+        self._check_secrets(spec)
         self.check_target(tenant, spec)
         now = truncate_ms(self.clock.now())
         idempotency = None
@@ -222,7 +227,7 @@ class JobService:
         first = first_occurrence(spec.schedule, now)
         if first is None:
             raise InvalidRequest("the schedule has no occurrence in the future", field="schedule")
-        job = Job.new(job_id, tenant, spec, now, first)
+        job = sealed(Job.new(job_id, tenant, spec, now, first), self.sealer, {})
         timer = timer_for(job, first)
         return NewJob(job, timer, idempotency, late=self.dispatcher.is_near(timer, self.clock.now()))
 
@@ -259,8 +264,10 @@ class JobService:
             if job.state == JobState.CANCELLED:
                 raise InvalidState("a cancelled job cannot be changed")
             merged = _merge(job.spec.model_dump(mode="json", exclude_none=True), changes)
-            spec = JobSpec.model_validate(merged)
+            # A sealed value stays REDACTED in the merged definition (checked as such); a new one must be given.
+            spec = JobSpec.model_validate(carry_secrets(job, merged, changes))
             self._check_payload(spec)
+            self._check_secrets(spec, placeholders=True)
             self.check_target(tenant, spec)
             now = truncate_ms(self.clock.now())
             if spec.schedule == job.spec.schedule and job.next_run_at is not None:
@@ -278,7 +285,8 @@ class JobService:
             elif pending is not None and job.state == JobState.COMPLETED:
                 state = JobState.ACTIVE
             update = {"spec": spec, "version": job.version + 1, "state": state, "updated_at": now}
-            return job.model_copy(update={**update, "next_run_at": pending}), state == JobState.ACTIVE
+            changed = job.model_copy(update={**update, "next_run_at": pending})
+            return sealed(changed, self.sealer, self._carried(job, spec)), state == JobState.ACTIVE
 
         return self._change(tenant, job_id, edit)
 
@@ -421,6 +429,17 @@ class JobService:
             extra={"job_id": new.job_id, "version": new.version, "state": new.state.value, "next": str(pending)},
         )
         return new
+
+    def _carried(self, old: Job, spec: JobSpec) -> dict[str, str]:
+        """The old version's sealed header values, opened only when the new definition keeps one of them."""
+        headers = getattr(spec.target, "headers", None) or {}
+        return opened_headers(old, self.sealer) if REDACTED in headers.values() else {}
+
+    @staticmethod
+    def _check_secrets(spec: JobSpec, *, placeholders: bool = False) -> None:
+        problem = submitted_problem(spec, placeholders=placeholders)
+        if problem is not None:
+            raise problem
 
     @staticmethod
     def _check_payload(spec: JobSpec) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -84,19 +85,46 @@ REFUSED_HEADERS = frozenset(
         "proxy-authorization",
     }
 )
-#: Header names whose values are secrets: stored, sent, but never shown again (redacted in every read).
-SECRET_HEADER_WORDS = ("auth", "token", "secret", "password", "passwd", "cookie", "key", "session", "credential")
+#: Every header value is a secret (stored sealed, sent, never shown again) unless its name is public: one of these
+#: standard headers, which describe the request and never carry a credential, or one the target lists in
+#: `public_headers`. A name heuristic (Authorization, ...Token) misses X-Signature, X-Hub-Signature-256 and the
+#: like, so secrecy is the default and publicity is declared.
+PUBLIC_BY_DEFAULT = frozenset(
+    {"accept", "accept-charset", "accept-encoding", "accept-language", "cache-control", "content-type", "user-agent"}
+)
+#: Words in a header name that mark a credential: such a header cannot be declared public.
+SECRET_HEADER_WORDS = (
+    "auth",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "cookie",
+    "key",
+    "session",
+    "credential",
+    "signature",
+)
 REDACTED = "<redacted>"
 
 
-def is_secret_header(name: str) -> bool:
+def looks_like_credential(name: str) -> bool:
+    """Whether a header's name says it carries a credential (Authorization, X-Api-Key, X-Signature, ...)."""
     low = name.lower()
-    return low != "idempotency-key" and any(word in low for word in SECRET_HEADER_WORDS)
+    return any(word in low for word in SECRET_HEADER_WORDS)
 
 
-def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    """The headers as a read shows them: the values of secret-bearing ones replaced by REDACTED."""
-    return {name: REDACTED if is_secret_header(name) else value for name, value in headers.items()}
+def is_secret_header(name: str, public: Iterable[str] = ()) -> bool:
+    """Whether a header's value is a secret: every header's is, unless its name is public by default or listed in
+    `public` (a target's `public_headers`; names are case-insensitive)."""
+    low = name.lower()
+    return low not in PUBLIC_BY_DEFAULT and low not in {p.lower() for p in public}
+
+
+def redact_headers(headers: dict[str, str], public: Iterable[str] = ()) -> dict[str, str]:
+    """The headers as a read shows them: every value but those of public headers replaced by REDACTED."""
+    shown = tuple(public)
+    return {name: REDACTED if is_secret_header(name, shown) else value for name, value in headers.items()}
 
 
 class HttpTarget(_Strict):
@@ -106,8 +134,15 @@ class HttpTarget(_Strict):
     url: AnyHttpUrl
     method: Literal["POST", "PUT", "PATCH"] = "POST"
     #: Extra request headers. Names are RFC 7230 tokens, values have no control characters; hop-by-hop and
-    #: framing headers are refused; secret-bearing ones (Authorization, ...Token, ...Key) are redacted on read.
+    #: framing headers are refused. Every value is write-only (sealed at rest, redacted on read) unless the header
+    #: is public: a standard one (`PUBLIC_BY_DEFAULT`) or one listed in `public_headers`.
     headers: dict[str, str] = Field(default_factory=dict, max_length=20)
+    #: The headers whose values a read may show (case-insensitive); a name that looks like a credential is refused.
+    public_headers: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="headers whose values a read may show; every other header value is write-only (sealed at rest)",
+    )
     timeout_seconds: int = Field(strict=True, default=30, ge=1, le=900)
 
     @field_validator("headers")
@@ -117,6 +152,18 @@ class HttpTarget(_Strict):
             low = name.lower()
             if low.startswith("x-scheduler-") or low in {"idempotency-key", "content-length", "host"}:
                 raise ValueError(f"header '{name}' is set by the scheduler and cannot be overridden")
+        return value
+
+    @field_validator("public_headers")
+    @classmethod
+    def _public_headers_are_not_credentials(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not HEADER_NAME.fullmatch(name):
+                raise ValueError(f"public header name {name!r} is not an RFC 7230 token")
+            if looks_like_credential(name):
+                raise ValueError(
+                    f"header '{name}' looks like a credential; its value stays write-only and cannot be declared public"
+                )
         return value
 
 
@@ -292,6 +339,9 @@ class Job(BaseModel):
     paused_at: datetime | None = None
     resumed_at: datetime | None = None
     paused_version: int | None = None  # the version the pause wrote
+    #: The values of the secret headers of an http target, sealed together (`scheduler.core.secrecy`); the spec
+    #: holds REDACTED in their place. None: none sealed (a job stored before sealing keeps its values in the spec).
+    sealed_headers: str | None = None
 
     @classmethod
     def new(cls, job_id: str, tenant: str, spec: JobSpec, now: datetime, first: datetime | None = None) -> Job:

@@ -495,3 +495,19 @@ class Metrics(Protocol):
 class NullMetrics:
     def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
         return None
+
+
+class SealFailed(Exception):
+    """A sealed value that cannot be opened: tampered with, bound to another job, or sealed under another key."""
+
+
+class SecretSealer(Protocol):
+    """Encrypts secrets at rest (envelope encryption): what `seal` returns is opaque text that only `open` turns
+    back into the plaintext, and only with the same `context` (the job it belongs to), so a sealed value copied to
+    another job does not open."""
+
+    def seal(self, plaintext: bytes, context: Mapping[str, str]) -> str: ...
+
+    def open(self, sealed: str, context: Mapping[str, str]) -> bytes:
+        """The plaintext; SealFailed when `sealed` was not sealed under this sealer's key with this `context`."""
+        ...

@@ -22,7 +22,7 @@ from scheduler.core import forecast as forecasting
 from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs import Created, JobService, Submission
-from scheduler.core.model import MAX_NOTE, REDACTED, BackfillRequest, HttpTarget, Job, JobSpec, JobState, RunState
+from scheduler.core.model import MAX_NOTE, BackfillRequest, Job, JobSpec, JobState, RunState
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
@@ -218,31 +218,11 @@ def update_job(job_id: str) -> Response[str]:
             raise Problem(400, "Bad Request", f"If-Match must be a job version (e.g. \"3\"), not '{if_match}'")
         expected = int(cleaned)
     svc = service()
-    _keep_redacted_headers(body, lambda: svc.get(who, job_id))
     try:
         job = svc.update(who, job_id, body, expected)
     except ValidationError as exc:
         raise validation_problem(exc) from None
     return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"'})
-
-
-def _keep_redacted_headers(patch: dict[str, Any], current: Callable[[], Job]) -> None:
-    """A patch that sends a redacted header value back (a client that read the job and patches the whole target)
-    keeps the stored value rather than storing the placeholder."""
-    target = patch.get("target")
-    headers = target.get("headers") if isinstance(target, dict) else None
-    if not isinstance(headers, dict) or REDACTED not in headers.values():
-        return
-    stored = current().spec.target
-    known = stored.headers if isinstance(stored, HttpTarget) else {}
-    for name, value in list(headers.items()):
-        if value == REDACTED:
-            if name not in known:
-                raise Problem(
-                    422, "Unprocessable Content", f"header '{name}' is '{REDACTED}' but the job has no such header",
-                    errors=[{"field": f"target.headers.{name}", "message": "send the value itself"}],
-                )  # fmt: skip
-            headers[name] = known[name]
 
 
 def _changed(change: Callable[[JobService, str, str], Job], job_id: str) -> Response[str]:

@@ -9,18 +9,14 @@ from aws_lambda_powertools.event_handler import Response
 
 from scheduler.core.backfill import BackfillService
 from scheduler.core.jobs import JobService, JobStatus
-from scheduler.core.model import (
-    Job,
-    redact_headers,
-)
+from scheduler.core.model import Job
 from scheduler.core.ports import Backfill, Execution
+from scheduler.core.secrecy import spec_view
 from scheduler.core.timefmt import rfc3339
 
 
 def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
-    spec = job.spec.model_dump(mode="json", exclude_none=True)
-    if spec["target"].get("headers"):  # secret-bearing header values are write-only
-        spec["target"]["headers"] = redact_headers(spec["target"]["headers"])
+    spec = spec_view(job.spec)  # no secret header value, URL credential or query value
     upcoming = service.next_runs(job, max(1, preview))
     status = status or service.status(job)
     view: dict[str, Any] = {

@@ -36,6 +36,7 @@ from scheduler.adapters.file_pollers import FilePollerControl
 from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, check_headers
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
+from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Container, Stores, compose, envelope_of
@@ -43,7 +44,7 @@ from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model import HandlerTarget, HttpTarget, JobSpec
-from scheduler.core.ports import Clock, PollerControl, TargetInvoker
+from scheduler.core.ports import Clock, PollerControl, SecretSealer, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.recovery import HeldBatch
@@ -140,6 +141,15 @@ class AwsContainer:
 
     def __post_init__(self) -> None:
         self.core.check_target = self.check_target
+        self.core.sealer = self._new_sealer()
+
+    def _new_sealer(self) -> SecretSealer:
+        """What seals jobs' secret header values: KMS when the stack names a key, else a key derived from the message
+        secret (through the message key: no second read of the secret)."""
+        s = self.core.settings
+        if s.header_key_id:
+            return KmsSealer(s.header_key_id, boto3.client("kms", config=_BOTO_CONFIG))
+        return LocalSealer(self.queue.message_key.hex())
 
     @property
     def message_key(self) -> bytes:
@@ -223,7 +233,12 @@ class AwsContainer:
             v1_secret = resolve_secret(s, "signing_secret") if s.signature_v1 else None
             targets = {
                 "http": HttpTargetInvoker(
-                    self.guard, self.key_ring, v1_secret, s.max_target_timeout_seconds, metrics=self.core.metrics
+                    self.guard,
+                    self.key_ring,
+                    v1_secret,
+                    s.max_target_timeout_seconds,
+                    metrics=self.core.metrics,
+                    sealer=self.core.sealer,
                 ),
                 **{
                     kind: PolicedInvoker(self.target_policy, invoker)
