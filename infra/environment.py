@@ -112,7 +112,10 @@ def check_against_handler_settings(function_name: str, env: Mapping[str, str]) -
         if name.startswith(ENV_PREFIX) and name.removeprefix(ENV_PREFIX).lower() in Settings.model_fields
     }
     # The environment source decodes JSON objects and lists (tenant_targets, tenant_budgets) before validating.
-    values = {name: json.loads(v) if isinstance(v, str) and v.startswith(("{", "[")) else v for name, v in values.items()}
+    values = {
+        name: json.loads(value) if isinstance(value, str) and value.startswith(("{", "[")) else value
+        for name, value in values.items()
+    }
     try:
         _DeclaredSettings.model_validate(values)
     except ValidationError as error:

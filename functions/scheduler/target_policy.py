@@ -167,11 +167,7 @@ class TargetPolicy:
         # The scheduler's queues by account and name whatever the region a URL's host implies: refusing more here
         # costs no tenant anything.
         own_queues = {tuple(arn.split(":")[4:]) for arn in self.own.queues}
-        if (
-            tuple(resource.split(":")[4:]) in own_queues
-            or resource == self.own.event_bus
-            or self.own.owns_name(name)
-        ):
+        if tuple(resource.split(":")[4:]) in own_queues or resource == self.own.event_bus or self.own.owns_name(name):
             return TargetRefused(field, f"'{_address(target)}' {mine} (its queues, completion bus or stack)")
         if isinstance(target, EventBridgeTarget):
             namespace = target.source.split(".", 1)[0].lower()

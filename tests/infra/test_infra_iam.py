@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from tests.infra.conftest import TARGETS, TENANT_A, TENANT_B
 
 from scheduler.target_resources import TENANT_TAG, tenant_tag
+from tests.infra.conftest import TARGETS, TENANT_A, TENANT_B
 
 HANDLERS = ("api", "sweeper", "worker")
 WRITE = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
