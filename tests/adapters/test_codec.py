@@ -324,6 +324,8 @@ def test_the_optional_job_attributes_are_exactly_those_a_job_may_lack() -> None:
             "paused_at": t,
             "resumed_at": t,
             "paused_version": 2,
+            "key_version": 2,
+            "previous_key_until": t,
         }
     )
     always = set(job_to_item(bare))

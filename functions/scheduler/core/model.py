@@ -292,6 +292,10 @@ class Job(BaseModel):
     paused_at: datetime | None = None
     resumed_at: datetime | None = None
     paused_version: int | None = None  # the version the pause wrote
+    #: The version of the job's webhook signing key (scheduler.signing.versioned_key_id): 1, the key every job had
+    #: before keys had versions, until a rotation. The version it replaced still signs until `previous_key_until`.
+    key_version: int = Field(default=1, ge=1)
+    previous_key_until: datetime | None = None
 
     @classmethod
     def new(cls, job_id: str, tenant: str, spec: JobSpec, now: datetime, first: datetime | None = None) -> Job:
