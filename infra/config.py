@@ -136,6 +136,13 @@ class PunctualConfig(BaseModel):
     #: An existing bus to publish to (e.g. `default`); none: the stack creates `punctual-<stage>-events`.
     event_bus_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._/-]{1,256}$")
 
+    # --- webhook signatures ---------------------------------------------------------------------------
+    #: Also sign every http call with signature v1 (the body only, one key per tenant) and give the worker the v1
+    #: master secret. Off for new stacks; a stack whose receivers still verify v1 keeps it on until they verify v2
+    #: (docs/security.md, "Retiring v1"). The secret itself stays in the stack either way, so turning v1 back on
+    #: restores the same tenant keys.
+    signature_v1: bool = False
+
     # --- capacity -------------------------------------------------------------------------------------
     #: Messages per worker invocation. At most 10: larger batches need a batching window, which delays
     #: starts, and the scheduler promises ~1 s start precision.

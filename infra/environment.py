@@ -51,6 +51,8 @@ def scheduler_environment(
         "SCHEDULER_LEASE_SECONDS": str(config.lease_seconds),
         "SCHEDULER_COMPLETION_EVENTS": "true" if config.completion_events else "false",
         "SCHEDULER_EVENT_BUS_NAME": event_bus_name,
+        # Explicit: the handlers' own default signs with v1, which needs the v1 secret the stack grants only when on.
+        "SCHEDULER_SIGNATURE_V1": "true" if config.signature_v1 else "false",
         # Explicit, so that no local-development default can open the SSRF guard on AWS.
         "SCHEDULER_ALLOW_PRIVATE_TARGETS": "false",
         # Explicit: outside local mode a missing secret ARN fails the function instead of using a public value.

@@ -3,9 +3,12 @@ values) and read access to exactly the ones they use.
 
 | secret          | what it is                                                            | read by             |
 |-----------------|-----------------------------------------------------------------------|---------------------|
-| `Signing`       | signature v1: the master secret each tenant's v1 key is derived from  | worker              |
+| `Signing`       | signature v1: the master secret each tenant's v1 key is derived from  | worker, if v1 is on |
 | `SigningKeys`   | signature v2: the root keys (by key id) each job's key is derived from | worker, api         |
 | `Messages`      | the HMAC key of dispatch messages (the ready queues' bodies)          | api, sweeper, worker |
+
+The v1 secret is created whatever `signature_v1` says, so that turning v1 off and on again keeps every tenant's v1
+key; only while v1 is on is it granted to the worker and its ARN passed (infra/stack.py).
 """
 
 from __future__ import annotations

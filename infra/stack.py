@@ -68,7 +68,8 @@ class PunctualStack(Stack):
         # Each function gets the ARNs of (and read access to) only the secrets it uses (infra/secrets.py).
         messages = {MESSAGE_SECRET_ARN_VARIABLE: signing.messages}
         keys = {SIGNING_KEYS_ARN_VARIABLE: signing.keys}
-        v1 = {SIGNING_SECRET_ARN_VARIABLE: signing.secret}
+        # Signature v1's master secret: granted to the worker (and its ARN passed) only while v1 is on.
+        v1 = {SIGNING_SECRET_ARN_VARIABLE: signing.secret} if config.signature_v1 else {}
 
         def build(secrets: Mapping[str, ISecret]) -> FunctionBuild:
             return FunctionBuild(config, code, environment, secrets)
@@ -119,7 +120,6 @@ class PunctualStack(Stack):
             "ReadyQueueLowUrl": (queues.lanes["low"].queue_url, "SQS ready queue of the low priority lane"),
             "DeadLetterQueueUrl": (queues.dead_letter_queue.queue_url, "SQS dead-letter queue"),
             "AlarmTopicArn": (monitoring.topic.topic_arn, "SNS topic the alarms notify"),
-            "SigningSecretArn": (signing.secret.secret_arn, "Secrets Manager secret: signature v1 master key"),
             "SigningKeysSecretArn": (signing.keys.secret_arn, "Secrets Manager secret: signature v2 root keys"),
             "MessageSecretArn": (signing.messages.secret_arn, "Secrets Manager secret: dispatch message HMAC key"),
             "DashboardName": (monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
@@ -129,5 +129,7 @@ class PunctualStack(Stack):
             "SweeperFunctionName": (sweeper.function.function_name, "Lambda: sweeper"),
             "WorkerFunctionName": (worker.function.function_name, "Lambda: worker"),
         }
+        if config.signature_v1:
+            outputs["SigningSecretArn"] = (signing.secret.secret_arn, "Secrets Manager secret: signature v1 master key")
         for key, (value, description) in outputs.items():
             CfnOutput(self, key, value=value, description=description)

@@ -153,6 +153,19 @@ class SchedulerClient:
         body = self._call("GET", f"/v1/jobs/{_segment(job_id)}/signing-keys")
         return {str(k["key_id"]): str(k["key"]) for k in body.get("keys", [])}
 
+    def rotate_signing_key(
+        self, job_id: str, overlap_seconds: int | None = None, if_match: int | None = None
+    ) -> dict[str, str]:
+        """`POST /v1/jobs/{id}/signing-keys/rotate`: make the next version of the job's key current; the replaced one
+        keeps signing for `overlap_seconds` (the API's default: a day; 0 revokes it now). Returns the keys as
+        `signing_keys` does: the new version's, and the replaced one's while it overlaps. Not repeated on a network
+        failure (a repeat would rotate twice): read `signing_keys` to see whether it took."""
+        body = {"overlap_seconds": overlap_seconds} if overlap_seconds is not None else None
+        headers = {"If-Match": f'"{if_match}"'} if if_match is not None else {}
+        path = f"/v1/jobs/{_segment(job_id)}/signing-keys/rotate"
+        answer = self._call("POST", path, body=body, headers=headers, repeatable=False)
+        return {str(k["key_id"]): str(k["key"]) for k in answer.get("keys", [])}
+
     def list_jobs(
         self, state: JobState | str | None = None, limit: int | None = None, cursor: str | None = None
     ) -> Page[JobView]:

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 
 from scheduler.core.forecast import MAX_MINUTES as MAX_FORECAST_MINUTES
 from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
+from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
 from scheduler.core.model import MAX_NOTE, BackfillRequest, BackfillState, JobSpec, JobState, RunState
 
 REF = "#/components/schemas/{model}"
@@ -114,22 +115,49 @@ def document() -> dict[str, Any]:
         },
         "SigningKeys": {
             "type": "object",
-            "description": "The job's signature v2 keys (docs/security.md): verify X-Scheduler-Signature with them.",
+            "description": (
+                "The job's signature v2 keys (docs/security.md): verify X-Scheduler-Signature with them. The current "
+                "version's keys come first; during a rotation's overlap the replaced version's follow, with the "
+                "instant they stop signing."
+            ),
             "properties": {
                 "job_id": {"type": "string"},
                 "signature": {"const": "v2"},
                 "algorithm": {"const": "HMAC-SHA256"},
                 "current_key_id": {"type": "string"},
+                "key_version": {"type": "integer", "minimum": 1, "description": "the current version of the key"},
                 "keys": {
                     "type": "array",
                     "items": {
                         "type": "object",
-                        "properties": {"key_id": {"type": "string"}, "key": {"type": "string"}},
-                        "required": ["key_id", "key"],
+                        "properties": {
+                            "key_id": {"type": "string", "description": "`<root>` (version 1) or `<root>.<version>`"},
+                            "key": {"type": "string"},
+                            "version": {"type": "integer", "minimum": 1},
+                            "expires_at": {
+                                "type": ["string", "null"],
+                                "format": "date-time",
+                                "description": "when a replaced version stops signing; null for the current one",
+                            },
+                        },
+                        "required": ["key_id", "key", "version", "expires_at"],
                     },
                 },
             },
-            "required": ["job_id", "signature", "algorithm", "current_key_id", "keys"],
+            "required": ["job_id", "signature", "algorithm", "current_key_id", "key_version", "keys"],
+        },
+        "SigningKeyRotation": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "overlap_seconds": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": int(MAX_KEY_OVERLAP.total_seconds()),
+                    "default": int(DEFAULT_KEY_OVERLAP.total_seconds()),
+                    "description": "how long the replaced key keeps signing (a second signature); 0 revokes it now",
+                },
+            },
         },
         "RunList": {
             "type": "object",
@@ -374,6 +402,36 @@ def document() -> dict[str, Any]:
                 "summary": "the job's webhook signing keys (signature v2), for its receivers",
                 "parameters": [JOB_ID],
                 "responses": {"200": _json("the keys, current first", "SigningKeys"), **COMMON_ERRORS},
+            },
+        },
+        "/v1/jobs/{job_id}/signing-keys/rotate": {
+            "post": {
+                "summary": "rotate (or, with overlap_seconds 0, revoke) the job's webhook signing key",
+                "description": (
+                    "Makes the next version of the job's key current. The replaced version keeps signing every call "
+                    "(a second v2 signature) until the overlap ends, so receivers fetch the new key meanwhile; only "
+                    "the version just replaced overlaps. A change of the job: its version (ETag) goes up."
+                ),
+                "parameters": [
+                    JOB_ID,
+                    {
+                        "name": "If-Match",
+                        "in": "header",
+                        "schema": {"type": "string", "pattern": '^(W/)?"?[0-9]{1,18}"?$'},
+                        "description": 'the job version you read, e.g. "3"',
+                    },
+                ],
+                "requestBody": {
+                    "required": False,
+                    "content": {"application/json": {"schema": {"$ref": REF.format(model="SigningKeyRotation")}}},
+                },
+                "responses": {
+                    "200": _json("the keys after the rotation, current first", "SigningKeys"),
+                    "409": _problem("the job is cancelled"),
+                    "412": _problem("version mismatch"),
+                    "422": _problem("overlap_seconds out of range, or an unknown field"),
+                    **COMMON_ERRORS,
+                },
             },
         },
         "/v1/jobs/{job_id}/runs": {

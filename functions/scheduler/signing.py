@@ -6,7 +6,9 @@ Every call carries `X-Scheduler-Signature`, a comma-separated list of `name=valu
 - `v2=<key id>:<hex HMAC-SHA256>`, once per active key of the job: the signature v2, over the timestamp, the key id,
   the method, the host and the request target (path and query), the occurrence key, the fencing token, the
   scheduled instant, the attempt and the SHA-256 of the body (`canonical_v2`). The key is the job's own key
-  (`job_key`), which the job's tenant fetches from `GET /v1/jobs/{job_id}/signing-keys`;
+  (`job_key`), which the job's tenant fetches from `GET /v1/jobs/{job_id}/signing-keys`. A job's key has versions
+  (`versioned_key_id`): rotating it (`POST /v1/jobs/{job_id}/signing-keys/rotate`) makes the next version current,
+  and the replaced one keeps signing, as a second `v2` item, until its overlap ends (`signing_versions`);
 - `v1=<hex HMAC-SHA256>` over `"<t>.<raw body>"` with the tenant's v1 key, during the migration window only
   (`SCHEDULER_SIGNATURE_V1`). v1 does not cover the occurrence key, the token or the URL: verify v2.
 
@@ -17,7 +19,7 @@ refuses calls older than a tolerance (replays):
     call = verify_v2(keys, request.method, request.headers["Host"], request.full_path, request.headers, body)
     # raises InvalidSignature; `call.occurrence_key`, `call.fencing_token`, ... are the signed values
 
-Every function here raises InvalidSignature and nothing else for any input a caller may hand it.
+`verify` and `verify_v2` raise InvalidSignature and nothing else for any input a caller may hand them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 SIGNATURE_HEADER = "X-Scheduler-Signature"
 DEFAULT_TOLERANCE_SECONDS = 300
@@ -53,8 +56,26 @@ def tenant_key(master_secret: str, tenant: str) -> str:
 
 
 def job_key(root_secret: str, key_id: str, job_id: str) -> str:
-    """The v2 signing key (hex) of one job under one root key: only that job's signatures verify with it."""
+    """The v2 signing key (hex) of one job under one root key: only that job's signatures verify with it. `key_id`
+    is the root's id for the job's first key version, `versioned_key_id` for a later one."""
     return _hmac_hex(root_secret, f"job:{key_id}:{job_id}".encode())
+
+
+def versioned_key_id(root_key_id: str, version: int) -> str:
+    """The key id of version `version` of a job's key under one root: the root's own id for version 1 (the key every
+    job had before keys had versions, so existing receivers keep verifying), `<root id>.<version>` after. A root id
+    is alphanumeric, so a later version's id (and the key `job_key` derives for it) is never another root's."""
+    if version < 1:
+        raise ValueError(f"a key version is 1 or more, not {version}")
+    return root_key_id if version == 1 else f"{root_key_id}.{version}"
+
+
+def signing_versions(current: int, previous_until: datetime | None, now: datetime) -> list[int]:
+    """The versions of a job's key that sign a call at `now`: the current one, and the one it replaced while that
+    one's overlap lasts (until `previous_until`, exclusive). A revoke (an overlap of 0) leaves the current one."""
+    if current > 1 and previous_until is not None and now < previous_until:
+        return [current, current - 1]
+    return [current]
 
 
 @dataclass(frozen=True)
@@ -86,9 +107,17 @@ class KeyRing:
         """Every key id, the current one first."""
         return [self.current, *sorted(k for k in self.roots if k != self.current)]
 
-    def job_keys(self, job_id: str) -> dict[str, str]:
-        """The job's key under every root, by key id (the current one first)."""
-        return {kid: job_key(self.roots[kid], kid, job_id) for kid in self.key_ids()}
+    def job_keys(self, job_id: str, version: int = 1) -> dict[str, str]:
+        """Version `version` of the job's key under every root, by key id (the current root first)."""
+        return {
+            versioned_key_id(kid, version): job_key(self.roots[kid], versioned_key_id(kid, version), job_id)
+            for kid in self.key_ids()
+        }
+
+    def signing_keys(self, job_id: str, versions: list[int]) -> dict[str, str]:
+        """The keys a call of the job is signed with, by key id: every version in `versions` (`signing_versions`,
+        the current one first) under every root."""
+        return {kid: key for version in versions for kid, key in self.job_keys(job_id, version).items()}
 
 
 @dataclass(frozen=True)

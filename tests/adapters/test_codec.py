@@ -325,6 +325,8 @@ def test_the_optional_job_attributes_are_exactly_those_a_job_may_lack() -> None:
             "resumed_at": t,
             "paused_version": 2,
             "sealed_headers": "local1.bm9uY2U.Y2lwaGVy",
+            "key_version": 2,
+            "previous_key_until": t,
         }
     )
     always = set(job_to_item(bare))

@@ -125,6 +125,18 @@ def test_update_sends_if_match_as_a_quoted_version() -> None:
     assert job.version == 4
 
 
+def test_rotate_signing_key_sends_the_overlap_and_if_match_and_returns_the_keys() -> None:
+    keys = [{"key_id": "k1.2", "key": "new", "version": 2, "expires_at": None},
+            {"key_id": "k1", "key": "old", "version": 1, "expires_at": "2026-01-06T09:00:00Z"}]  # fmt: skip
+    api = FakeApi({"POST /v1/jobs/job-1/signing-keys/rotate": (200, {"key_version": 2, "keys": keys})})
+
+    rotated = api.client().rotate_signing_key("job-1", overlap_seconds=3600, if_match=1)
+
+    _, _, _, body, headers = api.sent()
+    assert (body, headers["If-Match"]) == ({"overlap_seconds": 3600}, '"1"')
+    assert rotated == {"k1.2": "new", "k1": "old"}
+
+
 def test_list_query_and_iterating_every_page() -> None:
     pages = {None: (["a", "b"], "c1"), "c1": (["c"], "c2"), "c2": (["d"], None)}
 

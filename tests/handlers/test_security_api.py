@@ -156,10 +156,83 @@ def test_a_tenant_fetches_its_jobs_signing_keys_and_only_those(env, api_call) ->
     ring = KeyRing.parse(LOCAL_SIGNING_KEYS)
     assert response.body == {
         "job_id": job_id, "signature": "v2", "algorithm": "HMAC-SHA256", "current_key_id": ring.current,
-        "keys": [{"key_id": kid, "key": key} for kid, key in ring.job_keys(job_id).items()],
+        "key_version": 1,
+        "keys": [
+            {"key_id": kid, "key": key, "version": 1, "expires_at": None} for kid, key in ring.job_keys(job_id).items()
+        ],
     }  # fmt: skip
+    assert response.header("ETag") == '"1"'
     assert api_call("GET", f"/v1/jobs/{job_id}/signing-keys", tenant=TENANT_B).status == 404
     assert api_call("GET", f"/v1/jobs/{job_id}/signing-keys", tenant=None).status == 401
+
+
+def _http_job(api_call: Any) -> str:
+    created = api_call("POST", "/v1/jobs", {"schedule": ONCE, "target": {"type": "http", "url": "http://127.0.0.1:9/"}})
+    assert created.status == 201, created.text
+    return str(created.body["job_id"])
+
+
+def test_a_rotation_hands_out_the_new_key_and_the_old_one_until_the_overlap_ends(env, api_call) -> None:
+    job_id = _http_job(api_call)
+    ring = KeyRing.parse(LOCAL_SIGNING_KEYS)
+
+    rotated = api_call("POST", f"/v1/jobs/{job_id}/signing-keys/rotate", {"overlap_seconds": 3600},
+                       headers={"If-Match": '"1"'})  # fmt: skip
+
+    assert rotated.status == 200, rotated.text
+    assert rotated.header("ETag") == '"2"' and rotated.header("Cache-Control") == "no-store"
+    assert (rotated.body["key_version"], rotated.body["current_key_id"]) == (2, f"{ring.current}.2")
+    [new, old] = rotated.body["keys"]
+    assert (new["key_id"], new["version"], new["expires_at"]) == (f"{ring.current}.2", 2, None)
+    assert (old["key_id"], old["version"]) == (ring.current, 1)
+    assert {new["key"], old["key"]} == {*ring.job_keys(job_id, 2).values(), *ring.job_keys(job_id, 1).values()}
+    assert old["expires_at"] is not None
+    assert api_call("GET", f"/v1/jobs/{job_id}/signing-keys").body == rotated.body
+    assert api_call("GET", f"/v1/jobs/{job_id}").body["version"] == 2
+
+    # A revoke (no overlap): only the new version is handed out, and the default overlap applies without a body
+    revoked = api_call("POST", f"/v1/jobs/{job_id}/signing-keys/rotate", {"overlap_seconds": 0})
+    assert [(k["key_id"], k["version"]) for k in revoked.body["keys"]] == [(f"{ring.current}.3", 3)]
+    again = api_call("POST", f"/v1/jobs/{job_id}/signing-keys/rotate")
+    assert again.status == 200, again.text
+    assert [k["version"] for k in again.body["keys"]] == [4, 3]
+
+
+@pytest.mark.parametrize(
+    "body, status, field",
+    [
+        ({"overlap_seconds": -1}, 422, "overlap_seconds"),
+        ({"overlap_seconds": 604801}, 422, "overlap_seconds"),
+        ({"overlap_seconds": 1.5}, 422, "overlap_seconds"),
+        ({"overlap_seconds": "60"}, 422, "overlap_seconds"),
+        ({"overlap_seconds": True}, 422, "overlap_seconds"),
+        ({"overlap": 60}, 422, "overlap"),
+    ],
+)
+def test_a_bad_rotation_is_a_problem_that_changes_nothing(env, api_call, snapshot, body, status, field) -> None:
+    job_id = _http_job(api_call)
+    before = snapshot()
+    response = api_call("POST", f"/v1/jobs/{job_id}/signing-keys/rotate", body)
+    assert response.status == status, response.text
+    assert response.header("Content-Type") == "application/problem+json"
+    assert response.body["errors"][0]["field"] == field
+    assert snapshot() == before
+
+
+def test_a_rotation_is_refused_for_a_stale_version_another_tenant_and_a_cancelled_job(env, api_call, snapshot) -> None:
+    job_id = _http_job(api_call)
+    path = f"/v1/jobs/{job_id}/signing-keys/rotate"
+    before = snapshot()
+    stale = api_call("POST", path, headers={"If-Match": '"7"'})
+    assert stale.status == 412 and stale.body["current_version"] == 1
+    assert api_call("POST", path, headers={"If-Match": "seven"}).status == 400
+    assert api_call("POST", path, tenant=TENANT_B).status == 404
+    assert api_call("POST", path, tenant=None).status == 401
+    assert api_call("GET", path).status == 405
+    assert snapshot() == before
+    api_call("DELETE", f"/v1/jobs/{job_id}")
+    cancelled = api_call("POST", path)
+    assert cancelled.status == 409 and "cancelled" in cancelled.body["detail"]
 
 
 def test_a_federated_user_is_refused(env, api_call) -> None:

@@ -87,17 +87,21 @@ def test_unset_optional_tunables_leave_the_handler_defaults(default) -> None:
 
 
 @pytest.mark.parametrize(
-    "variable, secret, readers",
+    "v1, variable, secret, readers",
     [
-        (SIGNING_SECRET_ARN_VARIABLE, "secret", {"worker"}),  # v1: the api no longer reads the master secret
-        (SIGNING_KEYS_ARN_VARIABLE, "keys", {"worker", "api"}),
-        (MESSAGE_SECRET_ARN_VARIABLE, "messages", {"worker", "api", "sweeper"}),
+        (False, SIGNING_SECRET_ARN_VARIABLE, "secret", set()),  # v1 off (the default): nobody gets its ARN
+        (True, SIGNING_SECRET_ARN_VARIABLE, "secret", {"worker"}),  # v1: the api never reads the master secret
+        (False, SIGNING_KEYS_ARN_VARIABLE, "keys", {"worker", "api"}),
+        (False, MESSAGE_SECRET_ARN_VARIABLE, "messages", {"worker", "api", "sweeper"}),
     ],
 )
-def test_each_secret_arn_goes_to_its_readers_only(default, variable: str, secret: str, readers: set[str]) -> None:
-    ref = {"Ref": default.logical_id(getattr(default.stack.signing, secret))}
+def test_each_secret_arn_goes_to_its_readers_only(
+    synth, v1: bool, variable: str, secret: str, readers: set[str]
+) -> None:
+    stack = synth({"signature_v1": v1})
+    ref = {"Ref": stack.logical_id(getattr(stack.stack.signing, secret))}
     for handler in HANDLERS:
-        variables = _variables(default, handler)
+        variables = _variables(stack, handler)
         assert (variables.get(variable) == ref) == (handler in readers), handler
         for name in ("SCHEDULER_SIGNING_SECRET", "SCHEDULER_SIGNING_KEYS", "SCHEDULER_MESSAGE_SECRET"):
             assert name not in variables  # never the value itself

@@ -105,13 +105,41 @@ def test_the_worker_writes_only_tenant_items_of_the_jobs_table(default) -> None:
 
 
 @pytest.mark.parametrize(
-    "secret, readers",
-    [("secret", {"worker"}), ("keys", {"worker", "api"}), ("messages", {"worker", "api", "sweeper"})],
+    "v1, secret, readers",
+    [
+        (False, "secret", set()),  # signature v1 is off by default: nobody reads its master secret
+        (True, "secret", {"worker"}),
+        (False, "keys", {"worker", "api"}),
+        (False, "messages", {"worker", "api", "sweeper"}),
+    ],
 )
-def test_each_secret_is_readable_by_its_readers_only(default, secret: str, readers: set[str]) -> None:
+def test_each_secret_is_readable_by_its_readers_only(synth, v1: bool, secret: str, readers: set[str]) -> None:
+    stack = synth({"signature_v1": v1})
     for handler in HANDLERS:
-        actions = default.actions_on(handler, getattr(default.stack.signing, secret))
+        actions = stack.actions_on(handler, getattr(stack.stack.signing, secret))
         assert ("secretsmanager:GetSecretValue" in actions) == (handler in readers), handler
+
+
+def test_with_signature_v1_off_nothing_refers_to_its_secret(synth) -> None:
+    stack = synth({"signature_v1": False})
+    secret = stack.logical_id(stack.stack.signing.secret)
+
+    # The secret stays (turning v1 on again keeps the tenants' v1 keys), but no grant, variable or output names it
+    assert stack.json["Resources"][secret]["Type"] == "AWS::SecretsManager::Secret"
+    others = {key: value for key, value in stack.json["Resources"].items() if key != secret}
+    assert secret not in json.dumps(others)
+    assert secret not in json.dumps(stack.json.get("Outputs", {}))
+    for handler in HANDLERS:
+        variables = stack.function(handler)[1]["Environment"]["Variables"]
+        assert variables["SCHEDULER_SIGNATURE_V1"] == "false"
+        assert "SCHEDULER_SIGNING_SECRET_ARN" not in variables
+
+
+def test_with_signature_v1_on_the_worker_signs_with_it(synth) -> None:
+    stack = synth({"signature_v1": True})
+    variables = stack.function("worker")[1]["Environment"]["Variables"]
+    assert variables["SCHEDULER_SIGNATURE_V1"] == "true"
+    assert variables["SCHEDULER_SIGNING_SECRET_ARN"] == {"Ref": stack.logical_id(stack.stack.signing.secret)}
 
 
 @pytest.mark.parametrize("handler", HANDLERS)

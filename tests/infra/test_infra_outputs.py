@@ -15,7 +15,6 @@ EXPECTED = {
     "ReadyQueueLowUrl",
     "DeadLetterQueueUrl",
     "AlarmTopicArn",
-    "SigningSecretArn",
     "SigningKeysSecretArn",
     "MessageSecretArn",
     "DashboardName",
@@ -27,8 +26,12 @@ EXPECTED = {
 }
 
 
-def test_outputs_are_exactly_the_documented_ones(default) -> None:
+def test_outputs_are_exactly_the_documented_ones(default, synth) -> None:
     assert set(default.json["Outputs"]) == EXPECTED
+    # The v1 master secret is an output only while signature v1 is on (only then does the worker read it)
+    v1 = synth({"signature_v1": True})
+    assert set(v1.json["Outputs"]) == EXPECTED | {"SigningSecretArn"}
+    assert v1.json["Outputs"]["SigningSecretArn"]["Value"] == {"Ref": v1.logical_id(v1.stack.signing.secret)}
 
 
 def test_outputs_point_at_the_right_resources(default) -> None:
@@ -40,7 +43,6 @@ def test_outputs_point_at_the_right_resources(default) -> None:
     assert outputs["ReadyQueueUrl"] == {"Ref": default.logical_id(stack.queues.ready_queue)}
     assert outputs["DeadLetterQueueUrl"] == {"Ref": default.logical_id(stack.queues.dead_letter_queue)}
     assert outputs["AlarmTopicArn"] == {"Ref": default.logical_id(stack.monitoring.topic)}
-    assert outputs["SigningSecretArn"] == {"Ref": default.logical_id(stack.signing.secret)}
     assert outputs["SigningKeysSecretArn"] == {"Ref": default.logical_id(stack.signing.keys)}
     assert outputs["MessageSecretArn"] == {"Ref": default.logical_id(stack.signing.messages)}
     assert default.logical_id(stack.api.rest_api) in json.dumps(outputs["ApiUrl"])

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.core import errors
-from scheduler.core.jobs import Created, JobService, Submission
+from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, JobState, RunState
 from tests.unit.fixtures import TENANT, FakeTarget, World, ambiguous, at, job_spec, spec_body
@@ -743,3 +743,64 @@ def test_job_in_the_last_sealed_minute_is_not_lost() -> None:
         world.clock.advance(60)
         world.sweep()
     assert world.sent_for(job.job_id) == [at("2026-01-05T09:05:50")]
+
+
+# -- signing key rotation -----------------------------------------------------------------------------------
+
+
+def test_a_job_starts_at_key_version_1(world: World) -> None:
+    job = world.create(HOURLY)
+    assert (job.key_version, job.previous_key_until) == (1, None)
+
+
+def test_rotating_bumps_the_key_version_and_lets_the_old_one_overlap(world: World) -> None:
+    job = world.create(HOURLY)
+
+    rotated = world.service.rotate_signing_key(TENANT, job.job_id, timedelta(hours=2), if_match=1)
+
+    assert (rotated.key_version, rotated.version) == (2, 2)
+    assert rotated.previous_key_until == world.now() + timedelta(hours=2)
+    assert world.job(job.job_id) == rotated
+    # The default overlap is a day; a second rotation replaces version 2, whose overlap starts now
+    again = world.service.rotate_signing_key(TENANT, job.job_id)
+    assert (again.key_version, again.previous_key_until) == (3, world.now() + DEFAULT_KEY_OVERLAP)
+
+
+def test_a_revoke_leaves_no_overlap(world: World) -> None:
+    job = world.create(HOURLY)
+    revoked = world.service.rotate_signing_key(TENANT, job.job_id, timedelta(0))
+    assert (revoked.key_version, revoked.previous_key_until) == (2, None)
+
+
+def test_a_rotation_keeps_the_schedule_going(world: World) -> None:
+    job = world.create(HOURLY)
+    world.service.rotate_signing_key(TENANT, job.job_id)
+
+    world.set_time(at("2026-01-05T09:58"))
+    world.sweep()
+    world.set_time(at("2026-01-05T10:58"))
+    world.sweep()
+
+    assert world.sent_for(job.job_id) == [at("2026-01-05T10:00"), at("2026-01-05T11:00")]
+
+
+@pytest.mark.parametrize("overlap", [timedelta(seconds=-1), MAX_KEY_OVERLAP + timedelta(seconds=1)])
+def test_an_overlap_out_of_range_is_refused_and_changes_nothing(world: World, overlap: timedelta) -> None:
+    job = world.create(HOURLY)
+    with pytest.raises(errors.InvalidRequest) as refused:
+        world.service.rotate_signing_key(TENANT, job.job_id, overlap)
+    assert refused.value.field == "overlap_seconds"
+    assert world.job(job.job_id) == job
+
+
+def test_a_rotation_with_a_stale_if_match_or_of_a_cancelled_or_foreign_job_is_refused(world: World) -> None:
+    job = world.create(HOURLY)
+    with pytest.raises(errors.JobNotFound):
+        world.service.rotate_signing_key("someone-else", job.job_id)
+    with pytest.raises(errors.VersionConflict):
+        world.service.rotate_signing_key(TENANT, job.job_id, if_match=7)
+    assert world.job(job.job_id) == job
+    cancelled = world.service.cancel(TENANT, job.job_id)
+    with pytest.raises(errors.InvalidState):
+        world.service.rotate_signing_key(TENANT, job.job_id)
+    assert world.job(job.job_id) == cancelled

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,9 +20,11 @@ from scheduler.signing import (
     job_key,
     sign,
     sign_v2,
+    signing_versions,
     tenant_key,
     verify,
     verify_v2,
+    versioned_key_id,
 )
 
 NOW = 1_800_000_000
@@ -130,3 +133,51 @@ def test_key_ring_refuses_a_bad_configuration() -> None:
         with pytest.raises(ValueError):
             KeyRing.parse(text)
     assert job_key("root", "k1", "j1") != job_key("root", "k2", "j1") != job_key("root", "k1", "j2")
+
+
+# -- per-job key versions ------------------------------------------------------------------------------------
+
+T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def test_version_1_of_a_job_key_is_the_key_jobs_had_before_keys_had_versions() -> None:
+    assert (
+        RING.job_keys("j1", 1)
+        == RING.job_keys("j1")
+        == {
+            "k1": job_key("root-one-0123456789", "k1", "j1"),
+            "k2": job_key("root-two-0123456789", "k2", "j1"),
+        }
+    )
+
+
+def test_each_version_is_another_key_under_its_own_key_id() -> None:
+    v1, v2, v3 = (RING.job_keys("j1", version) for version in (1, 2, 3))
+    assert list(v2) == ["k1.2", "k2.2"] and list(v3) == ["k1.3", "k2.3"]
+    every = [*v1.values(), *v2.values(), *v3.values(), *RING.job_keys("j2", 2).values()]
+    assert len(set(every)) == len(every)
+    # A later version's key id is never a root's: roots are alphanumeric
+    assert versioned_key_id("k1", 2) == "k1.2"
+    with pytest.raises(ValueError):
+        versioned_key_id("k1", 0)
+
+
+def test_the_replaced_version_signs_until_its_overlap_ends_and_not_after() -> None:
+    until = T + timedelta(hours=24)
+    assert signing_versions(2, until, T) == [2, 1]
+    assert signing_versions(2, until, until - timedelta(milliseconds=1)) == [2, 1]
+    assert signing_versions(2, until, until) == [2]
+    assert signing_versions(2, None, T) == [2]  # revoked: no overlap
+    assert signing_versions(1, None, T) == [1]
+
+
+def test_during_an_overlap_a_receiver_holding_either_version_verifies() -> None:
+    keys = RING.signing_keys("j1", signing_versions(2, T + timedelta(hours=1), T))
+    assert list(keys) == ["k1.2", "k2.2", "k1", "k2"]
+    header = sign_v2(keys, CALL, BODY, NOW)
+    for held in (RING.job_keys("j1", 1), RING.job_keys("j1", 2)):
+        assert verify_v2(held, "POST", CALL.host, CALL.path, headers_of(CALL, header), BODY, now=NOW).key_id in held
+    # After it, only the new version signs: a receiver holding only the old one fails closed
+    after = sign_v2(RING.signing_keys("j1", signing_versions(2, T, T)), CALL, BODY, NOW)
+    with pytest.raises(InvalidSignature):
+        verify_v2(RING.job_keys("j1", 1), "POST", CALL.host, CALL.path, headers_of(CALL, after), BODY, now=NOW)

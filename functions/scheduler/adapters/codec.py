@@ -72,6 +72,8 @@ JOB_OPTIONAL_ATTRIBUTES = (
     "paused_ms",
     "resumed_ms",
     "sealed",
+    "key_v",
+    "prev_key_ms",
 )
 #: The job item's attributes that a replace leaves as they are: its key, and its entry in the job list (the
 #: by_tenant index) or the batch entry it is listed under instead (`listed_in`).
@@ -113,12 +115,15 @@ def job_to_item(job: Job, listed_in: str | None = None) -> Item:
         item["paused_v"] = n(job.paused_version)
     if job.completed_by_checkpoint:
         item["rel_done"] = {"SS": sorted(job.completed_by_checkpoint)}
+    if job.key_version != 1:  # a job whose key was never rotated has no attribute: version 1
+        item["key_v"] = n(job.key_version)
     for name, value in (
         ("adv_ms", job.advanced_from),
         ("plan_ms", job.planned_at),
         ("horizon_ms", job.planned_horizon),
         ("paused_ms", job.paused_at),
         ("resumed_ms", job.resumed_at),
+        ("prev_key_ms", job.previous_key_until),
     ):
         if value is not None:
             item[name] = n(to_ms(value))
@@ -151,6 +156,8 @@ def job_from_item(item: Item) -> Job:
         paused_version=get_n(item, "paused_v"),
         completed_by_checkpoint=frozenset(item.get("rel_done", {}).get("SS", [])),
         sealed_headers=get_s(item, "sealed"),
+        key_version=get_n(item, "key_v") or 1,
+        previous_key_until=get_ms(item, "prev_key_ms"),
     )
 
 

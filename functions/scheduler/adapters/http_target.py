@@ -30,11 +30,12 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Literal
 from urllib.parse import urlsplit
 
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import SCHEDULER_HEADERS, HttpTarget, JobSpec, header_problem
+from scheduler.core.model import SCHEDULER_HEADERS, HttpTarget, Job, JobSpec, header_problem
 from scheduler.core.ports import Metrics, NullMetrics, SealFailed, SecretSealer, TargetCall, TargetFailure
 from scheduler.core.retry import classify_http_status
 from scheduler.core.secrecy import headers_to_send
@@ -48,6 +49,7 @@ from scheduler.signing import (
     KeyRing,
     SignedCall,
     sign_v2,
+    signing_versions,
     tenant_key,
 )
 
@@ -320,8 +322,10 @@ class _StaleConnection(Exception):
 
 
 class HttpTargetInvoker:
-    """Signs with signature v2 under every key of the job (`keys`), and with v1 under the tenant's key derived
-    from `v1_secret` when that is given (the migration window)."""
+    """Signs with signature v2 under every key of the job (`keys`: every root, at the job's key version and, during
+    a rotation's overlap, the version it replaced), and with v1 under the tenant's key derived from `v1_secret` when
+    that is given (the migration window). `now` is the wall clock the signature's timestamp and the overlap's end
+    are read on."""
 
     def __init__(
         self,
@@ -332,7 +336,9 @@ class HttpTargetInvoker:
         connections: TargetConnections | None = None,
         metrics: Metrics | None = None,
         sealer: SecretSealer | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
+        self.now = now
         self.guard = guard
         #: Opens the job's sealed header values to send them (scheduler.core.secrecy).
         self.sealer = sealer
@@ -385,7 +391,7 @@ class HttpTargetInvoker:
             SCHEDULED_FOR_HEADER: signed.scheduled_for,
             ATTEMPT_HEADER: str(signed.attempt),
             FENCING_TOKEN_HEADER: str(signed.fencing_token),
-            SIGNATURE_HEADER: sign_v2(self.keys.job_keys(call.job.job_id), signed, body, v1_key=v1_key),
+            SIGNATURE_HEADER: self._signature(call.job, signed, body, v1_key),
         }
         timeout = min(float(target.timeout_seconds), self.max_timeout)
         key = (parts.scheme, host, port, addresses[0])
@@ -407,6 +413,11 @@ class HttpTargetInvoker:
         self.metrics.count("TargetConnectionsOpened")
         response = self._exchange(connection, timeout, target.method, path, body, headers, fresh=True)
         return self._verdict(response, key, connection, reuse)
+
+    def _signature(self, job: Job, signed: SignedCall, body: bytes, v1_key: str | None) -> str:
+        now = self.now()
+        versions = signing_versions(job.key_version, job.previous_key_until, datetime.fromtimestamp(now, UTC))
+        return sign_v2(self.keys.signing_keys(job.job_id, versions), signed, body, int(now), v1_key=v1_key)
 
     @staticmethod
     def _exchange(

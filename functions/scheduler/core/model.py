@@ -342,6 +342,10 @@ class Job(BaseModel):
     #: The values of the secret headers of an http target, sealed together (`scheduler.core.secrecy`); the spec
     #: holds REDACTED in their place. None: none sealed (a job stored before sealing keeps its values in the spec).
     sealed_headers: str | None = None
+    #: The version of the job's webhook signing key (scheduler.signing.versioned_key_id): 1, the key every job had
+    #: before keys had versions, until a rotation. The version it replaced still signs until `previous_key_until`.
+    key_version: int = Field(default=1, ge=1)
+    previous_key_until: datetime | None = None
 
     @classmethod
     def new(cls, job_id: str, tenant: str, spec: JobSpec, now: datetime, first: datetime | None = None) -> Job:

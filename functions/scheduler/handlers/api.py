@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 from scheduler.core import forecast as forecasting
 from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import BackfillNotFound, JobNotFound
-from scheduler.core.jobs import Created, JobService, Submission
+from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
 from scheduler.core.model import MAX_NOTE, BackfillRequest, Job, JobSpec, JobState, RunState
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring
@@ -29,6 +30,7 @@ from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_
 from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
 from scheduler.handlers.api_views import backfill_view, job_view, json_response, run_view
 from scheduler.identity import UnknownPrincipal, tenant_of
+from scheduler.signing import signing_versions, versioned_key_id
 
 logger = wiring.handler_logger()
 metrics = Metrics()
@@ -46,6 +48,7 @@ _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/jobs/[^/]+/(pause|resume|trigger)$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs$"), {"GET"}),
     (re.compile(r"^/v1/jobs/[^/]+/signing-keys$"), {"GET"}),
+    (re.compile(r"^/v1/jobs/[^/]+/signing-keys/rotate$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs/[^/]+/resolve$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/backfill$"), {"GET", "POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/backfill/[^/]+$"), {"GET", "DELETE"}),
@@ -210,19 +213,24 @@ def get_job(job_id: str) -> Response[str]:
 def update_job(job_id: str) -> Response[str]:
     who = tenant()
     body = json_body()
-    if_match = header("If-Match")
-    expected = None
-    if if_match is not None:
-        cleaned = if_match.strip().removeprefix("W/").strip('"')
-        if not is_number(cleaned):
-            raise Problem(400, "Bad Request", f"If-Match must be a job version (e.g. \"3\"), not '{if_match}'")
-        expected = int(cleaned)
+    expected = _if_match()
     svc = service()
     try:
         job = svc.update(who, job_id, body, expected)
     except ValidationError as exc:
         raise validation_problem(exc) from None
     return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"'})
+
+
+def _if_match() -> int | None:
+    """The job version the request's If-Match names (None without one); a malformed one is a 400."""
+    if_match = header("If-Match")
+    if if_match is None:
+        return None
+    cleaned = if_match.strip().removeprefix("W/").strip('"')
+    if not is_number(cleaned):
+        raise Problem(400, "Bad Request", f"If-Match must be a job version (e.g. \"3\"), not '{if_match}'")
+    return int(cleaned)
 
 
 def _changed(change: Callable[[JobService, str, str], Job], job_id: str) -> Response[str]:
@@ -258,15 +266,60 @@ def trigger_job(job_id: str) -> Response[str]:
 
 @app.get("/v1/jobs/<job_id>/signing-keys")
 def signing_keys(job_id: str) -> Response[str]:
-    """The job's signature v2 keys (one per active root key, the current first): only its own tenant gets them
-    (another tenant's job is a 404), and a key verifies that job's calls only (docs/security.md)."""
+    """The job's signature v2 keys (the current version under every active root key, then the replaced version
+    while its overlap lasts): only its own tenant gets them (another tenant's job is a 404), and a key verifies that
+    job's calls only (docs/security.md)."""
     who = tenant()
     job = service().get(who, job_id)
+    return _signing_keys_response(job, 200)
+
+
+@app.post("/v1/jobs/<job_id>/signing-keys/rotate")
+def rotate_signing_key(job_id: str) -> Response[str]:
+    """Make the next version of the job's key current; the replaced one keeps signing for `overlap_seconds` (0: a
+    revoke). Answers like the GET, with the job's new version as ETag; `If-Match` refuses a stale read (412)."""
+    who = tenant()
+    body = json_body(required=False)
+    unknown = set(body) - {"overlap_seconds"}
+    if unknown:
+        detail = f'unknown field(s): {", ".join(sorted(unknown))}; send {{"overlap_seconds": n}} or no body'
+        errors = [{"field": name, "message": "unknown field"} for name in sorted(unknown)]
+        raise Problem(422, "Unprocessable Content", detail, errors=errors)
+    overlap = body.get("overlap_seconds", int(DEFAULT_KEY_OVERLAP.total_seconds()))
+    limit = int(MAX_KEY_OVERLAP.total_seconds())
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap <= limit:
+        raise Problem(
+            422, "Unprocessable Content",
+            f"overlap_seconds is a whole number of seconds 0-{limit} (7 days; 0 revokes the old key at once), "
+            f"not {json.dumps(overlap)}",
+            errors=[{"field": "overlap_seconds", "message": f"must be an integer 0-{limit}"}],
+        )  # fmt: skip
+    job = service().rotate_signing_key(who, job_id, timedelta(seconds=overlap), _if_match())
+    return _signing_keys_response(job, 200)
+
+
+def _signing_keys_response(job: Job, status: int) -> Response[str]:
     ring = wiring.container(metrics).key_ring
-    keys = [{"key_id": kid, "key": key} for kid, key in ring.job_keys(job.job_id).items()]
-    body = {"job_id": job.job_id, "signature": "v2", "algorithm": "HMAC-SHA256", "current_key_id": ring.current}
-    logger.info("signing keys handed out", extra={"job_id": job.job_id, "tenant": who, "key_ids": ring.key_ids()})
-    return json_response(200, body | {"keys": keys}, {"Cache-Control": "no-store"})
+    now = wiring.container(metrics).core.clock.now()
+    keys = []
+    for version in signing_versions(job.key_version, job.previous_key_until, now):
+        until = job.previous_key_until if version != job.key_version else None
+        expires = rfc3339(until) if until is not None else None
+        keys += [
+            {"key_id": kid, "key": key, "version": version, "expires_at": expires}
+            for kid, key in ring.job_keys(job.job_id, version).items()
+        ]
+    body = {
+        "job_id": job.job_id,
+        "signature": "v2",
+        "algorithm": "HMAC-SHA256",
+        "current_key_id": versioned_key_id(ring.current, job.key_version),
+        "key_version": job.key_version,
+        "keys": keys,
+    }
+    shown = [k["key_id"] for k in keys]
+    logger.info("signing keys handed out", extra={"job_id": job.job_id, "tenant": job.tenant, "key_ids": shown})
+    return json_response(status, body, {"Cache-Control": "no-store", "ETag": f'"{job.version}"'})
 
 
 @app.get("/v1/jobs/<job_id>/runs")
