@@ -42,8 +42,6 @@ COMPLETION_EVENTS_PUBLISHED = "CompletionEventsPublished"
 COMPLETION_EVENT_FAILURES = "CompletionEventFailures"
 TENANT_THROTTLED = "TenantThrottledSeconds"
 TENANT_DEFERRED = "TenantDeferred"
-#: A sweep's booking from its remembered copy of a tenant's budget calendar refused: another process booked since.
-BUDGET_COPIES_OVERTAKEN = "BudgetCopiesOvertaken"
 TENANT_CONCURRENCY_THROTTLED = "TenantConcurrencyThrottled"
 TENANT_CONCURRENCY_DELAY = "TenantConcurrencyDelaySeconds"
 BACKFILL_DISPATCHED = "BackfillDispatched"
@@ -78,7 +76,6 @@ APPLICATION_METRICS = (
     COMPLETION_EVENT_FAILURES,
     TENANT_THROTTLED,
     TENANT_DEFERRED,
-    BUDGET_COPIES_OVERTAKEN,
     TENANT_CONCURRENCY_THROTTLED,
     TENANT_CONCURRENCY_DELAY,
     BACKFILL_DISPATCHED,
@@ -401,11 +398,10 @@ def _build_dashboard(
             ],
         ),
         graph(
-            "Fairness: tenant delay by budget (s, max), deferred, calendar copies overtaken",
+            "Fairness: tenant delay by budget (s, max), deferred",
             [
                 application_metric(TENANT_THROTTLED, "Maximum"),
                 app_sum(TENANT_DEFERRED),
-                app_sum(BUDGET_COPIES_OVERTAKEN),
             ],
         ),
         graph(

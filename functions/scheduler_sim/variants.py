@@ -175,19 +175,6 @@ class DropDeferred(_BrokenAdmission):
         return Admitted(super().admit(dispatches).sent, [])
 
 
-class StaleBudgetCopies(_BrokenAdmission):
-    """BROKEN on purpose: a tenant's booking starts from the calendar this process saved last, with only the stored
-    version read (not the windows another sweeper booked since), so its save overwrites their bookings and a window
-    lets more releases through than it holds."""
-
-    def _stored(self, tenant: str) -> BudgetCalendar | None:
-        stored = super()._stored(tenant)
-        mine = self.remembered.last(tenant) if self.remembered is not None else None
-        if stored is None or mine is None:
-            return stored
-        return replace(mine, version=stored.version)
-
-
 class DoneAtFirstWave(memory.MemoryBackfillStore):
     """BROKEN on purpose: the first wave's cursor write marks the backfill completed, whatever is left of its range
     (the waves after it are never sent)."""
@@ -305,11 +292,6 @@ VARIANTS: dict[str, Variant] = {
         "drop-deferred",
         "the tenant admission drops what its dispatch budget holds back past SQS's horizon instead of deferring it",
         admission=DropDeferred.instead_of,
-    ),
-    "stale-budget-copies": Variant(
-        "stale-budget-copies",
-        "a booking starts from the calendar the process saved last, with only the stored version read",
-        admission=StaleBudgetCopies.instead_of,
     ),
     "done-at-first-wave": Variant(
         "done-at-first-wave",

@@ -14,10 +14,8 @@ import pytest
 from scheduler.core.fairness import (
     CLOCK_SKEW,
     MAX_RELEASE_DELAY,
-    REMEMBER_FOR,
     Budget,
     FairnessConfig,
-    Remembered,
     TenantAdmission,
     reserve,
 )
@@ -131,9 +129,7 @@ def _due(world: World, job: str, tenant: str = "acme") -> Dispatch:
     return Dispatch(job, tenant, world.now(), world.now(), 1)
 
 
-def test_a_process_that_books_a_tenant_alone_reads_its_calendar_twice_then_books_from_its_own_copy(
-    world: World,
-) -> None:
+def test_every_booking_reads_the_tenants_calendar_first_and_books_each_release_once(world: World) -> None:
     # Given a sweeper's admission, the only one booking the tenant
     store = CountingBudgets(world.tenant_budgets)
     budget = Budget(1, 2)  # 2 a 2 s window
@@ -145,82 +141,14 @@ def test_a_process_that_books_a_tenant_alone_reads_its_calendar_twice_then_books
         sent += admission.admit([_due(world, f"job-{page}")]).sent
         world.clock.advance(1)
 
-    # Then it read the calendar for the first page and to check the second (the store still held its own copy),
-    # and booked the rest from its copy - as many writes as pages, none refused
-    assert (store.loads, store.refused) == (2, 0)
-    # and the copy booked exactly what reads would have: each released at its own time (within budget), the
-    # calendar holding every release, none over a window's room
+    # Then each page read the calendar (strongly consistent) before its conditional save, and no save was refused
+    assert (store.loads, store.refused) == (6, 0)
+    # and each was released at its own time (within budget), the calendar holding every release, none over a
+    # window's room
     assert [d.send_at for d in sent] == [d.fire_at for d in sent] and len(sent) == 6
     stored = world.tenant_budgets.load("acme")
     assert stored is not None and stored.version == 6 and sum(stored.slots.values()) == 6
     assert all(count <= budget.capacity for count in stored.slots.values())
-
-
-def test_a_copy_another_process_overtook_costs_a_refused_save_and_a_read_never_a_release_beyond_a_window(
-    world: World,
-) -> None:
-    # Given a sweeper that books from its copy of the tenant's calendar (one release per 4 s window)
-    store = CountingBudgets(world.tenant_budgets)
-    budget = Budget(0.25, 1)
-    sweeper = TenantAdmission(store, world.clock, FairnessConfig(budget), world.metrics)
-    for job in ("a", "b"):
-        sweeper.admit([_due(world, job)])
-        world.clock.advance(4)
-    assert sweeper.remembered is not None and sweeper.remembered.trusted("acme", world.now()) is not None
-
-    # When another process books the window open now, and then the sweeper books an occurrence due now
-    other = TenantAdmission(world.tenant_budgets, world.clock, FairnessConfig(budget), world.metrics)
-    [theirs] = other.admit([_due(world, "theirs")]).sent
-    loads = store.loads
-    [mine] = sweeper.admit([_due(world, "mine")]).sent
-
-    # Then its save from the stale copy was refused, it read the calendar, and its release went to the next window
-    assert store.refused == 1 and store.loads == loads + 1
-    assert world.metrics.counts["BudgetCopiesOvertaken"] == 1
-    assert theirs.send_at == world.now()
-    assert mine.send_at == world.now() + timedelta(seconds=4)
-    # and it reads before its next booking (the copy is trusted again only once a read finds it still stored)
-    assert sweeper.remembered.trusted("acme", world.now()) is None
-
-
-def test_a_process_whose_copies_others_overtake_keeps_reading_and_never_pays_a_refused_save(world: World) -> None:
-    # Given an API process that books a tenant now and then, while a sweeper books it in between
-    store = CountingBudgets(world.tenant_budgets)
-    budget = Budget(100, 3000)
-    api = TenantAdmission(store, world.clock, FairnessConfig(budget), world.metrics)
-    sweeper = TenantAdmission(world.tenant_budgets, world.clock, FairnessConfig(budget), world.metrics)
-
-    for turn in range(5):
-        api.admit([_due(world, f"api-{turn}")])
-        sweeper.admit([_due(world, f"sweep-{turn}")])
-        world.clock.advance(1)
-
-    # Then the API read before each booking and none of its saves was refused
-    assert (store.loads, store.refused) == (5, 0)
-
-
-def test_a_copy_is_read_again_once_it_is_older_than_the_remembering_time(world: World) -> None:
-    remembered = Remembered()
-    _, calendar = reserve(None, [world.now()], Budget(1, 1), world.now(), world.now() + timedelta(hours=1))
-    remembered.saved("acme", calendar, world.now())
-    remembered.read("acme", calendar)  # the store still held it: trusted
-    assert remembered.trusted("acme", world.now() + REMEMBER_FOR - SECOND) == calendar
-
-    # (the calendar expires a day after its last release: a copy kept longer could match a new item's version)
-    assert remembered.trusted("acme", world.now() + REMEMBER_FOR) is None
-    # and a clock that went back before the save does not trust it either
-    assert remembered.trusted("acme", world.now() - SECOND) is None
-
-
-def test_a_process_remembers_a_bounded_number_of_tenants_the_least_recently_booked_forgotten_first(
-    world: World,
-) -> None:
-    remembered = Remembered(size=2)
-    _, calendar = reserve(None, [world.now()], Budget(1, 1), world.now(), world.now() + timedelta(hours=1))
-    for tenant in ("a", "b", "a", "c"):
-        remembered.saved(tenant, calendar, world.now())
-
-    assert [remembered.last(t) is not None for t in ("a", "b", "c")] == [True, False, True]
 
 
 def test_buckets_swept_at_once_book_one_tenant_in_turn_and_none_is_deferred_for_contention(world: World) -> None:

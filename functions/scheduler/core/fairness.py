@@ -17,12 +17,6 @@ over its budget is *delayed, never dropped*: its messages go to SQS with a later
 have to wait beyond SQS's delay cap goes back into a later time bucket as a deferred timer, admitted by a later
 sweep. Every path that sends occurrences goes through here: the sweep's buckets (so `run_all` catch-up), the late
 lane, the API's direct dispatch of near-term jobs, and backfill waves.
-
-A process remembers the calendar it last saved for a tenant (`Remembered`): while the stored calendar was last found
-to be the one it wrote, its next booking starts from that copy instead of a strongly consistent read. The save stays
-conditional on the version, so a copy another writer has overtaken costs one refused write and a read, never a
-second window's worth of releases. A sweep's pages of one tenant then book with one write each instead of a read and
-a write; a process whose copies are usually overtaken (the API, beside the sweeper) keeps reading first.
 """
 
 from __future__ import annotations
@@ -30,7 +24,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -48,12 +41,6 @@ MAX_RELEASE_DELAY = timedelta(seconds=840)
 CLOCK_SKEW = timedelta(seconds=30)
 #: Conditional writes lost to another sweeper before the admission gives up for this pass (and defers).
 WRITE_ATTEMPTS = 5
-#: How long a process books from the calendar it last saved without reading it first. Far below the calendar's
-#: expiry (a day after its last release), so the item it saved cannot have expired and been created again at the
-#: same version meanwhile (a save conditional on that version would then overwrite another writer's bookings).
-REMEMBER_FOR = timedelta(minutes=10)
-#: Tenants whose last saved calendar a process remembers (the least recently booked are forgotten first).
-REMEMBERED_TENANTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -116,66 +103,6 @@ class Admitted:
     deferred: list[tuple[Dispatch, datetime]]
 
 
-@dataclass(frozen=True)
-class _Copy:
-    calendar: BudgetCalendar
-    saved_at: datetime
-    #: Whether to book from the copy: the last read found the store holding this process's own copy (nobody else
-    #: had booked since), and no save from a copy has been refused since.
-    trusted: bool
-
-
-class Remembered:
-    """The calendar this process last saved for each tenant, and whether to book from it without a read. A copy is
-    trusted once a read found the store still holding the copy before it (so a process that books a tenant alone -
-    the sweeper - reads once, then books from its copies; one whose copies others overtake - the API, beside the
-    sweeper - keeps reading, and never pays a refused write for a stale copy), and for `REMEMBER_FOR` after its
-    save. Thread-safe (a sweep books from its bucket threads)."""
-
-    def __init__(self, size: int = REMEMBERED_TENANTS) -> None:
-        self._copies: OrderedDict[str, _Copy] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def trusted(self, tenant: str, now: datetime) -> BudgetCalendar | None:
-        """The copy to book from without reading the store, if there is one worth trusting."""
-        with self._lock:
-            copy = self._copies.get(tenant)
-            if copy is None or not copy.trusted or not now - REMEMBER_FOR < copy.saved_at <= now:
-                return None
-            return copy.calendar
-
-    def saved(self, tenant: str, calendar: BudgetCalendar, now: datetime) -> None:
-        """This process stored `calendar`: its copy from now on, trusted as the one before it was."""
-        with self._lock:
-            before = self._copies.get(tenant)
-            self._copies[tenant] = _Copy(calendar, now, trusted=before is not None and before.trusted)
-            self._copies.move_to_end(tenant)
-            while len(self._copies) > self._size:
-                self._copies.popitem(last=False)
-
-    def read(self, tenant: str, stored: BudgetCalendar | None) -> None:
-        """The store was read: the copy is trusted if the store still held it (nobody else had booked since)."""
-        mine = self.last(tenant)
-        self._trust(tenant, stored is not None and mine is not None and mine.version == stored.version)
-
-    def overtaken(self, tenant: str) -> None:
-        """A save from the copy was refused: another writer had booked since. Read before the next booking."""
-        self._trust(tenant, False)
-
-    def last(self, tenant: str) -> BudgetCalendar | None:
-        """The calendar this process last saved for `tenant`, trusted or not."""
-        with self._lock:
-            copy = self._copies.get(tenant)
-            return copy.calendar if copy is not None else None
-
-    def _trust(self, tenant: str, trusted: bool) -> None:
-        with self._lock:
-            copy = self._copies.get(tenant)
-            if copy is not None:
-                self._copies[tenant] = _Copy(copy.calendar, copy.saved_at, trusted)
-
-
 @dataclass(eq=False)
 class TenantAdmission:
     """Admits dispatches through their tenants' budgets (one conditional write per tenant per call)."""
@@ -184,8 +111,6 @@ class TenantAdmission:
     clock: Clock
     config: FairnessConfig
     metrics: Metrics
-    #: The calendars this process saved last (None: read each tenant's before every booking).
-    remembered: Remembered | None = field(default_factory=Remembered)
 
     def __post_init__(self) -> None:
         #: One booking per tenant at a time in this process. A sweep's buckets are swept at once (threads): without
@@ -206,13 +131,6 @@ class TenantAdmission:
                 self._admit_tenant(tenant, mine, result)
         return result
 
-    def _stored(self, tenant: str) -> BudgetCalendar | None:
-        """The tenant's calendar as stored (read strongly consistent), noted against this process's copy."""
-        current = self.budgets.load(tenant)
-        if self.remembered is not None:
-            self.remembered.read(tenant, current)
-        return current
-
     def _lock_of(self, tenant: str) -> threading.Lock:
         with self._locks_lock:
             return self._tenant_locks.setdefault(tenant, threading.Lock())
@@ -220,14 +138,10 @@ class TenantAdmission:
     def _admit_tenant(self, tenant: str, dispatches: list[Dispatch], into: Admitted) -> None:
         budget = self.config.budget(tenant)
         releases: list[datetime] = []
-        remembered = self.remembered
-        # One more attempt when the first books from a remembered copy: a refused save then only means "read first".
-        copy = remembered.trusted(tenant, self.clock.now()) if remembered is not None else None
-        for _ in range(WRITE_ATTEMPTS + (copy is not None)):
-            current = copy if copy is not None else self._stored(tenant)
+        for _ in range(WRITE_ATTEMPTS):
+            current = self.budgets.load(tenant)
             # The clock is read after the load: a process paused before it would book windows the others have
-            # dropped as past (they look empty), and release a second window's worth into them. (From a copy, the
-            # save's version condition refuses a booking whenever another writer dropped or booked anything since.)
+            # dropped as past (they look empty), and release a second window's worth into them.
             now = self.clock.now()
             # Oldest first; nothing is released before now (a past fire time asks for now: catch-up is paced too).
             ordered = sorted(dispatches, key=lambda d: max(d.send_at, now))
@@ -238,15 +152,8 @@ class TenantAdmission:
                 break  # nothing fits: nothing to record
             expected = current.version if current is not None else None
             if self.budgets.save(tenant, booked, expected, expires=latest + timedelta(days=1)):
-                if remembered is not None:
-                    remembered.saved(tenant, booked, now)
                 break
             releases = []  # another sweeper booked windows meanwhile: read again
-            if copy is not None:
-                self.metrics.count("BudgetCopiesOvertaken")
-                assert remembered is not None
-                remembered.overtaken(tenant)
-                copy = None
         into.sent += [
             d if release <= d.fire_at else d.deferred_to(release) for d, release in zip(ordered, releases, strict=False)
         ]

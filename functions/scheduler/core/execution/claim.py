@@ -1,0 +1,89 @@
+"""The claim (docs/design.md §3.4, steps 1 and 2): the occurrence's ledger item taken for this attempt, its epoch
+bumped (the fencing token of every write after it); or, when the claim is refused, what to do from the item as it
+stands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from scheduler.core.concurrency import Permit
+from scheduler.core.errors import ClaimRefused
+from scheduler.core.execution.claimed import Claimed
+from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.record import Recorder
+from scheduler.core.execution.source import CopyVoid, JobSource
+from scheduler.core.model import Job, RunState
+from scheduler.core.ports import Attempt, Clock, Dispatch, Execution, Ledger, MessageControl, Metrics, ReadyQueue
+from scheduler.core.schedules import unindexed_occurrence
+
+
+@dataclass(frozen=True)
+class Claim:
+    ledger: Ledger
+    queue: ReadyQueue
+    clock: Clock
+    config: ExecuteConfig
+    metrics: Metrics
+    recorder: Recorder
+
+    def take(
+        self, job: Job, dispatch: Dispatch, owner: str, permit: Permit, message: MessageControl, source: JobSource
+    ) -> Claimed | Outcome:
+        """Step 1: claim the occurrence, its lease starting now (whatever taking the slot took). Raises CopyVoid
+        when the claim on the message's copy of the job is refused because the job changed since."""
+        now = self.clock.now()
+        take_over = job.spec.delivery == "at_least_once"
+        try:
+            attempt = Attempt(owner, now, now + self.config.lease, take_over, indexed(job, dispatch), source.on_copy)
+            execution = self.ledger.claim(dispatch, attempt)
+        except ClaimRefused as refused:
+            if refused.void_copy:
+                raise CopyVoid() from refused
+            return self.not_claimed(dispatch, refused.current, now, self.recorder.announces(job))
+        return Claimed(job, dispatch, execution, owner, permit, message, now)
+
+    def not_claimed(self, dispatch: Dispatch, current: Execution | None, now: datetime, announce: bool) -> Outcome:
+        """Step 2: the claim failed; decide from the item as it stands."""
+        if current is None:
+            return Outcome.hide(1, Why.CLAIM_REFUSED)
+        if current.state.terminal:
+            if current.outbox:
+                # The holder recorded the outcome but may have died before publishing it: publish it now
+                # rather than at the next sweep (a duplicate event is deduped by its consumers).
+                self.recorder.announce(current.key, current)
+            if current.state == RunState.DEAD and not current.dead_lettered:
+                # The holder recorded DEAD but may have died before the DLQ send: finish its job.
+                self.queue.dead_letter(dispatch, current)
+                self.ledger.mark_dead_lettered(current.key)
+            return Outcome.acknowledge(Why.ALREADY, current.state.value)
+        if current.state == RunState.RUNNING:
+            assert current.lease_until is not None
+            if current.lease_until > now:
+                # Maybe the holder's own message redelivered: keep it, look again when the lease has ended.
+                wait = (current.lease_until - now).total_seconds() + self.config.lease_margin_seconds
+                return Outcome.hide(wait, Why.RUNNING_ELSEWHERE)
+            # Expired lease on an at-most-once job: the outcome of the lost attempt is unknown.
+            if self.ledger.expire_to(
+                current.key,
+                current.epoch,
+                RunState.RECONCILING,
+                now,
+                "worker lost mid-run; outcome unknown",
+                announce=announce,
+            ):
+                self.metrics.count("Reconciling")
+                self.recorder.announce(current.key)
+                return Outcome.acknowledge(Why.RECONCILING)
+            return Outcome.hide(1, Why.RACED)
+        if current.state == RunState.RETRY_WAIT and current.next_attempt_at is not None:
+            return Outcome.hide((current.next_attempt_at - now).total_seconds(), Why.RETRY_NOT_DUE)
+        return Outcome.hide(1, Why.NOT_CLAIMABLE, current.state.value)
+
+
+def indexed(job: Job, dispatch: Dispatch) -> bool:
+    """Whether the occurrence's ledger item goes into the run-history index: all but a one-shot job's scheduled
+    occurrence, which the run history reads by its key (and no overlap policy reads: it is not recurring)."""
+    if dispatch.kind != "scheduled":
+        return True
+    return unindexed_occurrence(job.spec.schedule, job.created_at) != dispatch.scheduled_for

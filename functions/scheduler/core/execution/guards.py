@@ -1,0 +1,80 @@
+"""Guards: what ends an attempt without calling the target - a message come before its fire time, a job that does
+not exist, an occurrence left to a resume (before the claim), and a job cancelled, paused or rescheduled since the
+dispatch (after it)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.record import Recorder
+from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.ports import Clock, Dispatch, Ledger, Metrics
+from scheduler.core.schedules import is_occurrence
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Guards:
+    ledger: Ledger
+    clock: Clock
+    config: ExecuteConfig
+    metrics: Metrics
+    recorder: Recorder
+    sleep: Callable[[float], None] = field(default=time.sleep)
+
+    def on_time(self, dispatch: Dispatch) -> datetime | Outcome:
+        """Never start before the fire time: wait out a sub-second remainder (and return the instant it is then),
+        hide anything earlier."""
+        now = self.clock.now()
+        early = (dispatch.fire_at - now).total_seconds()
+        if early > 0:
+            if early > self.config.early_wait_max.total_seconds():
+                return Outcome.hide(early, Why.EARLY)
+            self.sleep(early)
+            now = self.clock.now()
+        return now
+
+    def no_such_job(self, dispatch: Dispatch, now: datetime) -> Outcome:
+        """The job does not exist (or is another tenant's): the occurrence is recorded cancelled, unclaimed."""
+        if self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
+            self.recorder.announce(dispatch.key)
+        return Outcome.acknowledge(Why.NO_SUCH_JOB)
+
+    def left_to_resume(self, job: Job, dispatch: Dispatch) -> Outcome | None:
+        """An occurrence that fell due while the job was paused is left to the resume's misfire policy
+        (JobService.resume): not recorded SKIPPED here (a record would refuse the resumed chain's dispatch of the
+        same key)."""
+        if not (
+            dispatch.kind == "scheduled"
+            and job.left_to_resume(dispatch.scheduled_for, dispatch.version)
+            and self.ledger.get(dispatch.key) is None
+        ):
+            return None
+        self.metrics.count("PausedOccurrences")
+        log.info(
+            "occurrence left to the resume's misfire policy",
+            extra={"job_id": dispatch.job_id, "occurrence_key": dispatch.key, "job_state": job.state.value},
+        )
+        return Outcome.acknowledge(Why.LEFT_TO_RESUME)
+
+
+def skip_reason(job: Job, dispatch: Dispatch) -> tuple[RunState, str] | None:
+    """Step 3: what the claimed occurrence is recorded as instead of running, if the job was cancelled, paused or
+    rescheduled since this occurrence was dispatched."""
+    if job.state == JobState.CANCELLED:
+        return RunState.CANCELLED, "job cancelled"
+    if job.state == JobState.PAUSED:
+        return RunState.SKIPPED, "job paused"
+    if (
+        dispatch.kind == "scheduled"
+        and job.version != dispatch.version
+        and not is_occurrence(job.spec.schedule, dispatch.scheduled_for, job.created_at)
+    ):
+        return RunState.SKIPPED, f"superseded: the schedule changed in version {job.version}"
+    return None
