@@ -155,7 +155,8 @@ class Deployment:
     def message_key(self) -> bytes:
         """The key redrive checks and signs dispatch messages with: the stack's message secret (the operator needs
         secretsmanager:GetSecretValue on it), or locally the local stack's development key."""
-        from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, message_key
+        from scheduler.adapters.dispatch_message import message_key
+        from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
         if not self.message_secret_arn:
             if self.on_aws:

@@ -17,7 +17,7 @@ import boto3
 from botocore.config import Config
 
 from scheduler import schema
-from scheduler.adapters.codec import dispatches_from_body
+from scheduler.adapters.dispatch_message import dispatches_from_body
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.adapters.threads import SharedTaskPool

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body, job_to_item
+from scheduler.adapters.codec import job_to_item
+from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.dispatch import timer_for
@@ -34,6 +35,7 @@ from scheduler.settings import Settings
 from scheduler_bench.environment import create_naive_table, create_resources, delete_resources
 from scheduler_bench.metering import Meter, Totals
 from scheduler_bench.services import VirtualClock, build, client, flowing, settings_for, sweep, utc_minute
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 SIGNING_SECRET = "bench-signing-secret"
 FAR_FUTURE = datetime(2099, 1, 1, tzinfo=UTC)

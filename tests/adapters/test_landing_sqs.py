@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.clock import SystemClock
-from scheduler.adapters.codec import dispatches_from_body
+from scheduler.adapters.dispatch_message import dispatches_from_body
 from scheduler.adapters.memory import RecordingMetrics
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.dispatch import DispatchConfig, Dispatcher

@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, MalformedMessage, dispatch_from_body, dispatch_to_body
+from scheduler.adapters.dispatch_message import MalformedMessage, dispatch_from_body, dispatch_to_body
 from scheduler.core.ports import Dispatch
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40)
 VALUES = st.recursive(

@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 from scheduler.adapters import sqs
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatches_from_body
+from scheduler.adapters.dispatch_message import dispatch_from_body, dispatches_from_body
 from scheduler.adapters.memory import FakeClock, MemoryQueue
 from scheduler.adapters.sqs import QueueSendFailed, SqsReadyQueue, delay_seconds
 from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.model import Job, RunState
 from scheduler.core.ports import Dispatch, Execution, HistoryEntry
 from scheduler.core.timefmt import truncate_ms
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 
 class SpyClient:

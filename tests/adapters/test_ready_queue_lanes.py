@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatches_from_body
+from scheduler.adapters.dispatch_message import dispatches_from_body
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.ports import Dispatch
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.worker_poller import LaneScheduler, poll_once, serve_round
 
 pytestmark = pytest.mark.emulator

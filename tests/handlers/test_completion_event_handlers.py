@@ -14,13 +14,14 @@ from urllib.parse import quote
 import boto3
 import pytest
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_to_body
+from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.adapters.dynamodb import DynamoLedger
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch
 from scheduler.core.records import Attempt
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import sweeper, worker
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext
 from scheduler_local.worker_poller import to_event
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatch_to_body, message_to_body
+from scheduler.adapters.dispatch_message import dispatch_from_body, dispatch_to_body, message_to_body
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339
@@ -22,6 +22,7 @@ from scheduler.handlers import wiring, worker
 from scheduler.ops.redrive import SqsDeadLetters, redrive
 from scheduler.settings import LOCAL_SIGNING_KEYS, Settings
 from scheduler.signing import InvalidSignature, KeyRing, tenant_key, verify, verify_v2
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext
 from scheduler_local.worker_poller import to_event
 

@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.adapters.codec import (
-    LOCAL_MESSAGE_KEY,
+from scheduler.adapters.dispatch_message import (
     MalformedMessage,
     UnauthenticatedMessage,
     dispatch_from_body,
@@ -22,6 +21,7 @@ from scheduler.adapters.memory import FakeClock, MemoryMessage, MemoryQueue, Rec
 from scheduler.core.envelope import EnvelopeConfig, MessageRunner, pack
 from scheduler.core.execute import Outcome, Why
 from scheduler.core.ports import Dispatch, InOrder
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.codec import (
-    LOCAL_MESSAGE_KEY,
+from scheduler.adapters.dispatch_message import (
     MalformedMessage,
     UnauthenticatedMessage,
     dispatch_from_body,
@@ -22,6 +21,7 @@ from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
 from scheduler.secrets import MissingSecret, resolve_secret
 from scheduler.settings import Settings
 from scheduler.target_policy import OwnResources, PolicedInvoker, TargetPolicy
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DISPATCH = Dispatch("j1", "tenant-a", T0, T0, 3, "manual", "high")

@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.adapters.codec import LOCAL_MESSAGE_KEY, dispatch_from_body, dispatch_to_body
+from scheduler.adapters.dispatch_message import dispatch_from_body, dispatch_to_body
 from scheduler.core.ports import Dispatch
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.worker_poller import LaneScheduler, serve_round
 from tests.unit.fixtures import TENANT, World, at
 

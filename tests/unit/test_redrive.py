@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.adapters.codec import dispatch_to_body, dispatches_from_body, message_to_body
+from scheduler.adapters.dispatch_message import dispatch_to_body, dispatches_from_body, message_to_body
 from scheduler.adapters.memory import FakeClock, MemoryLedger
 from scheduler.core.model import RunState
 from scheduler.core.ports import AttemptEnd, Dispatch

@@ -1,4 +1,5 @@
-"""How domain objects are stored: DynamoDB attribute values and SQS message bodies.
+"""How domain objects are stored: DynamoDB attribute values (the ready queue's message format is
+`scheduler.adapters.dispatch_message`).
 
 Definitions and payloads are stored as JSON strings, not as DynamoDB maps: payloads may hold floats (which
 DynamoDB has no type for) and the definition is always read whole. Instants are stored as epoch milliseconds
@@ -7,10 +8,7 @@ DynamoDB has no type for) and the definition is always read whole. Instants are 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,10 +16,9 @@ from pydantic import TypeAdapter
 
 from scheduler.core.keys import split_occurrence_key
 from scheduler.core.model import BackfillState, Job, JobSpec, JobState, Priority, RunState
-from scheduler.core.ports import Backfill, ChainPlan, Dispatch, Execution, HistoryEntry, OutboxEntry, Timer, TimerKind
+from scheduler.core.ports import Backfill, ChainPlan, Execution, HistoryEntry, OutboxEntry, Timer, TimerKind
 from scheduler.core.schedules import Schedule
 from scheduler.core.timefmt import from_ms, parse_rfc3339, rfc3339, to_ms
-from scheduler.settings import LOCAL_MESSAGE_SECRET
 
 Item = dict[str, Any]  # a DynamoDB item in the low-level client's attribute-value form
 
@@ -342,169 +339,6 @@ def execution_from_item(item: Item) -> Execution:
         outbox=[outbox_entry_from_attribute(v) for v in item.get("outbox", {}).get("L", [])],
         overlapped=get_s(item, "overlapped"),
     )
-
-
-# -- messages --------------------------------------------------------------------------------------------
-
-
-#: The fields of a dispatch message its HMAC covers, in this order (every field but the HMAC itself).
-_MAC_FIELDS = ("v", "occurrence_key", "job_id", "tenant", "scheduled_for", "fire_at", "version", "kind", "priority")
-_MAC_FIELD = "mac"
-
-
-def message_key(secret: str) -> bytes:
-    """The HMAC key of dispatch messages, from the message secret (SCHEDULER_MESSAGE_SECRET)."""
-    return hashlib.sha256(b"punctual dispatch message\x00" + secret.encode()).digest()
-
-
-#: The message key of local mode (the development message secret): the local stack's and the tests'.
-LOCAL_MESSAGE_KEY = message_key(LOCAL_MESSAGE_SECRET)
-
-
-#: The message's copy of its job (`Dispatch.job_copy`) and its own HMAC, over the fields `mac` covers and the copy.
-#: `mac` stays what it was before copies existed, so a worker of that version authenticates a message with a copy,
-#: ignores the copy and reads the job (an upgrade, or its rollback, loses no message).
-_COPY_FIELD = "job"
-_COPY_MAC_FIELD = "job_mac"
-
-
-def _message_mac(key: bytes, raw: dict[str, Any], *, with_copy: bool = False) -> str:
-    values = [raw.get(name) for name in _MAC_FIELDS]
-    if with_copy:
-        values.append(raw.get(_COPY_FIELD))
-    signed = json.dumps(values, separators=(",", ":"))
-    return hmac.new(key, signed.encode(), hashlib.sha256).hexdigest()
-
-
-def dispatch_to_body(dispatch: Dispatch, key: bytes) -> str:
-    """A ready-queue body: the dispatch and its HMAC under `key` (only holders of the message secret - the API,
-    the sweeper, the worker and redrive - can write one the worker runs)."""
-    return json.dumps(_dispatch_raw(dispatch, key), separators=(",", ":"))
-
-
-#: The body version of a message that carries several occurrences (scheduler.core.envelope): `{"v": 2,
-#: "occurrences": [...]}`, each a version-1 body with its own HMAC. A worker of a version before envelopes reads such
-#: a message as malformed and dead-letters it unrun (redrive sends its occurrences back one a message).
-ENVELOPE_VERSION = 2
-
-
-def message_to_body(dispatches: Sequence[Dispatch], key: bytes) -> str:
-    """The body of a ready-queue message that carries `dispatches`: a version-1 body for one, an envelope for more."""
-    if len(dispatches) == 1:
-        return dispatch_to_body(dispatches[0], key)
-    raw = {"v": ENVELOPE_VERSION, "occurrences": [_dispatch_raw(d, key) for d in dispatches]}
-    return json.dumps(raw, separators=(",", ":"))
-
-
-def _dispatch_raw(dispatch: Dispatch, key: bytes) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "v": 1,
-        "occurrence_key": dispatch.key,
-        "job_id": dispatch.job_id,
-        "tenant": dispatch.tenant,
-        "scheduled_for": rfc3339(dispatch.scheduled_for),
-        "fire_at": rfc3339(dispatch.fire_at),
-        "version": dispatch.version,
-        "kind": dispatch.kind,
-        "priority": dispatch.priority,
-    }
-    raw[_MAC_FIELD] = _message_mac(key, raw)
-    if dispatch.job_copy is not None:
-        raw[_COPY_FIELD] = dispatch.job_copy.model_dump(mode="json", exclude_none=True)
-        raw[_COPY_MAC_FIELD] = _message_mac(key, raw, with_copy=True)
-    return raw
-
-
-class MalformedMessage(ValueError):
-    """A ready-queue body that is not a dispatch; it can never succeed, so it goes to the DLQ."""
-
-
-class UnauthenticatedMessage(MalformedMessage):
-    """A ready-queue body whose HMAC is missing or wrong: forged, planted, or sent with another key. Never run;
-    dead-lettered (and redrive refuses it too)."""
-
-
-def dispatch_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = False) -> Dispatch:
-    """The dispatch of a ready-queue body, authenticated with `key` (UnauthenticatedMessage when its HMAC does not
-    hold). `key=None` reads without authenticating: for inspection only, never for running it. `accept_unsigned`
-    (the upgrade window) lets a body with no HMAC at all through; a wrong HMAC is refused whatever it says."""
-    return _dispatch_from_raw(_json_of(body), key, accept_unsigned)
-
-
-def dispatches_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = False) -> list[Dispatch]:
-    """The occurrences a ready-queue message carries: one for a version-1 body, each of an envelope's (every one
-    authenticated as `dispatch_from_body` does; one that fails makes the whole message unreadable: the sender
-    signs them all at once, so a message with one bad occurrence was tampered with)."""
-    raw = _json_of(body)
-    if isinstance(raw, dict) and raw.get("v") == ENVELOPE_VERSION:
-        occurrences = raw.get("occurrences")
-        if not isinstance(occurrences, list) or not occurrences:
-            raise MalformedMessage("an envelope without occurrences")
-        return [_dispatch_from_raw(one, key, accept_unsigned) for one in occurrences]
-    return [_dispatch_from_raw(raw, key, accept_unsigned)]
-
-
-def _json_of(body: str) -> Any:
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeError) as exc:
-        raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
-
-
-def _dispatch_from_raw(raw: Any, key: bytes | None, accept_unsigned: bool) -> Dispatch:
-    try:
-        if not isinstance(raw, dict) or raw.get("v") != 1:
-            raise MalformedMessage("not a version-1 dispatch message")
-        if key is not None:
-            given = raw.get(_MAC_FIELD)
-            if given is None and not accept_unsigned:
-                raise UnauthenticatedMessage("unauthenticated dispatch message: it carries no HMAC (not sent by us)")
-            if given is not None and (
-                not isinstance(given, str) or not hmac.compare_digest(_message_mac(key, raw).encode(), given.encode())
-            ):
-                raise UnauthenticatedMessage(
-                    "unauthenticated dispatch message: its HMAC does not match (forged, or sent with another key)"
-                )
-            copy_mac = raw.get(_COPY_MAC_FIELD)
-            if (_COPY_FIELD in raw or copy_mac is not None) and (
-                not isinstance(copy_mac, str)
-                or not hmac.compare_digest(_message_mac(key, raw, with_copy=True).encode(), copy_mac.encode())
-            ):
-                raise UnauthenticatedMessage(
-                    "unauthenticated dispatch message: the HMAC of its copy of the job does not match (forged, or "
-                    "sent with another key)"
-                )
-        kind = raw["kind"]
-        if kind not in ("scheduled", "manual", "backfill"):
-            raise MalformedMessage(f"unknown kind {kind!r}")
-        version = raw["version"]
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise MalformedMessage("version must be an integer")
-        job_id, tenant = raw["job_id"], raw["tenant"]
-        if not isinstance(job_id, str) or not isinstance(tenant, str) or not job_id or ":" in job_id:
-            raise MalformedMessage("job_id and tenant must be strings")
-        priority = raw.get("priority", "normal")  # absent in messages sent before lanes existed
-        if priority not in ("high", "normal", "low"):
-            raise MalformedMessage(f"unknown priority {priority!r}")
-        job_copy = None
-        if _COPY_FIELD in raw:
-            job_copy = Job.model_validate(raw[_COPY_FIELD])
-            if job_copy.job_id != job_id or job_copy.tenant != tenant or job_copy.version != version:
-                raise MalformedMessage("the message's copy of its job is not of its job and version")
-        return Dispatch(
-            job_id=job_id,
-            tenant=tenant,
-            scheduled_for=parse_rfc3339(raw["scheduled_for"]),
-            fire_at=parse_rfc3339(raw["fire_at"]),
-            version=version,
-            kind=kind,
-            priority=_priority(priority),
-            job_copy=job_copy,
-        )
-    except MalformedMessage:
-        raise
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeError) as exc:
-        raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
 
 
 # -- backfills -------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from scheduler.adapters.codec import dispatch_to_body, message_to_body
+from scheduler.adapters.dispatch_message import dispatch_to_body, message_to_body
 from scheduler.core.envelope import EnvelopeConfig, pack
 from scheduler.core.ports import Dispatch, Execution
 from scheduler.core.timefmt import rfc3339
@@ -73,7 +73,7 @@ class SqsReadyQueue:
         self.queue_url = queue_url
         #: How occurrences share messages (scheduler.core.envelope; one a message with `occurrences=1`).
         self.envelope = envelope or EnvelopeConfig()
-        #: Every body sent carries an HMAC under this key (scheduler.adapters.codec.dispatch_to_body).
+        #: Every body sent carries an HMAC under this key (scheduler.adapters.dispatch_message.dispatch_to_body).
         self.message_key = message_key
         self.dlq_url = dlq_url
         self.client: Any = client or boto3.client("sqs")

@@ -22,7 +22,7 @@ from botocore.config import Config
 
 from scheduler.adapters.aws_targets import build_aws_targets
 from scheduler.adapters.clock import SystemClock
-from scheduler.adapters.codec import message_key
+from scheduler.adapters.dispatch_message import message_key
 from scheduler.adapters.dynamodb import (
     DynamoBackfillStore,
     DynamoJobStore,

@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from scheduler import schema
-from scheduler.adapters.codec import MalformedMessage, UnauthenticatedMessage, dispatches_from_body
+from scheduler.adapters.dispatch_message import MalformedMessage, UnauthenticatedMessage, dispatches_from_body
 from scheduler.adapters.sqs import SqsMessage
 from scheduler.adapters.threads import SharedTaskPool
 from scheduler.core.envelope import MessageRunner

@@ -37,7 +37,7 @@ from typing import Any
 
 import boto3
 
-from scheduler.adapters.codec import MalformedMessage, dispatch_to_body, dispatches_from_body, message_key
+from scheduler.adapters.dispatch_message import MalformedMessage, dispatch_to_body, dispatches_from_body, message_key
 from scheduler.adapters.dynamodb import DynamoLedger
 from scheduler.adapters.sqs import BATCH, SqsReadyQueue, send_batch
 from scheduler.core.model import RunState
