@@ -20,9 +20,13 @@ fails the occurrence): following one would send the signed call to an address no
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import email.utils
+import heapq
 import http.client
 import ipaddress
+import itertools
 import json
 import re
 import socket
@@ -152,8 +156,9 @@ class AddressGuard:
             return None
         return _REFUSED[kind]
 
-    def addresses(self, url: str) -> tuple[str, int, list[str]]:
-        """Resolve the URL's host and return (host, port, allowed addresses); BlockedAddress if any is refused."""
+    def addresses(self, url: str, timeout: float | None = None) -> tuple[str, int, list[str]]:
+        """Resolve the URL's host and return (host, port, allowed addresses); BlockedAddress if any is refused.
+        With `timeout`, a resolution that takes longer raises TimeoutError (the resolver goes on, on its thread)."""
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -162,7 +167,15 @@ class AddressGuard:
             found = [str(literal)]
         else:
             try:
-                found = self.resolver(host, port)
+                if timeout is None:
+                    found = self.resolver(host, port)
+                else:
+                    try:
+                        found = _RESOLVING.submit(self.resolver, host, port).result(timeout)
+                    except concurrent.futures.TimeoutError:
+                        raise TimeoutError(f"resolving host '{host}' took over {timeout:.1f} s") from None
+            except TimeoutError:
+                raise
             except OSError as exc:
                 raise BlockedAddress(f"cannot resolve host '{host}': {exc}") from exc
             if not found:
@@ -205,6 +218,101 @@ def check_headers(spec: JobSpec) -> None:
             raise InvalidRequest(problem[1], field=f"target.headers.{problem[0]}")
 
 
+#: Where a call's host is resolved when the call has a deadline: getaddrinfo cannot be interrupted, so the call
+#: stops waiting for it instead (a resolver stuck past its own timeouts holds one of these threads, not a call).
+_RESOLVING = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="target-resolve")
+
+
+class _Watch:
+    """One call's deadline: past it, the socket the call is using (`attach`) is shut down, so whatever the call is
+    blocked in - the TLS handshake, a send, the status line, a header, the body - returns at once."""
+
+    def __init__(self, deadline: float, seconds: float) -> None:
+        self.deadline = deadline
+        self.seconds = seconds
+        self.fired = False
+        self._done = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    def attach(self, sock: socket.socket) -> None:
+        """Cut `sock` at the deadline (at once if it has passed)."""
+        with self._lock:
+            self._sock = sock
+            if self.fired:
+                _shut(sock)
+
+    def detach(self) -> bool:
+        """Leave the socket alone from now on (it is about to be closed, pooled or used for a retry); whether the
+        deadline had cut it."""
+        with self._lock:
+            self._sock = None
+            return self.fired
+
+    def fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def finish(self) -> None:
+        """The call is over: its deadline is forgotten."""
+        with self._lock:
+            self._done = True
+            self._sock = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+
+def _shut(sock: socket.socket) -> None:
+    # The plain socket's shutdown, also for an SSLSocket (whose own shutdown drops its TLS state under a reader). On
+    # the socket object, never its descriptor's number: a closed socket's number may already be another's.
+    with contextlib.suppress(OSError):  # closed or never connected: nothing is blocked on it
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class CallDeadlines:
+    """Enforces each http call's wall-clock deadline (`timeout_seconds` for the whole call): a socket timeout bounds
+    each read only, so a receiver that drips a byte a second would hold a call - and the worker - indefinitely.
+    One daemon thread for all calls, started on first use, shuts down the socket of a call past its deadline."""
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.monotonic = monotonic
+        self._due: list[tuple[float, int, _Watch]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, seconds: float) -> _Watch:
+        """A deadline `seconds` from now; `finish` it when the call is over."""
+        watch = _Watch(self.monotonic() + seconds, seconds)
+        with self._changed:
+            heapq.heappush(self._due, (watch.deadline, next(self._order), watch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="target-deadlines", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+        return watch
+
+    def _run(self) -> None:
+        with self._changed:
+            while True:
+                while self._due and self._due[0][2].done:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._changed.wait()
+                    continue
+                wait = self._due[0][0] - self.monotonic()
+                if wait > 0:
+                    self._changed.wait(wait)
+                    continue
+                heapq.heappop(self._due)[2].fire()
+
+
 def _connected(address: str, port: int, timeout: float | None) -> socket.socket:
     """A TCP connection to the checked address, without Nagle's delay: http.client writes a request's head and
     body separately, and on a kept-alive connection the body would wait for the server's delayed ACK of the head
@@ -220,19 +328,29 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
     def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
         self._address = address
+        #: The deadline of the call that connects: it covers the TLS handshake too.
+        self.watch: _Watch | None = None
 
     def connect(self) -> None:
         sock = _connected(self._address, self.port, self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        context: ssl.SSLContext = self._context  # type: ignore[attr-defined]
+        tls = context.wrap_socket(sock, server_hostname=self.host, do_handshake_on_connect=False)
+        if self.watch is not None:  # before the handshake, which a receiver could drip too
+            self.watch.attach(tls)
+        tls.do_handshake()
+        self.sock = tls
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
         self._address = address
+        self.watch: _Watch | None = None
 
     def connect(self) -> None:
         self.sock = _connected(self._address, self.port, self.timeout)
+        if self.watch is not None:
+            self.watch.attach(self.sock)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -330,6 +448,7 @@ class HttpTargetInvoker:
         max_timeout: float = 900,
         connections: TargetConnections | None = None,
         metrics: Metrics | None = None,
+        deadlines: CallDeadlines | None = None,
     ) -> None:
         self.guard = guard
         self.keys = keys
@@ -340,18 +459,30 @@ class HttpTargetInvoker:
         #: `TargetConnectionsOpened` (a call that reused none) and `TargetConnectionsStale` (one the server had
         #: closed while idle, replaced): with the fires, how well connections are reused.
         self.metrics = metrics or NullMetrics()
+        self.deadlines = deadlines or CallDeadlines()
 
     def invoke(self, call: TargetCall) -> str | None:
         target = call.job.spec.target
         assert isinstance(target, HttpTarget)
-        url = str(target.url)
         problem = header_problem(target.headers)
         if problem is not None:  # a job stored before the rule: refused before anything is sent
             raise TargetFailure("permanent", f"not sent: {problem[1]}")
+        # `timeout_seconds` bounds the whole call, from resolving the host to the response's last byte.
+        timeout = min(float(target.timeout_seconds), self.max_timeout)
+        watch = self.deadlines.watch(timeout)
         try:
-            host, port, addresses = self.guard.addresses(url)
+            return self._call(call, target, watch, timeout)
+        finally:
+            watch.finish()
+
+    def _call(self, call: TargetCall, target: HttpTarget, watch: _Watch, timeout: float) -> str | None:
+        url = str(target.url)
+        try:
+            host, port, addresses = self.guard.addresses(url, timeout)
         except BlockedAddress as exc:
             raise TargetFailure("permanent", str(exc)) from exc
+        except TimeoutError as exc:
+            raise TargetFailure("retryable", f"not sent: {exc} (timeout_seconds is {timeout:g})") from exc
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         body = json.dumps(call.job.spec.payload, separators=(",", ":")).encode()
@@ -377,7 +508,6 @@ class HttpTargetInvoker:
             FENCING_TOKEN_HEADER: str(signed.fencing_token),
             SIGNATURE_HEADER: sign_v2(self.keys.job_keys(call.job.job_id), signed, body, v1_key=v1_key),
         }
-        timeout = min(float(target.timeout_seconds), self.max_timeout)
         key = (parts.scheme, host, port, addresses[0])
         # An at-most-once job's call always goes on a new connection: on a reused one, a server that closed it
         # while idle and one that died after taking the request look alike, and the second must not be retried.
@@ -385,7 +515,7 @@ class HttpTargetInvoker:
         pooled = self.connections.take(key) if reuse else None
         if pooled is not None:
             try:
-                response = self._exchange(pooled, timeout, target.method, path, body, headers, fresh=False)
+                response = self._exchange(pooled, watch, target.method, path, body, headers, fresh=False)
             except _StaleConnection:
                 # The server closed it while it was idle (or, rarely, died with the request): an at-least-once
                 # job's call goes again at once on a new connection, with the same key and fencing token.
@@ -395,13 +525,13 @@ class HttpTargetInvoker:
         connection_type = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
         connection = connection_type(host, addresses[0], port, timeout)
         self.metrics.count("TargetConnectionsOpened")
-        response = self._exchange(connection, timeout, target.method, path, body, headers, fresh=True)
+        response = self._exchange(connection, watch, target.method, path, body, headers, fresh=True)
         return self._verdict(response, key, connection, reuse)
 
-    @staticmethod
     def _exchange(
+        self,
         connection: _Connection,
-        timeout: float,
+        watch: _Watch,
         method: str,
         path: str,
         body: bytes,
@@ -409,28 +539,49 @@ class HttpTargetInvoker:
         *,
         fresh: bool,
     ) -> http.client.HTTPResponse:
-        """One request and its response, read (up to 64 KiB). On a failure the connection is closed: before the
-        request left, nothing happened (retryable); after, the effect may have happened (ambiguous). A reused
-        connection that the server had closed while it was idle raises `_StaleConnection` instead."""
+        """One request and its response, read (up to 64 KiB), by the call's deadline (`watch`). On a failure the
+        connection is closed: before the request left, nothing happened (retryable); after, the effect may have
+        happened (ambiguous) - the deadline's cut is a timeout like a socket's. A reused connection that the
+        server had closed while it was idle raises `_StaleConnection` instead."""
         sent = False
+        remaining = watch.deadline - self.deadlines.monotonic()
         try:
+            if remaining <= 0:
+                raise TimeoutError("the deadline passed before the request was sent")
+            # Each blocking step still has a socket timeout (no longer than what is left); the deadline bounds them
+            # all together.
+            connection.timeout = remaining
             if fresh:
+                assert isinstance(connection, _PinnedHTTPConnection | _PinnedHTTPSConnection)
+                connection.watch = watch
                 connection.connect()
-            else:
-                connection.timeout = timeout
-                if connection.sock is not None:
-                    connection.sock.settimeout(timeout)
+            elif connection.sock is not None:
+                connection.sock.settimeout(remaining)
+                watch.attach(connection.sock)
             connection.request(method, path, body=body, headers=headers)
             sent = True
             response = connection.getresponse()
             response.read(64 * 1024)
         except (TimeoutError, OSError, http.client.HTTPException) as exc:
+            cut = watch.detach()
             connection.close()
+            if cut:  # whatever the interrupted step raised, the call timed out
+                message = self._timed_out(watch, f"cut: {type(exc).__name__}")
+                raise TargetFailure("ambiguous" if sent else "retryable", message) from exc
             if not fresh and isinstance(exc, _CLOSED_WHILE_IDLE):
                 raise _StaleConnection from exc
             message = f"{type(exc).__name__}: {exc}"
             raise TargetFailure("ambiguous" if sent else "retryable", message) from exc
+        if watch.detach():
+            # A shut socket reads as the end of the response, so what was read may be cut short (a truncated body
+            # or header block): the call timed out, even if the response happened to end just in time.
+            connection.close()
+            raise TargetFailure("ambiguous", self._timed_out(watch, "while the response was read"))
         return response
+
+    @staticmethod
+    def _timed_out(watch: _Watch, detail: str) -> str:
+        return f"TimeoutError: the call did not finish within its timeout of {watch.seconds:g} s ({detail})"
 
     def _verdict(
         self, response: http.client.HTTPResponse, key: _Key, connection: _Connection, reuse: bool
