@@ -16,6 +16,9 @@ An IPv6 address that embeds an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, IPv4-comp
 address it embeds; a host spelled as a number the way `inet_aton` reads it (`2852039166`,
 `0251.0376.0251.0376`, `0xa9fea9fe`, `169.254.43518`) is that IPv4 address. Redirects are never followed (a 3xx
 fails the occurrence): following one would send the signed call to an address nobody checked.
+
+Plain `http://` URLs are taken only in local mode and where private targets are allowed (`AddressGuard.of`): on AWS
+the call, its headers and its payload go over https only. `timeout_seconds` bounds the whole call (`CallDeadlines`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from scheduler.core.model import SCHEDULER_HEADERS, HttpTarget, JobSpec, header_
 from scheduler.core.ports import Metrics, NullMetrics, TargetCall, TargetFailure
 from scheduler.core.retry import classify_http_status
 from scheduler.core.timefmt import rfc3339
+from scheduler.settings import Settings
 from scheduler.signing import (
     ATTEMPT_HEADER,
     FENCING_TOKEN_HEADER,
@@ -143,11 +147,32 @@ _REFUSED = {
 
 
 class AddressGuard:
-    """Decides which addresses an `http` target may reach."""
+    """Decides which addresses an `http` target may reach, and whether over plain `http://`."""
 
-    def __init__(self, allow_private: bool, resolver: Resolver = resolve) -> None:
+    def __init__(self, allow_private: bool, resolver: Resolver = resolve, *, allow_http: bool | None = None) -> None:
         self.allow_private = allow_private
         self.resolver = resolver
+        #: Plain http carries the signed call, its headers (an Authorization one too) and its payload in clear text,
+        #: so only a deployment that calls receivers on its own machine or network takes it. Left out: as
+        #: `allow_private` (a guard for such a deployment).
+        self.allow_http = allow_private if allow_http is None else allow_http
+
+    @classmethod
+    def of(cls, settings: Settings) -> AddressGuard:
+        """The guard of a deployment: private addresses where it allows them; plain http in local mode (the local
+        stack, the tests) and where private targets are allowed (receivers on the deployment's own network, such as
+        the emulated deployment's on 127.0.0.1) - never on AWS, whose stack sets both to false."""
+        allow_private = settings.allow_private_targets
+        return cls(allow_private, allow_http=allow_private or settings.local_mode)
+
+    def scheme_refusal(self, url: str) -> str | None:
+        """Why `url`'s scheme may not be called, or None."""
+        if self.allow_http or urlsplit(url).scheme == "https":
+            return None
+        return (
+            f"target url '{url}' uses plain http; this deployment calls http targets over https only, because the "
+            "signed call, its headers and its payload would cross the network in clear text - use an https:// URL"
+        )
 
     def refusal(self, address: str | IpAddress) -> str | None:
         """Why `address` may not be called, or None."""
@@ -191,6 +216,9 @@ class AddressGuard:
         if not isinstance(spec.target, HttpTarget):
             return
         url = str(spec.target.url)
+        insecure = self.scheme_refusal(url)
+        if insecure is not None:
+            raise InvalidRequest(insecure, field="target.url")
         host = (urlsplit(url).hostname or "").rstrip(".")
         literal = literal_address(host)
         if literal is not None:
@@ -467,6 +495,9 @@ class HttpTargetInvoker:
         problem = header_problem(target.headers)
         if problem is not None:  # a job stored before the rule: refused before anything is sent
             raise TargetFailure("permanent", f"not sent: {problem[1]}")
+        insecure = self.guard.scheme_refusal(str(target.url))
+        if insecure is not None:  # a job stored before https was required, or moved to a stricter deployment
+            raise TargetFailure("permanent", f"not sent: {insecure}")
         # `timeout_seconds` bounds the whole call, from resolving the host to the response's last byte.
         timeout = min(float(target.timeout_seconds), self.max_timeout)
         watch = self.deadlines.watch(timeout)
