@@ -298,7 +298,7 @@ def document() -> dict[str, Any]:
                 "responses": {
                     "201": _json("created", "Job"),
                     "200": _json("replay of an earlier create with the same Idempotency-Key", "Job"),
-                    "400": _problem("malformed JSON"),
+                    "400": _problem("malformed JSON, or JSON nested more than 128 levels deep"),
                     "409": _problem("Idempotency-Key reused with a different body"),
                     "413": _problem("payload over 64 KiB"),
                     "415": _problem("not JSON"),
@@ -334,7 +334,7 @@ def document() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": _json("one result per item, in the items' order", "JobBatchResults"),
-                    "400": _problem("malformed JSON"),
+                    "400": _problem("malformed JSON, or JSON nested more than 128 levels deep"),
                     "413": _problem("body over 5 MiB"),
                     "415": _problem("not JSON"),
                     "422": _problem("not a list of 1-25 items"),
@@ -548,7 +548,10 @@ ANY_OPERATION = {
     "503": _problem("busy (the local stack) or throttled: retry after Retry-After"),
 }
 WITH_INPUT = {
-    "400": _problem("malformed request: a missing or unparsable JSON body, or a malformed header (If-Match)"),
+    "400": _problem(
+        "malformed request: a missing or unparsable JSON body (or one nested more than 128 levels deep), or a "
+        "malformed header (If-Match)"
+    ),
     "422": _problem("invalid input: a field, a path or query parameter (a repeated one too), or a cursor"),
 }
 WITH_BODY = {"413": _problem("request body too large"), "415": _problem("not application/json")}

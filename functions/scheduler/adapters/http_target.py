@@ -16,13 +16,20 @@ An IPv6 address that embeds an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, IPv4-comp
 address it embeds; a host spelled as a number the way `inet_aton` reads it (`2852039166`,
 `0251.0376.0251.0376`, `0xa9fea9fe`, `169.254.43518`) is that IPv4 address. Redirects are never followed (a 3xx
 fails the occurrence): following one would send the signed call to an address nobody checked.
+
+Plain `http://` URLs are taken only in local mode and where private targets are allowed (`AddressGuard.of`): on AWS
+the call, its headers and its payload go over https only. `timeout_seconds` bounds the whole call (`CallDeadlines`).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import email.utils
+import heapq
 import http.client
 import ipaddress
+import itertools
 import json
 import re
 import socket
@@ -40,6 +47,7 @@ from scheduler.core.ports import Metrics, NullMetrics, SealFailed, SecretSealer,
 from scheduler.core.retry import classify_http_status
 from scheduler.core.secrecy import headers_to_send
 from scheduler.core.timefmt import rfc3339
+from scheduler.settings import Settings
 from scheduler.signing import (
     ATTEMPT_HEADER,
     FENCING_TOKEN_HEADER,
@@ -142,11 +150,32 @@ _REFUSED = {
 
 
 class AddressGuard:
-    """Decides which addresses an `http` target may reach."""
+    """Decides which addresses an `http` target may reach, and whether over plain `http://`."""
 
-    def __init__(self, allow_private: bool, resolver: Resolver = resolve) -> None:
+    def __init__(self, allow_private: bool, resolver: Resolver = resolve, *, allow_http: bool | None = None) -> None:
         self.allow_private = allow_private
         self.resolver = resolver
+        #: Plain http carries the signed call, its headers (an Authorization one too) and its payload in clear text,
+        #: so only a deployment that calls receivers on its own machine or network takes it. Left out: as
+        #: `allow_private` (a guard for such a deployment).
+        self.allow_http = allow_private if allow_http is None else allow_http
+
+    @classmethod
+    def of(cls, settings: Settings) -> AddressGuard:
+        """The guard of a deployment: private addresses where it allows them; plain http in local mode (the local
+        stack, the tests) and where private targets are allowed (receivers on the deployment's own network, such as
+        the emulated deployment's on 127.0.0.1) - never on AWS, whose stack sets both to false."""
+        allow_private = settings.allow_private_targets
+        return cls(allow_private, allow_http=allow_private or settings.local_mode)
+
+    def scheme_refusal(self, url: str) -> str | None:
+        """Why `url`'s scheme may not be called, or None."""
+        if self.allow_http or urlsplit(url).scheme == "https":
+            return None
+        return (
+            f"target url '{url}' uses plain http; this deployment calls http targets over https only, because the "
+            "signed call, its headers and its payload would cross the network in clear text - use an https:// URL"
+        )
 
     def refusal(self, address: str | IpAddress) -> str | None:
         """Why `address` may not be called, or None."""
@@ -155,8 +184,9 @@ class AddressGuard:
             return None
         return _REFUSED[kind]
 
-    def addresses(self, url: str) -> tuple[str, int, list[str]]:
-        """Resolve the URL's host and return (host, port, allowed addresses); BlockedAddress if any is refused."""
+    def addresses(self, url: str, timeout: float | None = None) -> tuple[str, int, list[str]]:
+        """Resolve the URL's host and return (host, port, allowed addresses); BlockedAddress if any is refused.
+        With `timeout`, a resolution that takes longer raises TimeoutError (the resolver goes on, on its thread)."""
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -165,7 +195,15 @@ class AddressGuard:
             found = [str(literal)]
         else:
             try:
-                found = self.resolver(host, port)
+                if timeout is None:
+                    found = self.resolver(host, port)
+                else:
+                    try:
+                        found = _RESOLVING.submit(self.resolver, host, port).result(timeout)
+                    except concurrent.futures.TimeoutError:
+                        raise TimeoutError(f"resolving host '{host}' took over {timeout:.1f} s") from None
+            except TimeoutError:
+                raise
             except OSError as exc:
                 raise BlockedAddress(f"cannot resolve host '{host}': {exc}") from exc
             if not found:
@@ -181,6 +219,9 @@ class AddressGuard:
         if not isinstance(spec.target, HttpTarget):
             return
         url = str(spec.target.url)
+        insecure = self.scheme_refusal(url)
+        if insecure is not None:
+            raise InvalidRequest(insecure, field="target.url")
         host = (urlsplit(url).hostname or "").rstrip(".")
         literal = literal_address(host)
         if literal is not None:
@@ -208,6 +249,101 @@ def check_headers(spec: JobSpec) -> None:
             raise InvalidRequest(problem[1], field=f"target.headers.{problem[0]}")
 
 
+#: Where a call's host is resolved when the call has a deadline: getaddrinfo cannot be interrupted, so the call
+#: stops waiting for it instead (a resolver stuck past its own timeouts holds one of these threads, not a call).
+_RESOLVING = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="target-resolve")
+
+
+class _Watch:
+    """One call's deadline: past it, the socket the call is using (`attach`) is shut down, so whatever the call is
+    blocked in - the TLS handshake, a send, the status line, a header, the body - returns at once."""
+
+    def __init__(self, deadline: float, seconds: float) -> None:
+        self.deadline = deadline
+        self.seconds = seconds
+        self.fired = False
+        self._done = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    def attach(self, sock: socket.socket) -> None:
+        """Cut `sock` at the deadline (at once if it has passed)."""
+        with self._lock:
+            self._sock = sock
+            if self.fired:
+                _shut(sock)
+
+    def detach(self) -> bool:
+        """Leave the socket alone from now on (it is about to be closed, pooled or used for a retry); whether the
+        deadline had cut it."""
+        with self._lock:
+            self._sock = None
+            return self.fired
+
+    def fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def finish(self) -> None:
+        """The call is over: its deadline is forgotten."""
+        with self._lock:
+            self._done = True
+            self._sock = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+
+def _shut(sock: socket.socket) -> None:
+    # The plain socket's shutdown, also for an SSLSocket (whose own shutdown drops its TLS state under a reader). On
+    # the socket object, never its descriptor's number: a closed socket's number may already be another's.
+    with contextlib.suppress(OSError):  # closed or never connected: nothing is blocked on it
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class CallDeadlines:
+    """Enforces each http call's wall-clock deadline (`timeout_seconds` for the whole call): a socket timeout bounds
+    each read only, so a receiver that drips a byte a second would hold a call - and the worker - indefinitely.
+    One daemon thread for all calls, started on first use, shuts down the socket of a call past its deadline."""
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.monotonic = monotonic
+        self._due: list[tuple[float, int, _Watch]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, seconds: float) -> _Watch:
+        """A deadline `seconds` from now; `finish` it when the call is over."""
+        watch = _Watch(self.monotonic() + seconds, seconds)
+        with self._changed:
+            heapq.heappush(self._due, (watch.deadline, next(self._order), watch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="target-deadlines", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+        return watch
+
+    def _run(self) -> None:
+        with self._changed:
+            while True:
+                while self._due and self._due[0][2].done:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._changed.wait()
+                    continue
+                wait = self._due[0][0] - self.monotonic()
+                if wait > 0:
+                    self._changed.wait(wait)
+                    continue
+                heapq.heappop(self._due)[2].fire()
+
+
 def _connected(address: str, port: int, timeout: float | None) -> socket.socket:
     """A TCP connection to the checked address, without Nagle's delay: http.client writes a request's head and
     body separately, and on a kept-alive connection the body would wait for the server's delayed ACK of the head
@@ -223,19 +359,29 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
     def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
         self._address = address
+        #: The deadline of the call that connects: it covers the TLS handshake too.
+        self.watch: _Watch | None = None
 
     def connect(self) -> None:
         sock = _connected(self._address, self.port, self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        context: ssl.SSLContext = self._context  # type: ignore[attr-defined]
+        tls = context.wrap_socket(sock, server_hostname=self.host, do_handshake_on_connect=False)
+        if self.watch is not None:  # before the handshake, which a receiver could drip too
+            self.watch.attach(tls)
+        tls.do_handshake()
+        self.sock = tls
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
         self._address = address
+        self.watch: _Watch | None = None
 
     def connect(self) -> None:
         self.sock = _connected(self._address, self.port, self.timeout)
+        if self.watch is not None:
+            self.watch.attach(self.sock)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -337,6 +483,7 @@ class HttpTargetInvoker:
         metrics: Metrics | None = None,
         sealer: SecretSealer | None = None,
         now: Callable[[], float] = time.time,
+        deadlines: CallDeadlines | None = None,
     ) -> None:
         self.now = now
         self.guard = guard
@@ -350,11 +497,11 @@ class HttpTargetInvoker:
         #: `TargetConnectionsOpened` (a call that reused none) and `TargetConnectionsStale` (one the server had
         #: closed while idle, replaced): with the fires, how well connections are reused.
         self.metrics = metrics or NullMetrics()
+        self.deadlines = deadlines or CallDeadlines()
 
     def invoke(self, call: TargetCall) -> str | None:
         target = call.job.spec.target
         assert isinstance(target, HttpTarget)
-        url = str(target.url)
         try:
             job_headers = headers_to_send(call.job, self.sealer)
         except SealFailed as exc:  # never sent with a placeholder in place of its secret
@@ -364,10 +511,27 @@ class HttpTargetInvoker:
         problem = header_problem(job_headers)
         if problem is not None:  # a job stored before the rule: refused before anything is sent
             raise TargetFailure("permanent", f"not sent: {problem[1]}")
+        insecure = self.guard.scheme_refusal(str(target.url))
+        if insecure is not None:  # a job stored before https was required, or moved to a stricter deployment
+            raise TargetFailure("permanent", f"not sent: {insecure}")
+        # `timeout_seconds` bounds the whole call, from resolving the host to the response's last byte.
+        timeout = min(float(target.timeout_seconds), self.max_timeout)
+        watch = self.deadlines.watch(timeout)
         try:
-            host, port, addresses = self.guard.addresses(url)
+            return self._call(call, target, job_headers, watch, timeout)
+        finally:
+            watch.finish()
+
+    def _call(
+        self, call: TargetCall, target: HttpTarget, job_headers: dict[str, str], watch: _Watch, timeout: float
+    ) -> str | None:
+        url = str(target.url)
+        try:
+            host, port, addresses = self.guard.addresses(url, timeout)
         except BlockedAddress as exc:
             raise TargetFailure("permanent", str(exc)) from exc
+        except TimeoutError as exc:
+            raise TargetFailure("retryable", f"not sent: {exc} (timeout_seconds is {timeout:g})") from exc
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         body = json.dumps(call.job.spec.payload, separators=(",", ":")).encode()
@@ -393,7 +557,6 @@ class HttpTargetInvoker:
             FENCING_TOKEN_HEADER: str(signed.fencing_token),
             SIGNATURE_HEADER: self._signature(call.job, signed, body, v1_key),
         }
-        timeout = min(float(target.timeout_seconds), self.max_timeout)
         key = (parts.scheme, host, port, addresses[0])
         # An at-most-once job's call always goes on a new connection: on a reused one, a server that closed it
         # while idle and one that died after taking the request look alike, and the second must not be retried.
@@ -401,7 +564,7 @@ class HttpTargetInvoker:
         pooled = self.connections.take(key) if reuse else None
         if pooled is not None:
             try:
-                response = self._exchange(pooled, timeout, target.method, path, body, headers, fresh=False)
+                response = self._exchange(pooled, watch, target.method, path, body, headers, fresh=False)
             except _StaleConnection:
                 # The server closed it while it was idle (or, rarely, died with the request): an at-least-once
                 # job's call goes again at once on a new connection, with the same key and fencing token.
@@ -411,7 +574,7 @@ class HttpTargetInvoker:
         connection_type = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
         connection = connection_type(host, addresses[0], port, timeout)
         self.metrics.count("TargetConnectionsOpened")
-        response = self._exchange(connection, timeout, target.method, path, body, headers, fresh=True)
+        response = self._exchange(connection, watch, target.method, path, body, headers, fresh=True)
         return self._verdict(response, key, connection, reuse)
 
     def _signature(self, job: Job, signed: SignedCall, body: bytes, v1_key: str | None) -> str:
@@ -419,10 +582,10 @@ class HttpTargetInvoker:
         versions = signing_versions(job.key_version, job.previous_key_until, datetime.fromtimestamp(now, UTC))
         return sign_v2(self.keys.signing_keys(job.job_id, versions), signed, body, int(now), v1_key=v1_key)
 
-    @staticmethod
     def _exchange(
+        self,
         connection: _Connection,
-        timeout: float,
+        watch: _Watch,
         method: str,
         path: str,
         body: bytes,
@@ -430,28 +593,49 @@ class HttpTargetInvoker:
         *,
         fresh: bool,
     ) -> http.client.HTTPResponse:
-        """One request and its response, read (up to 64 KiB). On a failure the connection is closed: before the
-        request left, nothing happened (retryable); after, the effect may have happened (ambiguous). A reused
-        connection that the server had closed while it was idle raises `_StaleConnection` instead."""
+        """One request and its response, read (up to 64 KiB), by the call's deadline (`watch`). On a failure the
+        connection is closed: before the request left, nothing happened (retryable); after, the effect may have
+        happened (ambiguous) - the deadline's cut is a timeout like a socket's. A reused connection that the
+        server had closed while it was idle raises `_StaleConnection` instead."""
         sent = False
+        remaining = watch.deadline - self.deadlines.monotonic()
         try:
+            if remaining <= 0:
+                raise TimeoutError("the deadline passed before the request was sent")
+            # Each blocking step still has a socket timeout (no longer than what is left); the deadline bounds them
+            # all together.
+            connection.timeout = remaining
             if fresh:
+                assert isinstance(connection, _PinnedHTTPConnection | _PinnedHTTPSConnection)
+                connection.watch = watch
                 connection.connect()
-            else:
-                connection.timeout = timeout
-                if connection.sock is not None:
-                    connection.sock.settimeout(timeout)
+            elif connection.sock is not None:
+                connection.sock.settimeout(remaining)
+                watch.attach(connection.sock)
             connection.request(method, path, body=body, headers=headers)
             sent = True
             response = connection.getresponse()
             response.read(64 * 1024)
         except (TimeoutError, OSError, http.client.HTTPException) as exc:
+            cut = watch.detach()
             connection.close()
+            if cut:  # whatever the interrupted step raised, the call timed out
+                message = self._timed_out(watch, f"cut: {type(exc).__name__}")
+                raise TargetFailure("ambiguous" if sent else "retryable", message) from exc
             if not fresh and isinstance(exc, _CLOSED_WHILE_IDLE):
                 raise _StaleConnection from exc
             message = f"{type(exc).__name__}: {exc}"
             raise TargetFailure("ambiguous" if sent else "retryable", message) from exc
+        if watch.detach():
+            # A shut socket reads as the end of the response, so what was read may be cut short (a truncated body
+            # or header block): the call timed out, even if the response happened to end just in time.
+            connection.close()
+            raise TargetFailure("ambiguous", self._timed_out(watch, "while the response was read"))
         return response
+
+    @staticmethod
+    def _timed_out(watch: _Watch, detail: str) -> str:
+        return f"TimeoutError: the call did not finish within its timeout of {watch.seconds:g} s ({detail})"
 
     def _verdict(
         self, response: http.client.HTTPResponse, key: _Key, connection: _Connection, reuse: bool

@@ -18,6 +18,10 @@ app = APIGatewayRestResolver()
 #: The whole request body may carry the definition around the payload; refuse anything far beyond it early.
 MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 16 * 1024
 MAX_PAGE = 100
+#: The deepest nesting of arrays and objects a request body may have (a job's payload a few levels less): deeper
+#: bodies are refused before anything reads them, as pydantic cannot serialise much past 250 levels and Python's
+#: parser stops near 1000 - either would be a 500. serde_json's default limit, and generous for any real payload.
+MAX_JSON_DEPTH = 128
 
 
 def json_body(required: bool = True, max_bytes: int = MAX_BODY_BYTES) -> Any:
@@ -37,6 +41,11 @@ def json_body(required: bool = True, max_bytes: int = MAX_BODY_BYTES) -> Any:
         if required:
             raise Problem(400, "Bad Request", "the request body is empty; send a JSON object")
         return {}
+    too_deep = Problem(
+        400,
+        "Bad Request",
+        f"the body nests JSON arrays and objects more than {MAX_JSON_DEPTH} levels deep; flatten the payload",
+    )
     try:
         body = json.loads(raw, parse_constant=_not_json)
     except _NotJson as exc:
@@ -44,9 +53,25 @@ def json_body(required: bool = True, max_bytes: int = MAX_BODY_BYTES) -> Any:
     except json.JSONDecodeError as exc:
         detail = f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         raise Problem(400, "Bad Request", detail) from None
+    except RecursionError:  # the parser's own limit (about a thousand levels)
+        raise too_deep from None
     if not isinstance(body, dict):
         raise Problem(400, "Bad Request", "the body must be a JSON object")
+    if nesting_over(body, MAX_JSON_DEPTH):
+        raise too_deep
     return body
+
+
+def nesting_over(value: Any, limit: int) -> bool:
+    """Whether JSON `value` nests arrays and objects more than `limit` levels deep (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 class _NotJson(ValueError):

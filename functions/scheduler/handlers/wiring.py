@@ -167,7 +167,7 @@ class AwsContainer:
 
     @property
     def guard(self) -> AddressGuard:
-        return AddressGuard(self.core.settings.allow_private_targets)
+        return AddressGuard.of(self.core.settings)
 
     def check_target(self, tenant: str, spec: JobSpec) -> None:
         """Submit-time checks of a target: the SSRF guard, the target policy (the scheduler's own resources, the

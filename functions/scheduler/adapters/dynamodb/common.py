@@ -98,15 +98,25 @@ def encode_cursor(key: dict[str, Any] | None) -> str | None:
 
 
 def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
+    """The key a cursor of `encode_cursor` carries: a flat object of key attributes (`{"S": ...}` or `{"N": ...}`)
+    and whole numbers (a position). Anything else is a ValueError (a cursor this API did not hand out): the caller
+    sent it, so it may be any bytes - nested a thousand levels deep, too, which `json.loads` refuses with a
+    RecursionError."""
     if not cursor:
         return None
     try:
         value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError("cursor is not one this API returned") from exc
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or not all(_cursor_part(part) for part in value.values()):
         raise ValueError("cursor is not one this API returned")
     return value
+
+
+def _cursor_part(value: Any) -> bool:
+    if isinstance(value, dict):
+        return len(value) == 1 and next(iter(value)) in ("S", "N") and isinstance(next(iter(value.values())), str)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def query_pages(client: Any, request: dict[str, Any]) -> Iterator[list[Item]]:

@@ -205,7 +205,11 @@ class DynamoJobStore:
         at = None
         if start is not None:
             at = start.pop("at", None)
-            if start.get("tenant_pk") != partition or not (at is None or (isinstance(at, int) and at >= 0)):
+            if (
+                set(start) != {"PK", "SK", "tenant_pk", "tenant_sk"}
+                or start["tenant_pk"] != partition
+                or not (at is None or (isinstance(at, int) and at >= 0))
+            ):
                 raise ValueError("cursor is not one this API returned for this caller")
         # A filtered list reads more a query: most jobs may not match.
         reads = limit + 1 if state is None else max(limit + 1, 25)
