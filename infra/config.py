@@ -167,6 +167,9 @@ class PunctualConfig(BaseModel):
     #: it unreserved, for accounts whose concurrency quota is still the new-account 10 (Lambda's own
     #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.
     sweeper_reserved_concurrency: int = Field(default=2, ge=0, le=100)
+    #: Each tenant's API requests a second on average (counted in 10 s windows; one write unit a request); below the
+    #: stage throttle, so one tenant cannot take it all. 0: no per-tenant limit.
+    tenant_request_rate: float = Field(default=20.0, ge=0, le=10_000)
     #: API Gateway stage throttling: steady requests per second and burst.
     api_throttle_rate_limit: float = Field(default=50.0, gt=0, le=10_000)
     api_throttle_burst_limit: int = Field(default=100, ge=1, le=5_000)

@@ -81,6 +81,7 @@ def scheduler_environment(
         "SCHEDULER_TENANT_DISPATCH_RATE": config.tenant_dispatch_rate,
         "SCHEDULER_TENANT_DISPATCH_BURST": config.tenant_dispatch_burst,
         "SCHEDULER_TENANT_MAX_CONCURRENCY": config.tenant_max_concurrency,
+        "SCHEDULER_TENANT_REQUEST_RATE": config.tenant_request_rate,
     }
     env.update({name: str(value) for name, value in optional.items() if value is not None})
     if config.tenant_targets:

@@ -46,6 +46,7 @@ from scheduler.core.ports import (
     TimerStore,
 )
 from scheduler.core.recovery import HeldBatch, HoldConfig
+from scheduler.core.request_limits import RequestGate, RequestLimitConfig, RequestWindows
 from scheduler.core.sweep import SweepConfig, Sweeper
 from scheduler.settings import Settings
 
@@ -64,6 +65,7 @@ class Stores:
     tenant_budgets: TenantBudgetStore | None = None
     tenant_slots: TenantSlots | None = None
     events: EventPublisher | None = None
+    request_windows: RequestWindows | None = None
 
 
 def fairness_of(settings: Settings) -> FairnessConfig | None:
@@ -79,6 +81,14 @@ def fairness_of(settings: Settings) -> FairnessConfig | None:
             if b.rate is not None or b.burst is not None
         },
     )
+
+
+def request_limits_of(settings: Settings) -> RequestLimitConfig | None:
+    """The tenants' API request limits (None: off, a rate of 0 and no tenant of its own)."""
+    per_tenant = {tenant: b.requests for tenant, b in settings.tenant_budgets.items() if b.requests is not None}
+    if settings.tenant_request_rate <= 0 and not any(per_tenant.values()):
+        return None
+    return RequestLimitConfig(settings.tenant_request_rate, settings.tenant_request_window_seconds, per_tenant)
 
 
 def envelope_of(settings: Settings) -> EnvelopeConfig:
@@ -175,6 +185,13 @@ class Container:
     pool: TaskPool = field(default_factory=InOrder)
     #: Seals secret header values at rest (None: stored as given; `scheduler.handlers.wiring` always sets one).
     sealer: SecretSealer | None = None
+
+    def request_gate(self) -> RequestGate | None:
+        """The tenants' API request limits (None: off, or no store for the counts)."""
+        limits = request_limits_of(self.settings)
+        if limits is None or self.stores.request_windows is None:
+            return None
+        return RequestGate(self.stores.request_windows, self.clock, limits, self.metrics)
 
     def job_service(self) -> JobService:
         return JobService(

@@ -20,6 +20,8 @@ class TenantBudgetSetting(BaseModel):
     burst: int | None = Field(default=None, ge=1)
     #: Occurrences of the tenant that may run at once; 0: unlimited.
     concurrency: int | None = Field(default=None, ge=0)
+    #: API requests a second the tenant may make on average; 0: unlimited.
+    requests: float | None = Field(default=None, ge=0)
 
 
 #: Development values of the secrets: public, so accepted only in local mode (see `Settings.local_mode`).
@@ -104,7 +106,12 @@ class Settings(BaseSettings):
     #: the tenants that configured one pay for it. Keep it below the workers' concurrency, so one tenant's slow
     #: targets cannot take every worker.
     tenant_max_concurrency: int = Field(default=0, ge=0)
-    #: Budgets of particular tenants, overriding the three above.
+    #: Per-tenant API request limit (scheduler.core.request_limits): requests a second a tenant may make on average,
+    #: counted in fixed windows; one tenant cannot take the stage's whole throttle. 0 turns it off. Each counted
+    #: request costs one write unit.
+    tenant_request_rate: float = Field(default=20.0, ge=0)
+    tenant_request_window_seconds: int = Field(default=10, ge=1, le=300)
+    #: Budgets of particular tenants, overriding the three above (and the request rate).
     tenant_budgets: dict[str, TenantBudgetSetting] = Field(default_factory=dict)
     #: The sweeper forecasts this many minutes ahead every sweep (scheduler.core.forecast): the metric
     #: ForecastDueOccurrences and the pre-scaler's input. 0 turns it off.

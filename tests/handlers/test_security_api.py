@@ -239,3 +239,18 @@ def test_a_federated_user_is_refused(env, api_call) -> None:
     response = api_call("GET", "/v1/jobs", tenant="arn:aws:sts::111111111111:federated-user/i-say-i-am-alice")
     assert response.status == 403
     assert "federated users" in response.body["detail"]
+
+
+def test_a_tenant_over_its_request_limit_gets_a_429_and_the_others_are_served(env, api_call, monkeypatch) -> None:
+    # Given a request limit of 3 requests in a 10 s window per tenant
+    monkeypatch.setenv("SCHEDULER_TENANT_REQUEST_RATE", "0.3")
+    wiring.container.cache_clear()
+    # When one tenant makes 7 requests at once (two windows at most: 6 admitted at most)
+    answers = [api_call("GET", "/v1/jobs", tenant="greedy") for _ in range(7)]
+    # Then some are refused with a problem and a Retry-After, and another tenant is still served
+    refused = [a for a in answers if a.status == 429]
+    assert refused and {a.status for a in answers} == {200, 429}, [a.status for a in answers]
+    assert refused[0].headers["Content-Type"] == "application/problem+json"
+    assert 1 <= int(refused[0].headers["Retry-After"]) <= 10
+    assert "request limit" in refused[0].body["detail"]
+    assert api_call("GET", "/v1/jobs", tenant="patient").status == 200

@@ -8,6 +8,7 @@ person can act on.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from datetime import timedelta
@@ -24,6 +25,7 @@ from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
 from scheduler.core.model import MAX_NOTE, BackfillRequest, Job, JobSpec, JobState, RunState
+from scheduler.core.request_limits import RequestGate
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
@@ -65,10 +67,29 @@ def tenant() -> str:
     arn = identity.user_arn
     if not arn:
         raise Problem(401, "Unauthorized", "this API needs an authenticated caller")
+    container = wiring.container(metrics)
     try:
-        return tenant_of(arn, identity.user, wiring.container(metrics).core.settings)
+        who = tenant_of(arn, identity.user, container.core.settings)
     except UnknownPrincipal as exc:
         raise Problem(403, "Forbidden", str(exc)) from None
+    _admit(who, container.core.request_gate())
+    return who
+
+
+def _admit(who: str, gate: RequestGate | None) -> None:
+    """A tenant over its request limit gets a 429 with Retry-After, whatever it asked (other tenants are served)."""
+    wait = gate.admit(who) if gate is not None else None
+    if gate is None or wait is None:
+        return
+    seconds = math.ceil(wait)
+    logger.info("tenant over its request limit", extra={"tenant": who, "retry_after": seconds})
+    limit, window = gate.config.limit(who), gate.config.window_seconds
+    raise Problem(
+        429,
+        "Too Many Requests",
+        f"this tenant's request limit ({limit} requests in {window} s) is used up; retry after {seconds} s",
+        headers={"Retry-After": str(seconds)},
+    )
 
 
 def service() -> JobService:

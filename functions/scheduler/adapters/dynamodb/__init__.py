@@ -11,7 +11,7 @@ from scheduler.adapters.dynamodb.backfill import BACKFILL_RETENTION, DynamoBackf
 from scheduler.adapters.dynamodb.common import MAX_TRANSACTION_ITEMS, PAGE_SIZE, TIMER_PAGE_SIZE
 from scheduler.adapters.dynamodb.jobs import DynamoJobStore
 from scheduler.adapters.dynamodb.ledger import EXECUTION_RETENTION, OUTBOX_INDEX, OUTBOX_SET, DynamoLedger
-from scheduler.adapters.dynamodb.tenants import DynamoTenantBudgets, DynamoTenantSlots
+from scheduler.adapters.dynamodb.tenants import DynamoRequestWindows, DynamoTenantBudgets, DynamoTenantSlots
 from scheduler.adapters.dynamodb.timers import TIMER_RETENTION, WATERMARK_KEY, DynamoTimerStore, late_item, timer_item
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "DynamoBackfillStore",
     "DynamoJobStore",
     "DynamoLedger",
+    "DynamoRequestWindows",
     "DynamoTenantBudgets",
     "DynamoTenantSlots",
     "DynamoTimerStore",

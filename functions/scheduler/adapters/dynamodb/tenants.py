@@ -141,3 +141,23 @@ class DynamoTenantSlots:
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
+
+
+class DynamoRequestWindows:
+    """Each tenant's request count per window in the jobs table: `PK=TENANT#{tenant}`, `SK=REQUESTS#{window}`, taken
+    with one conditional increment (one write unit a request), expiring after its window."""
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table = table_name
+        self.client: Any = client or boto3.client("dynamodb")
+
+    def take(self, tenant: str, window: int, limit: int, expires: datetime) -> bool:
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": s(f"TENANT#{tenant}"), "SK": s(f"REQUESTS#{window}")},
+            UpdateExpression="ADD #count :one SET expires_at = :expires",
+            ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
+            ExpressionAttributeNames={"#count": "count"},
+            ExpressionAttributeValues={":one": n(1), ":limit": n(limit), ":expires": epoch_seconds(expires)},
+        )

@@ -13,7 +13,7 @@ from scheduler.adapters.memory.doubles import (
 from scheduler.adapters.memory.jobs import MemoryJobStore
 from scheduler.adapters.memory.ledger import MemoryLedger
 from scheduler.adapters.memory.queue import MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
-from scheduler.adapters.memory.tenants import MemoryTenantBudgets, MemoryTenantSlots
+from scheduler.adapters.memory.tenants import MemoryRequestWindows, MemoryTenantBudgets, MemoryTenantSlots
 from scheduler.adapters.memory.timers import PAGE_SIZE, MemoryTimerStore
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "MemoryMessage",
     "MemoryPollerControl",
     "MemoryQueue",
+    "MemoryRequestWindows",
     "MemoryTenantBudgets",
     "MemoryTenantSlots",
     "MemoryTimerStore",

@@ -65,3 +65,19 @@ class MemoryTenantSlots:
             current = self.held.get((tenant, slot))
             if current is not None and current[0] == holder:
                 del self.held[(tenant, slot)]
+
+
+class MemoryRequestWindows:
+    """Request counts: (tenant, window) -> count (expiry is not simulated: windows are never reused)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, int], int] = {}
+        self.lock = threading.RLock()
+
+    def take(self, tenant: str, window: int, limit: int, expires: datetime) -> bool:
+        with self.lock:
+            counted = self.counts.get((tenant, window), 0)
+            if counted >= limit:
+                return False
+            self.counts[(tenant, window)] = counted + 1
+            return True

@@ -1,0 +1,64 @@
+"""Per-tenant API request limits: one tenant's requests cannot take the stage's whole throttle from the others.
+
+Each tenant may make `rate` requests a second on average, counted in fixed windows of `window_seconds`: a window
+admits `ceil(rate * window_seconds)` requests and refuses the rest until the next window starts (the caller is told
+when, as Retry-After). A count lives in the store under the tenant and the window's index, taken with a conditional
+increment, so every API instance counts against the same number; a window's count expires after it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from scheduler.core.ports import Clock, Metrics
+
+
+class RequestWindows(Protocol):
+    """The count of requests of each tenant in each window."""
+
+    def take(self, tenant: str, window: int, limit: int, expires: datetime) -> bool:
+        """Count one request of `tenant` in `window` if fewer than `limit` were counted there; False otherwise
+        (nothing counted). `expires`: when the count may be forgotten."""
+        ...
+
+
+@dataclass(frozen=True)
+class RequestLimitConfig:
+    #: Requests a second a tenant may make on average; 0: no limit.
+    rate: float
+    window_seconds: int = 10
+    #: Tenants with a rate of their own.
+    per_tenant: Mapping[str, float] = field(default_factory=dict)
+
+    def limit(self, tenant: str) -> int:
+        """Requests `tenant` may make in one window (0: no limit)."""
+        rate = self.per_tenant.get(tenant, self.rate)
+        return math.ceil(rate * self.window_seconds) if rate > 0 else 0
+
+
+class RequestGate:
+    """Admits a tenant's request, or says how long until it may try again."""
+
+    def __init__(self, windows: RequestWindows, clock: Clock, config: RequestLimitConfig, metrics: Metrics) -> None:
+        self.windows = windows
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+
+    def admit(self, tenant: str) -> float | None:
+        """None when the request is admitted; otherwise the seconds until the tenant's next window."""
+        limit = self.config.limit(tenant)
+        if limit <= 0:
+            return None
+        now = self.clock.now().timestamp()
+        size = self.config.window_seconds
+        window = int(now // size)
+        ends = (window + 1) * size
+        if self.windows.take(tenant, window, limit, datetime.fromtimestamp(ends + size, UTC)):
+            return None
+        self.metrics.count("TenantRequestsThrottled")
+        return max(ends - now, 0.001)

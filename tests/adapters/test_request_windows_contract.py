@@ -1,0 +1,45 @@
+"""RequestWindows contract (memory and DynamoDB Local): a window counts up to its limit and refuses beyond it,
+per tenant and per window, and concurrent takes never count past the limit."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.adapters.dynamodb import DynamoRequestWindows
+from scheduler.adapters.memory import MemoryRequestWindows
+from tests.adapters.conftest import BACKENDS, jobs_table_store
+
+
+@pytest.fixture(params=BACKENDS)
+def windows(request: pytest.FixtureRequest) -> Any:
+    return jobs_table_store(request, MemoryRequestWindows, DynamoRequestWindows)
+
+
+def test_a_window_admits_up_to_its_limit(windows, make) -> None:
+    expires = make.t0 + timedelta(minutes=1)
+    assert [windows.take("tenant-a", 7, 3, expires) for _ in range(5)] == [True, True, True, False, False]
+    assert windows.take("tenant-b", 7, 3, expires)  # another tenant's count
+    assert windows.take("tenant-a", 8, 3, expires)  # the next window starts again
+
+
+def test_concurrent_takes_never_count_past_the_limit(windows, make) -> None:
+    expires = make.t0 + timedelta(minutes=1)
+    admitted: list[bool] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        for _ in range(5):
+            result = windows.take("tenant-a", 1, 12, expires)
+            with lock:
+                admitted.append(result)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert admitted.count(True) == 12

@@ -1,0 +1,41 @@
+"""Per-tenant API request limits (scheduler.core.request_limits): a tenant over its window's count waits for the next
+window; the others are served."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from scheduler.adapters.memory import MemoryRequestWindows
+from scheduler.adapters.memory.doubles import FakeClock, RecordingMetrics
+from scheduler.core.request_limits import RequestGate, RequestLimitConfig
+
+T0 = datetime(2026, 12, 4, 12, 0, 0, tzinfo=UTC)
+
+
+def _gate(config: RequestLimitConfig) -> tuple[RequestGate, FakeClock, RecordingMetrics]:
+    clock, metrics = FakeClock(T0), RecordingMetrics()
+    return RequestGate(MemoryRequestWindows(), clock, config, metrics), clock, metrics
+
+
+def test_a_tenant_over_its_window_waits_for_the_next_and_the_others_are_served() -> None:
+    gate, clock, metrics = _gate(RequestLimitConfig(rate=2, window_seconds=10))
+    clock.advance(3)
+    assert [gate.admit("greedy") for _ in range(20)] == [None] * 20
+    refused = gate.admit("greedy")
+    assert refused is not None and abs(refused - 7.0) < 1e-6
+    assert gate.admit("quiet") is None
+    assert metrics.counts["TenantRequestsThrottled"] == 1
+    clock.advance(7)
+    assert gate.admit("greedy") is None
+
+
+def test_a_tenant_of_its_own_has_its_own_rate_and_zero_means_no_limit() -> None:
+    gate, _, _ = _gate(RequestLimitConfig(rate=1, window_seconds=10, per_tenant={"big": 5, "free": 0}))
+    assert sum(gate.admit("big") is None for _ in range(60)) == 50
+    assert all(gate.admit("free") is None for _ in range(1000))
+    assert sum(gate.admit("small") is None for _ in range(20)) == 10
+
+
+def test_no_rate_admits_everything() -> None:
+    gate, _, _ = _gate(RequestLimitConfig(rate=0))
+    assert all(gate.admit("t") is None for _ in range(1000))
