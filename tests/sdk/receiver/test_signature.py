@@ -158,3 +158,21 @@ def test_v1_accepts_the_schedulers_v1_signature_and_refuses_a_changed_body() -> 
         verify_v1(key, headers, body + b" ", now=NOW)
     with pytest.raises(StaleRequest):
         verify_v1(key, headers, body, now=NOW + 301)
+
+
+def test_a_receiver_with_a_v1_key_accepts_a_v1_only_call_but_never_lets_v1_stand_in_for_a_failed_v2() -> None:
+    from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
+
+    v1_key = signing.tenant_key("master", "dev")
+    receiver = Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, v1_key=v1_key, clock=lambda: NOW)
+    request = signed_request()
+    v1_only = signing.sign(v1_key, request.body, timestamp=NOW)
+
+    request.headers["X-Scheduler-Signature"] = v1_only
+    call = receiver.verify(request.method, request.host, request.path, request.headers, request.body)
+    assert (call.key_id, call.fencing_token) == ("v1", 7)
+
+    # a call that carries v2 is judged by v2: a valid v1 next to a forged v2 is refused
+    request.headers["X-Scheduler-Signature"] = f"{v1_only},v2=k1:{'0' * 64}"
+    with pytest.raises(InvalidSignature, match="does not match"):
+        receiver.verify(request.method, request.host, request.path, request.headers, request.body)
