@@ -3,6 +3,7 @@ to any field the signature covers; v1 likewise; every refusal is an InvalidSigna
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import pytest
@@ -10,10 +11,10 @@ from punctual_sdk.receiver import InvalidSignature, StaleRequest, UnknownKey, ve
 from punctual_sdk.receiver import signature as sdk
 
 from scheduler import signing
-from tests.sdk.receiver.signed import KEYS, NOW, signed_request
+from tests.sdk.receiver.signed import KEYS, NOW, Request, signed_request
 
 
-def verify(request, keys=KEYS, now=NOW):  # type: ignore[no-untyped-def]
+def verify(request: Request, keys: Mapping[str, str] = KEYS, now: float = NOW) -> sdk.VerifiedCall:
     return verify_v2(keys, request.method, request.host, request.path, request.headers, request.body, now=now)
 
 
@@ -61,7 +62,7 @@ def test_the_canonical_string_is_the_schedulers_byte_for_byte() -> None:
         ),
     ],
 )
-def test_a_change_to_any_signed_field_is_refused(tamper) -> None:  # type: ignore[no-untyped-def]
+def test_a_change_to_any_signed_field_is_refused(tamper: Callable[[Request], Request | None]) -> None:
     # Given a call the scheduler signed, which verifies as sent
     request = signed_request()
     verify(request)
@@ -120,7 +121,7 @@ def test_during_a_rotation_either_key_verifies() -> None:
         {"X-Scheduler-Signature": f"t={NOW},v2=k1:é"},
     ],
 )
-def test_malformed_headers_are_refused_as_invalid_signatures(headers) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_headers_are_refused_as_invalid_signatures(headers: dict[str, str]) -> None:
     request = signed_request()
     request.headers = {k: v for k, v in request.headers.items() if k != "X-Scheduler-Signature"} | headers
 
