@@ -177,3 +177,12 @@ def test_a_receiver_with_a_v1_key_accepts_a_v1_only_call_but_never_lets_v1_stand
     request.headers["X-Scheduler-Signature"] = f"{v1_only},v2=k1:{'0' * 64}"
     with pytest.raises(InvalidSignature, match="does not match"):
         receiver.verify(request.method, request.host, request.path, request.headers, request.body)
+
+
+def test_a_versioned_key_id_of_a_rotated_job_key_verifies() -> None:
+    # a job's rotated key is signed under `<root id>.<version>` next to the one it replaces, during the overlap
+    keys = {"local1.2": "the-new-version-of-the-job-key", "local1": "the-old-version-of-the-job-key"}
+    request = signed_request(keys=keys)
+
+    assert verify(request, keys={"local1.2": keys["local1.2"]}).key_id == "local1.2"
+    assert verify(request, keys={"local1": keys["local1"]}).key_id == "local1"
