@@ -1,0 +1,190 @@
+"""The WSGI middleware, around a raw WSGI app and around Flask: verify (401), dedupe (the first answer replayed),
+fence (409), in progress (429 + Retry-After), and a failing app releases the occurrence for the retry."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
+
+from tests.sdk.receiver.signed import JOB_ID, KEYS, NOW, Request, signed_request
+
+
+def environ_of(request: Request) -> dict[str, Any]:
+    path, _, query = request.path.partition("?")
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": request.method,
+        "SCRIPT_NAME": "",
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "receiver.example",
+        "SERVER_PORT": "8080",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "CONTENT_LENGTH": str(len(request.body)),
+        "wsgi.input": io.BytesIO(request.body),
+        "wsgi.url_scheme": "http",
+    }
+    for name, value in request.headers.items():
+        key = name.upper().replace("-", "_")
+        environ[key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"] = value
+    return environ
+
+
+def call(app: Callable[..., Iterable[bytes]], request: Request) -> tuple[int, dict[str, str], bytes]:
+    answer: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+        answer["status"], answer["headers"] = int(status.split()[0]), dict(headers)
+
+    body = b"".join(app(environ_of(request), start_response))
+    return answer["status"], answer["headers"], body
+
+
+class Charges:
+    """A raw WSGI app whose effect is counted; `status` is what it answers."""
+
+    def __init__(self, status: str = "201 Created") -> None:
+        self.effects: list[Any] = []
+        self.status = status
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        delivery = environ["punctual.delivery"]
+        payload = json.loads(environ["wsgi.input"].read())
+        self.effects.append((delivery.occurrence_key, payload))
+        start_response(self.status, [("Content-Type", "application/json")])
+        return [json.dumps({"charge": len(self.effects)}).encode()]
+
+
+@pytest.fixture
+def receiver() -> Receiver:
+    return Receiver(InMemoryDedupeStore(), lambda job_id: KEYS if job_id == JOB_ID else {}, clock=lambda: NOW)
+
+
+def test_a_signed_call_runs_the_app_once_and_a_redelivery_gets_the_first_answer(receiver: Receiver) -> None:
+    app = Charges()
+    guarded = receiver.wsgi(app)
+
+    first = call(guarded, signed_request())
+    again = call(guarded, signed_request(attempt=2))
+
+    assert first[0] == again[0] == 201
+    assert json.loads(first[2]) == json.loads(again[2]) == {"charge": 1}
+    assert again[1]["X-Punctual-Duplicate"] == "true"
+    assert app.effects == [("job-1:2026-12-01T08:00:00Z", {"amount": 5})]
+
+
+def test_a_forged_call_gets_401_problem_json_and_the_app_does_not_run(receiver: Receiver) -> None:
+    app = Charges()
+    forged = signed_request(keys={"k1": "a guessed key"})
+
+    status, headers, body = call(receiver.wsgi(app), forged)
+
+    assert status == 401
+    assert headers["Content-Type"] == "application/problem+json"
+    assert "does not match" in json.loads(body)["detail"]
+    assert app.effects == []
+
+
+def test_a_replayed_call_outside_the_tolerance_gets_401(receiver: Receiver) -> None:
+    app = Charges()
+    old = signed_request(timestamp=NOW - 3600)
+
+    status, _, body = call(receiver.wsgi(app), old)
+
+    assert (status, json.loads(body)["title"]) == (401, "StaleRequest")
+    assert app.effects == []
+
+
+def test_a_stale_fencing_token_gets_409_and_the_app_does_not_run(receiver: Receiver) -> None:
+    app = Charges()
+    guarded = receiver.wsgi(app)
+    call(guarded, signed_request(token=8))
+
+    status, _, body = call(guarded, signed_request(token=7))
+
+    assert (status, json.loads(body)["title"]) == (409, "StaleFencingToken")
+    assert len(app.effects) == 1
+
+
+def test_a_delivery_in_progress_elsewhere_gets_429_with_retry_after(receiver: Receiver) -> None:
+    app = Charges()
+    receiver.guard.claim("job-1:2026-12-01T08:00:00Z", 7)  # another process is running it
+
+    status, headers, _ = call(receiver.wsgi(app), signed_request(token=7))
+
+    assert status == 429
+    assert headers["Retry-After"] == "60"
+    assert app.effects == []
+
+
+@pytest.mark.parametrize("answer", ["500 Internal Server Error", "503 Service Unavailable", "429 Too Many Requests"])
+def test_an_answer_the_worker_retries_is_not_recorded_so_the_retry_runs_the_app(receiver: Receiver, answer) -> None:
+    app = Charges(answer)
+    guarded = receiver.wsgi(app)
+
+    assert call(guarded, signed_request())[0] == int(answer[:3])
+    app.status = "200 OK"
+    assert call(guarded, signed_request(attempt=2))[0] == 200
+    assert len(app.effects) == 2
+
+
+def test_a_permanent_refusal_is_recorded_and_replayed(receiver: Receiver) -> None:
+    app = Charges("422 Unprocessable Entity")
+    guarded = receiver.wsgi(app)
+
+    assert call(guarded, signed_request())[0] == 422
+    assert call(guarded, signed_request(attempt=2))[0] == 422
+    assert len(app.effects) == 1
+
+
+def test_an_app_that_raises_releases_the_occurrence(receiver: Receiver) -> None:
+    def broken(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        raise RuntimeError("database down")
+
+    with pytest.raises(RuntimeError):
+        call(receiver.wsgi(broken), signed_request())
+
+    app = Charges()
+    assert call(receiver.wsgi(app), signed_request(attempt=2))[0] == 201
+    assert len(app.effects) == 1
+
+
+def test_unguarded_paths_pass_through(receiver: Receiver) -> None:
+    def health(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    unsigned = Request("GET", "receiver.example:8080", "/health", {"Host": "receiver.example:8080"}, b"")
+
+    assert call(receiver.wsgi(health, paths=("/hooks",)), unsigned)[0] == 200
+    assert call(receiver.wsgi(health, paths=("/hooks",)), signed_request(keys={"k1": "forged"}))[0] == 401
+
+
+def test_flask_behind_the_middleware() -> None:
+    flask = pytest.importorskip("flask")
+    effects: list[str] = []
+    app = flask.Flask("receiver")
+
+    @app.post("/hooks/pay")
+    def pay() -> Any:
+        delivery = flask.request.environ["punctual.delivery"]
+        effects.append(delivery.occurrence_key)
+        return {"charged": flask.request.get_json()["amount"]}
+
+    receiver = Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, clock=lambda: NOW)
+    app.wsgi_app = receiver.wsgi(app.wsgi_app)  # type: ignore[method-assign]
+    client = app.test_client()
+
+    def post(request: Request) -> Any:
+        headers = {k: v for k, v in request.headers.items() if k != "Host"}
+        return client.post(request.path, data=request.body, headers=headers, base_url="http://receiver.example:8080")
+
+    assert post(signed_request()).get_json() == {"charged": 5}
+    assert post(signed_request(attempt=2)).get_json() == {"charged": 5}
+    assert post(signed_request(token=6)).status_code == 409
+    assert post(signed_request(keys={"k1": "forged"})).status_code == 401
+    assert effects == ["job-1:2026-12-01T08:00:00Z"]
