@@ -554,6 +554,7 @@ WITH_INPUT = {
     ),
     "422": _problem("invalid input: a field, a path or query parameter (a repeated one too), or a cursor"),
 }
+TENANT_LIMITED = _problem("over the tenant's request limit (Retry-After: seconds to wait) or its active-job quota")
 WITH_BODY = {"413": _problem("request body too large"), "415": _problem("not application/json")}
 
 
@@ -567,6 +568,8 @@ def _declare_common_statuses(paths: dict[str, Any]) -> None:
                 continue
             if "401" not in responses:
                 responses["401"] = COMMON_ERRORS["401"]
+            # Every authenticated route counts against the caller's request limit (scheduler.core.request_limits).
+            responses.setdefault("429", TENANT_LIMITED)
             if operation.get("parameters") or "requestBody" in operation:
                 for status, response in WITH_INPUT.items():
                     responses.setdefault(status, response)
