@@ -20,12 +20,13 @@ import json
 import re
 import typing
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from scheduler.schema import FUNCTION_MEMORY_MB, WORKER_BATCH_SIZE, WORKER_MAX_CONCURRENCY
-from scheduler.settings import TenantTargets
+from scheduler.settings import Settings, TenantTargets
 
 #: The context key holding the configuration object (and the prefix of the flat override keys).
 CONTEXT_KEY = "punctual"
@@ -82,6 +83,29 @@ ALLOW_LIST_GRANTS = {
 }
 
 
+def function_setting(name: str, **bounds: Any) -> Any:
+    """A deployable setting of the functions: its meaning, bounds and default are declared once, on
+    `scheduler.settings.Settings`; here it is unset (None) unless the deployment sets it, and then it is validated
+    with Settings' own bounds (and `bounds`, what the deployment needs beyond them) and passed to every function as
+    `SCHEDULER_<NAME>` (infra.environment)."""
+    source = Settings.model_fields[name]
+    extra: FieldInfo = Field(**bounds)
+    return FieldInfo.merge_field_infos(source, extra, default=None, json_schema_extra={FUNCTION_SETTING: True})
+
+
+#: Marks the configuration fields that are settings of the functions (`function_setting`).
+FUNCTION_SETTING = "function_setting"
+
+
+def function_settings() -> tuple[str, ...]:
+    """The names of the configuration fields that are settings of the functions."""
+    return tuple(
+        name
+        for name, field in PunctualConfig.model_fields.items()
+        if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get(FUNCTION_SETTING)
+    )
+
+
 class ConfigError(ValueError):
     """The deployment configuration is invalid; the message names each offending key."""
 
@@ -94,40 +118,28 @@ class PunctualConfig(BaseModel):
     #: Names the stack (`punctual-<stage>`), the API stage, the dashboard and the alarms.
     stage: str = Field(default="dev", pattern=r"^[a-z][a-z0-9-]{0,19}$")
 
-    # --- scheduler tuning: becomes SCHEDULER_* environment of every function ------------------------
-    #: Partitions per bucket minute. Pick it at deploy time: changing it on a live system is safe for new
-    #: timers only while old buckets drain.
-    shard_count: int = Field(default=8, ge=1, le=256)
-    #: How far ahead the sweeper dispatches. SQS caps DelaySeconds at 900 s and a bucket spans 60 s, so a
-    #: bucket claimed `lookahead` early must still fit: lookahead + 60 + 60 <= 900.
-    lookahead_seconds: int = Field(default=300, ge=0, le=780)
-    #: The worker's lease on an occurrence; long targets heartbeat to extend it.
-    lease_seconds: int = Field(default=60, ge=5, le=900)
-    #: Optional overrides of handler defaults (None: the handler's own default applies).
-    bucket_lease_seconds: int | None = Field(default=None, ge=5, le=900)
-    misfire_grace_seconds: int | None = Field(default=None, ge=1)
-    catchup_window_seconds: int | None = Field(default=None, ge=60)
-    dispatch_budget: int | None = Field(default=None, ge=10)
-    #: Buckets of one minute a sweep works on at once (threads).
-    sweep_concurrency: int | None = Field(default=None, ge=1, le=64)
-    #: The most occurrences one ready-queue message carries (docs/design.md §3.4; 1: a message each, e.g. before a
-    #: rollback past the version that introduced them: docs/deployment.md).
-    occurrences_per_message: int | None = Field(default=None, ge=1, le=50)
+    # --- scheduler tuning: each is a setting of the functions, declared once on scheduler.settings.Settings (its
+    # meaning, bounds and default); unset (null), the functions' default applies, set, it becomes SCHEDULER_<NAME>.
+    shard_count: int | None = function_setting("shard_count")
+    lookahead_seconds: int | None = function_setting("lookahead_seconds")
+    lease_seconds: int | None = function_setting("lease_seconds")
+    bucket_lease_seconds: int | None = function_setting("bucket_lease_seconds")
+    misfire_grace_seconds: int | None = function_setting("misfire_grace_seconds")
+    catchup_window_seconds: int | None = function_setting("catchup_window_seconds")
+    dispatch_budget: int | None = function_setting("dispatch_budget")
+    sweep_concurrency: int | None = function_setting("sweep_concurrency")
+    occurrences_per_message: int | None = function_setting("occurrences_per_message")
+    sweep_safety_seconds: int | None = function_setting("sweep_safety_seconds", le=45)
+    max_active_jobs_per_tenant: int | None = function_setting("max_active_jobs_per_tenant")
+    backfill_wave_size: int | None = function_setting("backfill_wave_size")
+    backfill_max_occurrences: int | None = function_setting("backfill_max_occurrences")
+    tenant_dispatch_rate: float | None = function_setting("tenant_dispatch_rate")
+    tenant_dispatch_burst: int | None = function_setting("tenant_dispatch_burst")
+    tenant_max_concurrency: int | None = function_setting("tenant_max_concurrency")
     #: The sweeper's memory, MB: its CPU share (one vCPU at 1,769 MB) bounds how fast one sweep dispatches, however
     #: many buckets it works on at once. 512 dispatches about 20,000 occurrences of one minute within the 300 s
     #: look-ahead; 1,769 about 67,000 (docs/capacity.md). Above 1,769 it is no faster (one Python process).
     sweeper_memory_mb: int = Field(default=FUNCTION_MEMORY_MB["sweeper"], ge=128, le=10_240)
-    #: Must leave the sweeper (60 s timeout) time to work: it stops starting buckets this long before.
-    sweep_safety_seconds: int | None = Field(default=None, ge=1, le=45)
-    max_active_jobs_per_tenant: int | None = Field(default=None, ge=1)
-    #: Backfill: occurrences sent per backfill per sweep (the rate of a backfill), and the most one may cover.
-    backfill_wave_size: int | None = Field(default=None, ge=1, le=10_000)
-    backfill_max_occurrences: int | None = Field(default=None, ge=1, le=100_000)
-    #: Per-tenant dispatch budget: occurrences per second (0 turns budgets off) and burst.
-    tenant_dispatch_rate: float | None = Field(default=None, ge=0)
-    tenant_dispatch_burst: int | None = Field(default=None, ge=1)
-    #: Per-tenant execution budget: occurrences of one tenant running at once (0 turns it off).
-    tenant_max_concurrency: int | None = Field(default=None, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # --- completion events ----------------------------------------------------------------------------
@@ -167,9 +179,7 @@ class PunctualConfig(BaseModel):
     #: it unreserved, for accounts whose concurrency quota is still the new-account 10 (Lambda's own
     #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.
     sweeper_reserved_concurrency: int = Field(default=2, ge=0, le=100)
-    #: Each tenant's API requests a second on average (counted in 10 s windows; one write unit a request); below the
-    #: stage throttle, so one tenant cannot take it all. 0: no per-tenant limit.
-    tenant_request_rate: float = Field(default=20.0, ge=0, le=10_000)
+    tenant_request_rate: float | None = function_setting("tenant_request_rate")
     #: API Gateway stage throttling: steady requests per second and burst.
     api_throttle_rate_limit: float = Field(default=50.0, gt=0, le=10_000)
     api_throttle_burst_limit: int = Field(default=100, ge=1, le=5_000)

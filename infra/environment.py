@@ -14,7 +14,7 @@ from aws_cdk import Aws
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from infra.config import PunctualConfig
+from infra.config import PunctualConfig, function_settings
 from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 from scheduler.settings import Settings
 
@@ -46,9 +46,6 @@ def scheduler_environment(
         "SCHEDULER_DLQ_URL": dlq_url,
         "SCHEDULER_READY_QUEUE_HIGH_URL": ready_queue_high_url,
         "SCHEDULER_READY_QUEUE_LOW_URL": ready_queue_low_url,
-        "SCHEDULER_SHARD_COUNT": str(config.shard_count),
-        "SCHEDULER_LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
-        "SCHEDULER_LEASE_SECONDS": str(config.lease_seconds),
         "SCHEDULER_COMPLETION_EVENTS": "true" if config.completion_events else "false",
         "SCHEDULER_EVENT_BUS_NAME": event_bus_name,
         # Explicit: the handlers' own default signs with v1, which needs the v1 secret the stack grants only when on.
@@ -67,23 +64,10 @@ def scheduler_environment(
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "POWERTOOLS_LOG_LEVEL": config.log_level,
     }
-    optional = {
-        "SCHEDULER_BUCKET_LEASE_SECONDS": config.bucket_lease_seconds,
-        "SCHEDULER_MISFIRE_GRACE_SECONDS": config.misfire_grace_seconds,
-        "SCHEDULER_CATCHUP_WINDOW_SECONDS": config.catchup_window_seconds,
-        "SCHEDULER_DISPATCH_BUDGET": config.dispatch_budget,
-        "SCHEDULER_SWEEP_CONCURRENCY": config.sweep_concurrency,
-        "SCHEDULER_OCCURRENCES_PER_MESSAGE": config.occurrences_per_message,
-        "SCHEDULER_SWEEP_SAFETY_SECONDS": config.sweep_safety_seconds,
-        "SCHEDULER_MAX_ACTIVE_JOBS_PER_TENANT": config.max_active_jobs_per_tenant,
-        "SCHEDULER_BACKFILL_WAVE_SIZE": config.backfill_wave_size,
-        "SCHEDULER_BACKFILL_MAX_OCCURRENCES": config.backfill_max_occurrences,
-        "SCHEDULER_TENANT_DISPATCH_RATE": config.tenant_dispatch_rate,
-        "SCHEDULER_TENANT_DISPATCH_BURST": config.tenant_dispatch_burst,
-        "SCHEDULER_TENANT_MAX_CONCURRENCY": config.tenant_max_concurrency,
-        "SCHEDULER_TENANT_REQUEST_RATE": config.tenant_request_rate,
-    }
-    env.update({name: str(value) for name, value in optional.items() if value is not None})
+    for name in function_settings():
+        value = getattr(config, name)
+        if value is not None:  # unset: the functions' own default applies
+            env[f"{ENV_PREFIX}{name.upper()}"] = str(value)
     if config.tenant_targets:
         allow = {tenant: t.model_dump(by_alias=True) for tenant, t in config.tenant_targets.items()}
         env["SCHEDULER_TENANT_TARGETS"] = json.dumps(allow, separators=(",", ":"), sort_keys=True)

@@ -115,3 +115,24 @@ def test_the_app_refuses_to_build_with_invalid_context() -> None:
 def test_stack_is_named_after_the_stage(default, configured) -> None:
     assert default.stack.stack_name == "punctual-dev"
     assert configured.stack.stack_name == "punctual-prod"
+
+
+def test_function_settings_have_one_home_in_the_functions_settings() -> None:
+    """A function setting is declared once, on scheduler.settings.Settings: the deployment names it, takes its
+    bounds from there and restates no default (cdk.json ships it unset)."""
+    from infra.config import function_settings
+    from scheduler.settings import Settings
+
+    names = function_settings()
+    assert "shard_count" in names and "tenant_request_rate" in names
+    for name in names:
+        ours, theirs = PunctualConfig.model_fields[name], Settings.model_fields[name]
+        assert ours.default is None and CDK_JSON_SETTINGS[name] is None, name
+        assert ours.annotation == theirs.annotation | None, name
+        assert set(map(repr, theirs.metadata)) <= set(map(repr, ours.metadata)), name
+
+
+@pytest.mark.parametrize(("key", "value"), [("shard_count", 300), ("sweep_safety_seconds", 50), ("lease_seconds", 1)])
+def test_a_function_setting_out_of_its_bounds_fails_the_synth(key: str, value: int) -> None:
+    with pytest.raises(ConfigError, match=key):
+        parse_config({key: value})
