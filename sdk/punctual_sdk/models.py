@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 
 class JobState(StrEnum):
@@ -72,7 +72,16 @@ class ApiModel(BaseModel):
 # -- job definitions ----------------------------------------------------------------------------------------
 
 
-class CronSchedule(ApiModel):
+class _Kind(ApiModel):
+    """A schedule or target: its `type` is always sent, even when left at its default."""
+
+    @model_validator(mode="after")
+    def _type_is_sent(self) -> Self:
+        self.__pydantic_fields_set__.add("type")
+        return self
+
+
+class CronSchedule(_Kind):
     """A cron expression (5 fields, or 6 with seconds first) in an IANA time zone, DST handled."""
 
     type: Literal["cron"] = "cron"
@@ -82,7 +91,7 @@ class CronSchedule(ApiModel):
     end_at: datetime | None = None
 
 
-class RateSchedule(ApiModel):
+class RateSchedule(_Kind):
     """Every N seconds, anchored at the job's creation (or `start_at`)."""
 
     type: Literal["rate"] = "rate"
@@ -91,7 +100,7 @@ class RateSchedule(ApiModel):
     end_at: datetime | None = None
 
 
-class OnceSchedule(ApiModel):
+class OnceSchedule(_Kind):
     """One occurrence: `at` an instant, or `delay_seconds` after creation."""
 
     type: Literal["once"] = "once"
@@ -103,7 +112,7 @@ class OnceSchedule(ApiModel):
 Schedule = Annotated[CronSchedule | RateSchedule | OnceSchedule | dict[str, Any], Field(union_mode="left_to_right")]
 
 
-class HttpTarget(ApiModel):
+class HttpTarget(_Kind):
     type: Literal["http"] = "http"
     url: str
     method: str = "POST"
@@ -112,35 +121,35 @@ class HttpTarget(ApiModel):
     timeout_seconds: int = 30
 
 
-class SqsTarget(ApiModel):
+class SqsTarget(_Kind):
     type: Literal["sqs"] = "sqs"
     queue_url: str
     message_group_id: str | None = None
 
 
-class SnsTarget(ApiModel):
+class SnsTarget(_Kind):
     type: Literal["sns"] = "sns"
     topic_arn: str
 
 
-class EventBridgeTarget(ApiModel):
+class EventBridgeTarget(_Kind):
     type: Literal["eventbridge"] = "eventbridge"
     event_bus_name: str = "default"
     source: str = "scheduled.job"
     detail_type: str = "Scheduled Occurrence"
 
 
-class LambdaTarget(ApiModel):
+class LambdaTarget(_Kind):
     type: Literal["lambda"] = "lambda"
     function_name: str
 
 
-class StepFunctionsTarget(ApiModel):
+class StepFunctionsTarget(_Kind):
     type: Literal["stepfunctions"] = "stepfunctions"
     state_machine_arn: str
 
 
-class HandlerTarget(ApiModel):
+class HandlerTarget(_Kind):
     """A handler registered in the worker (local stack and tests)."""
 
     type: Literal["handler"] = "handler"
