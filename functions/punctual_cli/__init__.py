@@ -1,29 +1,6 @@
-"""punctual's client library and command line.
+"""punctual's command line.
 
-`punctual_cli.client.SchedulerClient` is the typed client of the API (SigV4 on AWS, a dev token locally);
-`punctual_cli.main` is the `punctual` command built on it.
+`punctual_cli.main` is the `punctual` command. It talks to the API with the SDK's client
+(`punctual_sdk.client.Client`; `punctual_cli.client.SchedulerClient` adds the core's checks of a definition
+before it is sent).
 """
-
-from punctual_cli.client import (
-    ApiError,
-    BearerAuth,
-    InvalidDefinition,
-    JobView,
-    Page,
-    RunView,
-    SchedulerClient,
-    SigV4Auth,
-    TransportError,
-)
-
-__all__ = [
-    "ApiError",
-    "BearerAuth",
-    "InvalidDefinition",
-    "JobView",
-    "Page",
-    "RunView",
-    "SchedulerClient",
-    "SigV4Auth",
-    "TransportError",
-]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from punctual_cli import output
-from punctual_cli.client import BackfillView, SchedulerClient
+from punctual_cli.client import Backfill, SchedulerClient
 from punctual_cli.context import EXIT_OK, Context, listing
 from punctual_cli.definition import UsageError, parse_instant
 from scheduler.core.timefmt import rfc3339, truncate_ms
@@ -25,11 +25,11 @@ def cmd_backfill_list(ctx: Context) -> int:
     return listing(ctx, "backfills", ctx.args.job_id, every, page, output.backfill_table, "no backfills")
 
 
-def _backfill_line(verb: str, backfill: BackfillView) -> str:
+def _backfill_line(verb: str, backfill: Backfill) -> str:
     return f"{verb} backfill {backfill.backfill_id} of job {backfill.job_id} ({output.backfill_progress(backfill)})"
 
 
-def _watch_command(backfill: BackfillView) -> str:
+def _watch_command(backfill: Backfill) -> str:
     return f"punctual backfill status {backfill.job_id} {backfill.backfill_id} --watch"
 
 
@@ -51,7 +51,7 @@ def cmd_backfill_start(ctx: Context) -> int:
     return EXIT_OK
 
 
-def _watch_backfill(ctx: Context, client: SchedulerClient, backfill: BackfillView) -> BackfillView:
+def _watch_backfill(ctx: Context, client: SchedulerClient, backfill: Backfill) -> Backfill:
     """Poll every --interval until the backfill is no longer RUNNING; each change is a line on stderr (with
     --json, a JSON line on stdout). Ctrl-C stops watching (exit 130), not the backfill."""
     args = ctx.args

@@ -18,7 +18,7 @@ from punctual_cli.client import (
     ApiError,
     FieldError,
     InvalidDefinition,
-    JobView,
+    Job,
     SchedulerClient,
     TransportError,
     definition_problem,
@@ -33,7 +33,7 @@ from scheduler.core.schedules import Schedule, preview
 from scheduler.core.timefmt import rfc3339, truncate_ms
 
 
-def _job_line(verb: str, job: JobView) -> str:
+def _job_line(verb: str, job: Job) -> str:
     next_run = f"; next run {rfc3339(job.next_run_at)}" if job.next_run_at else ""
     return f"{verb} job {job.job_id} ({job.state.value}, version {job.version}){next_run}"
 
@@ -112,13 +112,13 @@ def bulk_submit(ctx: Context, entries: list[tuple[int, Any]]) -> int:
     prefix = args.idempotency_key or f"cli-{uuid.uuid4()}"
     client = ctx.client()
     progress = Progress("submitting", ctx.err, len(specs))
-    results: list[tuple[int, JobView | ApiError]] = []
+    results: list[tuple[int, Job | ApiError]] = []
     first_failure = EXIT_OK
     # Up to BATCH definitions a request (POST /v1/jobs/batch): one API Gateway request and one Lambda for them all.
     for start in range(0, len(specs), BATCH):
         chunk = specs[start : start + BATCH]
         try:
-            answers: list[JobView | ApiError] = client.create_batch([(s, f"{prefix}:{n}") for n, s in chunk])
+            answers: list[Job | ApiError] = client.create_batch([(s, f"{prefix}:{n}") for n, s in chunk])
         except ApiError as exc:  # the whole request was refused: every item of it has that answer
             answers = [exc] * len(chunk)
         except TransportError:
@@ -145,7 +145,7 @@ def bulk_submit(ctx: Context, entries: list[tuple[int, Any]]) -> int:
     if not ctx.as_json:
         rows = [
             (number, r.job_id, r.state.value, output.when(r.next_run_at))
-            if isinstance(r, JobView)
+            if isinstance(r, Job)
             else (number, None, f"error {r.status}", r.detail)
             for number, r in results
         ]
@@ -179,7 +179,7 @@ def cmd_edit(ctx: Context) -> int:
     return ctx.show(job.raw, lambda: _job_line("updated", job))
 
 
-def state_change(verb: str, call: Callable[[SchedulerClient, str], JobView]) -> Callable[[Context], int]:
+def state_change(verb: str, call: Callable[[SchedulerClient, str], Job]) -> Callable[[Context], int]:
     def command(ctx: Context) -> int:
         job = call(ctx.client(), ctx.args.job_id)
         return ctx.show(job.raw, lambda: _job_line(verb, job))
@@ -218,7 +218,7 @@ def cmd_preview(ctx: Context) -> int:
     except ValidationError as exc:
         problem = definition_problem(exc)
         errors = tuple(FieldError(f"schedule.{e.field}".rstrip("."), e.message) for e in problem.errors)
-        raise InvalidDefinition(422, problem.title, f"schedule.{problem.detail}", errors) from None
+        raise InvalidDefinition(422, problem.title, f"schedule.{problem.detail}", errors=errors) from None
     now = truncate_ms(datetime.now(UTC))  # as the API stamps created_at: rate anchors fall on whole ms
     after = datetime.fromisoformat(parse_instant(args.after, args.tz, "--after")) if args.after else now
     instants = preview(parsed, after, now, args.count)

@@ -58,7 +58,7 @@ def cmd_status(ctx: Context) -> int:
 
 
 def cmd_forecast(ctx: Context) -> int:
-    body = ctx.client().forecast(ctx.args.minutes)
+    body = ctx.client().forecast(ctx.args.minutes).raw
     return ctx.show(body, lambda: forecast_chart(body))
 
 

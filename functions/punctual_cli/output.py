@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from punctual_cli.client import ApiError, BackfillView, JobView, RunView
+from punctual_cli.client import ApiError, Backfill, Job, Run
 from scheduler.core.timefmt import rfc3339
 from scheduler.ops.redrive import RedriveLine
 
@@ -75,7 +75,7 @@ def seconds_text(seconds: int) -> str:
     return "".join(parts)
 
 
-def job_table(jobs: Sequence[JobView]) -> str:
+def job_table(jobs: Sequence[Job]) -> str:
     rows = [
         (
             job.job_id,
@@ -98,7 +98,7 @@ _LAST_RUN = {
 }
 
 
-def last_run_field(job: JobView) -> list[tuple[str, Any]]:
+def last_run_field(job: Job) -> list[tuple[str, Any]]:
     """The `last run` line of a COMPLETED or DISPATCHED job: its occurrence key and where it is."""
     last = job.raw.get("last_run")
     if not last:
@@ -108,7 +108,7 @@ def last_run_field(job: JobView) -> list[tuple[str, Any]]:
     return [("last run", f"{last.get('occurrence_key')} {state}" + (f" ({doing})" if doing else ""))]
 
 
-def job_detail(job: JobView) -> str:
+def job_detail(job: Job) -> str:
     """Everything about one job, the definition included (the policies shown as the API has them)."""
     raw = job.raw
     retry = raw.get("retry") or {}
@@ -138,7 +138,7 @@ def job_detail(job: JobView) -> str:
     return "\n".join(lines)
 
 
-def run_table(runs: Sequence[RunView]) -> str:
+def run_table(runs: Sequence[Run]) -> str:
     rows = [
         (run.occurrence_key, run.state.value, run.attempts, when(run.finished_at or run.next_attempt_at),
          _shorten(run.last_error, 60))
@@ -147,7 +147,7 @@ def run_table(runs: Sequence[RunView]) -> str:
     return table(("OCCURRENCE KEY", "STATE", "ATTEMPTS", "FINISHED/NEXT", "LAST ERROR"), rows)
 
 
-def backfill_table(backfills: Sequence[BackfillView]) -> str:
+def backfill_table(backfills: Sequence[Backfill]) -> str:
     rows = [
         (b.backfill_id, b.state.value, when(b.range_from), when(b.range_to), f"{b.dispatched}/{b.total}",
          b.waves_left, when(b.created_at))
@@ -156,7 +156,7 @@ def backfill_table(backfills: Sequence[BackfillView]) -> str:
     return table(("BACKFILL ID", "STATE", "FROM", "TO", "DISPATCHED", "WAVES LEFT", "CREATED (UTC)"), rows)
 
 
-def backfill_progress(backfill: BackfillView) -> str:
+def backfill_progress(backfill: Backfill) -> str:
     """One line: `RUNNING: 500/720 dispatched, 220 remaining, 1 wave left`."""
     left = backfill.waves_left
     line = f"{backfill.state.value}: {backfill.dispatched}/{backfill.total} dispatched"
@@ -165,7 +165,7 @@ def backfill_progress(backfill: BackfillView) -> str:
     return line
 
 
-def backfill_detail(backfill: BackfillView) -> str:
+def backfill_detail(backfill: Backfill) -> str:
     """Everything about one backfill: its range, state and progress."""
     fields: list[tuple[str, Any]] = [
         ("backfill", backfill.backfill_id),

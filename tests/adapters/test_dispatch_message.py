@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,52 +24,10 @@ from scheduler.adapters.dispatch_message import (
     dispatches_from_body,
     message_to_body,
 )
-from scheduler.core.model import Job, JobSpec, JobState
+from scheduler.core.model import JobState
 from scheduler.core.ports import Dispatch
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
-
-T0 = datetime(2026, 3, 29, 0, 30, 15, 123000, tzinfo=UTC)
-
-
-def job(schedule: dict[str, Any], payload: Any = None, **changes: Any) -> Job:
-    spec = JobSpec.model_validate(
-        {
-            "name": "codec",
-            "schedule": schedule,
-            "target": {"type": "http", "url": "https://example.com/hook", "headers": {"X-Team": "billing"}},
-            "payload": payload,
-            "retry": {"max_attempts": 3},
-            "jitter_seconds": 30,
-            "misfire_policy": "run_all",
-            "delivery": "at_most_once",
-        }
-    )
-    fields: dict[str, Any] = {
-        "job_id": "j1",
-        "tenant": "arn:aws:iam::123456789012:role/team",
-        "spec": spec,
-        "version": 3,
-        "state": JobState.ACTIVE,
-        "created_at": T0,
-        "updated_at": T0 + timedelta(seconds=5),
-    }
-    return Job(**{**fields, **changes})
-
-
-SCHEDULES = {
-    "once-at": {"type": "once", "at": "2026-03-29T02:30:00+01:00"},
-    "once-delay": {"type": "once", "delay_seconds": 90},
-    "cron": {
-        "type": "cron",
-        "expression": "30 2 * * *",
-        "timezone": "Europe/Berlin",
-        "start_at": "2026-03-01T00:00:00Z",
-        "end_at": "2026-12-31T00:00:00Z",
-    },
-    "cron-macro": {"type": "cron", "expression": "@hourly"},
-    "rate": {"type": "rate", "every_seconds": 3600, "start_at": "2026-03-29T00:00:00.250Z"},
-}
-
+from tests.adapters.test_codec import SCHEDULES, T0, job
 
 # -- version 1 bodies ----------------------------------------------------------------------------------------
 

@@ -66,7 +66,7 @@ class FakeApi:
         return HttpResponse(status, {"Content-Type": "application/json"}, json.dumps(body).encode())
 
     def client(self) -> SchedulerClient:
-        return SchedulerClient(BASE, None, transport=self, retry_delay=0)
+        return SchedulerClient(BASE, None, transport=self, sleep=lambda seconds: None)
 
     def sent(self, index: int = -1) -> tuple[str, str, dict[str, list[str]], Any, dict[str, str]]:
         """(method, path, query, JSON body, headers) of a recorded request."""

@@ -77,7 +77,7 @@ def test_an_unreachable_api_is_exit_5() -> None:
     def down(request: HttpRequest, timeout: float) -> Any:
         raise TransportError(f"cannot reach {request.url}: connection refused")
 
-    result = run("get", "job-1", client=SchedulerClient(BASE, transport=down, retry_delay=0))
+    result = run("get", "job-1", client=SchedulerClient(BASE, transport=down, sleep=lambda seconds: None))
 
     assert result.code == 5
     assert "cannot reach" in result.err
@@ -88,7 +88,7 @@ def test_with_json_an_unreachable_api_is_a_problem_document_too() -> None:
     def down(request: HttpRequest, timeout: float) -> Any:
         raise TransportError(f"cannot reach {request.url}: connection refused")
 
-    result = run("--json", "get", "job-1", client=SchedulerClient(BASE, transport=down, retry_delay=0))
+    result = run("--json", "get", "job-1", client=SchedulerClient(BASE, transport=down, sleep=lambda seconds: None))
 
     assert result.code == 5
     problem = json.loads(result.err)

@@ -24,8 +24,8 @@ from botocore.exceptions import ClientError
 from harness import Receiver
 
 from infra.bundling import PIP_PLATFORM
-from punctual_cli.api_errors import ApiError
-from punctual_cli.client import RunView, SchedulerClient, SigV4Auth
+from punctual_sdk.errors import ApiError
+from punctual_cli.client import Run, SchedulerClient, SigV4Auth
 from scheduler.adapters.http_target import AddressGuard, BlockedAddress
 from scheduler.core.timefmt import rfc3339
 from scheduler.signing import verify_v2
@@ -386,13 +386,13 @@ def _function_logs(aws: Callable[[str], Any], lines: int = 120) -> str:
     return "\n".join(f"{group}: {message}" for group, message in list(_log_lines(aws))[-lines:])
 
 
-def _runs(api: SchedulerClient, job_id: str) -> list[RunView]:
+def _runs(api: SchedulerClient, job_id: str) -> list[Run]:
     return list(api.iter_runs(job_id))
 
 
-def _wait_run(api: SchedulerClient, job_id: str, state: str, timeout: float) -> RunView:
+def _wait_run(api: SchedulerClient, job_id: str, state: str, timeout: float) -> Run:
     deadline = time.monotonic() + timeout
-    runs: list[RunView] = []
+    runs: list[Run] = []
     while time.monotonic() < deadline:
         runs = _runs(api, job_id)
         if runs and runs[0].state.value == state:

@@ -1,53 +1,20 @@
-"""How the client sends a request: the transport (urllib) and the auth that signs it (a bearer token locally,
-SigV4 for API Gateway)."""
+"""How the client proves who calls: a bearer token for the local stack, SigV4 for API Gateway with IAM auth.
+
+SigV4 needs botocore (`pip install punctual-sdk[aws]`); it is imported only when a request is signed, so the
+client installs and runs locally without it.
+"""
 
 from __future__ import annotations
 
 import re
-import urllib.error
-import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-if TYPE_CHECKING:
-    import boto3
-from punctual_cli.api_errors import AuthError, TransportError
+from punctual_sdk.errors import AuthError
+from punctual_sdk.transport import HttpRequest
 
 #: `https://{api-id}.execute-api.{region}.amazonaws.com/{stage}/`: an API Gateway endpoint (IAM auth).
 EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
-
-
-@dataclass(frozen=True)
-class HttpRequest:
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes | None
-
-
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-Transport = Callable[[HttpRequest, float], HttpResponse]
-
-
-def urllib_transport(request: HttpRequest, timeout: float) -> HttpResponse:
-    """Send with urllib; every HTTP status comes back as a response, only a failure to talk raises."""
-    prepared = urllib.request.Request(request.url, data=request.body, method=request.method, headers=request.headers)
-    try:
-        with urllib.request.urlopen(prepared, timeout=timeout) as response:
-            return HttpResponse(response.status, dict(response.headers.items()), response.read())
-    except urllib.error.HTTPError as exc:
-        return HttpResponse(exc.code, dict(exc.headers.items()) if exc.headers else {}, exc.read())
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TransportError(f"cannot reach {request.url}: {reason}") from exc
 
 
 class Auth(Protocol):
@@ -60,6 +27,8 @@ class BearerAuth:
     """`Authorization: Bearer <token>`: the local stack maps dev tokens to tenants (SCHEDULER_DEV_TOKENS)."""
 
     def __init__(self, token: str) -> None:
+        if not token:
+            raise AuthError("a bearer token is a non-empty string (the local stack's dev token, e.g. 'dev-token')")
         self.token = token
 
     def sign(self, request: HttpRequest) -> HttpRequest:
@@ -81,25 +50,31 @@ def is_execute_api(url: str) -> bool:
 class SigV4Auth:
     """Signs requests for API Gateway (`execute-api`) with SigV4 and the standard AWS credential chain.
 
-    Credentials are read at every request, so refreshed (assumed-role, SSO) credentials are picked up.
+    `session` is a boto3 (or botocore) session; by default a new `boto3.Session()`. Credentials are read at every
+    request, so refreshed (assumed-role, SSO) credentials are picked up.
     """
 
-    def __init__(self, region: str | None = None, session: boto3.Session | None = None) -> None:
+    def __init__(self, region: str | None = None, session: Any = None) -> None:
         if session is None:
-            import boto3
-
+            try:
+                import boto3
+            except ImportError as exc:
+                raise AuthError("SigV4 needs boto3 and botocore: pip install 'punctual-sdk[aws]'") from exc
             session = boto3.Session()
         self.session = session
-        self.region = region or session.region_name
+        self.region: str | None = region or getattr(session, "region_name", None)
 
     @classmethod
-    def for_url(cls, url: str, session: boto3.Session | None = None) -> SigV4Auth:
+    def for_url(cls, url: str, session: Any = None) -> SigV4Auth:
         """Take the region from an `execute-api` URL, else from the session (AWS_REGION, profile)."""
         return cls(region_of(url), session)
 
     def sign(self, request: HttpRequest) -> HttpRequest:
-        from botocore.auth import SigV4Auth as BotocoreSigV4
-        from botocore.awsrequest import AWSRequest
+        try:
+            from botocore.auth import SigV4Auth as BotocoreSigV4
+            from botocore.awsrequest import AWSRequest
+        except ImportError as exc:
+            raise AuthError("SigV4 needs botocore: pip install 'punctual-sdk[aws]'") from exc
 
         credentials = self.session.get_credentials()
         if credentials is None:
@@ -108,7 +83,7 @@ class SigV4Auth:
                 "environment variables or an instance role)"
             )
         if not self.region:
-            raise AuthError("no AWS region to sign for: pass --region or set AWS_REGION")
+            raise AuthError("no AWS region to sign for: pass region= (or --region) or set AWS_REGION")
         aws_request = AWSRequest(
             method=request.method, url=request.url, data=request.body or b"", headers=dict(request.headers)
         )
@@ -116,4 +91,4 @@ class SigV4Auth:
         return HttpRequest(request.method, request.url, dict(aws_request.headers.items()), request.body)
 
 
-# -- the client -------------------------------------------------------------------------------------------
+__all__ = ["EXECUTE_API_HOST", "Auth", "BearerAuth", "SigV4Auth", "is_execute_api", "region_of"]

@@ -1,0 +1,375 @@
+"""The API's documents as typed models: job definitions (schedules, targets, retry), jobs, runs, backfills, a
+trigger, signing keys and the forecast.
+
+Every model keeps fields it does not know (`extra="allow"`), so a newer API that adds a field does not break an
+older SDK; `raw` is the document exactly as the API sent it. Schedules and targets of a kind this SDK does not
+know come back as plain dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Generic, Literal, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+
+class JobState(StrEnum):
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    CANCELLED = "CANCELLED"
+    #: The schedule has no occurrence left and the last one has finished.
+    COMPLETED = "COMPLETED"
+    #: A COMPLETED job whose last occurrence has not finished yet (queued, running or waiting for a retry).
+    DISPATCHED = "DISPATCHED"
+
+
+class RunState(StrEnum):
+    RUNNING = "RUNNING"
+    RETRY_WAIT = "RETRY_WAIT"
+    SUCCEEDED = "SUCCEEDED"
+    DEAD = "DEAD"
+    CANCELLED = "CANCELLED"
+    SKIPPED = "SKIPPED"
+    #: The outcome is unknown (an at-most-once attempt was interrupted): settle it with `Client.resolve`.
+    RECONCILING = "RECONCILING"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (RunState.RUNNING, RunState.RETRY_WAIT)
+
+
+class BackfillState(StrEnum):
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+
+
+class ApiModel(BaseModel):
+    """A document of the API: unknown fields kept, `raw` as sent."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    _raw: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Self:
+        model = cls.model_validate(dict(body))
+        model._raw = dict(body)
+        return model
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The document as the API sent it (for a model built here: its JSON)."""
+        if self._raw is not None:
+            return self._raw
+        dumped: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return dumped
+
+
+# -- job definitions ----------------------------------------------------------------------------------------
+
+
+class _Kind(ApiModel):
+    """A schedule or target: its `type` is always sent, even when left at its default."""
+
+    @model_validator(mode="after")
+    def _type_is_sent(self) -> Self:
+        self.__pydantic_fields_set__.add("type")
+        return self
+
+
+class CronSchedule(_Kind):
+    """A cron expression (5 fields, or 6 with seconds first) in an IANA time zone, DST handled."""
+
+    type: Literal["cron"] = "cron"
+    expression: str
+    timezone: str = "UTC"
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+
+
+class RateSchedule(_Kind):
+    """Every N seconds, anchored at the job's creation (or `start_at`)."""
+
+    type: Literal["rate"] = "rate"
+    every_seconds: int
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+
+
+class OnceSchedule(_Kind):
+    """One occurrence: `at` an instant, or `delay_seconds` after creation."""
+
+    type: Literal["once"] = "once"
+    at: datetime | None = None
+    delay_seconds: int | None = None
+
+
+#: A schedule; one of a kind this SDK does not know comes back as a dict.
+Schedule = Annotated[CronSchedule | RateSchedule | OnceSchedule | dict[str, Any], Field(union_mode="left_to_right")]
+
+
+class HttpTarget(_Kind):
+    type: Literal["http"] = "http"
+    url: str
+    method: str = "POST"
+    #: Write-only values: the API shows secret-bearing ones redacted.
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: int = 30
+
+
+class SqsTarget(_Kind):
+    type: Literal["sqs"] = "sqs"
+    queue_url: str
+    message_group_id: str | None = None
+
+
+class SnsTarget(_Kind):
+    type: Literal["sns"] = "sns"
+    topic_arn: str
+
+
+class EventBridgeTarget(_Kind):
+    type: Literal["eventbridge"] = "eventbridge"
+    event_bus_name: str = "default"
+    source: str = "scheduled.job"
+    detail_type: str = "Scheduled Occurrence"
+
+
+class LambdaTarget(_Kind):
+    type: Literal["lambda"] = "lambda"
+    function_name: str
+
+
+class StepFunctionsTarget(_Kind):
+    type: Literal["stepfunctions"] = "stepfunctions"
+    state_machine_arn: str
+
+
+class HandlerTarget(_Kind):
+    """A handler registered in the worker (local stack and tests)."""
+
+    type: Literal["handler"] = "handler"
+    name: str
+
+
+#: A target; one of a kind this SDK does not know comes back as a dict.
+Target = Annotated[
+    HttpTarget
+    | SqsTarget
+    | SnsTarget
+    | EventBridgeTarget
+    | LambdaTarget
+    | StepFunctionsTarget
+    | HandlerTarget
+    | dict[str, Any],
+    Field(union_mode="left_to_right"),
+]
+
+
+class RetryPolicy(ApiModel):
+    """How a failed occurrence is retried (exponential backoff with jitter, bounded by attempts and age)."""
+
+    max_attempts: int = 5
+    initial_backoff_seconds: int = 5
+    max_backoff_seconds: int = 900
+    max_event_age_seconds: int = 86_400
+
+
+class JobDefinition(ApiModel):
+    """What `POST /v1/jobs` takes. Only the fields you set are sent; the API applies its defaults to the rest and
+    validates the whole (a refusal is an `Unprocessable` naming the field)."""
+
+    name: str | None = None
+    schedule: Schedule
+    target: Target
+    payload: Any = None
+    retry: RetryPolicy | None = None
+    jitter_seconds: int | None = None
+    #: run_once | skip | run_all: what a resume or a late sweep does with missed occurrences.
+    misfire_policy: str | None = None
+    #: skip | buffer_one | allow: what an occurrence does while the previous one still runs.
+    overlap_policy: str | None = None
+    #: at_least_once | at_most_once
+    delivery: str | None = None
+    #: high | normal | low
+    priority: str | None = None
+    events: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The request body: the fields that were set, as JSON."""
+        body: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return body
+
+
+# -- what the API answers -----------------------------------------------------------------------------------
+
+
+class LastRun(ApiModel):
+    occurrence_key: str
+    scheduled_for: datetime | None = None
+    state: str | None = None
+
+
+class Job(ApiModel):
+    """A job as the API shows it: its definition plus what the scheduler tracks about it."""
+
+    job_id: str
+    state: JobState
+    version: int
+    name: str | None = None
+    schedule: Schedule | None = None
+    target: Target | None = None
+    payload: Any = None
+    retry: RetryPolicy | None = None
+    jitter_seconds: int = 0
+    misfire_policy: str | None = None
+    overlap_policy: str | None = None
+    delivery: str | None = None
+    priority: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    next_run_at: datetime | None = None
+    #: The next occurrences, with `get(job_id, preview=N)`.
+    next_runs: list[datetime] = Field(default_factory=list)
+    last_dispatched_for: datetime | None = None
+    misfire_skipped: int = 0
+    #: A create answered from an earlier request with the same Idempotency-Key.
+    replayed: bool = False
+    last_run: LastRun | None = None
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        """The definition part of the document (the fields `JobDefinition` takes), as JSON."""
+        return {k: v for k, v in self.raw.items() if k in JobDefinition.model_fields}
+
+
+class Run(ApiModel):
+    """One occurrence's run: its key, ledger state, attempts, times, last error and history."""
+
+    occurrence_key: str
+    scheduled_for: datetime | None = None
+    state: RunState
+    attempts: int = 0
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    finished_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    last_error: str | None = None
+    result: Any = None
+    history: list[Any] = Field(default_factory=list)
+
+
+class Backfill(ApiModel):
+    """A backfill of a past range and its progress (waves of at most `wave_size` occurrences, one per sweep)."""
+
+    backfill_id: str
+    job_id: str = ""
+    range_from: datetime | None = Field(default=None, alias="from")
+    range_to: datetime | None = Field(default=None, alias="to")
+    state: BackfillState
+    total: int = 0
+    dispatched: int = 0
+    remaining: int = 0
+    waves: int = 0
+    waves_left: int = 0
+    wave_size: int = 0
+    last_dispatched_for: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def running(self) -> bool:
+        """Still sending waves (COMPLETED and CANCELLED are final)."""
+        return self.state == BackfillState.RUNNING
+
+
+class Triggered(ApiModel):
+    """The extra occurrence `trigger` placed (it has its own occurrence key)."""
+
+    job_id: str
+    occurrence_key: str
+    scheduled_for: datetime | None = None
+
+
+class SigningKey(ApiModel):
+    key_id: str
+    key: str
+
+
+class SigningKeys(ApiModel):
+    """A job's signature keys: every key that may sign its calls now (more than one while keys rotate)."""
+
+    job_id: str
+    keys: list[SigningKey] = Field(default_factory=list)
+    signature: str | None = None
+    algorithm: str | None = None
+    current_key_id: str | None = None
+
+    def by_id(self) -> dict[str, str]:
+        """Key id -> key, as a receiver's verifier takes them."""
+        return {k.key_id: k.key for k in self.keys}
+
+
+class ForecastMinute(ApiModel):
+    minute: datetime
+    due: int = 0
+    peak_second: int = 0
+    by_tenant: dict[str, int] = Field(default_factory=dict)
+
+
+class Forecast(ApiModel):
+    """Occurrences due per minute (an upper bound: a cancelled job's pending timer counts until the sweep)."""
+
+    start: datetime | None = None
+    minutes: list[ForecastMinute] = Field(default_factory=list)
+    total: int = 0
+    peak_minute: datetime | None = None
+    peak_due: int = 0
+    timers_read: int = 0
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a listing; pass `next_cursor` back to get the next one (None: this was the last)."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+__all__ = [
+    "ApiModel",
+    "Backfill",
+    "BackfillState",
+    "CronSchedule",
+    "EventBridgeTarget",
+    "Forecast",
+    "ForecastMinute",
+    "HandlerTarget",
+    "HttpTarget",
+    "Job",
+    "JobDefinition",
+    "JobState",
+    "LambdaTarget",
+    "LastRun",
+    "OnceSchedule",
+    "Page",
+    "RateSchedule",
+    "RetryPolicy",
+    "Run",
+    "RunState",
+    "Schedule",
+    "SigningKey",
+    "SigningKeys",
+    "SnsTarget",
+    "SqsTarget",
+    "StepFunctionsTarget",
+    "Target",
+    "Triggered",
+]
