@@ -4,7 +4,6 @@ scripts/test started (it exports AWS_ENDPOINT_URL_*), or ones started here for a
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,6 @@ from scheduler_local import emulators
 from scheduler_local.provision import Resources, provision
 
 ROOT = Path(__file__).resolve().parents[1]
-# The SDK is a distribution of its own (sdk/); its tests import it from the checkout unless it is installed.
-if str(ROOT / "sdk") not in sys.path:
-    sys.path.append(str(ROOT / "sdk"))
 
 #: Fixtures that reach the emulators. A test that uses one (directly, through another fixture, or as the
 #: "dynamodb" parameter of a backend fixture) is marked `emulator` here, so `-m "not emulator"` selects exactly

@@ -3,9 +3,9 @@ with the status and messages the API would give (checked with the core's own mod
 
 from __future__ import annotations
 
-from punctual_sdk.errors import ApiError, AuthError, FieldError, TransportError
 from pydantic import ValidationError
 
+from punctual_sdk.errors import ApiError, AuthError, FieldError, TransportError
 from scheduler.core.validation import field_errors, summary
 
 

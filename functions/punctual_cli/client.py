@@ -12,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
+from punctual_cli.api_errors import InvalidDefinition, definition_problem
 from punctual_sdk.auth import EXECUTE_API_HOST, Auth, BearerAuth, SigV4Auth, is_execute_api, region_of
 from punctual_sdk.client import Client, Definition, Outcome
 from punctual_sdk.errors import ApiError, AuthError, FieldError, TransportError
 from punctual_sdk.models import Backfill, Job, Page, Run, Triggered
 from punctual_sdk.transport import HttpRequest, HttpResponse, Transport, urllib_transport
-from pydantic import BaseModel, ValidationError
-
-from punctual_cli.api_errors import InvalidDefinition, definition_problem
 from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, JobSpec, payload_size
 
 USER_AGENT = "punctual-cli/0.1"

@@ -22,7 +22,8 @@ ensure_python() {
   command -v python3 >/dev/null || { log "python3 (3.11+) is required"; exit 1; }
   [ -x .venv/bin/python ] || python3 -m venv .venv
   mkdir -p .local
-  if ! { .venv/bin/python -m pip install --quiet --upgrade pip && .venv/bin/python -m pip install --quiet -e '.[dev]'; } \
+  if ! { .venv/bin/python -m pip install --quiet --upgrade pip && .venv/bin/python -m pip install --quiet -e '.[dev]' \
+      && .venv/bin/python -m pip install --quiet --no-deps -e ./sdk; } \
       > .local/pip-install.log 2>&1; then
     cat .local/pip-install.log >&2
     log "installing the Python dependencies failed (log above, also in .local/pip-install.log)"
@@ -61,7 +62,7 @@ bootstrap() {
   ensure_node_modules
   ensure_java
   ensure_ministack
-  export PYTHONPATH="$ROOT/functions${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="$ROOT/functions:$ROOT/sdk${PYTHONPATH:+:$PYTHONPATH}"
 }
 
 # ministack, a local AWS emulator (MIT, on PyPI), for the deploy-and-fire test, `scripts/deploy --local`, and

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from botocore.credentials import Credentials
-from punctual_sdk.models import Job, JobState
 from pydantic import ValidationError
 
 from punctual_cli.client import (
@@ -21,6 +20,7 @@ from punctual_cli.client import (
     region_of,
     validate_definition,
 )
+from punctual_sdk.models import Job, JobState
 from scheduler.core.model import JobSpec
 from tests.cli.fakes import BASE, FakeApi, job_json
 

@@ -24,8 +24,8 @@ from botocore.exceptions import ClientError
 from harness import Receiver
 
 from infra.bundling import PIP_PLATFORM
-from punctual_sdk.errors import ApiError
 from punctual_cli.client import Run, SchedulerClient, SigV4Auth
+from punctual_sdk.errors import ApiError
 from scheduler.adapters.http_target import AddressGuard, BlockedAddress
 from scheduler.core.timefmt import rfc3339
 from scheduler.signing import verify_v2

@@ -13,13 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from scheduler.adapters.codec import (
-    BACKFILL_PK,
-    MalformedMessage,
-    backfill_from_item,
-    dispatches_from_body,
-    timer_from_item,
-)
+from scheduler.adapters.codec import BACKFILL_PK, backfill_from_item, timer_from_item
+from scheduler.adapters.dispatch_message import MalformedMessage, dispatches_from_body
 from scheduler.adapters.sqs import SqsMessage
 from scheduler.core.envelope import MessageRunner
 from scheduler.core.execute import Executor

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+
 from punctual_sdk.client import Client
 from punctual_sdk.transport import HttpRequest, HttpResponse
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
 from punctual_sdk import errors
 from punctual_sdk.auth import BearerAuth, SigV4Auth, region_of
 from punctual_sdk.client import Client
@@ -162,7 +163,9 @@ def test_update_sends_if_match_as_a_quoted_version_and_a_stale_one_is_preconditi
 def test_rotate_signing_key_sends_the_overlap_and_if_match_once_and_returns_the_keys(api: Any) -> None:
     keys = [{"key_id": "k1.2", "key": "new", "version": 2, "expires_at": None},
             {"key_id": "k1", "key": "old", "version": 1, "expires_at": "2026-01-06T09:00:00Z"}]  # fmt: skip
-    api.answers["POST /v1/jobs/job-1/signing-keys/rotate"] = [(200, {"job_id": "job-1", "key_version": 2, "keys": keys})]
+    api.answers["POST /v1/jobs/job-1/signing-keys/rotate"] = [
+        (200, {"job_id": "job-1", "key_version": 2, "keys": keys})
+    ]
 
     rotated = api.client().rotate_signing_key("job-1", overlap_seconds=3600, if_match=1)
 

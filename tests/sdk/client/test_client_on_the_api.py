@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from punctual_sdk import errors
 from punctual_sdk.client import Client
 from punctual_sdk.models import CronSchedule, HandlerTarget, JobDefinition, JobState, RateSchedule

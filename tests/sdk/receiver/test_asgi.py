@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 import pytest
-from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
 
+from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
 from tests.sdk.receiver.signed import KEYS, NOW, Request, signed_request
 
 

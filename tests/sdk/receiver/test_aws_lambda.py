@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 import pytest
-from punctual_sdk.receiver import Delivery, InMemoryDedupeStore, InProgress, InvalidDelivery, Receiver
 
+from punctual_sdk.receiver import Delivery, InMemoryDedupeStore, InProgress, InvalidDelivery, Receiver
 from tests.sdk.receiver.signed import KEYS, NOW, signed_request
 
 KEY = "job-1:2026-12-01T08:00:00Z"

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
+
 from punctual_sdk.receiver import (
     InMemoryDedupeStore,
     InProgress,

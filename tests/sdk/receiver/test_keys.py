@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from punctual_sdk.receiver import InMemoryDedupeStore, KeyCache, Receiver, UnknownKey, keys_from_client
 
+from punctual_sdk.receiver import InMemoryDedupeStore, KeyCache, Receiver, UnknownKey, keys_from_client
 from scheduler.signing import KeyRing
 from tests.sdk.receiver.signed import KEYS, NOW, signed_request
 

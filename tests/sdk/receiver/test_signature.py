@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import pytest
+
 from punctual_sdk.receiver import InvalidSignature, StaleRequest, UnknownKey, verify_v1, verify_v2
 from punctual_sdk.receiver import signature as sdk
-
 from scheduler import signing
 from tests.sdk.receiver.signed import KEYS, NOW, Request, signed_request
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
 
+from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
 from tests.sdk.receiver.signed import JOB_ID, KEYS, NOW, Request, signed_request
 
 

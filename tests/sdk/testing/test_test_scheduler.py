@@ -6,7 +6,6 @@ Each test runs its scheduler in-process (no emulator, no network): moto answers 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,10 +13,10 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask import request as flask_request
+
 from punctual_sdk.errors import InvalidArgument, NotFound, Unprocessable
 from punctual_sdk.testing import HandlerContext, Request, Response, TestScheduler
 from punctual_sdk.testing.pytest_plugin import punctual  # noqa: F401 (the fixture)
-
 from scheduler.signing import verify_v2
 
 #: A Monday, 09:00 UTC.
@@ -29,24 +28,21 @@ def handler_job(name: str, schedule: dict[str, Any], **fields: Any) -> dict[str,
     return {"schedule": schedule, "target": {"type": "handler", "name": name}, **fields}
 
 
-def test_a_charge_in_seven_days_runs_once_at_its_time_in_well_under_a_second() -> None:
+def test_a_charge_in_seven_days_runs_once_at_its_time() -> None:
     charges: list[HandlerContext] = []
     with TestScheduler(handlers={"billing.charge": charges.append}, start=T0) as scheduler:
         # Given a one-shot job a week away
         job = scheduler.create(
             handler_job("billing.charge", {"type": "once", "delay_seconds": WEEK}, payload={"card": "c_1"})
         )
-        # When the test moves the clock past it
-        began = time.monotonic()
+        # When the test moves the clock past it (how long that takes is measured in docs/benchmarks.md, not here)
         scheduler.advance(days=7, hours=1)
-        elapsed = time.monotonic() - began
         # Then it ran once, at its time, with the deployed occurrence key and fencing token
         assert [(c.occurrence_key, c.fencing_token, c.attempt, c.payload) for c in charges] == [
             (f"{job['job_id']}:2026-03-09T09:00:00Z", 1, 1, {"card": "c_1"})
         ]
         assert scheduler.deliveries[0].at == T0 + timedelta(days=7)
         assert [(r["state"], r["attempts"]) for r in scheduler.runs(job["job_id"])] == [("SUCCEEDED", 1)]
-        assert elapsed < 1.0, f"seven virtual days took {elapsed:.2f} s"
 
 
 def test_a_daily_cron_keeps_its_local_hour_across_the_spring_dst_change() -> None:
