@@ -5,8 +5,8 @@ per occurrence however often the call is delivered (a redelivery gets the first 
 fencing token (409), a forged or replayed call (401). Standard library WSGI server, nothing else to install but
 `punctual-sdk` (`punctual-sdk[aws]` for the DynamoDB dedupe store).
 
-    PUNCTUAL_API_URL=http://127.0.0.1:8000 PUNCTUAL_TOKEN=dev-token python examples/receiver/charge_receiver.py
-    # then point a job's target at http://127.0.0.1:8080/hooks/charge
+    python examples/receiver/charge_receiver.py     # the local stack's API (scripts/dev) and its dev token
+    # then point a job's target at http://127.0.0.1:9001/hooks/charge
 
 Set DEDUPE_TABLE to keep the dedupe records in DynamoDB (see docs/receiving.md for the table); without it they are
 kept in memory, which dedupes only while this one process lives.
@@ -69,8 +69,9 @@ def main() -> None:
         from punctual_sdk.receiver.dynamodb import DynamoDBDedupeStore
 
         store = DynamoDBDedupeStore(os.environ["DEDUPE_TABLE"])
-    app = build(os.environ["PUNCTUAL_API_URL"], os.environ["PUNCTUAL_TOKEN"], [], store)
-    port = int(os.environ.get("PORT", "8080"))
+    api_url = os.environ.get("PUNCTUAL_API_URL", "http://127.0.0.1:8080")
+    app = build(api_url, os.environ.get("PUNCTUAL_TOKEN", "dev-token"), [], store)
+    port = int(os.environ.get("PORT", "9001"))
     with make_server("127.0.0.1", port, app, server_class=ThreadingServer) as server:
         print(f"receiving on http://127.0.0.1:{port}/hooks/charge")
         server.serve_forever()
