@@ -456,6 +456,33 @@ def document() -> dict[str, Any]:
             },
         },
     }
+    paths["/v1/jobs/{job_id}/runs/{scheduled_for}/retry"] = {
+        "post": {
+            "summary": "re-run a DEAD or RECONCILING run once (the same occurrence key, a new attempt)",
+            "description": (
+                "The occurrence becomes claimable again (a DEAD one with a fresh attempt budget) and is sent to the "
+                "job's ready queue; the worker's claim makes the new attempt with the next fencing token. A "
+                "SUCCEEDED run is never run again. Repeating the retry while the run waits for its attempt sends "
+                "it again and answers the same state (safe after a lost answer). No body."
+            ),
+            "parameters": [
+                JOB_ID,
+                {
+                    "name": "scheduled_for",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "description": "the run's scheduled_for (RFC 3339 with an offset), or its occurrence key",
+                },
+            ],
+            "responses": {
+                "202": _json("the run, waiting for its new attempt", "Run"),
+                "409": _problem("the run is not DEAD or RECONCILING (e.g. SUCCEEDED), or the job is paused/cancelled"),
+                "422": _problem("scheduled_for is not an RFC 3339 instant"),
+                **COMMON_ERRORS,
+            },
+        },
+    }
     schemas["Forecast"] = FORECAST_SCHEMA
     paths["/v1/forecast"] = {
         "get": {

@@ -21,12 +21,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from scheduler.core import forecast as forecasting
+from scheduler.core import run_retry
 from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
 from scheduler.core.model import MAX_NOTE, BackfillRequest, Job, JobSpec, JobState, RunState
 from scheduler.core.request_limits import RequestGate
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.timefmt import parse_rfc3339, rfc3339
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
 from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
@@ -52,6 +53,7 @@ _ROUTES: list[tuple[re.Pattern[str], set[str]]] = [
     (re.compile(r"^/v1/jobs/[^/]+/signing-keys$"), {"GET"}),
     (re.compile(r"^/v1/jobs/[^/]+/signing-keys/rotate$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/runs/[^/]+/resolve$"), {"POST"}),
+    (re.compile(r"^/v1/jobs/[^/]+/runs/[^/]+/retry$"), {"POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/backfill$"), {"GET", "POST"}),
     (re.compile(r"^/v1/jobs/[^/]+/backfill/[^/]+$"), {"GET", "DELETE"}),
 ]
@@ -374,6 +376,28 @@ def resolve_run(job_id: str, key: str) -> Response[str]:
 
     run = service().resolve(who, job_id, unquote(key), outcome, note)
     return json_response(200, run_view(run))
+
+
+@app.post("/v1/jobs/<job_id>/runs/<scheduled_for>/retry")
+def retry_run(job_id: str, scheduled_for: str) -> Response[str]:
+    """Re-run a DEAD or RECONCILING occurrence of the caller's job once (the same key, a new attempt): 202 with the
+    run as it is now, waiting for its attempt. The occurrence is named by its instant (or its occurrence key)."""
+    who = tenant()
+    from urllib.parse import unquote
+
+    named = unquote(scheduled_for).removeprefix(f"{job_id}:")
+    try:
+        at = parse_rfc3339(named)
+    except (ValueError, OverflowError):
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"name the run by its scheduled_for instant in RFC 3339 with an offset (e.g. 2026-01-05T09:00:00Z), "
+            f"not '{named[:80]}'",
+            errors=[{"field": "scheduled_for", "message": "must be an RFC 3339 instant with an offset"}],
+        ) from None
+    run = run_retry.retry_run(service(), who, job_id, at)
+    return json_response(202, run_view(run))
 
 
 def backfills() -> BackfillService:
