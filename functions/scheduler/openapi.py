@@ -14,7 +14,8 @@ from pydantic import TypeAdapter
 from scheduler.core.forecast import MAX_MINUTES as MAX_FORECAST_MINUTES
 from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
-from scheduler.core.model import MAX_NOTE, BackfillRequest, BackfillState, JobSpec, JobState, RunState
+from scheduler.core.labels import MAX_NAME_PREFIX, MAX_SELECTORS
+from scheduler.core.model import MAX_NOTE, TARGET_TYPES, BackfillRequest, BackfillState, JobSpec, JobState, RunState
 
 REF = "#/components/schemas/{model}"
 
@@ -299,7 +300,9 @@ def document() -> dict[str, Any]:
                     "201": _json("created", "Job"),
                     "200": _json("replay of an earlier create with the same Idempotency-Key", "Job"),
                     "400": _problem("malformed JSON, or JSON nested more than 128 levels deep"),
-                    "409": _problem("Idempotency-Key reused with a different body"),
+                    "409": _problem(
+                        "Idempotency-Key reused with a different body, or external_id already another job's"
+                    ),
                     "413": _problem("payload over 64 KiB"),
                     "415": _problem("not JSON"),
                     "422": _problem("invalid field"),
@@ -316,6 +319,27 @@ def document() -> dict[str, Any]:
                 ),
                 "parameters": [
                     {"name": "state", "in": "query", "schema": {"enum": [s.value for s in JobState]}},
+                    {
+                        "name": "label",
+                        "in": "query",
+                        "style": "form",
+                        "explode": True,
+                        "schema": {
+                            "type": "array",
+                            "maxItems": MAX_SELECTORS,
+                            "items": {"type": "string", "pattern": "^[^:]+:[-A-Za-z0-9_.]*$"},
+                        },
+                        "description": (
+                            "key:value (the label has that value) or key: (the job has the label); repeat to AND "
+                            "them. With a label, the list is by that label's value, then job id"
+                        ),
+                    },
+                    {"name": "target_type", "in": "query", "schema": {"enum": list(TARGET_TYPES)}},
+                    {
+                        "name": "name_prefix",
+                        "in": "query",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_PREFIX},
+                    },
                     *PAGE,
                 ],
                 "responses": {
@@ -340,6 +364,13 @@ def document() -> dict[str, Any]:
                     "422": _problem("not a list of 1-25 items"),
                     "401": COMMON_ERRORS["401"],
                 },
+            },
+        },
+        "/v1/jobs/by-external-id/{external_id}": {
+            "get": {
+                "summary": "the caller's job with this external_id",
+                "parameters": [{"name": "external_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": _json("the job", "Job"), **COMMON_ERRORS},
             },
         },
         "/v1/jobs/{job_id}": {
@@ -453,6 +484,33 @@ def document() -> dict[str, Any]:
                     "content": {"application/json": {"schema": {"$ref": REF.format(model="Resolve")}}},
                 },
                 "responses": {"200": _json("the run", "Run"), "409": _problem("not RECONCILING"), **COMMON_ERRORS},
+            },
+        },
+    }
+    paths["/v1/jobs/{job_id}/runs/{scheduled_for}/retry"] = {
+        "post": {
+            "summary": "re-run a DEAD or RECONCILING run once (the same occurrence key, a new attempt)",
+            "description": (
+                "The occurrence becomes claimable again (a DEAD one with a fresh attempt budget) and is sent to the "
+                "job's ready queue; the worker's claim makes the new attempt with the next fencing token. A "
+                "SUCCEEDED run is never run again. Repeating the retry while the run waits for its attempt sends "
+                "it again and answers the same state (safe after a lost answer). No body."
+            ),
+            "parameters": [
+                JOB_ID,
+                {
+                    "name": "scheduled_for",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "description": "the run's scheduled_for (RFC 3339 with an offset), or its occurrence key",
+                },
+            ],
+            "responses": {
+                "202": _json("the run, waiting for its new attempt", "Run"),
+                "409": _problem("the run is not DEAD or RECONCILING (e.g. SUCCEEDED), or the job is paused/cancelled"),
+                "422": _problem("scheduled_for is not an RFC 3339 instant"),
+                **COMMON_ERRORS,
             },
         },
     }

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from scheduler.core.labels import ALL_JOBS, JobQuery
 from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.ports import (
     ALL_RUNS,
@@ -258,9 +259,15 @@ class FaultyJobStore:
         self.gate.after("jobs.get")
         return job
 
-    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+    def list(
+        self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
+    ) -> tuple[list[Job], str | None]:
         self.gate.before("jobs.list")
-        return self.inner.list(tenant, state, limit, cursor)
+        return self.inner.list(tenant, state, limit, cursor, query)
+
+    def get_by_external_id(self, tenant: str, external_id: str) -> Job | None:
+        self.gate.before("jobs.get_by_external_id")
+        return self.inner.get_by_external_id(tenant, external_id)
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
         self.gate.before("jobs.replace", job, timer, late)

@@ -58,6 +58,7 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     assert jobs.get(job.job_id) == job
     assert jobs.list(job.tenant, None, 10, None)[0] == [job]
     assert jobs.list(job.tenant, JobState.ACTIVE, 10, None)[0] == [job]
+    assert jobs.get_by_external_id(job.tenant, "no-such-id") is None
     assert jobs.advance(timer, Advance(t0 + timedelta(minutes=2), timer.scheduled_for, 0)).put_next  # UpdateItem path
     current = jobs.get(job.job_id)
     paused = current.model_copy(update={"version": 2, "state": JobState.PAUSED})

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -281,6 +282,49 @@ def test_at_most_once_ambiguous_outcome_waits_for_an_operator(env, api_call, rec
     assert (run["state"], run["attempts"]) == ("SUCCEEDED", 2)
     again = api_call("POST", f"/v1/jobs/{job}/runs/{key}/resolve", {"outcome": "succeeded"}, tenant=TENANT)
     assert again.status == 409
+
+
+def test_a_tenant_retries_its_dead_run_once_under_the_same_key(env, api_call, receiver, sqs_client):
+    # Given a DEAD occurrence (its target refused it) and a SUCCEEDED one
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    dead_job = create_job(api_call, f"{receiver.url}/status/400", due)
+    ok_job = create_job(api_call, f"{receiver.url}/hook", due)
+    dead, ok = Dispatch(dead_job, TENANT, due, due, 1), Dispatch(ok_job, TENANT, due, due, 1)
+    bodies = [dispatch_to_body(d, LOCAL_MESSAGE_KEY) for d in (dead, ok)]
+    assert invoke(receive_records(sqs_client, env.ready_queue_url, bodies)) == {"batchItemFailures": []}
+    drain(sqs_client, env.dlq_url)
+    path = f"/v1/jobs/{dead_job}/runs/{rfc3339(due)}/retry"
+
+    # Then another tenant cannot retry it, and a malformed instant is a 422
+    assert api_call("POST", path, tenant="arn:aws:iam::222222222222:user/bob").status == 404
+    bad = api_call("POST", f"/v1/jobs/{dead_job}/runs/yesterday/retry", tenant=TENANT)
+    assert (bad.status, bad.body["errors"][0]["field"]) == (422, "scheduled_for")
+
+    # When its tenant retries it, twice (the answer to the first was lost)
+    first = api_call("POST", path, tenant=TENANT)
+    second = api_call("POST", f"/v1/jobs/{dead_job}/runs/{quote(dead.key, safe='')}/retry", tenant=TENANT)
+
+    # Then both answer the run waiting for its new attempt, and the occurrence is on the ready queue, same key
+    assert (first.status, first.body["state"], first.body["occurrence_key"]) == (202, "RETRY_WAIT", dead.key)
+    assert (second.status, second.body["state"]) == (202, "RETRY_WAIT")
+    redone = collect_records(sqs_client, env.ready_queue_url, 2)
+    assert {(d.key, d.kind) for d in (dispatch_from_body(r["body"], LOCAL_MESSAGE_KEY) for r in redone)} == {
+        (dead.key, "manual")
+    }
+    # And the worker runs it once more, with the next fencing token (the duplicate is absorbed: acknowledged, or
+    # kept for later if it found the first copy still running, as two Lambdas would)
+    assert len(invoke(redone)["batchItemFailures"]) <= 1
+    tokens = [h["x-scheduler-fencing-token"] for h in receiver.headers if h["idempotency-key"] == dead.key]
+    assert tokens == ["1", "2"]
+    [run] = api_call("GET", f"/v1/jobs/{dead_job}/runs", tenant=TENANT).body["runs"]
+    assert (run["state"], run["attempts"]) == ("DEAD", 1)
+
+    # And a SUCCEEDED run is never run again, and a run that does not exist is a 404
+    succeeded = api_call("POST", f"/v1/jobs/{ok_job}/runs/{rfc3339(due)}/retry", tenant=TENANT)
+    assert succeeded.status == 409 and "SUCCEEDED" in succeeded.body["detail"]
+    missing = api_call("POST", f"/v1/jobs/{ok_job}/runs/{rfc3339(due + timedelta(hours=1))}/retry", tenant=TENANT)
+    assert missing.status == 404
+    assert receiver.calls == Counter({ok.key: 1})
 
 
 def test_a_forged_or_planted_dispatch_is_dead_lettered_unrun(env, api_call, receiver, sqs_client):

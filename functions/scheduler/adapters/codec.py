@@ -77,6 +77,31 @@ JOB_OPTIONAL_ATTRIBUTES = (
 JOB_LISTING_ATTRIBUTES = ("PK", "SK", "tenant_pk", "tenant_sk", "listed_in")
 
 
+def label_pk(tenant: str, key: str) -> str:
+    """The partition of the label index that holds the tenant's jobs with label `key` (scheduler.core.labels)."""
+    return f"LABEL#{tenant}#{key}"
+
+
+def label_sk(value: str, job_id: str) -> str:
+    """Within a key's partition: by value, then job id (a value has no '#', so `{value}#` is an exact value's
+    prefix)."""
+    return f"{value}#{job_id}"
+
+
+def label_item(tenant: str, key: str, value: str, job_id: str) -> Item:
+    """One label of a job in the label index: written and removed with the job's labels, in the same transaction."""
+    return {"PK": s(label_pk(tenant, key)), "SK": s(label_sk(value, job_id)), "kind": s("label"), "job_id": s(job_id)}
+
+
+def external_id_key(tenant: str, external_id: str) -> Item:
+    return {"PK": s(f"EXTID#{tenant}#{external_id}"), "SK": s("EXTID")}
+
+
+def external_id_item(tenant: str, external_id: str, job_id: str) -> Item:
+    """The tenant's claim on an external id: written with the job on create (only if absent), kept while it is."""
+    return {**external_id_key(tenant, external_id), "kind": s("external_id"), "job_id": s(job_id)}
+
+
 def job_list_pk(list_id: str) -> str:
     return f"LIST#{list_id}"
 

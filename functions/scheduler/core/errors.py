@@ -37,6 +37,15 @@ class IdempotentReplay(SchedulerError):
         self.record = record
 
 
+class ExternalIdTaken(SchedulerError):
+    """Another job of the tenant has this external id (`job_id`, when the store could tell which)."""
+
+    def __init__(self, external_id: str, job_id: str | None) -> None:
+        super().__init__(f"external_id {external_id!r} is taken by another job of this tenant")
+        self.external_id = external_id
+        self.job_id = job_id
+
+
 class InvalidRequest(SchedulerError):
     """A request that is well-formed JSON but cannot be honoured; `field` names the offending field."""
 

@@ -25,6 +25,7 @@ from scheduler.core.errors import (
 from scheduler.core.events import Outbox
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.keys import occurrence_key
+from scheduler.core.labels import ALL_JOBS, JobQuery
 from scheduler.core.model import MAX_PAYLOAD_BYTES, REDACTED, Job, JobSpec, JobState, RunState, payload_size
 from scheduler.core.ports import (
     Clock,
@@ -129,6 +130,12 @@ class JobService:
     def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
         return self.jobs.list(tenant, state, limit, cursor)
 
+    def get_by_external_id(self, tenant: str, external_id: str) -> Job:
+        job = self.jobs.get_by_external_id(tenant, external_id)
+        if job is None or job.tenant != tenant:
+            raise JobNotFound(f"external_id {external_id}")
+        return job
+
     def status(self, job: Job) -> JobStatus:
         """How the job is shown. A COMPLETED job's last occurrence is read from the ledger (one read): until it
         has finished the job is DISPATCHED, so a one-shot whose occurrence is still on its way never reads as done."""
@@ -145,12 +152,13 @@ class JobService:
         )
 
     def list_shown(
-        self, tenant: str, state: JobState | None, limit: int, cursor: str | None
+        self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
     ) -> tuple[builtins.list[tuple[Job, JobStatus]], str | None]:
         """A page of the tenant's jobs with their shown status. COMPLETED and DISPATCHED are both stored as
-        COMPLETED: either filter reads those and keeps the ones shown so (a page may hold fewer than `limit`)."""
+        COMPLETED: either filter reads those and keeps the ones shown so (a page may hold fewer than `limit`).
+        `query` filters by labels, target type and name prefix (scheduler.core.labels)."""
         stored = JobState.COMPLETED if state == JobState.DISPATCHED else state
-        jobs, next_cursor = self.jobs.list(tenant, stored, limit, cursor)
+        jobs, next_cursor = self.jobs.list(tenant, stored, limit, cursor, query)
         shown = [(job, self.status(job)) for job in jobs]
         if state in (JobState.COMPLETED, JobState.DISPATCHED):
             shown = [(job, status) for job, status in shown if status.state == state]
@@ -270,6 +278,8 @@ class JobService:
             merged = _merge(job.spec.model_dump(mode="json", exclude_none=True), changes)
             # A sealed value stays REDACTED in the merged definition (checked as such); a new one must be given.
             spec = JobSpec.model_validate(carry_secrets(job, merged, changes))
+            if spec.external_id != job.spec.external_id:
+                raise InvalidRequest("external_id is set on create and cannot change", field="external_id")
             self._check_payload(spec)
             self._check_secrets(spec, placeholders=True)
             self.check_target(tenant, spec)

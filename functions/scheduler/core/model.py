@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scheduler.core.labels import external_id_problem, labels_problem
 from scheduler.core.schedules import Instant, Schedule
 
 #: The largest payload accepted, in bytes of compact JSON. A DynamoDB item holds 400 KB and an SQS message
@@ -239,6 +240,13 @@ Target = Annotated[
 ]
 
 
+#: The `type` of each kind of target (`GET /v1/jobs?target_type=`).
+TARGET_TYPES: tuple[str, ...] = tuple(
+    kind.model_fields["type"].annotation.__args__[0]  # type: ignore[union-attr]
+    for kind in (HttpTarget, SqsTarget, SnsTarget, EventBridgeTarget, LambdaTarget, StepFunctionsTarget, HandlerTarget)
+)
+
+
 class RetryPolicy(_Strict):
     max_attempts: int = Field(strict=True, default=5, ge=1, le=MAX_ATTEMPTS_LIMIT)
     initial_backoff_seconds: int = Field(strict=True, default=5, ge=1, le=3600)
@@ -277,6 +285,35 @@ class JobSpec(_Strict):
     #: out: the deployment's default (`SCHEDULER_COMPLETION_EVENTS_DEFAULT`, off), so nobody pays for events
     #: nobody listens to.
     events: bool | None = Field(default=None, strict=True)
+    #: Kubernetes-style labels (scheduler.core.labels): the job list filters by them (`label=key:value`).
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="at most 20; key: [DNS-subdomain prefix/]name of 1-63 [A-Za-z0-9-_.]; value: empty or the same",
+    )
+    #: The caller's own id of the job, unique among the tenant's jobs (a second create with it is a 409); the job is
+    #: read by it at `GET /v1/jobs/by-external-id/{external_id}`. Set on create; it cannot change.
+    external_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="unique per tenant; 1-128 printable ASCII characters without spaces or '/'",
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_are_kubernetes_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        problem = labels_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("external_id")
+    @classmethod
+    def _external_id_is_printable(cls, value: str | None) -> str | None:
+        problem = external_id_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("payload")
     @classmethod

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Literal, Protocol, TypeVar
 
+from scheduler.core.labels import ALL_JOBS, JobQuery
 from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.records import (
     ALL_RUNS,
@@ -149,8 +150,16 @@ class JobStore(Protocol):
         """Strongly consistent read of a job."""
         ...
 
-    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
-        """A tenant's jobs, oldest first, a page at a time; the cursor is opaque."""
+    def list(
+        self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
+    ) -> tuple[list[Job], str | None]:
+        """A tenant's jobs, oldest first, a page at a time; the cursor is opaque. With label selectors in `query`:
+        the jobs with the driving selector's label (`JobQuery.driving`), by its value then job id; every job on a
+        page matches `state` and all of `query`."""
+        ...
+
+    def get_by_external_id(self, tenant: str, external_id: str) -> Job | None:
+        """The tenant's job with this external id (JobSpec.external_id), if any."""
         ...
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:

@@ -21,12 +21,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from scheduler.core import forecast as forecasting
+from scheduler.core import run_retry
 from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
-from scheduler.core.model import MAX_NOTE, BackfillRequest, Job, JobSpec, JobState, RunState
+from scheduler.core.labels import MAX_NAME_PREFIX, MAX_SELECTORS, JobQuery, LabelSelector
+from scheduler.core.model import MAX_NOTE, TARGET_TYPES, BackfillRequest, Job, JobSpec, JobState, RunState
 from scheduler.core.request_limits import RequestGate
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.timefmt import parse_rfc3339, rfc3339
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
 from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
@@ -200,10 +202,64 @@ def list_jobs() -> Response[str]:
                 f"state must be one of {', '.join(s.value for s in JobState)}, not '{state_raw}'",
                 errors=[{"field": "state", "message": "unknown state"}],
             ) from None
+    query = _job_query()
     svc = service()
-    shown, next_cursor = page_of(lambda limit, cursor: svc.list_shown(who, state, limit, cursor))
+    shown, next_cursor = page_of(lambda limit, cursor: svc.list_shown(who, state, limit, cursor, query))
     views = [job_view(job, svc, status=status) for job, status in shown]
     return json_response(200, {"jobs": views, "next_cursor": next_cursor})
+
+
+def _job_query() -> JobQuery:
+    """The list's filters besides `state`: `label=key:value` or `label=key:` (repeatable, ANDed), `target_type=`,
+    `name_prefix=`; a malformed one is a 422 naming its parameter."""
+    event = app.current_event
+    raw_labels = (event.multi_value_query_string_parameters or {}).get("label") or []
+    if len(raw_labels) > MAX_SELECTORS:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"a list takes at most {MAX_SELECTORS} label selectors; this one has {len(raw_labels)}",
+            errors=[{"field": "label", "message": f"at most {MAX_SELECTORS}"}],
+        )
+    selectors = []
+    for raw in raw_labels:
+        try:
+            selectors.append(LabelSelector.parse(raw))
+        except ValueError as exc:
+            raise Problem(
+                422,
+                "Unprocessable Content",
+                f"{exc}; a selector is label=key:value (that value) or label=key: (any value)",
+                errors=[{"field": "label", "message": str(exc)}],
+            ) from None
+    target_type = event.get_query_string_value("target_type", None)
+    if target_type is not None and target_type not in TARGET_TYPES:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"target_type must be one of {', '.join(TARGET_TYPES)}, not '{target_type[:80]}'",
+            errors=[{"field": "target_type", "message": "unknown target type"}],
+        )
+    name_prefix = event.get_query_string_value("name_prefix", None)
+    if name_prefix is not None and not 1 <= len(name_prefix) <= MAX_NAME_PREFIX:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"name_prefix must be 1-{MAX_NAME_PREFIX} characters",
+            errors=[{"field": "name_prefix", "message": f"must be 1-{MAX_NAME_PREFIX} characters"}],
+        )
+    return JobQuery(tuple(dict.fromkeys(selectors)), target_type, name_prefix)
+
+
+@app.get("/v1/jobs/by-external-id/<external_id>")
+def get_job_by_external_id(external_id: str) -> Response[str]:
+    """The caller's job with this external id (JobSpec.external_id); another tenant's is a 404 like any."""
+    who = tenant()
+    from urllib.parse import unquote
+
+    svc = service()
+    job = svc.get_by_external_id(who, unquote(external_id))
+    return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"', "Location": f"/v1/jobs/{job.job_id}"})
 
 
 @app.get("/v1/jobs/<job_id>")
@@ -359,6 +415,28 @@ def resolve_run(job_id: str, occurrence_key: str) -> Response[str]:
 
     run = service().resolve(who, job_id, unquote(occurrence_key), outcome, note)
     return json_response(200, run_view(run))
+
+
+@app.post("/v1/jobs/<job_id>/runs/<scheduled_for>/retry")
+def retry_run(job_id: str, scheduled_for: str) -> Response[str]:
+    """Re-run a DEAD or RECONCILING occurrence of the caller's job once (the same key, a new attempt): 202 with the
+    run as it is now, waiting for its attempt. The occurrence is named by its instant (or its occurrence key)."""
+    who = tenant()
+    from urllib.parse import unquote
+
+    named = unquote(scheduled_for).removeprefix(f"{job_id}:")
+    try:
+        at = parse_rfc3339(named)
+    except (ValueError, OverflowError):
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"name the run by its scheduled_for instant in RFC 3339 with an offset (e.g. 2026-01-05T09:00:00Z), "
+            f"not '{named[:80]}'",
+            errors=[{"field": "scheduled_for", "message": "must be an RFC 3339 instant with an offset"}],
+        ) from None
+    run = run_retry.retry_run(service(), who, job_id, at)
+    return json_response(202, run_view(run))
 
 
 def backfills() -> BackfillService:

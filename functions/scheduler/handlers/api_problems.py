@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from scheduler.core.errors import (
     BackfillNotFound,
+    ExternalIdTaken,
     IdempotencyConflict,
     InvalidRequest,
     InvalidState,
@@ -103,6 +104,18 @@ def on_idempotency_conflict(exc: IdempotencyConflict) -> Response[str]:
     )
 
 
+def on_external_id_taken(exc: ExternalIdTaken) -> Response[str]:
+    where = f" (job '{exc.job_id}', at GET /v1/jobs/by-external-id/{exc.external_id})" if exc.job_id else ""
+    return problem_response(
+        409,
+        "Conflict",
+        f"external_id '{exc.external_id}' is already another job's{where}; an external id is unique among a "
+        "tenant's jobs (cancelled ones too). Read that job, or repeat the create with its Idempotency-Key",
+        external_id=exc.external_id,
+        job_id=exc.job_id,
+    )
+
+
 def on_invalid(exc: InvalidRequest) -> Response[str]:
     return problem_response(
         422, "Unprocessable Content", exc.detail, errors=[{"field": exc.field or "body", "message": exc.detail}]
@@ -132,6 +145,7 @@ HANDLERS: dict[type[Exception], Callable[[Any], Response[str]]] = {
     BackfillNotFound: on_backfill_not_found,
     VersionConflict: on_version_conflict,
     IdempotencyConflict: on_idempotency_conflict,
+    ExternalIdTaken: on_external_id_taken,
     InvalidRequest: on_invalid,
     InvalidSchedule: on_invalid_schedule,
     InvalidState: on_invalid_state,

@@ -14,10 +14,16 @@ from scheduler.adapters.codec import (
     JOB_LISTING_ATTRIBUTES,
     JOB_OPTIONAL_ATTRIBUTES,
     Item,
+    external_id_item,
+    external_id_key,
+    get_s,
     job_from_item,
     job_list_item,
     job_pk,
     job_to_item,
+    label_item,
+    label_pk,
+    label_sk,
     listed_job_ids,
     n,
     s,
@@ -36,7 +42,14 @@ from scheduler.adapters.dynamodb.common import (
 )
 from scheduler.adapters.dynamodb.timers import late_item, timer_item
 from scheduler.core.chain import active_delta, already_advanced, completion_mark
-from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
+from scheduler.core.errors import (
+    ExternalIdTaken,
+    IdempotencyConflict,
+    IdempotentReplay,
+    QuotaExceeded,
+    VersionConflict,
+)
+from scheduler.core.labels import ALL_JOBS, JobQuery, LabelSelector, label_entries
 from scheduler.core.model import Job, JobState, payload_size
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob, Timer
 from scheduler.core.timefmt import from_ms, to_ms
@@ -68,12 +81,18 @@ class DynamoJobStore:
     def create(
         self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
     ) -> None:
-        # The order the cancellation reasons are read in below: the job, the quota, the timer(s), the key.
+        # The order the cancellation reasons are read in below: the job, the quota, the timer(s), the key, the
+        # external id (then the labels, which have no condition).
+        timers = self._timer_puts(timer, late)
+        keyed = self._idempotency_put(idempotency, job)
+        claimed = self._external_id_put(job)
         items: list[dict[str, Any]] = [
             self._job_put(job),
             quota_update(self.table, job.tenant, 1, limit=quota),
-            *self._timer_puts(timer, late),
-            *self._idempotency_put(idempotency, job),
+            *timers,
+            *keyed,
+            *claimed,
+            *self._label_writes(job, None),
         ]
         try:
             transact(self.client, items)
@@ -81,8 +100,9 @@ class DynamoJobStore:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
             reasons = cancellation_reasons(exc)
+            at = 2 + len(timers)
             if idempotency is not None and len(reasons) == len(items):
-                reason = reasons[-1]
+                reason = reasons[at]
                 if reason.get("Code") == "ConditionalCheckFailed":
                     old = reason.get("Item") or {}
                     if old.get("request_hash", {}).get("S") != idempotency.request_hash:
@@ -96,6 +116,13 @@ class DynamoJobStore:
                             from_ms(int(old["expires_ms"]["N"])),
                         )
                     ) from exc
+            if (
+                claimed
+                and len(reasons) == len(items)
+                and reasons[at + len(keyed)].get("Code") == "ConditionalCheckFailed"
+            ):
+                holder = (reasons[at + len(keyed)].get("Item") or {}).get("job_id", {}).get("S")
+                raise ExternalIdTaken(str(job.spec.external_id), holder) from exc
             if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
                 raise QuotaExceeded(f"this tenant already has {quota} active or paused jobs") from exc
             raise
@@ -108,7 +135,10 @@ class DynamoJobStore:
         for chunk in self._transactions(new):
             jobs = len(chunk)
             tenant = chunk[0].job.tenant
+            external_ids = [item.job.spec.external_id for item in chunk if item.job.spec.external_id is not None]
             if any(item.job.tenant != tenant for item in chunk) or jobs > quota:
+                return stored
+            if len(set(external_ids)) != len(external_ids):  # one transaction cannot write an item twice
                 return stored
             listed_in = chunk[0].job.job_id if jobs > 1 else None
             writes = [write for item in chunk for write in self._writes(item, listed_in)]
@@ -155,7 +185,38 @@ class DynamoJobStore:
             self._put_new(job_to_item(new.job, listed_in)),
             *self._timer_puts(new.timer, new.late),
             *self._idempotency_put(new.idempotency, new.job),
+            *self._external_id_put(new.job),
+            *self._label_writes(new.job, None),
         ]
+
+    def _external_id_put(self, job: Job) -> list[dict[str, Any]]:
+        """The tenant's claim on the job's external id, refused when another job has it."""
+        if job.spec.external_id is None:
+            return []
+        put = {
+            "TableName": self.table,
+            "Item": external_id_item(job.tenant, job.spec.external_id, job.job_id),
+            "ConditionExpression": "attribute_not_exists(PK)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        return [{"Put": put}]
+
+    def _label_writes(self, job: Job, previous: Job | None) -> list[dict[str, Any]]:
+        """The label index's changes from `previous`'s labels (none: a new job) to `job`'s: a put per label added
+        or changed, a delete per label removed or changed; none for a label that stays."""
+        old = dict(label_entries(previous.spec.labels)) if previous is not None else {}
+        new = dict(label_entries(job.spec.labels))
+        writes: list[dict[str, Any]] = []
+        for key, value in old.items():
+            if new.get(key) != value:
+                gone = {"PK": s(label_pk(job.tenant, key)), "SK": s(label_sk(value, job.job_id))}
+                writes.append({"Delete": {"TableName": self.table, "Key": gone}})
+        for key, value in new.items():
+            if old.get(key) != value:
+                writes.append(
+                    {"Put": {"TableName": self.table, "Item": label_item(job.tenant, key, value, job.job_id)}}
+                )
+        return writes
 
     def _job_put(self, job: Job) -> dict[str, Any]:
         return self._put_new(job_to_item(job))
@@ -192,14 +253,24 @@ class DynamoJobStore:
         item = response.get("Item")
         return job_from_item(item) if item else None
 
+    def get_by_external_id(self, tenant: str, external_id: str) -> Job | None:
+        """Two consistent reads: the tenant's claim on the id, then the job it names."""
+        claim = self.client.get_item(
+            TableName=self.table, Key=external_id_key(tenant, external_id), ConsistentRead=True
+        ).get("Item")
+        return self.get(claim["job_id"]["S"]) if claim else None
+
     def list(
-        self, tenant: str, state: JobState | None, limit: int, cursor: str | None
+        self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
     ) -> tuple[builtins.list[Job], str | None]:
         """Oldest first from the keys-only by_tenant index, each page's jobs then read by key (eventually
         consistent: a job created a moment ago may be missing from a list for a moment; GET by id is always
         consistent). The jobs of one batch transaction share an entry (`job_list_item`) and are listed together,
         in order, where the first of them is. Reads one matching job ahead, so a page that ends at the tenant's
         last job carries no cursor; a cursor is an index key, and a position in its entry's jobs for a batch's."""
+        driving = query.driving()
+        if driving is not None:
+            return self._list_labelled(tenant, driving, state, query, limit, cursor)
         partition = s(f"TENANT#{tenant}")
         start = decode_cursor(cursor)
         at = None
@@ -212,10 +283,10 @@ class DynamoJobStore:
             ):
                 raise ValueError("cursor is not one this API returned for this caller")
         # A filtered list reads more a query: most jobs may not match.
-        reads = limit + 1 if state is None else max(limit + 1, 25)
+        reads = limit + 1 if state is None and query.empty else max(limit + 1, 25)
         found: builtins.list[tuple[Item, int | None, Job]] = []
         for entry, position, job in self._listed(partition, start, at, reads):
-            if state is None or job.state == state:
+            if query.matches(job, state):
                 found.append((entry, position, job))
                 if len(found) > limit:
                     break
@@ -226,6 +297,56 @@ class DynamoJobStore:
             last: dict[str, Any] = {f: entry[f] for f in ("PK", "SK", "tenant_pk", "tenant_sk")}
             next_cursor = encode_cursor(last if position is None else {**last, "at": position})
         return [job for _, _, job in page], next_cursor
+
+    def _list_labelled(
+        self,
+        tenant: str,
+        driving: LabelSelector,
+        state: JobState | None,
+        query: JobQuery,
+        limit: int,
+        cursor: str | None,
+    ) -> tuple[builtins.list[Job], str | None]:
+        """The jobs with the driving selector's label, from its partition of the label index (by value, then job
+        id; an exact value is a prefix of the sort key), each read by key and kept if it matches all of `query`.
+        A query reads `limit + 1` entries when the selector is the whole filter (one ahead: no cursor after the
+        last), more when other filters may drop some; a cursor is the last entry's key, in this partition."""
+        partition = s(label_pk(tenant, driving.key))
+        start = decode_cursor(cursor)
+        if start is not None and (set(start) != {"PK", "SK"} or start["PK"] != partition):
+            raise ValueError("cursor is not one this API returned for this caller")
+        condition, values = "PK = :p", {":p": partition}
+        if driving.value is not None:
+            condition, values[":v"] = "PK = :p AND begins_with(SK, :v)", s(f"{driving.value}#")
+        alone = state is None and query == JobQuery(labels=(driving,))
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ProjectionExpression": "PK, SK, job_id",
+            "Limit": limit + 1 if alone else max(limit + 1, 25),
+        }
+        found: builtins.list[tuple[Item, Job]] = []
+        while len(found) <= limit:
+            response = query_from(self.client, request, start)
+            entries = response.get("Items", [])
+            keys = [{"PK": s(job_pk(e["job_id"]["S"])), "SK": s("DEF")} for e in entries]
+            items = get_many(self.client, self.table, keys, consistent=False)
+            for entry in entries:
+                item = items.get(job_pk(entry["job_id"]["S"]))
+                if item is None or get_s(item, "tenant") != tenant:
+                    continue
+                job = job_from_item(item)
+                if query.matches(job, state):
+                    found.append(({"PK": entry["PK"], "SK": entry["SK"]}, job))
+                    if len(found) > limit:
+                        break
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        page = found[:limit]
+        next_cursor = encode_cursor(page[-1][0]) if len(found) > limit and page else None
+        return [job for _, job in page], next_cursor
 
     def _listed(
         self, partition: dict[str, str], start: dict[str, Any] | None, at: int | None, reads: int
@@ -285,6 +406,7 @@ class DynamoJobStore:
         items: list[dict[str, Any]] = [
             {"Update": self._job_update(job, condition, values)},
             *self._timer_puts(timer, late),
+            *self._label_writes(job, previous),
         ]
         delta = active_delta(previous, job)
         if delta:

@@ -8,7 +8,14 @@ from datetime import datetime
 
 from scheduler.adapters.memory.timers import MemoryTimerStore
 from scheduler.core.chain import active_delta, advance_allowed, already_advanced, completion_mark, replace_allowed
-from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
+from scheduler.core.errors import (
+    ExternalIdTaken,
+    IdempotencyConflict,
+    IdempotentReplay,
+    QuotaExceeded,
+    VersionConflict,
+)
+from scheduler.core.labels import ALL_JOBS, JobQuery
 from scheduler.core.model import Job, JobState
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob, Timer
 from scheduler.core.timefmt import to_ms
@@ -19,6 +26,8 @@ class MemoryJobStore:
         self.jobs: dict[str, Job] = {}
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         self.active: dict[str, int] = {}
+        #: (tenant, external id) -> the job that has it (kept while the job is, cancelled too).
+        self.external_ids: dict[tuple[str, str], str] = {}
         self.timers: MemoryTimerStore | None = None
         self.lock = threading.RLock()
 
@@ -39,6 +48,9 @@ class MemoryJobStore:
                     raise IdempotentReplay(existing)
             if job.job_id in self.jobs:
                 raise VersionConflict(self.jobs[job.job_id])
+            taken = self._external_id_holder(job)
+            if taken is not None:
+                raise ExternalIdTaken(str(job.spec.external_id), taken)
             if self.active.get(job.tenant, 0) >= quota:
                 raise QuotaExceeded(f"this tenant already has {quota} active or paused jobs")
             self._write(job, timer, idempotency, late)
@@ -47,8 +59,11 @@ class MemoryJobStore:
         """One transaction for them all (memory has no size limit): all stored, or none."""
         with self.lock:
             tenants = {item.job.tenant for item in new}
+            external_ids = [item.job.spec.external_id for item in new if item.job.spec.external_id is not None]
             refused = (
                 len(tenants) > 1
+                or len(set(external_ids)) != len(external_ids)
+                or any(self._external_id_holder(item.job) is not None for item in new)
                 or any(item.job.job_id in self.jobs for item in new)
                 or any(item.idempotency and self._taken(item.idempotency, item.job.created_at) for item in new)
                 or any(self.active.get(tenant, 0) + len(new) > quota for tenant in tenants)
@@ -64,8 +79,15 @@ class MemoryJobStore:
         existing = self.idempotency.get((idempotency.tenant, idempotency.key))
         return existing if existing is not None and existing.expires_at > now else None
 
+    def _external_id_holder(self, job: Job) -> str | None:
+        """The job that has `job`'s external id already, if any."""
+        external_id = job.spec.external_id
+        return self.external_ids.get((job.tenant, external_id)) if external_id is not None else None
+
     def _write(self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool) -> None:
         self.active[job.tenant] = self.active.get(job.tenant, 0) + 1
+        if job.spec.external_id is not None:
+            self.external_ids[(job.tenant, job.spec.external_id)] = job.job_id
         self.jobs[job.job_id] = job
         if idempotency is not None:
             self.idempotency[(idempotency.tenant, idempotency.key)] = idempotency
@@ -79,12 +101,25 @@ class MemoryJobStore:
         with self.lock:
             return self.jobs.get(job_id)
 
-    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
+    def get_by_external_id(self, tenant: str, external_id: str) -> Job | None:
+        with self.lock:
+            job_id = self.external_ids.get((tenant, external_id))
+            return self.jobs.get(job_id) if job_id is not None else None
+
+    def list(
+        self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
+    ) -> tuple[list[Job], str | None]:
+        """Oldest first; filtered by labels, as the DynamoDB store lists them: by the driving selector's value,
+        then job id."""
+        driving = query.driving()
         with self.lock:
             mine = sorted(
                 (j for j in self.jobs.values() if j.tenant == tenant),
                 key=lambda j: (to_ms(j.created_at), j.job_id),
             )
+        if driving is not None:
+            mine = sorted((j for j in mine if driving.matches(j.spec.labels)),
+                          key=lambda j: (j.spec.labels[driving.key], j.job_id))  # fmt: skip
         position = 0
         if cursor:
             position = next((i + 1 for i, j in enumerate(mine) if j.job_id == cursor), len(mine))
@@ -92,7 +127,7 @@ class MemoryJobStore:
         last_seen: str | None = None
         for job in mine[position:]:
             last_seen = job.job_id
-            if state is None or job.state == state:
+            if query.matches(job, state):
                 page.append(job)
             if len(page) == limit:
                 break
