@@ -8,79 +8,38 @@ person can act on.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from scheduler.core import forecast as forecasting
-from scheduler.core import run_retry
-from scheduler.core.backfill import BackfillService
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
 from scheduler.core.labels import MAX_NAME_PREFIX, MAX_SELECTORS, JobQuery, LabelSelector
-from scheduler.core.model import MAX_NOTE, TARGET_TYPES, BackfillRequest, Job, JobSpec, JobState, RunState
-from scheduler.core.request_limits import RequestGate
-from scheduler.core.timefmt import parse_rfc3339, rfc3339
-from scheduler.handlers import wiring
+from scheduler.core.model import TARGET_TYPES, Job, JobSpec, JobState
+from scheduler.core.timefmt import rfc3339
+from scheduler.handlers import (
+    api_runs,  # noqa: F401  (registers the runs and backfill routes)
+    wiring,
+)
+from scheduler.handlers.api_caller import metrics as metrics
+from scheduler.handlers.api_caller import service, tenant
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
 from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
-from scheduler.handlers.api_views import backfill_view, job_view, json_response, run_view
-from scheduler.identity import UnknownPrincipal, tenant_of
+from scheduler.handlers.api_views import job_view, json_response
 from scheduler.signing import signing_versions, versioned_key_id
 
 logger = wiring.handler_logger()
-metrics = Metrics()
 
 #: Job definitions one `POST /v1/jobs/batch` creates at most, and its body's size limit (Lambda takes 6 MB).
 MAX_BATCH = 25
 MAX_BATCH_BYTES = 5 * 1024 * 1024
-
-
-# -- request helpers --------------------------------------------------------------------------------------
-
-
-def tenant() -> str:
-    """The caller's tenant (scheduler.identity): its IAM principal and unique id - every session of a role is the
-    role's tenant. Locally the dev server puts the tenant of the bearer token in the same place."""
-    identity = app.current_event.request_context.identity
-    arn = identity.user_arn
-    if not arn:
-        raise Problem(401, "Unauthorized", "this API needs an authenticated caller")
-    container = wiring.container(metrics)
-    try:
-        who = tenant_of(arn, identity.user, container.core.settings)
-    except UnknownPrincipal as exc:
-        raise Problem(403, "Forbidden", str(exc)) from None
-    _admit(who, container.core.request_gate())
-    return who
-
-
-def _admit(who: str, gate: RequestGate | None) -> None:
-    """A tenant over its request limit gets a 429 with Retry-After, whatever it asked (other tenants are served)."""
-    wait = gate.admit(who) if gate is not None else None
-    if gate is None or wait is None:
-        return
-    seconds = math.ceil(wait)
-    logger.info("tenant over its request limit", extra={"tenant": who, "retry_after": seconds})
-    limit, window = gate.config.limit(who), gate.config.window_seconds
-    raise Problem(
-        429,
-        "Too Many Requests",
-        f"this tenant's request limit ({limit} requests in {window} s) is used up; retry after {seconds} s",
-        headers={"Retry-After": str(seconds)},
-    )
-
-
-def service() -> JobService:
-    return wiring.container(metrics).core.job_service()
 
 
 @app.get("/v1/health")
@@ -382,98 +341,6 @@ def _signing_keys_response(job: Job, status: int) -> Response[str]:
     shown = [k["key_id"] for k in keys]
     logger.info("signing keys handed out", extra={"job_id": job.job_id, "tenant": job.tenant, "key_ids": shown})
     return json_response(status, body, {"Cache-Control": "no-store", "ETag": f'"{job.version}"'})
-
-
-@app.get("/v1/jobs/<job_id>/runs")
-def job_runs(job_id: str) -> Response[str]:
-    who = tenant()
-    runs, next_cursor = page_of(lambda limit, cursor: service().runs(who, job_id, limit, cursor))
-    return json_response(200, {"runs": [run_view(r) for r in runs], "next_cursor": next_cursor})
-
-
-@app.post("/v1/jobs/<job_id>/runs/<occurrence_key>/resolve")
-def resolve_run(job_id: str, occurrence_key: str) -> Response[str]:
-    who = tenant()
-    body = json_body()
-    outcome = {"succeeded": RunState.SUCCEEDED, "retry": RunState.RETRY_WAIT}.get(str(body.get("outcome")))
-    if outcome is None or set(body) - {"outcome", "note"}:
-        raise Problem(
-            422,
-            "Unprocessable Content",
-            'send {"outcome": "succeeded" | "retry", "note"?: "..."}',
-            errors=[{"field": "outcome", "message": "must be 'succeeded' or 'retry'"}],
-        )
-    note = body.get("note", "resolved by operator")
-    if not isinstance(note, str) or not 1 <= len(note) <= MAX_NOTE:
-        raise Problem(
-            422,
-            "Unprocessable Content",
-            f"note, when given, is a string of 1-{MAX_NOTE} characters saying why the operator resolved the run",
-            errors=[{"field": "note", "message": f"must be a string of 1-{MAX_NOTE} characters"}],
-        )
-    from urllib.parse import unquote
-
-    run = service().resolve(who, job_id, unquote(occurrence_key), outcome, note)
-    return json_response(200, run_view(run))
-
-
-@app.post("/v1/jobs/<job_id>/runs/<scheduled_for>/retry")
-def retry_run(job_id: str, scheduled_for: str) -> Response[str]:
-    """Re-run a DEAD or RECONCILING occurrence of the caller's job once (the same key, a new attempt): 202 with the
-    run as it is now, waiting for its attempt. The occurrence is named by its instant (or its occurrence key)."""
-    who = tenant()
-    from urllib.parse import unquote
-
-    named = unquote(scheduled_for).removeprefix(f"{job_id}:")
-    try:
-        at = parse_rfc3339(named)
-    except (ValueError, OverflowError):
-        raise Problem(
-            422,
-            "Unprocessable Content",
-            f"name the run by its scheduled_for instant in RFC 3339 with an offset (e.g. 2026-01-05T09:00:00Z), "
-            f"not '{named[:80]}'",
-            errors=[{"field": "scheduled_for", "message": "must be an RFC 3339 instant with an offset"}],
-        ) from None
-    run = run_retry.retry_run(service(), who, job_id, at)
-    return json_response(202, run_view(run))
-
-
-def backfills() -> BackfillService:
-    return wiring.container(metrics).core.backfill_service()
-
-
-@app.post("/v1/jobs/<job_id>/backfill")
-def start_backfill(job_id: str) -> Response[str]:
-    who = tenant()
-    body = json_body()
-    request = validated(BackfillRequest, body)
-    svc = backfills()
-    backfill = svc.start(who, job_id, request.range_from, request.to)
-    location = f"/v1/jobs/{job_id}/backfill/{backfill.backfill_id}"
-    return json_response(202, backfill_view(backfill, svc), {"Location": location})
-
-
-@app.get("/v1/jobs/<job_id>/backfill")
-def list_backfills(job_id: str) -> Response[str]:
-    who = tenant()
-    svc = backfills()
-    found, next_cursor = page_of(lambda limit, cursor: svc.list(who, job_id, limit, cursor))
-    return json_response(200, {"backfills": [backfill_view(b, svc) for b in found], "next_cursor": next_cursor})
-
-
-@app.get("/v1/jobs/<job_id>/backfill/<backfill_id>")
-def get_backfill(job_id: str, backfill_id: str) -> Response[str]:
-    who = tenant()
-    svc = backfills()
-    return json_response(200, backfill_view(svc.get(who, job_id, backfill_id), svc))
-
-
-@app.delete("/v1/jobs/<job_id>/backfill/<backfill_id>")
-def cancel_backfill(job_id: str, backfill_id: str) -> Response[str]:
-    who = tenant()
-    svc = backfills()
-    return json_response(200, backfill_view(svc.cancel(who, job_id, backfill_id), svc))
 
 
 # -- errors -----------------------------------------------------------------------------------------------

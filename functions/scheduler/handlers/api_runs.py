@@ -1,0 +1,105 @@
+"""The API's routes of a job's runs (history, resolve, retry) and of its backfills."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+
+from scheduler.core import run_retry
+from scheduler.core.backfill import BackfillService
+from scheduler.core.model import MAX_NOTE, BackfillRequest, RunState
+from scheduler.core.timefmt import parse_rfc3339
+from scheduler.handlers import wiring
+from scheduler.handlers.api_caller import metrics, service, tenant
+from scheduler.handlers.api_problems import Problem, validated
+from scheduler.handlers.api_requests import app, json_body, page_of
+from scheduler.handlers.api_views import backfill_view, json_response, run_view
+
+
+@app.get("/v1/jobs/<job_id>/runs")
+def job_runs(job_id: str) -> Response[str]:
+    who = tenant()
+    runs, next_cursor = page_of(lambda limit, cursor: service().runs(who, job_id, limit, cursor))
+    return json_response(200, {"runs": [run_view(r) for r in runs], "next_cursor": next_cursor})
+
+
+@app.post("/v1/jobs/<job_id>/runs/<occurrence_key>/resolve")
+def resolve_run(job_id: str, occurrence_key: str) -> Response[str]:
+    who = tenant()
+    body = json_body()
+    outcome = {"succeeded": RunState.SUCCEEDED, "retry": RunState.RETRY_WAIT}.get(str(body.get("outcome")))
+    if outcome is None or set(body) - {"outcome", "note"}:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            'send {"outcome": "succeeded" | "retry", "note"?: "..."}',
+            errors=[{"field": "outcome", "message": "must be 'succeeded' or 'retry'"}],
+        )
+    note = body.get("note", "resolved by operator")
+    if not isinstance(note, str) or not 1 <= len(note) <= MAX_NOTE:
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"note, when given, is a string of 1-{MAX_NOTE} characters saying why the operator resolved the run",
+            errors=[{"field": "note", "message": f"must be a string of 1-{MAX_NOTE} characters"}],
+        )
+    run = service().resolve(who, job_id, unquote(occurrence_key), outcome, note)
+    return json_response(200, run_view(run))
+
+
+@app.post("/v1/jobs/<job_id>/runs/<scheduled_for>/retry")
+def retry_run(job_id: str, scheduled_for: str) -> Response[str]:
+    """Re-run a DEAD or RECONCILING occurrence of the caller's job once (the same key, a new attempt): 202 with the
+    run as it is now, waiting for its attempt. The occurrence is named by its instant (or its occurrence key)."""
+    who = tenant()
+    named = unquote(scheduled_for).removeprefix(f"{job_id}:")
+    try:
+        at = parse_rfc3339(named)
+    except (ValueError, OverflowError):
+        raise Problem(
+            422,
+            "Unprocessable Content",
+            f"name the run by its scheduled_for instant in RFC 3339 with an offset (e.g. 2026-01-05T09:00:00Z), "
+            f"not '{named[:80]}'",
+            errors=[{"field": "scheduled_for", "message": "must be an RFC 3339 instant with an offset"}],
+        ) from None
+    run = run_retry.retry_run(service(), who, job_id, at)
+    return json_response(202, run_view(run))
+
+
+def backfills() -> BackfillService:
+    return wiring.container(metrics).core.backfill_service()
+
+
+@app.post("/v1/jobs/<job_id>/backfill")
+def start_backfill(job_id: str) -> Response[str]:
+    who = tenant()
+    body = json_body()
+    request = validated(BackfillRequest, body)
+    svc = backfills()
+    backfill = svc.start(who, job_id, request.range_from, request.to)
+    location = f"/v1/jobs/{job_id}/backfill/{backfill.backfill_id}"
+    return json_response(202, backfill_view(backfill, svc), {"Location": location})
+
+
+@app.get("/v1/jobs/<job_id>/backfill")
+def list_backfills(job_id: str) -> Response[str]:
+    who = tenant()
+    svc = backfills()
+    found, next_cursor = page_of(lambda limit, cursor: svc.list(who, job_id, limit, cursor))
+    return json_response(200, {"backfills": [backfill_view(b, svc) for b in found], "next_cursor": next_cursor})
+
+
+@app.get("/v1/jobs/<job_id>/backfill/<backfill_id>")
+def get_backfill(job_id: str, backfill_id: str) -> Response[str]:
+    who = tenant()
+    svc = backfills()
+    return json_response(200, backfill_view(svc.get(who, job_id, backfill_id), svc))
+
+
+@app.delete("/v1/jobs/<job_id>/backfill/<backfill_id>")
+def cancel_backfill(job_id: str, backfill_id: str) -> Response[str]:
+    who = tenant()
+    svc = backfills()
+    return json_response(200, backfill_view(svc.cancel(who, job_id, backfill_id), svc))
