@@ -16,8 +16,8 @@ from scheduler.core.fairness import FairnessConfig
 from scheduler.core.model import Job
 from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep import SweepConfig
-from scheduler_sim.checker import Violation
 from scheduler_sim.faults import FaultProfile
+from scheduler_sim.invariants import Violation
 from scheduler_sim.workload import CallKind
 
 Event = tuple[datetime, str, str]
