@@ -39,7 +39,8 @@ from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueu
 from scheduler.core.sweep import Sweeper
 from scheduler.core.timefmt import to_ms
 from scheduler.settings import Settings
-from scheduler_sim.faults import Crash, SkewedClock
+from scheduler_sim.faults import Crash
+from scheduler_sim.faulty_ports import SkewedClock
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 TENANT = "tenant-a"
