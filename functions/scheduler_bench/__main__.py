@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler_bench import burst, capacity, cost, emulator_latency, environment, plot, prices, report, sweep_scaling
-from scheduler_bench.metering import probe_transactions
+from scheduler_bench.dynamodb_billing import probe_transactions
 from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
@@ -179,7 +179,7 @@ def notes(results: dict[str, Any]) -> list[str]:
         "custom events (the completion events) $1.00/M, EventBridge Scheduler $1.00/M, CloudWatch Logs ingestion "
         "$0.50/GB). Free tiers are ignored.",
         "CloudWatch Logs: every line the core logs at the deployed level (INFO), formatted as the functions write it "
-        "(Powertools JSON with the Lambda context's keys, scheduler_bench.metering.LogLines), plus per invocation "
+        "(Powertools JSON with the Lambda context's keys, scheduler_bench.cloudwatch.LogLines), plus per invocation "
         "Lambda's START, END and REPORT lines and the EMF document of the metrics it counted; billed by the bytes "
         "ingested (log storage, $0.03/GB-month, is extra and depends on the retention).",
         "Sweep scenario: pending timers are written with BatchWriteItem into far-future buckets; the Scan baseline "
