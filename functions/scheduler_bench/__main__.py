@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler_bench import burst, capacity, cost, emulator_latency, environment, plot, prices, report, sweep_scaling
+from scheduler_bench.capacity_inputs import Measured
 from scheduler_bench.dynamodb_billing import probe_transactions
 from scheduler_bench.services import client
 
@@ -209,7 +210,7 @@ def _capacity(results: dict[str, Any], out: Path, sizes: tuple[int, ...]) -> dic
         measured_from = json.loads(previous.read_text())
     source = f"the cost scenario of the run of {measured_from.get('started_at', '?')}"
     log("capacity: simulating the herd on AWS's scaling rules")
-    model = capacity.run(capacity.Measured.from_results(measured_from, source), sizes=sizes)
+    model = capacity.run(Measured.from_results(measured_from, source), sizes=sizes)
     samples = model.pop("samples")
     plotted = 50_000 if 50_000 in sizes else sizes[0]
     series = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.schema import FUNCTION_MEMORY_MB
-from scheduler_bench import budgets, capacity, prices
+from scheduler_bench import budgets, capacity_report, prices
 from scheduler_bench.cost import BATCH_SUBMIT
 from scheduler_bench.prices import PRICES
 
@@ -668,7 +668,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _forecast(results.get("sweep_scaling", {}))
     lines += _burst(results.get("burst", {"error": "not run"}))
     if "capacity" in results:
-        lines += capacity.render(results["capacity"])
+        lines += capacity_report.render(results["capacity"])
     if "emulator_latency" in results:
         lines += _emulator(results["emulator_latency"])
     lines += ["## How these were measured, and what to keep in mind", ""]
