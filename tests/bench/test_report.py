@@ -9,7 +9,8 @@ import pytest
 
 from scheduler_bench import prices
 from scheduler_bench.budgets import batch_submit_usd
-from scheduler_bench.report import _batch_submit, _fire_path, _usd
+from scheduler_bench.figures import dollars
+from scheduler_bench.report_cost import _batch_submit, _fire_path
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results.json"
 
@@ -23,7 +24,7 @@ def test_the_batch_submit_column_prices_the_batchs_measured_writes_as_the_text_d
     (text,) = [line for line in _batch_submit(batch, busy) if line]
 
     # The table's figure is the text's (submit 25 a request + fire, on an HTTP API)
-    assert f"(busy batches): {_usd(row['usd_submit_batch_http'])} per million on an HTTP API" in text
+    assert f"(busy batches): {dollars(row['usd_submit_batch_http'])} per million on an HTTP API" in text
     # and it prices the batch's writes (about 4 W a job), not those of a create one job a request (8 W)
     one_by_one_writes = busy["per_fire"]["by_function"]["api"]["write_units"]
     saved = (one_by_one_writes - batch["per_job"]["write_units"]) * prices.PRICES["dynamodb_write_request_unit"] * 1e6
