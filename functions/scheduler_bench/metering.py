@@ -173,8 +173,7 @@ class Meter:
             params["ReturnConsumedCapacity"] = "INDEXES"
         if model.name == "TransactWriteItems" and self._lookup is not None:
             context["bench_before"] = self._read_images(params.get("TransactItems", []))
-        context["bench_params"] = params
-        context["bench_phase"] = self._phase
+        self._remember(params, context)
 
     def _dynamodb_after(self, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         operation = model.name
@@ -186,7 +185,7 @@ class Meter:
         else:
             self._reported_units(operation, params, parsed, count, context.get("bench_before"))
         count.items_read = items_read(operation, parsed)
-        self._add(context.get("bench_phase", self._phase), "dynamodb", operation, count)
+        self._add_call(context, "dynamodb", operation, count)
 
     def _reported_units(
         self,
@@ -308,8 +307,7 @@ class Meter:
                     entry["DelaySeconds"] = 0
             elif model.name == "SendMessage":
                 params["DelaySeconds"] = 0
-        context["bench_params"] = params
-        context["bench_phase"] = self._phase
+        self._remember(params, context)
 
     def _sqs_after(self, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         operation = model.name
@@ -328,11 +326,10 @@ class Meter:
             count.messages = len(received)
             count.empty_receives = 0 if received else 1
         count.billed_requests = max(1, math.ceil(count.payload_bytes / SQS_CHUNK_BYTES))
-        self._add(context.get("bench_phase", self._phase), "sqs", operation, count)
+        self._add_call(context, "sqs", operation, count)
 
     def _events_before(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
-        context["bench_params"] = params
-        context["bench_phase"] = self._phase
+        self._remember(params, context)
 
     def _events_after(self, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         params: dict[str, Any] = context.get("bench_params", {})
@@ -343,7 +340,16 @@ class Meter:
             count.messages = len(entries)
             count.payload_bytes = sum(sizes)
             count.billed_requests = sum(max(1, math.ceil(size / SQS_CHUNK_BYTES)) for size in sizes)
-        self._add(context.get("bench_phase", self._phase), "events", model.name, count)
+        self._add_call(context, "events", model.name, count)
+
+    def _remember(self, params: dict[str, Any], context: dict[str, Any]) -> None:
+        """Keep a call's parameters and the phase it was made in for its after-hook (the response has neither)."""
+        context["bench_params"] = params
+        context["bench_phase"] = self._phase
+
+    def _add_call(self, context: dict[str, Any], service: str, operation: str, count: OperationCount) -> None:
+        """Book a call's count to the phase it was made in."""
+        self._add(context.get("bench_phase", self._phase), service, operation, count)
 
     def _add(self, phase: str, service: str, operation: str, count: OperationCount) -> None:
         with self._lock:

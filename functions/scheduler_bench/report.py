@@ -18,6 +18,8 @@ RESULT_KEYS = {
     "emulator": "emulator_latency",
     "capacity": "capacity",
 }
+#: The scenarios whose times this machine's load affects (the capacity model is computed, not timed).
+MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator")
 
 
 def _carried(results: dict[str, Any], carried: dict[str, Any]) -> str:
@@ -46,13 +48,8 @@ def render(results: dict[str, Any]) -> str:
         "",
     ]
     loads = []
-    for name, key in (
-        ("cost", "cost"),
-        ("sweep", "sweep_scaling"),
-        ("burst", "burst"),
-        ("emulator", "emulator_latency"),
-    ):
-        before, after = (results.get(key) or {}).get("load_average_before_after") or (None, None)
+    for name in MEASURED_UNDER_LOAD:
+        before, after = (results.get(RESULT_KEYS[name]) or {}).get("load_average_before_after") or (None, None)
         if before and after:
             loads.append(f"{name} {before[0]:.1f} -> {after[0]:.1f}")
     if loads:
