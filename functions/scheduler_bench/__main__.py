@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from scheduler_bench import burst, capacity, cost, emulator_latency, environment, plot, prices, report, sweep_scaling
-from scheduler_bench.metering import probe_transactions
+from scheduler_bench.capacity_inputs import Measured
+from scheduler_bench.dynamodb_billing import probe_transactions
 from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
@@ -179,7 +180,7 @@ def notes(results: dict[str, Any]) -> list[str]:
         "custom events (the completion events) $1.00/M, EventBridge Scheduler $1.00/M, CloudWatch Logs ingestion "
         "$0.50/GB). Free tiers are ignored.",
         "CloudWatch Logs: every line the core logs at the deployed level (INFO), formatted as the functions write it "
-        "(Powertools JSON with the Lambda context's keys, scheduler_bench.metering.LogLines), plus per invocation "
+        "(Powertools JSON with the Lambda context's keys, scheduler_bench.cloudwatch.LogLines), plus per invocation "
         "Lambda's START, END and REPORT lines and the EMF document of the metrics it counted; billed by the bytes "
         "ingested (log storage, $0.03/GB-month, is extra and depends on the retention).",
         "Sweep scenario: pending timers are written with BatchWriteItem into far-future buckets; the Scan baseline "
@@ -209,7 +210,7 @@ def _capacity(results: dict[str, Any], out: Path, sizes: tuple[int, ...]) -> dic
         measured_from = json.loads(previous.read_text())
     source = f"the cost scenario of the run of {measured_from.get('started_at', '?')}"
     log("capacity: simulating the herd on AWS's scaling rules")
-    model = capacity.run(capacity.Measured.from_results(measured_from, source), sizes=sizes)
+    model = capacity.run(Measured.from_results(measured_from, source), sizes=sizes)
     samples = model.pop("samples")
     plotted = 50_000 if 50_000 in sizes else sizes[0]
     series = [

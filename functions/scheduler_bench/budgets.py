@@ -1,8 +1,8 @@
-"""Issue 14's budgets for a fire, each beside what a run measured and the floor of the design under it: the fewest
+"""The cost budgets for a fire, each beside what a run measured and the floor of the design under it: the fewest
 units the design spends on that fire at full pages and batches (docs/cost.md, "The fire path" and "Submitting a
 job"), priced with the run's own Lambda. Rendered into bench/results.md by `scheduler_bench.report`.
 
-The budgets count DynamoDB, SQS, events and Lambda (requests and duration), as the issue states them; CloudWatch
+The budgets count DynamoDB, SQS, events and Lambda (requests and duration), as the budgets are stated; CloudWatch
 Logs, which the benchmark also counts, are shown beside the dollars but not in them.
 """
 
@@ -209,7 +209,7 @@ def _submit_rows(case: str, run: dict[str, Any], batch: dict[str, Any] | None, f
 
 
 def rows(cost: dict[str, Any]) -> list[Row]:
-    """Every budget of the issue against the cost scenario `cost` (a results.json "cost" section). The floors in
+    """Every budget against the cost scenario `cost` (a results.json "cost" section). The floors in
     dollars take the herd rows' Lambda (full pages and batches), for the busy rows too."""
     runs = {kind: {r["batch_size"]: r for r in cost.get(kind, [])} for kind in ("one_shot", "recurring",
             "one_shot_herd", "recurring_herd")}  # fmt: skip

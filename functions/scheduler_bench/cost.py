@@ -25,10 +25,12 @@ from scheduler.core.schedules import next_occurrence
 from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
 from scheduler_bench import prices
+from scheduler_bench.cloudwatch import LogLines
 from scheduler_bench.environment import create_resources, delete_resources
-from scheduler_bench.metering import LogLines, Meter, Totals
+from scheduler_bench.metering import Meter
 from scheduler_bench.receiver import Receiver
 from scheduler_bench.services import VirtualClock, build, client, drain, flowing, settings_for, sweep, utc_minute
+from scheduler_bench.spend import Totals
 
 PHASES = ("api", "sweeper", "worker")
 SIGNING_SECRET = "bench-signing-secret"

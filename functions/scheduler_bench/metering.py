@@ -31,272 +31,28 @@ EventBridge (completion events): every PutEvents entry is an event, billed in 64
 from __future__ import annotations
 
 import json
-import logging
 import math
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
-from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import EphemeralMetrics
 
-from scheduler.handlers.wiring import REDUNDANT_LOG_KEYS
 from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 from scheduler_bench import prices
+from scheduler_bench.cloudwatch import BenchMetrics
+from scheduler_bench.dynamodb_billing import TableShape, item_size, items_read, write_units
+from scheduler_bench.spend import Invocation, OperationCount, Totals
 
 READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
 WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 TRANSACTIONAL = frozenset({"TransactWriteItems", "TransactGetItems"})
 SQS_CHUNK_BYTES = 64 * 1024
-
-
-def attribute_size(value: dict[str, Any]) -> int:
-    """Bytes of one DynamoDB attribute value, per the documented item-size rules."""
-    kind, inner = next(iter(value.items()))
-    if kind == "S":
-        return len(str(inner).encode())
-    if kind == "N":
-        digits = str(inner).lstrip("-").replace(".", "").lstrip("0") or "0"
-        return (len(digits) + 1) // 2 + 1
-    if kind == "B":
-        return len(inner) if isinstance(inner, bytes | bytearray) else len(str(inner))
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind in ("SS", "BS"):
-        return sum(len(str(v).encode()) for v in inner)
-    if kind == "NS":
-        return sum(attribute_size({"N": v}) for v in inner)
-    if kind == "L":
-        return 3 + sum(attribute_size(v) + 1 for v in inner)
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + attribute_size(v) + 1 for k, v in inner.items())
-    return 1
-
-
-def item_size(item: dict[str, Any]) -> int:
-    """Bytes of a DynamoDB item: attribute names plus values."""
-    return sum(len(name.encode()) + attribute_size(value) for name, value in item.items())
-
-
-def write_units(size: int) -> int:
-    """Write units of an item of `size` bytes: 1 KB steps, at least 1."""
-    return max(1, math.ceil(size / 1024))
-
-
-@dataclass(frozen=True)
-class IndexShape:
-    """A global secondary index: its key attributes and what it stores of an item."""
-
-    name: str
-    keys: tuple[str, ...]
-    #: "ALL", "KEYS_ONLY" or "INCLUDE" (with `included`).
-    projection: str
-    included: tuple[str, ...] = ()
-
-    def entry(self, item: dict[str, Any] | None, table_keys: tuple[str, ...]) -> dict[str, Any] | None:
-        """What this index stores of `item`: None when the item lacks one of its key attributes (sparse)."""
-        if not item or any(name not in item for name in self.keys):
-            return None
-        if self.projection == "ALL":
-            return item
-        kept = {*table_keys, *self.keys, *(self.included if self.projection == "INCLUDE" else ())}
-        return {name: value for name, value in item.items() if name in kept}
-
-
-@dataclass(frozen=True)
-class TableShape:
-    """A table's key attributes and its global secondary indexes, as DescribeTable tells them."""
-
-    keys: tuple[str, ...]
-    indexes: tuple[IndexShape, ...] = ()
-
-    @classmethod
-    def described(cls, table: dict[str, Any]) -> TableShape:
-        def keys(schema: list[dict[str, str]]) -> tuple[str, ...]:
-            return tuple(key["AttributeName"] for key in schema)
-
-        indexes = tuple(
-            IndexShape(
-                index["IndexName"],
-                keys(index["KeySchema"]),
-                index["Projection"]["ProjectionType"],
-                tuple(index["Projection"].get("NonKeyAttributes", ())),
-            )
-            for index in table.get("GlobalSecondaryIndexes", [])
-        )
-        return cls(keys(table["KeySchema"]), indexes)
-
-    def index_units(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> int:
-        """Write units the indexes take for a write that turns the item `old` into `new` (None: no item), as a
-        write outside a transaction: nothing for an unchanged entry, its size (1 KB steps) for an entry that
-        appears, goes or changes in place, both sizes for one whose index key moves."""
-        units = 0
-        for index in self.indexes:
-            was, now = index.entry(old, self.keys), index.entry(new, self.keys)
-            if was == now:
-                continue
-            if was is None or now is None:
-                units += write_units(item_size(was or now or {}))
-            elif any(was[name] != now[name] for name in index.keys):
-                units += write_units(item_size(was)) + write_units(item_size(now))
-            else:
-                units += write_units(max(item_size(was), item_size(now)))
-        return units
-
-
-@dataclass
-class DynamoDbSpend:
-    """What DynamoDB calls spent, in the units it bills."""
-
-    read_units: float = 0.0
-    write_units: float = 0.0
-    #: Of the write units, those of transactions (already doubled).
-    transactional_write_units: float = 0.0
-    #: Of the write units, those of global secondary indexes.
-    index_write_units: float = 0.0
-    #: Units computed from the rules because the endpoint reported none (see the module docstring).
-    estimated_units: float = 0.0
-    failed_conditions: int = 0
-    items_read: int = 0
-
-    def add_spend(self, other: DynamoDbSpend) -> None:
-        """Add what `other` spent on DynamoDB."""
-        for spent in fields(DynamoDbSpend):
-            setattr(self, spent.name, getattr(self, spent.name) + getattr(other, spent.name))
-
-
-@dataclass
-class OperationCount(DynamoDbSpend):
-    """What one phase spent on one operation of one service."""
-
-    calls: int = 0
-    #: SQS: billed requests (64 KB chunks), payload bytes, messages carried; empty receives.
-    billed_requests: int = 0
-    payload_bytes: int = 0
-    messages: int = 0
-    empty_receives: int = 0
-
-    def add(self, other: OperationCount) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-
-@dataclass
-class Invocation:
-    """One simulated Lambda invocation (api request, sweep or SQS batch) and its measured duration."""
-
-    function: str
-    seconds: float
-    records: int = 0
-    #: CPU time the invocation used in this process (its own threads; not the in-process target's, not the meter's).
-    cpu_seconds: float = 0.0
-
-    @property
-    def billed(self) -> float:
-        """Billed duration at the function's deployed memory (its CPU time stretched to that fraction of a vCPU),
-        rounded up to the millisecond."""
-        return math.ceil(prices.lambda_duration(self.function, self.seconds, self.cpu_seconds) * 1000) / 1000
-
-
-@dataclass
-class Totals(DynamoDbSpend):
-    """Sums over a set of phases, in the units the prices are quoted in."""
-
-    dynamodb_calls: int = 0
-    sqs_requests: int = 0
-    sqs_billed_requests: int = 0
-    sqs_empty_receives: int = 0
-    #: EventBridge PutEvents calls, and the events they carried (64 KB chunks: what is billed).
-    events_calls: int = 0
-    events_billed: int = 0
-    #: CloudWatch Logs: the lines the functions write (theirs, Lambda's START/END/REPORT, the EMF metrics) and
-    #: their bytes (what ingestion bills: the uncompressed message bytes).
-    log_events: int = 0
-    log_bytes: int = 0
-    invocations: dict[str, int] = field(default_factory=dict)
-    invocation_seconds: dict[str, float] = field(default_factory=dict)
-    #: CPU time of the invocations, on this machine's whole core.
-    cpu_seconds: dict[str, float] = field(default_factory=dict)
-    #: Billed Lambda duration: each invocation at its deployed memory (`Invocation.billed`), to the millisecond.
-    billed_seconds: dict[str, float] = field(default_factory=dict)
-    by_operation: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def _figures(self) -> list[str]:
-        """The names of the single figures (the rest are per function or per operation)."""
-        return [f.name for f in fields(self) if not isinstance(getattr(self, f.name), dict)]
-
-    def scaled(self, factor: float) -> dict[str, Any]:
-        """Every figure multiplied by `factor` (e.g. 1/fires for per-occurrence figures)."""
-        out: dict[str, Any] = {name: getattr(self, name) * factor for name in self._figures()}
-        for attr in ("invocations", "invocation_seconds", "cpu_seconds", "billed_seconds"):
-            out[attr] = {k: v * factor for k, v in getattr(self, attr).items()}
-        out["by_operation"] = {op: {k: v * factor for k, v in row.items()} for op, row in self.by_operation.items()}
-        return out
-
-    def minus(self, other: Totals) -> Totals:
-        """This run less a baseline run (same virtual timeline without the jobs): the marginal spend."""
-        out = Totals(**{name: getattr(self, name) - getattr(other, name) for name in self._figures()})
-        for attr in ("invocations", "invocation_seconds", "cpu_seconds", "billed_seconds"):
-            mine: dict[str, Any] = getattr(self, attr)
-            theirs: dict[str, Any] = getattr(other, attr)
-            setattr(out, attr, {k: mine.get(k, 0) - theirs.get(k, 0) for k in set(mine) | set(theirs)})
-        ops = set(self.by_operation) | set(other.by_operation)
-        out.by_operation = {
-            op: {
-                k: self.by_operation.get(op, {}).get(k, 0.0) - other.by_operation.get(op, {}).get(k, 0.0)
-                for k in set(self.by_operation.get(op, {})) | set(other.by_operation.get(op, {}))
-            }
-            for op in ops
-        }
-        return out
-
-
-#: The keys `@logger.inject_lambda_context` adds to every line, at the length of a deployed function's.
-LAMBDA_CONTEXT_KEYS: dict[str, Any] = {
-    "cold_start": False,
-    "function_name": "punctual-dev-WorkerFunction3A1B2C3D-AbCdEfGhIjKl",
-    "function_memory_size": 512,
-    "function_arn": "arn:aws:lambda:us-east-1:123456789012:function:punctual-dev-WorkerFunction3A1B2C3D-AbCdEfGhIjKl",
-    "function_request_id": "3f2a1c9e-8d7b-4e6f-9a1b-2c3d4e5f6a7b",
-}
-
-
-class BenchMetrics:
-    """The core's Metrics port in the benchmark: each count goes into the current invocation's EMF document."""
-
-    def __init__(self, meter: Meter) -> None:
-        self.meter = meter
-
-    def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
-        self.meter.metric(name, value, unit)
-
-
-class LogLines(logging.Handler):
-    """Counts the bytes of each line the core logs, formatted as the deployed functions write it: the formatter of a
-    handler's Powertools logger (`scheduler.handlers.wiring.handler_logger`, which the `scheduler.*` loggers write
-    through) with the Lambda context's keys as `wiring.lambda_context` leaves them. Attach it to the `scheduler`
-    logger at the deployed level (`log_level`, INFO by default)."""
-
-    def __init__(self, meter: Meter, level: int = logging.INFO) -> None:
-        super().__init__(level)
-        self.meter = meter
-        self.lines = LambdaPowertoolsFormatter()
-        # (`name`: the logger's, as copy_config_to_registered_loggers adds it to the lines of the loggers it wires)
-        self.lines.append_keys(service=SERVICE_NAME, name="%(name)s", **LAMBDA_CONTEXT_KEYS)
-        self.lines.remove_keys(list(REDUNDANT_LOG_KEYS))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            line = self.lines.format(record)
-        except Exception:  # a line the formatter cannot render is not the benchmark's concern
-            return
-        self.meter.log_line(len(line.encode()))
 
 
 class Meter:
@@ -417,8 +173,7 @@ class Meter:
             params["ReturnConsumedCapacity"] = "INDEXES"
         if model.name == "TransactWriteItems" and self._lookup is not None:
             context["bench_before"] = self._read_images(params.get("TransactItems", []))
-        context["bench_params"] = params
-        context["bench_phase"] = self._phase
+        self._remember(params, context)
 
     def _dynamodb_after(self, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         operation = model.name
@@ -429,8 +184,8 @@ class Meter:
             self._estimate_failure(operation, error, params, parsed, count)
         else:
             self._reported_units(operation, params, parsed, count, context.get("bench_before"))
-        count.items_read = _items_read(operation, parsed)
-        self._add(context.get("bench_phase", self._phase), "dynamodb", operation, count)
+        count.items_read = items_read(operation, parsed)
+        self._add_call(context, "dynamodb", operation, count)
 
     def _reported_units(
         self,
@@ -552,8 +307,7 @@ class Meter:
                     entry["DelaySeconds"] = 0
             elif model.name == "SendMessage":
                 params["DelaySeconds"] = 0
-        context["bench_params"] = params
-        context["bench_phase"] = self._phase
+        self._remember(params, context)
 
     def _sqs_after(self, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         operation = model.name
@@ -572,11 +326,10 @@ class Meter:
             count.messages = len(received)
             count.empty_receives = 0 if received else 1
         count.billed_requests = max(1, math.ceil(count.payload_bytes / SQS_CHUNK_BYTES))
-        self._add(context.get("bench_phase", self._phase), "sqs", operation, count)
+        self._add_call(context, "sqs", operation, count)
 
     def _events_before(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
-        context["bench_params"] = params
-        context["bench_phase"] = self._phase
+        self._remember(params, context)
 
     def _events_after(self, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         params: dict[str, Any] = context.get("bench_params", {})
@@ -587,7 +340,16 @@ class Meter:
             count.messages = len(entries)
             count.payload_bytes = sum(sizes)
             count.billed_requests = sum(max(1, math.ceil(size / SQS_CHUNK_BYTES)) for size in sizes)
-        self._add(context.get("bench_phase", self._phase), "events", model.name, count)
+        self._add_call(context, "events", model.name, count)
+
+    def _remember(self, params: dict[str, Any], context: dict[str, Any]) -> None:
+        """Keep a call's parameters and the phase it was made in for its after-hook (the response has neither)."""
+        context["bench_params"] = params
+        context["bench_phase"] = self._phase
+
+    def _add_call(self, context: dict[str, Any], service: str, operation: str, count: OperationCount) -> None:
+        """Book a call's count to the phase it was made in."""
+        self._add(context.get("bench_phase", self._phase), service, operation, count)
 
     def _add(self, phase: str, service: str, operation: str, count: OperationCount) -> None:
         with self._lock:
@@ -638,16 +400,6 @@ class Meter:
         return out
 
 
-def _items_read(operation: str, parsed: dict[str, Any]) -> int:
-    if operation in ("Query", "Scan"):
-        return int(parsed.get("ScannedCount", 0))
-    if operation == "GetItem":
-        return 1 if parsed.get("Item") else 0
-    if operation == "BatchGetItem":
-        return sum(len(items) for items in (parsed.get("Responses") or {}).values())
-    return 0
-
-
 def _message_bytes(message: dict[str, Any]) -> int:
     body = message.get("MessageBody", message.get("Body", ""))
     size = len(str(body).encode())
@@ -663,30 +415,3 @@ def _event_bytes(entry: dict[str, Any]) -> int:
     for name in ("Source", "DetailType", "Detail"):
         size += len(str(entry.get(name, "")).encode())
     return size + sum(len(str(r).encode()) for r in entry.get("Resources", []))
-
-
-def probe_transactions(client: Any, table: str) -> dict[str, Any]:
-    """What this endpoint reports for a transaction of three small new items (AWS bills 6 units: 2 per item), and
-    for an empty strongly consistent Query (AWS bills at least 1): recorded with the results."""
-    keys = [{"PK": {"S": "BENCH#PROBE"}, "SK": {"S": f"{time.time_ns()}-{i}"}} for i in range(3)]
-    response = client.transact_write_items(
-        TransactItems=[{"Put": {"TableName": table, "Item": key}} for key in keys], ReturnConsumedCapacity="INDEXES"
-    )
-    consumed = response.get("ConsumedCapacity") or []
-    units = sum(float((c.get("Table") or c).get("CapacityUnits", 0.0)) for c in consumed)
-    for key in keys:
-        client.delete_item(TableName=table, Key=key)
-    empty = client.query(
-        TableName=table,
-        KeyConditionExpression="PK = :p",
-        ExpressionAttributeValues={":p": {"S": "BENCH#NOTHING"}},
-        ConsistentRead=True,
-        ReturnConsumedCapacity="TOTAL",
-    )
-    empty_units = float((empty.get("ConsumedCapacity") or {}).get("CapacityUnits", 0.0))
-    return {
-        "transaction_of_three_small_items": {"reported_table_units": units, "aws_bills": 6.0},
-        "empty_consistent_query": {"reported_units": empty_units, "aws_bills_at_least": 1.0},
-        "transaction_units": "computed by the meter from the items' images: 2 per KB an item, and each index's change",
-        "empty_query_minimum_applied": empty_units < 1.0,
-    }

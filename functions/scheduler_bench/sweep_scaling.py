@@ -33,8 +33,9 @@ from scheduler.core.ports import Dispatch, NullMetrics
 from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
 from scheduler_bench.environment import create_naive_table, create_resources, delete_resources
-from scheduler_bench.metering import Meter, Totals
+from scheduler_bench.metering import Meter
 from scheduler_bench.services import VirtualClock, build, client, flowing, settings_for, sweep, utc_minute
+from scheduler_bench.spend import Totals
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 SIGNING_SECRET = "bench-signing-secret"

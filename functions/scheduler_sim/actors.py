@@ -22,8 +22,8 @@ from scheduler.core.model import Job, JobSpec
 from scheduler.core.ports import Dispatch, JobStore, Ledger
 from scheduler.core.recovery import HeldBatch
 from scheduler.core.timefmt import parse_rfc3339, rfc3339
-from scheduler_sim.faults import (
-    Crash,
+from scheduler_sim.faults import Crash, Gate, Throttled
+from scheduler_sim.faulty_ports import (
     FaultyBackfills,
     FaultyJobStore,
     FaultyLedger,
@@ -32,9 +32,7 @@ from scheduler_sim.faults import (
     FaultyTenantBudgets,
     FaultyTenantSlots,
     FaultyTimerStore,
-    Gate,
     SkewedClock,
-    Throttled,
 )
 from scheduler_sim.records import Change, VersionChange
 from scheduler_sim.workload import InvalidCall, PlannedCall

@@ -4,6 +4,7 @@ the real `JobService`, as the API would, and its outcome recorded for the checke
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -78,3 +79,21 @@ def invalid_request(sim: Simulation, call: InvalidCall, service: JobService) -> 
     except Exception as exc:
         return name, f"error: {type(exc).__name__}: {exc}", must_reject
     return name, "accepted", must_reject
+
+
+def stored_state(sim: Simulation) -> object:
+    """Everything stored, cheaply comparable (jobs and timers are immutable; ledger items are not)."""
+    return (
+        dict(sim.jobs.jobs),
+        dict(sim.jobs.idempotency),
+        dict(sim.jobs.active),
+        {bucket: dict(items) for bucket, items in sim.timers.timer_items.items()},
+        {bucket: replace(item) for bucket, item in sim.timers.buckets.items()},
+        dict(sim.timers.late),
+        sim.timers.watermark(),
+        {key: (e.state, e.epoch, e.attempts, e.owner, e.lease_until) for key, e in sim.ledger.items.items()},
+        dict(sim.tenant_budgets.calendars),
+        dict(sim.backfills.items),
+        sim.queue.sent,
+        len(sim.queue.messages),
+    )

@@ -1,49 +1,28 @@
-"""The faults the simulator injects, and the ports that inject them.
+"""The faults the simulator injects, and the gate in front of every port call that injects them.
 
-Every actor (API, sweeper, worker) talks to the shared in-memory stores through its own set of proxies. Each
-port call passes a `Gate` twice: before delegating (crash, throttling error, or a pause while another actor
-runs a step: the conditional-write races) and after it (crash: the write happened, the caller never learns).
-A `Crash` is a `BaseException`, as a killed process is: the core's `except Exception` blocks, right for real
-errors, must not be able to swallow it.
+Every actor (API, sweeper, worker) talks to the shared in-memory stores through its own set of proxies
+(`scheduler_sim.faulty_ports`). Each port call passes a `Gate` twice: before delegating (crash, throttling
+error, or a pause while another actor runs a step: the conditional-write races) and after it (crash: the write
+happened, the caller never learns). A `Crash` is a `BaseException`, as a killed process is: the core's
+`except Exception` blocks, right for real errors, must not be able to swallow it.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
-from scheduler.core.labels import ALL_JOBS, JobQuery
-from scheduler.core.model import BackfillState, Job, JobState, RunState
+from scheduler.core.model import Job
 from scheduler.core.ports import (
-    ALL_RUNS,
-    Advance,
     AdvanceResult,
-    Attempt,
-    AttemptEnd,
-    Backfill,
-    BackfillStore,
-    Between,
-    BucketBusy,
     BucketClaim,
     BucketId,
-    BudgetCalendar,
     Dispatch,
-    EventPublisher,
     Execution,
-    IdempotencyRecord,
-    JobStore,
-    Ledger,
-    NewJob,
-    OutboxEntry,
-    OutcomeEvent,
-    ReadyQueue,
-    TenantBudgetStore,
-    TenantSlots,
     Timer,
-    TimerStore,
 )
 
 
@@ -169,7 +148,7 @@ class Gate:
     def before(self, op: str, *detail: object) -> None:
         host = self.host
         if host.trace_calls:
-            host.trace(self.actor, f"{op}({', '.join(_brief(d) for d in detail)})" if detail else op)
+            host.trace(self.actor, f"{op}({', '.join(brief_value(d) for d in detail)})" if detail else op)
         if self._quiet():
             return
         profile = host.profile
@@ -186,7 +165,7 @@ class Gate:
     def result(self, op: str, value: object) -> None:
         """Trace what a call returned (only when tracing port calls)."""
         if self.host.trace_calls:
-            self.host.trace(self.actor, f"  -> {_brief(value)}")
+            self.host.trace(self.actor, f"  -> {brief_value(value)}")
 
     def after(self, op: str) -> None:
         host = self.host
@@ -201,7 +180,7 @@ class Gate:
         return None
 
 
-def _brief(value: object) -> str:
+def brief_value(value: object) -> str:
     """Short forms of the values port calls carry, for traces."""
     if isinstance(value, Timer):
         return f"timer {value.key} v{value.version} fire {value.fire_at:%H:%M:%S.%f}"[:-3] + f" {value.kind}"
@@ -210,7 +189,7 @@ def _brief(value: object) -> str:
     if isinstance(value, BucketId):
         return f"bucket {value.minute:%H:%M}/{value.shard}"
     if isinstance(value, BucketClaim):
-        return f"claim {_brief(value.bucket)} epoch {value.epoch} cursor {value.cursor}"
+        return f"claim {brief_value(value.bucket)} epoch {value.epoch} cursor {value.cursor}"
     if isinstance(value, Job):
         last = value.last_dispatched_for
         return (
@@ -222,404 +201,5 @@ def _brief(value: object) -> str:
     if isinstance(value, datetime):
         return f"{value:%H:%M:%S.%f}"[:-3]
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_brief(v) for v in value) + "]"
+        return "[" + ", ".join(brief_value(v) for v in value) + "]"
     return str(value)
-
-
-class FaultyJobStore:
-    """JobStore (and JobReader) of one actor, through its gate."""
-
-    def __init__(self, inner: JobStore, gate: Gate, clock: _TrueClock) -> None:
-        self.inner = inner
-        self.gate = gate
-        self.clock = clock
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def create(
-        self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
-    ) -> None:
-        self.gate.before("jobs.create", job, timer, late)
-        self.inner.create(job, timer, idempotency, late, quota)
-        self.gate.after("jobs.create")
-
-    def create_all(self, new: Sequence[NewJob], quota: int) -> int:
-        self.gate.before("jobs.create_all", [item.job for item in new])
-        stored = self.inner.create_all(new, quota)
-        self.gate.result("jobs.create_all", stored)
-        self.gate.after("jobs.create_all")
-        return stored
-
-    def get(self, job_id: str) -> Job | None:
-        self.gate.before("jobs.get", job_id)
-        job = self.inner.get(job_id)
-        self.gate.result("jobs.get", job)
-        self.gate.host.job_read(self.gate.actor)
-        self.gate.after("jobs.get")
-        return job
-
-    def list(
-        self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
-    ) -> tuple[list[Job], str | None]:
-        self.gate.before("jobs.list")
-        return self.inner.list(tenant, state, limit, cursor, query)
-
-    def get_by_external_id(self, tenant: str, external_id: str) -> Job | None:
-        self.gate.before("jobs.get_by_external_id")
-        return self.inner.get_by_external_id(tenant, external_id)
-
-    def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
-        self.gate.before("jobs.replace", job, timer, late)
-        self.inner.replace(job, previous, timer, late)
-        self.gate.after("jobs.replace")
-
-    def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
-        self.gate.before("jobs.advance", timer, step.next_run_at, step.dispatched_for, step.skipped)
-        result = self.inner.advance(timer, step)
-        self.gate.result("jobs.advance", result)
-        self.gate.host.advanced(timer, step.dispatched_for, step.skipped, result, self.clock.now())
-        self.gate.in_chain_window = True
-        self.gate.after("jobs.advance")
-        return result
-
-
-class FaultyTimerStore:
-    """TimerStore of one actor, through its gate."""
-
-    def __init__(self, inner: TimerStore, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-        self.shard_count = inner.shard_count
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def bucket_of(self, timer: Timer) -> BucketId:
-        return self.inner.bucket_of(timer)
-
-    def put_timer(self, timer: Timer) -> None:
-        self.gate.before("timers.put_timer", timer)
-        self.inner.put_timer(timer)
-        self.gate.host.timer_stored(timer)
-        self.gate.after("timers.put_timer")
-
-    def claim_bucket(
-        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
-    ) -> BucketClaim | BucketBusy:
-        self.gate.before("timers.claim_bucket", bucket, owner, lease_until)
-        claim = self.inner.claim_bucket(bucket, owner, now, lease_until)
-        self.gate.result("timers.claim_bucket", claim)
-        self.gate.after("timers.claim_bucket")
-        return claim
-
-    def is_sealed(self, bucket: BucketId) -> bool:
-        self.gate.before("timers.is_sealed", bucket)
-        sealed = self.inner.is_sealed(bucket)
-        self.gate.result("timers.is_sealed", sealed)
-        return sealed
-
-    def has_timer(self, timer: Timer) -> bool:
-        self.gate.before("timers.has_timer", timer)
-        stored = self.inner.has_timer(timer)
-        self.gate.result("timers.has_timer", stored)
-        return stored
-
-    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
-        self.gate.before("timers.query", bucket, after)
-        for page, cursor in self.inner.timers(bucket, after):
-            self.gate.result("timers.query", page)
-            yield page, cursor
-
-    def checkpoint(
-        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
-    ) -> None:
-        self.gate.before("timers.checkpoint", claim, cursor)
-        self.inner.checkpoint(claim, cursor, lease_until, releases)
-        self.gate.after("timers.checkpoint")
-
-    def finish_bucket(
-        self, claim: BucketClaim, cursor: str, expire_after: datetime, releases: Mapping[str, int] | None = None
-    ) -> None:
-        self.gate.before("timers.finish_bucket", claim, cursor)
-        self.inner.finish_bucket(claim, cursor, expire_after, releases)
-        self.gate.after("timers.finish_bucket")
-
-    def release(self, claim: BucketClaim) -> None:
-        self.gate.before("timers.release", claim)
-        self.inner.release(claim)
-        self.gate.after("timers.release")
-
-    def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
-        self.gate.before("timers.complete_bucket", claim)
-        self.inner.complete_bucket(claim, expire_after)
-        self.gate.after("timers.complete_bucket")
-
-    def watermark(self) -> datetime | None:
-        self.gate.before("timers.watermark")
-        return self.inner.watermark()
-
-    def init_watermark(self, minute: datetime) -> datetime:
-        self.gate.before("timers.init_watermark")
-        result = self.inner.init_watermark(minute)
-        self.gate.after("timers.init_watermark")
-        return result
-
-    def advance_watermark(self, minute: datetime) -> None:
-        self.gate.before("timers.advance_watermark", minute)
-        self.inner.advance_watermark(minute)
-        self.gate.after("timers.advance_watermark")
-
-    def put_late(self, timer: Timer) -> None:
-        self.gate.before("timers.put_late", timer)
-        self.inner.put_late(timer)
-        self.gate.after("timers.put_late")
-
-    def late_timers(self, limit: int) -> list[Timer]:
-        self.gate.before("timers.late_timers")
-        return self.inner.late_timers(limit)
-
-    def remove_late(self, timer: Timer) -> None:
-        self.gate.before("timers.remove_late", timer)
-        self.inner.remove_late(timer)
-        self.gate.after("timers.remove_late")
-
-
-class FaultyLedger:
-    """Ledger of one actor, through its gate. It also reports every accepted write to the host, which keeps
-    the highest epoch claimed per occurrence: a write accepted from a lower epoch breaks invariant 3.
-    Methods it does not wrap go straight through."""
-
-    def __init__(self, inner: Ledger, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
-        self.gate.before("ledger.claim", dispatch, attempt.owner, attempt.lease_until)
-        execution = self.inner.claim(dispatch, attempt)
-        self.gate.result("ledger.claim", execution)
-        self.gate.host.ledger_claimed(execution.key, execution.epoch)
-        if attempt.on_copy:
-            # A claim on the message's copy of the job is where its worker learns that the job did not change (no
-            # change voided the copy before it): for invariant 4 it checks the job here, as a read would.
-            self.gate.host.job_read(self.gate.actor)
-        self.gate.after("ledger.claim")
-        return execution
-
-    def void_copies(self, key: str, now: datetime) -> None:
-        self.gate.before("ledger.void_copies", key)
-        self.inner.void_copies(key, now)
-        self.gate.after("ledger.void_copies")
-
-    def get(self, key: str) -> Execution | None:
-        self.gate.before("ledger.get", key)
-        return self.inner.get(key)
-
-    def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
-        self.gate.before("ledger.heartbeat", key, owner, epoch)
-        self.inner.heartbeat(key, owner, epoch, lease_until)
-        self.gate.host.ledger_write("heartbeat", key, epoch, owner)
-        self.gate.after("ledger.heartbeat")
-
-    def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Execution:
-        self.gate.before("ledger.finish", key, owner, epoch, end.state.value)
-        recorded = self.inner.finish(key, owner, epoch, now, end)
-        self.gate.host.ledger_write(f"finish {end.state.value}", key, epoch, owner)
-        self.gate.after("ledger.finish")
-        return recorded
-
-    def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
-        self.gate.before("ledger.record_unclaimed", dispatch, state.value, reason)
-        created = self.inner.record_unclaimed(dispatch, state, now, reason)
-        self.gate.after("ledger.record_unclaimed")
-        return created
-
-    def expire_to(
-        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
-    ) -> bool:
-        self.gate.before("ledger.expire_to", key, epoch, state.value)
-        done = self.inner.expire_to(key, epoch, state, now, reason, announce=announce)
-        if done:
-            self.gate.host.ledger_write(f"expire_to {state.value}", key, epoch, None)
-        self.gate.after("ledger.expire_to")
-        return done
-
-    def mark_dead_lettered(self, key: str) -> None:
-        self.gate.before("ledger.mark_dead_lettered")
-        self.inner.mark_dead_lettered(key)
-        self.gate.after("ledger.mark_dead_lettered")
-
-    def revive(self, key: str, now: datetime, note: str) -> bool:
-        self.gate.before("ledger.revive")
-        revived = self.inner.revive(key, now, note)
-        self.gate.after("ledger.revive")
-        return revived
-
-    def runs(
-        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None, within: Between = ALL_RUNS
-    ) -> tuple[list[Execution], str | None]:
-        self.gate.before("ledger.runs")
-        return self.inner.runs(job_id, limit, cursor, unindexed, within)
-
-    def pending_outbox(self, limit: int) -> list[Execution]:
-        self.gate.before("ledger.pending_outbox")
-        pending = self.inner.pending_outbox(limit)
-        self.gate.result("ledger.pending_outbox", [e.key for e in pending])
-        return pending
-
-    def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
-        self.gate.before("ledger.clear_outbox", key, len(published))
-        cleared = self.inner.clear_outbox(key, published)
-        self.gate.result("ledger.clear_outbox", cleared)
-        self.gate.after("ledger.clear_outbox")
-        return cleared
-
-    def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
-        self.gate.before("ledger.resolve")
-        execution = self.inner.resolve(key, state, now, note)
-        self.gate.after("ledger.resolve")
-        return execution
-
-
-class FaultyQueue:
-    """The ready queue as one actor sends to it. A throttled send may deliver part of the batch first (as a
-    SendMessageBatch with some failed entries does); the duplicates and late copies are added by the host."""
-
-    def __init__(self, inner: ReadyQueue, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
-    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
-        self.gate.before("queue.send", list(dispatches))
-        part = self.gate.throttled_part("queue.send", len(dispatches))
-        if part is not None:
-            self.gate.host.queue_send(self.gate.actor, dispatches[:part], now)
-            raise Throttled(f"queue.send: {len(dispatches) - part} of {len(dispatches)} messages not accepted")
-        self.gate.host.queue_send(self.gate.actor, dispatches, now)
-        self.gate.in_chain_window = False
-        self.gate.after("queue.send")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
-        self.gate.before("queue.dead_letter")
-        self.inner.dead_letter(dispatch, execution)
-        self.gate.after("queue.dead_letter")
-
-
-class FaultyTenantSlots:
-    """A worker's execution slots (per-tenant execution budgets), through its gate."""
-
-    def __init__(self, inner: TenantSlots, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
-    def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
-        self.gate.before("slots.acquire", tenant)
-        slot = self.inner.acquire(tenant, limit, holder, now, lease_until)
-        self.gate.result("slots.acquire", slot)
-        self.gate.after("slots.acquire")
-        return slot
-
-    def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
-        self.gate.before("slots.extend", tenant)
-        extended = self.inner.extend(tenant, slot, holder, lease_until)
-        self.gate.after("slots.extend")
-        return extended
-
-    def release(self, tenant: str, slot: int, holder: str) -> None:
-        self.gate.before("slots.release", tenant)
-        self.inner.release(tenant, slot, holder)
-        self.gate.after("slots.release")
-
-
-class FaultyPublisher:
-    """The completion-event bus as one actor publishes to it, through its gate: a crash before the publish (the
-    outcome stays in the outbox) or after it (published, not cleared: published again), or a throttled PutEvents
-    (refused; the drain publishes it later)."""
-
-    def __init__(self, inner: EventPublisher, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
-    def publish(self, events: Sequence[OutcomeEvent]) -> None:
-        self.gate.before("events.publish", [e.event_id for e in events])
-        self.inner.publish(events)
-        self.gate.after("events.publish")
-
-
-class FaultyTenantBudgets:
-    """The tenants' dispatch-budget calendars as one actor books them, through its gate (a pause between the load
-    and the conditional save lets another actor book first: the save is refused and the admission reads again)."""
-
-    def __init__(self, inner: TenantBudgetStore, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
-    def load(self, tenant: str) -> BudgetCalendar | None:
-        self.gate.before("budgets.load", tenant)
-        calendar = self.inner.load(tenant)
-        self.gate.result("budgets.load", calendar and f"v{calendar.version} {sorted(calendar.slots.items())}")
-        return calendar
-
-    def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
-        self.gate.before("budgets.save", tenant, f"v{calendar.version}", expected)
-        saved = self.inner.save(tenant, calendar, expected, expires)
-        self.gate.result("budgets.save", saved)
-        self.gate.after("budgets.save")
-        return saved
-
-
-class SkewedClock:
-    """One actor's view of time: the simulation's true clock plus the actor's own offset (which may jump)."""
-
-    def __init__(self, true_clock: _TrueClock) -> None:
-        self.true_clock = true_clock
-        self.offset = timedelta(0)
-
-    def now(self) -> datetime:
-        return self.true_clock.now() + self.offset
-
-
-class _TrueClock(Protocol):
-    def now(self) -> datetime: ...
-
-
-class FaultyBackfills:
-    """The backfill store as one actor uses it, through its gate: the API's create, the sweeper's waves (a crash
-    between a wave's send and its cursor's conditional advance sends the wave again)."""
-
-    def __init__(self, inner: BackfillStore, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def create(self, backfill: Backfill) -> None:
-        self.gate.before("backfills.create", backfill.backfill_id)
-        self.inner.create(backfill)
-        self.gate.after("backfills.create")
-
-    def running(self, limit: int) -> list[Backfill]:
-        self.gate.before("backfills.running")
-        found = self.inner.running(limit)
-        self.gate.result("backfills.running", [f"{b.backfill_id} cursor {b.cursor}" for b in found])
-        return found
-
-    def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
-        self.gate.before("backfills.advance", backfill.backfill_id, cursor, dispatched, done)
-        advanced = self.inner.advance(backfill, cursor, dispatched, done, now)
-        self.gate.result("backfills.advance", advanced)
-        self.gate.after("backfills.advance")
-        return advanced
-
-    def finish(self, backfill: Backfill, state: BackfillState, now: datetime) -> Backfill | None:
-        self.gate.before("backfills.finish", backfill.backfill_id, state.value)
-        finished = self.inner.finish(backfill, state, now)
-        self.gate.after("backfills.finish")
-        return finished

@@ -6,12 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from scheduler.composition import Configs
+from scheduler.core.backfill import BackfillConfig
+from scheduler.core.concurrency import ConcurrencyConfig
+from scheduler.core.dispatch import DispatchConfig
+from scheduler.core.envelope import EnvelopeConfig
+from scheduler.core.execute import ExecuteConfig
+from scheduler.core.fairness import FairnessConfig
 from scheduler.core.model import Job
-from scheduler_sim.checker import Violation
+from scheduler.core.recovery import HoldConfig
+from scheduler.core.sweep import SweepConfig
 from scheduler_sim.faults import FaultProfile
+from scheduler_sim.invariants import Violation
 from scheduler_sim.workload import CallKind
 
 Event = tuple[datetime, str, str]
+
+#: Occurrences per backfill wave in the simulation.
+BACKFILL_WAVE = 5
 
 
 @dataclass(frozen=True)
@@ -28,6 +40,47 @@ class SimConfig:
     sweep_every: float = 60.0
     quiet: timedelta = timedelta(minutes=10)
     max_steps: int = 20_000
+
+    def core(
+        self,
+        shards: int,
+        seal_margin: timedelta,
+        envelope: EnvelopeConfig,
+        fairness: FairnessConfig | None,
+        concurrency: ConcurrencyConfig,
+    ) -> Configs:
+        """The configuration the actors compose the real core with (`scheduler.composition.compose`)."""
+        return Configs(
+            # Every page lands on time here, however small (the deployed threshold is a cost choice; the mechanism's
+            # timing and crash-safety are what a run proves).
+            dispatch=DispatchConfig(
+                self.lookahead,
+                self.misfire_grace,
+                self.catchup_window,
+                seal_margin=seal_margin,
+                landing_min_messages=1,
+            ),
+            sweep=SweepConfig(
+                shard_count=shards,
+                lookahead=self.lookahead,
+                bucket_lease=self.bucket_lease,
+                dispatch_budget=1000,
+                safety=timedelta(seconds=20),
+            ),
+            # Completion events for the jobs that ask (`events: true`); the others get the deployed default (off).
+            execute=ExecuteConfig(
+                lease=self.lease, heartbeat_fraction=None, misfire_grace=self.misfire_grace, events_by_default=False
+            ),
+            # Waves of a few occurrences (500 deployed: the rate a backfill drains at, not a margin), so the sim's
+            # small backfills take several sweeps: a wave's cursor meets crashes, races and the dispatch budget.
+            backfill=BackfillConfig(wave_size=BACKFILL_WAVE),
+            hold=HoldConfig(renew_fraction=None),
+            envelope=envelope,
+            fairness=fairness,
+            concurrency=concurrency,
+            max_active_jobs=100,
+            forecast_lookback=self.lookahead,
+        )
 
 
 @dataclass

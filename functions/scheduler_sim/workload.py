@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 
+from scheduler.core.fairness import Budget, FairnessConfig
 from scheduler.core.timefmt import rfc3339
 
 TENANT = "tenant-a"
@@ -247,3 +248,13 @@ def draw_workload(rng: random.Random) -> Workload:
             seq += 1
             count += 1
     return Workload(start, window, calls, invalid, count)
+
+
+def draw_fairness(rng: random.Random) -> FairnessConfig | None:
+    """Dispatch budgets in half the runs: every tenant paced (a few seconds between releases at most, well above
+    the recurring jobs' rate, so nothing falls behind for good), and the burst's tenant at one release every 1.5 or
+    3.3 minutes: a burst of 3-6 takes longer than SQS's horizon to release, the rest waits as deferred timers."""
+    if rng.random() < 0.5:
+        return None
+    default = Budget(rng.choice((0.25, 0.5, 2.0)), rng.choice((1, 2, 5)))
+    return FairnessConfig(default, {BURST_TENANT: Budget(rng.choice((1 / 90, 1 / 200)), 1)})

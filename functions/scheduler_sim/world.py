@@ -4,9 +4,9 @@ through fault-injecting ports, and the seeded scheduler that interleaves the act
 One run, step by step:
 1. the active phase: the workload's API calls, sweeps (about once a minute per sweeper) and worker receives,
    in an order the seed chooses, with the seed's faults;
-2. quiescence: faults stop and clocks agree, the clock moves past every lease and visibility timeout, the
-   client's pending retries go through, sweepers and workers run undisturbed for a while, then the workers
-   drain the queue;
+2. quiescence (`scheduler_sim.quiescence`): faults stop and clocks agree, the clock moves past every lease and
+   visibility timeout, the client's pending retries go through, sweepers and workers run undisturbed for a
+   while, then the workers drain the queue;
 3. the checker (`scheduler_sim.checker`) judges the end state and everything recorded on the way.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from scheduler.adapters.memory import (
@@ -27,27 +26,19 @@ from scheduler.adapters.memory import (
     MemoryTimerStore,
     RecordingMetrics,
 )
-from scheduler.composition import Configs
-from scheduler.core.backfill import BackfillConfig
 from scheduler.core.concurrency import ConcurrencyConfig
-from scheduler.core.dispatch import DispatchConfig
 from scheduler.core.envelope import EnvelopeConfig
-from scheduler.core.execute import ExecuteConfig
-from scheduler.core.fairness import Budget, FairnessConfig
 from scheduler.core.jobs import JobService
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import BackfillState, JobState
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
-from scheduler.core.recovery import HoldConfig
-from scheduler.core.sweep import SweepConfig
 from scheduler.core.timefmt import rfc3339, truncate_ms
 from scheduler.settings import Settings
 from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, SweeperActor, WorkerActor, brief
-from scheduler_sim.bad_input import invalid_request
+from scheduler_sim.bad_input import invalid_request, stored_state
 from scheduler_sim.bus import SimEventBus
 from scheduler_sim.checker import check
 from scheduler_sim.determinism import SeededIds, cheap_core
 from scheduler_sim.faults import Crash, Exposure, FaultProfile, Throttled
+from scheduler_sim.quiescence import quiesce
 from scheduler_sim.records import (
     Abandoned,
     Change,
@@ -61,25 +52,11 @@ from scheduler_sim.records import (
 )
 from scheduler_sim.sink import SinkTarget
 from scheduler_sim.variants import Variant
-from scheduler_sim.workload import BURST_TENANT, InvalidCall, Workload, draw_workload
+from scheduler_sim.workload import InvalidCall, Workload, draw_fairness, draw_workload
 
-#: Occurrences per backfill wave in the simulation.
-BACKFILL_WAVE = 5
-#: How long quiescence may go on sweeping for deferred occurrences and backfill waves (beyond `SimConfig.quiet`).
-MAX_EXTRA_QUIET_MINUTES = 30
 #: A slow target call lasts up to this long: well inside the lease (60 s) less the sink's skew margin (12 s) and the
 #: actors' clock offsets, so the call still holds its execution slot throughout.
 MAX_BUSY_SECONDS = 30
-
-
-def draw_fairness(rng: random.Random) -> FairnessConfig | None:
-    """Dispatch budgets in half the runs: every tenant paced (a few seconds between releases at most, well above
-    the recurring jobs' rate, so nothing falls behind for good), and the burst's tenant at one release every 1.5 or
-    3.3 minutes: a burst of 3-6 takes longer than SQS's horizon to release, the rest waits as deferred timers."""
-    if rng.random() < 0.5:
-        return None
-    default = Budget(rng.choice((0.25, 0.5, 2.0)), rng.choice((1, 2, 5)))
-    return FairnessConfig(default, {BURST_TENANT: Budget(rng.choice((1 / 90, 1 / 200)), 1)})
 
 
 class Simulation:
@@ -119,29 +96,8 @@ class Simulation:
         self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng, self.envelope)
         self.sink = SinkTarget(self)
         self.metrics = RecordingMetrics()
-        # Every page lands on time here, however small (the deployed threshold is a cost choice; the mechanism's
-        # timing and crash-safety are what a run proves).
-        self.dispatch_config = DispatchConfig(
-            cfg.lookahead,
-            cfg.misfire_grace,
-            cfg.catchup_window,
-            seal_margin=self.exposure.seal_margin,
-            landing_min_messages=1,
-        )
-        self.sweep_config = SweepConfig(
-            shard_count=shards,
-            lookahead=cfg.lookahead,
-            bucket_lease=cfg.bucket_lease,
-            dispatch_budget=1000,
-            safety=timedelta(seconds=20),
-        )
-        # Completion events for the jobs that ask (`events: true`); the others get the deployed default (off).
-        self.execute_config = ExecuteConfig(
-            lease=cfg.lease, heartbeat_fraction=None, misfire_grace=cfg.misfire_grace, events_by_default=False
-        )
         self.bus = SimEventBus(self)
         self.backfills = variant.backfills() if variant is not None else MemoryBackfillStore()
-        self.hold_config = HoldConfig(renew_fraction=None)
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
         self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
@@ -151,20 +107,11 @@ class Simulation:
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say
         # that completion events are on (the outbox), the configuration is the run's own.
         self.settings = Settings(completion_events=True, tenant_dispatch_rate=0)
-        self.configs = Configs(
-            dispatch=self.dispatch_config,
-            sweep=self.sweep_config,
-            execute=self.execute_config,
-            # Waves of a few occurrences (500 deployed: the rate a backfill drains at, not a margin), so the sim's
-            # small backfills take several sweeps: a wave's cursor meets crashes, races and the dispatch budget.
-            backfill=BackfillConfig(wave_size=BACKFILL_WAVE),
-            hold=self.hold_config,
-            envelope=self.envelope,
-            fairness=self.fairness,
-            concurrency=self.concurrency,
-            max_active_jobs=100,
-            forecast_lookback=cfg.lookahead,
-        )
+        self.configs = cfg.core(shards, self.exposure.seal_margin, self.envelope, self.fairness, self.concurrency)
+        self.dispatch_config = self.configs.dispatch
+        self.sweep_config = self.configs.sweep
+        self.execute_config = self.configs.execute
+        self.hold_config = self.configs.hold
         self.faults_on = True
         self.stack: list[Actor] = []
         self.records = [JobRecord(i, self.workload.describe(i)) for i in range(self.workload.jobs)]
@@ -219,12 +166,12 @@ class Simulation:
                 self.trace("sim", f"an outage of {self.outage[1]} will start at {rfc3339(self.outage[0])}")
             for record in self.records:
                 self.trace("sim", f"job-{record.index}: {record.description}")
-            self._loop(self.end, api=True)
-            self._quiesce()
+            self.advance_to(self.end, api=True)
+            quiesce(self)
             violations = check(self)
         return SimResult(self.seed, violations, self.events, self.profile, self._stats())
 
-    def _loop(self, until: datetime, *, api: bool) -> None:
+    def advance_to(self, until: datetime, *, api: bool) -> None:
         """Advance from event to event until `until`: whichever actors are due, in a seeded order."""
         candidates: list[Actor] = [*self.sweepers, *self.workers] + ([self.api] if api else [])
         while self.steps < self.config.max_steps:
@@ -310,80 +257,6 @@ class Simulation:
     def _claimed_by(self, worker: WorkerActor, key: str) -> bool:
         item = self.ledger.items.get(key)
         return item is not None and (item.owner or "").startswith(f"{worker.name}/")
-
-    def _quiesce(self) -> None:
-        self.faults_on = False
-        for actor in self.actors.values():
-            actor.clock.offset = timedelta(0)
-        cfg = self.config
-        jump = max(cfg.visibility_timeout, cfg.bucket_lease.total_seconds(), cfg.lease.total_seconds()) + 1
-        self.stalls.append((self.clock.now(), jump))
-        self.clock.advance(jump)
-        self.trace("sim", "quiescence: faults stop, clocks agree, leases and visibility timeouts have run out")
-        while (pending := self.api.head()) is not None:
-            pending.due = self.clock.now()
-            self.run_step(self.api)
-            self.clock.advance(0.5)
-        self.quiet_from = self.clock.now()
-        # Without faults one sweeper is as good as three, and sweeps are most of a run's cost.
-        del self.sweepers[1:]
-        self.sweepers[0].next_at = self.clock.now() + timedelta(milliseconds=self.rng.randint(0, 60_000))
-        self._loop(self.clock.now() + cfg.quiet, api=False)
-        # A tenant over its dispatch budget waits as deferred timers in later buckets, a backfill's waves go out a few
-        # at a time: sweep on until they are out.
-        for _ in range(MAX_EXTRA_QUIET_MINUTES):
-            if not self._deferred_waiting() and not self._backfills_running():
-                break
-            self._loop(self.clock.now() + timedelta(minutes=1), api=False)
-        self.trace("sim", "drain: sweeps stop, workers empty the queue")
-        while self.steps < cfg.max_steps:
-            visible = self.queue.earliest_visible()
-            if visible is None:
-                break
-            if visible > self.clock.now():
-                self.clock.set(visible)
-            self.run_step(self.rng.choice(self.workers))
-        else:
-            self.errors.append(f"the queue did not drain within {cfg.max_steps} steps")
-        self._drain_outbox()
-
-    def _drain_outbox(self) -> None:
-        """Last, what every sweep does last: publish what the workers left in the outbox (a worker that died
-        between its terminal write and its publish, a refused publish). The quiet sweeps drained all but what the
-        queue's drain recorded since."""
-        sweeper = self.sweepers[0]
-        if sweeper.sweeper.outbox is None:
-            return
-        # The run is quiet: past the settle time of the newest outcome, nobody is publishing any more.
-        self.clock.set(self.clock.now() + sweeper.sweeper.outbox.settle)
-        self.stack.append(sweeper)
-        try:
-            report = sweeper.sweeper.outbox.drain(SweepConfig.outbox_drain_limit)
-        finally:
-            self.stack.pop()
-        self.trace(sweeper.name, f"outbox drain: {report.found} pending, {report.published} published")
-
-    def _backfills_running(self) -> bool:
-        """Whether a backfill of a job that is neither paused nor cancelled still has waves to send."""
-        for backfill in self.backfills.items.values():
-            job = self.jobs.jobs.get(backfill.job_id)
-            live = job is not None and job.state not in (JobState.PAUSED, JobState.CANCELLED)
-            if live and backfill.state == BackfillState.RUNNING:
-                return True
-        return False
-
-    def _deferred_waiting(self) -> bool:
-        """Whether a stored timer already past its fire time, in a bucket not yet done, has not run (an occurrence
-        its tenant's dispatch budget deferred)."""
-        now = self.clock.now()
-        for bucket, items in self.timers.timer_items.items():
-            state = self.timers.buckets.get(bucket)
-            if state is not None and state.done:
-                continue
-            for timer in items.values():
-                if timer.fire_at < now and occurrence_key(timer.job_id, timer.scheduled_for) not in self.ledger.items:
-                    return True
-        return False
 
     # -- hooks for actors, gates and the sink --------------------------------------------------------------
 
@@ -514,28 +387,11 @@ class Simulation:
 
     def invalid_request(self, call: InvalidCall, service: JobService) -> None:
         """Make one request that must change nothing; compare the stores before and after."""
-        before = self.snapshot()
+        before = stored_state(self)
         name, outcome, must_reject = invalid_request(self, call, service)
-        changed = self.snapshot() != before
+        changed = stored_state(self) != before
         self.invalid_outcomes.append(InvalidOutcome(name, outcome, changed, must_reject))
         self.trace("api", f"invalid request {name}: {outcome}{' (STATE CHANGED)' if changed else ''}")
-
-    def snapshot(self) -> object:
-        """Everything stored, cheaply comparable (jobs and timers are immutable; ledger items are not)."""
-        return (
-            dict(self.jobs.jobs),
-            dict(self.jobs.idempotency),
-            dict(self.jobs.active),
-            {bucket: dict(items) for bucket, items in self.timers.timer_items.items()},
-            {bucket: replace(item) for bucket, item in self.timers.buckets.items()},
-            dict(self.timers.late),
-            self.timers.watermark(),
-            {key: (e.state, e.epoch, e.attempts, e.owner, e.lease_until) for key, e in self.ledger.items.items()},
-            dict(self.tenant_budgets.calendars),
-            dict(self.backfills.items),
-            self.queue.sent,
-            len(self.queue.messages),
-        )
 
     def _stats(self) -> dict[str, int]:
         return {

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from scheduler.schema import FUNCTION_MEMORY_MB
-from scheduler_bench import capacity
-from scheduler_bench.capacity import Assumptions, Measured, Scenario, simulate
+from scheduler_bench import capacity, capacity_inputs, capacity_report
+from scheduler_bench.capacity import Scenario, simulate
+from scheduler_bench.capacity_inputs import RULES, Assumptions, Measured
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = Measured(
@@ -23,7 +24,7 @@ MEASURED = Measured(
 
 
 def test_every_rule_names_its_aws_source() -> None:
-    for name, rule in capacity.RULES.items():
+    for name, rule in RULES.items():
         assert rule.source.startswith("https://"), name
         assert "amazon.com" in rule.source, name
         assert rule.value > 0 and rule.what
@@ -92,11 +93,11 @@ def test_render_prints_every_row_with_its_sources(spread: float) -> None:
     ]
     model = {
         "measured": MEASURED.__dict__,
-        "rules": {k: v.__dict__ for k, v in capacity.RULES.items()},
+        "rules": {k: v.__dict__ for k, v in RULES.items()},
         "assumptions_described": Assumptions().describe(),
         "rows": rows,
     }
-    text = "\n".join(capacity.render(model))
+    text = "\n".join(capacity_report.render(model))
     assert text.count("| 500 |") == 3
     assert "services-sqs-scaling.html" in text and "scaling-behavior.html" in text
 
@@ -121,14 +122,14 @@ def test_the_sweepers_landing_waits_count_per_page_not_per_fire() -> None:
     # Then the model's chain time per fire is the work (0.1 s) plus a full page's bound on the waits (1 s per 99 timers)
     assert measured.landing_waits_apart
     assert measured.sweeper_seconds_per_fire == pytest.approx(
-        0.1 + capacity.LANDING_WAIT_PER_PAGE_SECONDS / capacity.TIMER_PAGE_SIZE
+        0.1 + capacity_inputs.LANDING_WAIT_PER_PAGE_SECONDS / capacity_inputs.TIMER_PAGE_SIZE
     )
     # And results from before the waits were measured keep them in: an upper bound, said so
     older = Measured.from_results(_cost_results(0.2, None), "test")
     assert not older.landing_waits_apart
     assert older.sweeper_seconds_per_fire == pytest.approx(1.6)
-    assert "upper bound" in capacity._sweeper_basis({"landing_waits_apart": False})
-    assert "less its sends' waits" in capacity._sweeper_basis({"landing_waits_apart": True})
+    assert "upper bound" in capacity_report._sweeper_basis({"landing_waits_apart": False})
+    assert "less its sends' waits" in capacity_report._sweeper_basis({"landing_waits_apart": True})
 
 
 def test_a_sweeps_chains_share_its_cpu_so_more_chains_stop_helping_once_its_cpu_is_full() -> None:

@@ -14,7 +14,9 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 
 from scheduler.handlers import wiring
 from scheduler_bench.burst import percentile
-from scheduler_bench.metering import LAMBDA_CONTEXT_KEYS, LogLines, Meter, item_size, write_units
+from scheduler_bench.cloudwatch import LAMBDA_CONTEXT_KEYS, LogLines
+from scheduler_bench.dynamodb_billing import item_size, write_units
+from scheduler_bench.metering import Meter
 from scheduler_bench.prices import LAMBDA_PLATFORM_LINES
 
 
@@ -78,7 +80,7 @@ def test_an_invocation_is_billed_at_its_deployed_memorys_share_of_a_vcpu() -> No
     # on the CPU
     from scheduler.schema import FUNCTION_MEMORY_MB
     from scheduler_bench import prices
-    from scheduler_bench.metering import Invocation
+    from scheduler_bench.spend import Invocation
 
     stretch = prices.LAMBDA_MB_PER_VCPU / FUNCTION_MEMORY_MB["worker"]
     invocation = Invocation("worker", seconds=0.020, records=1, cpu_seconds=0.008)
@@ -188,7 +190,7 @@ def test_a_transactions_index_units_are_the_change_to_what_each_index_stores() -
     # Given a table with a keys-only index on `g` and an all-projection one on `h`, and a transaction that puts
     # two new items into the keys-only index, moves one item's `g`, changes a stored attribute of the `h` index,
     # writes an item neither index holds and checks one
-    from scheduler_bench.metering import IndexShape, TableShape
+    from scheduler_bench.dynamodb_billing import IndexShape, TableShape
 
     meter = Meter()
     meter._shapes["t"] = TableShape(
@@ -221,7 +223,7 @@ def test_a_transactions_index_units_are_the_change_to_what_each_index_stores() -
 
 
 def test_an_unchanged_or_absent_index_entry_costs_nothing() -> None:
-    from scheduler_bench.metering import IndexShape, TableShape
+    from scheduler_bench.dynamodb_billing import IndexShape, TableShape
 
     shape = TableShape(("PK", "SK"), (IndexShape("by_g", ("g", "s"), "INCLUDE", ("w",)),))
     item = {"PK": {"S": "a"}, "SK": {"S": "b"}, "g": {"S": "1"}, "s": {"N": "1"}, "w": {"S": "x"}, "z": {"S": "q"}}

@@ -9,7 +9,8 @@ import pytest
 
 from scheduler_bench import prices
 from scheduler_bench.budgets import batch_submit_usd
-from scheduler_bench.report import _batch_submit, _fire_path, _usd
+from scheduler_bench.figures import dollars
+from scheduler_bench.report_cost import _batch_submit, _fire_path
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results.json"
 
@@ -23,7 +24,7 @@ def test_the_batch_submit_column_prices_the_batchs_measured_writes_as_the_text_d
     (text,) = [line for line in _batch_submit(batch, busy) if line]
 
     # The table's figure is the text's (submit 25 a request + fire, on an HTTP API)
-    assert f"(busy batches): {_usd(row['usd_submit_batch_http'])} per million on an HTTP API" in text
+    assert f"(busy batches): {dollars(row['usd_submit_batch_http'])} per million on an HTTP API" in text
     # and it prices the batch's writes (about 4 W a job), not those of a create one job a request (8 W)
     one_by_one_writes = busy["per_fire"]["by_function"]["api"]["write_units"]
     saved = (one_by_one_writes - batch["per_job"]["write_units"]) * prices.PRICES["dynamodb_write_request_unit"] * 1e6
@@ -50,13 +51,13 @@ def test_a_kept_scenario_is_dated_by_the_run_that_measured_it() -> None:
     assert "2026-12-03" not in line
 
 
-def test_every_budget_of_the_issue_is_judged_against_the_run_and_the_floor_of_the_design() -> None:
+def test_every_budget_is_judged_against_the_run_and_the_floor_of_the_design() -> None:
     from scheduler_bench import budgets
 
     cost = json.loads(RESULTS.read_text())["cost"]
     rows = {(row.case, row.measure): row for row in budgets.rows(cost)}
 
-    # Every budget the issue sets, for the herd and for busy minutes
+    # Every budget, for the herd and for busy minutes
     for case in ("one-shot fire, herd", "one-shot fire, busy minutes"):
         for measure, limit in (("write units", 3.5), ("read units", 1.2), ("SQS requests", 0.35), ("$ / M", 2.40),
                                ("$ / M, provisioned at 70 %", 1.20)):  # fmt: skip
@@ -68,7 +69,7 @@ def test_every_budget_of_the_issue_is_judged_against_the_run_and_the_floor_of_th
         assert rows[(case, "$ / M, submitted one by one")].limit == 6.50
         assert rows[(case, "$ / M, submitted 25 a request")].limit == 5.00
 
-    # The dollars are the issue's (no logs): the fire path's total less its CloudWatch Logs
+    # The budgets' dollars leave the logs out: the fire path's total less its CloudWatch Logs
     herd = next(run for run in cost["one_shot_herd"] if run["batch_size"] == 10)
     usd = herd["per_million_fires_usd"]["fire_path"]
     assert rows[("one-shot fire, herd", "$ / M")].measured == pytest.approx(usd["total"] - usd["cloudwatch_logs"])

@@ -1,15 +1,13 @@
 """Core bugs the simulator found, each reduced to a deterministic reproduction on the real core and the
 in-memory adapters (no seeds, so they stay put while the code around them changes).
 
-They were `xfail(strict=True)` while open (the suite stays green while a bug is open and turns red the day it
-is fixed); all are fixed now and run as plain regression tests. The latest: a chain's plan lost when the job
-changed version (a pause, edit, cancel or resume) after a sweep had advanced the chain but before it sent the
-plan (seeds 111014 and 120946 of a 40,000-seed soak). It is fixed by one mechanism: before any change of version
-the dispatcher makes sure the version's last plan was sent - its next timer, written after its sends, is stored -
-and sends that plan again only when that proof is missing (`Dispatcher.ensure_sent`; the first fix also replayed
-plans across versions and re-sent the whole look-ahead at every pause, issue 20 item 5). Two more bugs the
-simulator found (an edit keeping `last_dispatched_for`, `is_near` ignoring bucket granularity) were fixed in the
-core while it was written.
+A bug still open is marked `xfail(strict=True)`: the suite stays green while it is open and turns red when it is
+fixed; the ones here are fixed and run as plain regression tests. Among them: a chain's plan lost when the job
+changes version (a pause, edit, cancel or resume) after a sweep advanced the chain but before it sent the plan. One
+mechanism covers it: before any change of version the dispatcher makes sure the version's last plan was sent - its
+next timer, written after its sends, is stored - and sends that plan again only when that proof is missing
+(`Dispatcher.ensure_sent`), so a change of version neither replays plans across versions nor sends the whole
+look-ahead again.
 """
 
 from __future__ import annotations
@@ -39,7 +37,8 @@ from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueu
 from scheduler.core.sweep import Sweeper
 from scheduler.core.timefmt import to_ms
 from scheduler.settings import Settings
-from scheduler_sim.faults import Crash, SkewedClock
+from scheduler_sim.faults import Crash
+from scheduler_sim.faulty_ports import SkewedClock
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 TENANT = "tenant-a"
@@ -218,7 +217,7 @@ def _advanced_then_killed(world: World) -> Job:
 
 
 def test_a_pause_after_a_sweep_advanced_a_chain_and_died_before_sending_loses_no_occurrence() -> None:
-    # (seed 111014) Given a plan the killed sweep never sent
+    # Given a plan the killed sweep never sent
     world = World()
     job = _advanced_then_killed(world)
 
@@ -232,7 +231,7 @@ def test_a_pause_after_a_sweep_advanced_a_chain_and_died_before_sending_loses_no
 
 
 def test_a_resume_whose_new_chain_advances_first_still_sends_the_old_plan() -> None:
-    # (seed 120946) Given a plan the killed sweep never sent, and after an outage a second sweep that replays it
+    # Given a plan the killed sweep never sent, and after an outage a second sweep that replays it
     # and is killed before sending too (it holds the 09:05 bucket for two minutes)
     world = World()
     job = _advanced_then_killed(world)
@@ -286,8 +285,8 @@ def _window_of(instant: datetime, budget: Budget) -> int:
 
 
 def test_an_admission_whose_clock_runs_behind_books_no_second_release_in_a_window_a_faster_one_dropped() -> None:
-    # (seed 108, found by the dispatch-budget invariant) Given a tenant with one release per 4 s window, one release
-    # booked in the window open now (00:48:36-40), and two sweepers whose clocks differ by 2 s
+    # Given a tenant with one release per 4 s window, one release booked in the window open now (00:48:36-40), and
+    # two sweepers whose clocks differ by 2 s
     budget = Budget(0.25, 1)
     budgets = MemoryTenantBudgets()
     true_clock = FakeClock(datetime(2026, 10, 25, 0, 48, 38, 500_000, tzinfo=UTC))
@@ -325,7 +324,7 @@ class PausedLoad(MemoryTenantBudgets):
 
 
 def test_an_admission_paused_before_its_load_books_no_second_release_in_a_window_the_others_dropped() -> None:
-    # (seed 6379) Given a tenant with one release per 2 s window and a release booked in the window open now
+    # Given a tenant with one release per 2 s window and a release booked in the window open now
     budget = Budget(0.5, 1)
     budgets = PausedLoad()
     clock = FakeClock(datetime(2026, 1, 5, 9, 19, 35, tzinfo=UTC))
