@@ -130,3 +130,44 @@ def _asset_key(dependencies: tuple[str, ...]) -> str:
 def test_changing_a_pin_changes_the_asset() -> None:
     # The source hash covers functions/ only; without the pins in it a new pin would redeploy stale code.
     assert _asset_key(("croniter==7.0.0",)) != _asset_key(("croniter==7.0.1",))
+
+
+def test_every_module_the_functions_import_is_in_the_runtime_dependencies() -> None:
+    """The Lambda asset holds `scheduler` and the runtime dependencies alone: a module the functions import that
+    only the dev venv has (a test tool's dependency) would fail every function at start-up on AWS."""
+    import ast
+    import re
+    import sys
+    from importlib import metadata
+
+    def closure(names: set[str]) -> set[str]:
+        seen: set[str] = set()
+        todo = [metadata.distribution(n).metadata["Name"].lower().replace("_", "-") for n in names]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for requirement in metadata.requires(name) or []:
+                if "extra ==" not in requirement:
+                    todo.append(re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-"))
+        return seen
+
+    declared = {re.split(r"[<>=!~\[]", d, maxsplit=1)[0] for d in runtime_dependencies()}
+    shipped = closure(declared)
+    providers = metadata.packages_distributions()
+    imported: set[str] = set()
+    for path in (REPO_ROOT / "functions" / "scheduler").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in {"scheduler", "__future__"}}
+    typing_only = {"mypy_boto3_dynamodb", "mypy_boto3_sqs"}  # under TYPE_CHECKING only
+    missing = {
+        module: providers.get(module)
+        for module in third_party - typing_only
+        if not {d.lower().replace("_", "-") for d in providers.get(module, [module])} & shipped
+    }
+    assert not missing, f"imported by the functions but not shipped in the Lambda asset: {missing}"
