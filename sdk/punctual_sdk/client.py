@@ -149,17 +149,47 @@ class Client:
         return Job.from_json(self._call("GET", _job(job_id), query=query))
 
     def list_jobs(
-        self, state: JobState | str | None = None, limit: int | None = None, cursor: str | None = None
+        self,
+        state: JobState | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+        target_type: str | None = None,
+        name_prefix: str | None = None,
     ) -> Page[Job]:
-        """`GET /v1/jobs`: one page of the caller's jobs, oldest first; `state` filters (ACTIVE, PAUSED, ...)."""
-        query = _page_query(limit, cursor)
+        """`GET /v1/jobs`: one page of the caller's jobs; `state` filters (ACTIVE, PAUSED, ...), `labels` selects jobs
+        with every label given (a value of None: the key alone), `target_type` and `name_prefix` narrow further."""
+        query: dict[str, str | list[str]] = dict(_page_query(limit, cursor))
         if state:
             query["state"] = str(state.value if isinstance(state, JobState) else state).upper()
+        if labels:
+            query["label"] = [f"{key}:{value or ''}" for key, value in labels.items()]
+        if target_type:
+            query["target_type"] = target_type
+        if name_prefix:
+            query["name_prefix"] = name_prefix
         return self._page("GET", "/v1/jobs", query, "jobs", Job)
 
-    def iter_jobs(self, state: JobState | str | None = None, page_size: int = 100) -> Iterator[Job]:
-        """Every job of the caller (in `state`), following `next_cursor` page by page."""
-        return _every(lambda cursor: self.list_jobs(state, page_size, cursor))
+    def iter_jobs(
+        self,
+        state: JobState | str | None = None,
+        page_size: int = 100,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+        target_type: str | None = None,
+        name_prefix: str | None = None,
+    ) -> Iterator[Job]:
+        """Every job of the caller matching the filters of `list_jobs`, following `next_cursor` page by page."""
+        return _every(
+            lambda cursor: self.list_jobs(
+                state, page_size, cursor, labels=labels, target_type=target_type, name_prefix=name_prefix
+            )
+        )
+
+    def get_by_external_id(self, external_id: str) -> Job:
+        """`GET /v1/jobs/by-external-id/{external_id}`: the caller's job created with that `external_id`."""
+        return Job.from_json(self._call("GET", f"/v1/jobs/by-external-id/{_segment(external_id)}"))
 
     def update(self, job_id: str, patch: Mapping[str, Any], if_match: int | None = None) -> Job:
         """`PATCH /v1/jobs/{id}` with a JSON merge patch (`None` removes a field); `if_match` (the version you
@@ -220,6 +250,14 @@ class Client:
         path = f"{_job(job_id)}/runs/{_segment(occurrence_key)}/resolve"
         return Run.from_json(self._call("POST", path, body=body, retry=False))
 
+    def retry_run(self, job_id: str, scheduled_for: datetime | str) -> Run:
+        """`POST /v1/jobs/{id}/runs/{scheduled_for}/retry`: run a DEAD or RECONCILING occurrence once more, under the
+        same occurrence key with a new attempt (a SUCCEEDED one is a `Conflict`). Asking again while it waits for
+        that attempt is harmless: the ledger runs it once."""
+        instant = scheduled_for if isinstance(scheduled_for, str) else _rfc3339(scheduled_for)
+        path = f"{_job(job_id)}/runs/{_segment(instant)}/retry"
+        return Run.from_json(self._call("POST", path, retry=True))
+
     # backfills
 
     def start_backfill(self, job_id: str, range_from: datetime, range_to: datetime) -> Backfill:
@@ -267,7 +305,7 @@ class Client:
 
     # plumbing
 
-    def _page(self, method: str, path: str, query: dict[str, str], noun: str, model: type[M]) -> Page[M]:
+    def _page(self, method: str, path: str, query: Mapping[str, str | list[str]], noun: str, model: type[M]) -> Page[M]:
         body = self._call(method, path, query=query)
         return Page([model.from_json(item) for item in body.get(noun) or []], body.get("next_cursor") or None)
 
@@ -276,14 +314,14 @@ class Client:
         method: str,
         path: str,
         *,
-        query: Mapping[str, str] | None = None,
+        query: Mapping[str, str | list[str]] | None = None,
         body: Any = None,
         headers: Mapping[str, str] | None = None,
         retry: bool | None = None,
     ) -> dict[str, Any]:
         """Send one request (and its retries); the JSON answer, or the typed error. `retry`: whether a 5xx or a
         lost connection may be retried (default: for GET); a 429 is retried whatever it is (nothing was done)."""
-        url = self.base_url + path + (f"?{urlencode(query)}" if query else "")
+        url = self.base_url + path + (f"?{urlencode(query, doseq=True)}" if query else "")
         data = json.dumps(body).encode() if body is not None else None
         base = {"Accept": "application/json", "User-Agent": self.user_agent, **(headers or {})}
         if data is not None:

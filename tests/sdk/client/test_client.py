@@ -174,6 +174,33 @@ def test_rotate_signing_key_sends_the_overlap_and_if_match_once_and_returns_the_
     assert rotated.by_id() == {"k1.2": "new", "k1": "old"}
 
 
+def test_the_job_list_sends_each_label_filter_and_the_others(api: Any, job_json: JobJson) -> None:
+    api.answers["GET /v1/jobs"] = [(200, {"jobs": [job_json("a")], "next_cursor": None})]
+
+    page = api.client().list_jobs(
+        "active", labels={"customer": "42", "team": None}, target_type="http", name_prefix="charge-"
+    )
+
+    assert [j.job_id for j in page.items] == ["a"]
+    assert api.sent()[2] == {
+        "state": ["ACTIVE"],
+        "label": ["customer:42", "team:"],
+        "target_type": ["http"],
+        "name_prefix": ["charge-"],
+    }
+
+
+def test_a_run_is_retried_by_its_instant_and_a_job_found_by_its_external_id(api: Any, job_json: JobJson) -> None:
+    run = {"occurrence_key": "job-1:2026-12-01T08:00:00Z", "scheduled_for": "2026-12-01T08:00:00Z",
+           "state": "RETRY_WAIT", "attempts": 3}  # fmt: skip
+    api.answers["POST /v1/jobs/job-1/runs/2026-12-01T08%3A00%3A00Z/retry"] = [(202, run)]
+    api.answers["GET /v1/jobs/by-external-id/order-7"] = [(200, job_json("job-1"))]
+    client = api.client()
+
+    assert client.retry_run("job-1", datetime(2026, 12, 1, 8, tzinfo=UTC)).state == "RETRY_WAIT"
+    assert client.get_by_external_id("order-7").job_id == "job-1"
+
+
 def test_iter_jobs_follows_next_cursor_with_the_filter_on_every_page(api: Any, job_json: JobJson) -> None:
     pages = {None: (["a", "b"], "c1"), "c1": (["c"], "c2"), "c2": (["d"], None)}
 
