@@ -42,8 +42,9 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from scheduler.core.errors import InvalidRequest
+from scheduler.core.metrics import NullMetrics
 from scheduler.core.model import SCHEDULER_HEADERS, HttpTarget, Job, JobSpec, header_problem
-from scheduler.core.ports import Metrics, NullMetrics, SealFailed, SecretSealer, TargetCall, TargetFailure
+from scheduler.core.ports import Metrics, SealFailed, SecretSealer, TargetCall, TargetFailure
 from scheduler.core.retry import classify_http_status
 from scheduler.core.secrecy import headers_to_send
 from scheduler.core.timefmt import rfc3339
