@@ -1,12 +1,12 @@
-"""Alarms (to an SNS topic, optionally e-mailed) and a CloudWatch dashboard.
+"""Alarms (to an SNS topic, optionally e-mailed) and a CloudWatch dashboard (`infra.dashboard`).
 
-The handlers emit CloudWatch EMF metrics (Powertools) in namespace `Punctual` with the dimension
+The handlers emit CloudWatch EMF metrics (Powertools, `infra.metrics`) in namespace `Punctual` with the dimension
 `service=punctual`; the queue, Lambda and API Gateway metrics come from AWS.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
@@ -21,74 +21,9 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import PunctualConfig
-from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
+from infra.dashboard import build_dashboard
+from infra.metrics import DISPATCH_LAG, FENCED_WRITES, OUTBOX_BACKLOG, PERIOD, application_metric
 
-#: The application metrics (EMF, emitted by the handlers).
-DISPATCH_LAG = "DispatchLagSeconds"
-OCCURRENCES_DISPATCHED = "OccurrencesDispatched"
-START_LATENESS = "StartLatenessSeconds"
-RETRIES = "Retries"
-DEAD_LETTERS = "DeadLetters"
-FENCED_WRITES = "FencedWrites"
-LEASE_LOST = "LeaseLost"
-#: A worker paused past a heartbeat's interval between its claim and the target call renewed its lease first.
-LEASE_RENEWED_BEFORE_CALL = "LeaseRenewedBeforeCall"
-BATCH_HOLD_FAILURES = "BatchHoldFailures"
-OCCURRENCES_SKIPPED = "OccurrencesSkipped"
-MISFIRE_SKIPPED = "MisfireSkipped"
-TARGET_FAILURES = "TargetFailures"
-OUTBOX_BACKLOG = "OutboxBacklog"
-COMPLETION_EVENTS_PUBLISHED = "CompletionEventsPublished"
-COMPLETION_EVENT_FAILURES = "CompletionEventFailures"
-TENANT_THROTTLED = "TenantThrottledSeconds"
-TENANT_DEFERRED = "TenantDeferred"
-TENANT_CONCURRENCY_THROTTLED = "TenantConcurrencyThrottled"
-TENANT_CONCURRENCY_DELAY = "TenantConcurrencyDelaySeconds"
-BACKFILL_DISPATCHED = "BackfillDispatched"
-#: Pre-scaling (docs/capacity.md): the busiest minute the sweeper's forecast sees ahead, the pollers it asks for,
-#: and its changes.
-FORECAST_DUE = "ForecastDueOccurrences"
-PRESCALE_POLLERS = "PrescaleMinimumPollers"
-PRESCALE_CHANGES = "PrescalePollerChanges"
-#: Landing on time (docs/cost.md): what the sweeper waited so its messages land just before their fire time, and
-#: the messages it could not send inside their window (a page bigger than a second of requests).
-SEND_ALIGNMENT = "SendAlignmentSeconds"
-SENDS_OFF_WINDOW = "SendsOffWindow"
-#: Keep-alive to http targets (docs/targets.md): calls that opened a connection, and pooled connections the server
-#: had closed while idle (replaced, the call made again).
-TARGET_CONNECTIONS_OPENED = "TargetConnectionsOpened"
-TARGET_CONNECTIONS_STALE = "TargetConnectionsStale"
-APPLICATION_METRICS = (
-    DISPATCH_LAG,
-    OCCURRENCES_DISPATCHED,
-    START_LATENESS,
-    RETRIES,
-    DEAD_LETTERS,
-    FENCED_WRITES,
-    LEASE_LOST,
-    LEASE_RENEWED_BEFORE_CALL,
-    BATCH_HOLD_FAILURES,
-    OCCURRENCES_SKIPPED,
-    MISFIRE_SKIPPED,
-    TARGET_FAILURES,
-    OUTBOX_BACKLOG,
-    COMPLETION_EVENTS_PUBLISHED,
-    COMPLETION_EVENT_FAILURES,
-    TENANT_THROTTLED,
-    TENANT_DEFERRED,
-    TENANT_CONCURRENCY_THROTTLED,
-    TENANT_CONCURRENCY_DELAY,
-    BACKFILL_DISPATCHED,
-    FORECAST_DUE,
-    PRESCALE_POLLERS,
-    PRESCALE_CHANGES,
-    SEND_ALIGNMENT,
-    SENDS_OFF_WINDOW,
-    TARGET_CONNECTIONS_OPENED,
-    TARGET_CONNECTIONS_STALE,
-)
-
-PERIOD = Duration.minutes(1)
 #: The sweep watermark may trail by a minute or two in normal operation; three minutes running above
 #: this means buckets are not being finished.
 DISPATCH_LAG_THRESHOLD_SECONDS = 120
@@ -104,16 +39,6 @@ ERROR_RATE_PERIOD = Duration.minutes(5)
 ERROR_RATE_THRESHOLD_PERCENT = 1
 ERROR_RATE_PERIODS = 3
 ERROR_RATE_DATAPOINTS = 2
-
-
-def application_metric(name: str, statistic: str, period: Duration = PERIOD) -> cloudwatch.Metric:
-    return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE,
-        metric_name=name,
-        dimensions_map={"service": SERVICE_NAME},
-        statistic=statistic,
-        period=period,
-    )
 
 
 class Monitoring(Construct):
@@ -141,32 +66,9 @@ class Monitoring(Construct):
         for alarm in self.alarms:
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
-        self.dashboard = _build_dashboard(
-            self, config, self.alarms, ready_queue, dead_letter_queue, functions, rest_api
+        self.dashboard = build_dashboard(
+            self, config, self.alarms, ready_queue, dead_letter_queue, functions, rest_api, lanes or {}
         )
-        if lanes:
-            self.dashboard.add_widgets(
-                cloudwatch.GraphWidget(
-                    title="Priority lanes: oldest message (s)",
-                    left=[
-                        queue.metric_approximate_age_of_oldest_message(
-                            period=PERIOD, statistic="Maximum", label=priority
-                        )
-                        for priority, queue in lanes.items()
-                    ],
-                    width=12,
-                    height=6,
-                ),
-                cloudwatch.GraphWidget(
-                    title="Priority lanes: visible messages",
-                    left=[
-                        queue.metric_approximate_number_of_messages_visible(period=PERIOD, label=priority)
-                        for priority, queue in lanes.items()
-                    ],
-                    width=12,
-                    height=6,
-                ),
-            )
 
 
 def _build_alarm_topic(scope: Construct, config: PunctualConfig) -> sns.Topic:
@@ -339,138 +241,3 @@ def _error_rate_alarm(scope: Construct, prefix: str, name: str, function: lambda
         datapoints_to_alarm=ERROR_RATE_DATAPOINTS,
         treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
     )
-
-
-def _build_dashboard(
-    scope: Construct,
-    config: PunctualConfig,
-    alarms: Sequence[cloudwatch.IAlarm],
-    ready_queue: sqs.IQueue,
-    dead_letter_queue: sqs.IQueue,
-    functions: Mapping[str, lambda_.IFunction],
-    rest_api: apigw.RestApi,
-) -> cloudwatch.Dashboard:
-    def graph(title: str, metrics: Sequence[cloudwatch.IMetric], width: int = 8) -> cloudwatch.GraphWidget:
-        return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
-
-    def app_sum(name: str) -> cloudwatch.Metric:
-        return application_metric(name, "Sum")
-
-    dashboard = cloudwatch.Dashboard(
-        scope,
-        "Dashboard",
-        # Dashboards are global to the account: the region keeps two regions' stages apart.
-        dashboard_name=f"punctual-{config.stage}-{Aws.REGION}",
-        default_interval=Duration.hours(3),
-    )
-    dashboard.add_widgets(cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms), width=24, height=3))
-    dashboard.add_widgets(
-        graph("Dispatch lag (s, max)", [application_metric(DISPATCH_LAG, "Maximum")]),
-        graph("Occurrences dispatched", [app_sum(OCCURRENCES_DISPATCHED)]),
-        graph(
-            "Start lateness (s)",
-            [application_metric(START_LATENESS, stat) for stat in ("p50", "p99", "Maximum")],
-        ),
-    )
-    dashboard.add_widgets(
-        graph(
-            "Retries, target failures, dead letters",
-            [app_sum(RETRIES), app_sum(TARGET_FAILURES), app_sum(DEAD_LETTERS)],
-        ),
-        graph(
-            "Fencing: fenced writes, leases lost, renewed before the call, batch holds failed",
-            [
-                app_sum(FENCED_WRITES),
-                app_sum(LEASE_LOST),
-                app_sum(LEASE_RENEWED_BEFORE_CALL),
-                app_sum(BATCH_HOLD_FAILURES),
-            ],
-        ),
-        graph("Skipped: by policy, misfires", [app_sum(OCCURRENCES_SKIPPED), app_sum(MISFIRE_SKIPPED)]),
-    )
-    dashboard.add_widgets(
-        graph(
-            "Completion events: published, failed, outbox backlog",
-            [
-                app_sum(COMPLETION_EVENTS_PUBLISHED),
-                app_sum(COMPLETION_EVENT_FAILURES),
-                application_metric(OUTBOX_BACKLOG, "Maximum"),
-            ],
-        ),
-        graph(
-            "Fairness: tenant delay by budget (s, max), deferred",
-            [
-                application_metric(TENANT_THROTTLED, "Maximum"),
-                app_sum(TENANT_DEFERRED),
-            ],
-        ),
-        graph(
-            "Fairness: tenants at their concurrency (throttled, delay s max)",
-            [app_sum(TENANT_CONCURRENCY_THROTTLED), application_metric(TENANT_CONCURRENCY_DELAY, "Maximum")],
-        ),
-        graph("Backfill: occurrences dispatched", [app_sum(BACKFILL_DISPATCHED)]),
-        graph(
-            "Landing on time: sweeper wait (s), sends off their window",
-            [app_sum(SEND_ALIGNMENT), app_sum(SENDS_OFF_WINDOW)],
-        ),
-        graph(
-            "HTTP targets: connections opened, stale ones replaced (against OccurrencesDispatched)",
-            [app_sum(TARGET_CONNECTIONS_OPENED), app_sum(TARGET_CONNECTIONS_STALE)],
-        ),
-    )
-    dashboard.add_widgets(
-        graph("Forecast: due in the busiest minute ahead (max)", [application_metric(FORECAST_DUE, "Maximum")], 12),
-        graph(
-            "Pre-scaling: minimum pollers asked for (max), changes",
-            [application_metric(PRESCALE_POLLERS, "Maximum"), app_sum(PRESCALE_CHANGES)],
-            12,
-        ),
-    )
-    dashboard.add_widgets(
-        graph(
-            "Ready queue depth",
-            [
-                ready_queue.metric_approximate_number_of_messages_visible(period=PERIOD),
-                ready_queue.metric_approximate_number_of_messages_not_visible(period=PERIOD),
-                ready_queue.metric("ApproximateNumberOfMessagesDelayed", period=PERIOD, statistic="Maximum"),
-            ],
-        ),
-        graph(
-            "Ready queue oldest message (s)",
-            [ready_queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum")],
-        ),
-        graph("DLQ messages", [dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD)]),
-    )
-    dashboard.add_widgets(
-        # SQS fair queues (the tenant is each message's group): how many tenants SQS treats as noisy neighbours,
-        # and how long the others' oldest message has waited.
-        graph(
-            "Fair queue: noisy tenants, oldest quiet message (s)",
-            [
-                ready_queue.metric("ApproximateNumberOfNoisyGroups", period=PERIOD, statistic="Maximum"),
-                ready_queue.metric("ApproximateAgeOfOldestMessageInQuietGroups", period=PERIOD, statistic="Maximum"),
-            ],
-            24,
-        ),
-    )
-    dashboard.add_widgets(
-        graph("Lambda invocations", [fn.metric_invocations(label=name) for name, fn in functions.items()]),
-        graph(
-            "Lambda errors and throttles",
-            [fn.metric_errors(label=f"{name} errors") for name, fn in functions.items()]
-            + [fn.metric_throttles(label=f"{name} throttles") for name, fn in functions.items()],
-        ),
-        graph(
-            "Lambda duration p99 (ms)",
-            [fn.metric_duration(label=name, statistic="p99") for name, fn in functions.items()],
-        ),
-    )
-    dashboard.add_widgets(
-        graph(
-            "API requests",
-            [rest_api.metric_count(), rest_api.metric_client_error(), rest_api.metric_server_error()],
-            12,
-        ),
-        graph("API latency (ms)", [rest_api.metric_latency(statistic=stat) for stat in ("p50", "p99")], 12),
-    )
-    return dashboard

@@ -20,7 +20,7 @@ from punctual_cli.config import Deployment
 from scheduler.adapters.dynamodb import DynamoTimerStore
 from scheduler.core.timefmt import minute_of, rfc3339
 
-#: Namespace and dimension of the application metrics (infra/monitoring.py, infra/environment.py).
+#: Namespace and dimension of the application metrics (infra/metrics.py, infra/environment.py).
 NAMESPACE = "Punctual"
 SERVICE = "punctual"
 #: What `status` counts over the window, in the order the dashboard shows them.

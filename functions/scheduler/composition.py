@@ -33,7 +33,6 @@ from scheduler.core.ports import (
     EventPublisher,
     Heartbeats,
     Ids,
-    InOrder,
     JobStore,
     Ledger,
     Metrics,
@@ -48,6 +47,7 @@ from scheduler.core.ports import (
 from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.request_limits import RequestGate, RequestLimitConfig, RequestWindows
 from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.core.tasks import InOrder
 from scheduler.settings import Settings
 
 

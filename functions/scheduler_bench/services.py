@@ -25,17 +25,8 @@ from scheduler.core.dispatch import Dispatcher
 from scheduler.core.envelope import MessageRunner
 from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs import JobService
-from scheduler.core.ports import (
-    BatchVisibility,
-    Clock,
-    Dispatch,
-    JobStore,
-    Ledger,
-    MessageControl,
-    Metrics,
-    NullMetrics,
-    TimerStore,
-)
+from scheduler.core.metrics import NullMetrics
+from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, MessageControl, Metrics, TimerStore
 from scheduler.core.recovery import HeldBatch
 from scheduler.core.sweep import Sweeper
 from scheduler.handlers import wiring

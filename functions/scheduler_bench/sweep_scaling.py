@@ -28,8 +28,9 @@ from scheduler.core.dispatch import timer_for
 from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
+from scheduler.core.metrics import NullMetrics
 from scheduler.core.model import Job, JobSpec
-from scheduler.core.ports import Dispatch, NullMetrics
+from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
 from scheduler_bench.environment import create_naive_table, create_resources, delete_resources

@@ -27,6 +27,7 @@ from scheduler.adapters.memory import ledger as memory_ledger
 from scheduler.adapters.memory import queue as memory_queue
 from scheduler.adapters.memory import tenants as memory_tenants
 from scheduler.core import dispatch as dispatch_module
+from scheduler.core import job_lifecycle as job_lifecycle_module
 from scheduler.core import jobs as jobs_module
 from scheduler.core import schedules as schedules_module
 from scheduler.core.ports import Execution
@@ -74,6 +75,7 @@ def cheap_core() -> Iterator[None]:
     """Within this block `next_occurrence` is memoised, ledger snapshots are field copies and logging is off."""
     patches: list[tuple[object, str, object]] = [
         (jobs_module, "next_occurrence", next_occurrence),
+        (job_lifecycle_module, "next_occurrence", next_occurrence),
         (dispatch_module, "next_occurrence", next_occurrence),
         (schedules_module, "next_occurrence", next_occurrence),
         *((module, "copy", _SnapshotCopy()) for module in (memory_ledger, memory_queue, memory_tenants)),

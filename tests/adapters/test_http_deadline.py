@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, TargetConnections
+from scheduler.adapters.address_guard import AddressGuard
+from scheduler.adapters.http_target import HttpTargetInvoker, TargetConnections
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.settings import LOCAL_SIGNING_KEYS

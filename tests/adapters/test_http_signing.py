@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
+from scheduler.adapters.address_guard import AddressGuard
+from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall
 from scheduler.signing import SIGNATURE_HEADER, InvalidSignature, KeyRing, verify_v2

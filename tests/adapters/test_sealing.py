@@ -10,7 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
+from scheduler.adapters.address_guard import AddressGuard
+from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import SealFailed, TargetCall, TargetFailure

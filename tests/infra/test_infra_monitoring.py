@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
-from infra.monitoring import APPLICATION_METRICS
+from infra.metrics import APPLICATION_METRICS
 
 
 def _alarms(synthesized) -> dict[str, dict]:

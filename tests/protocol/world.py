@@ -34,10 +34,11 @@ from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobSpec, RunState
-from scheduler.core.ports import InOrder, TargetCall
+from scheduler.core.ports import TargetCall
 from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.schedules import unindexed_occurrence
 from scheduler.core.sweep import Sweeper
+from scheduler.core.tasks import InOrder
 from tests.unit.fixtures import settings_for
 
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past,

@@ -26,7 +26,7 @@ from harness import Receiver
 from infra.bundling import PIP_PLATFORM
 from punctual_cli.client import Run, SchedulerClient, SigV4Auth
 from punctual_sdk.errors import ApiError
-from scheduler.adapters.http_target import AddressGuard, BlockedAddress
+from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
 from scheduler.core.timefmt import rfc3339
 from scheduler.signing import verify_v2
 from scheduler_local.emulated_aws import adjustments

@@ -20,7 +20,8 @@ from scheduler.adapters.dispatch_message import (
 from scheduler.adapters.memory import FakeClock, MemoryMessage, MemoryQueue, RecordingMetrics
 from scheduler.core.envelope import EnvelopeConfig, MessageRunner, pack
 from scheduler.core.execute import Outcome, Why
-from scheduler.core.ports import Dispatch, InOrder
+from scheduler.core.ports import Dispatch
+from scheduler.core.tasks import InOrder
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, classify, literal_address
+from scheduler.adapters.address_guard import AddressGuard, classify, literal_address
+from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.model import Job, JobSpec, JobState, header_problem, redact_headers
 from scheduler.core.ports import TargetCall, TargetFailure

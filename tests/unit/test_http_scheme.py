@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker
+from scheduler.adapters.address_guard import AddressGuard
+from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler.core.jobs import QUEUED
+from scheduler.core.job_status import QUEUED
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobState
 from tests.unit.fixtures import TENANT, FakeTarget, World, retryable

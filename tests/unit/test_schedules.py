@@ -9,14 +9,12 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
+from scheduler.core.cron import InvalidSchedule, normalise_cron, zone
 from scheduler.core.schedules import (
-    InvalidSchedule,
     first_occurrence,
     is_occurrence,
     next_occurrence,
-    normalise_cron,
     preview,
-    zone,
 )
 from tests.unit.fixtures import at, schedule
 

@@ -1,53 +1,33 @@
 """The `http` target: a signed POST carrying the occurrence key as `Idempotency-Key` (docs/security.md).
 
-SSRF guard: the host is resolved and every address checked, and the connection goes to the very address that was
-checked, so DNS rebinding between check and call cannot redirect it. The check runs at submit time and again on
-every call. Addresses fall in three classes (`classify`):
-
-- **forbidden, in every mode**: link-local (169.254.0.0/16, fe80::/10 - which holds the cloud metadata endpoint
-  169.254.169.254), the other known metadata addresses (AWS's IPv6 fd00:ec2::254, Alibaba's 100.100.100.200),
-  unspecified (0.0.0.0/8, ::), multicast, broadcast and reserved ranges;
-- **private**: loopback, RFC 1918, shared (100.64.0.0/10), unique-local and site-local IPv6 - allowed only where
-  the deployment allows private targets (the local stack);
-- **public**: everything else.
-
-An IPv6 address that embeds an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, 6to4
-`2002:AABB:CCDD::/16`, Teredo `2001::/32`, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`) is judged by the IPv4
-address it embeds; a host spelled as a number the way `inet_aton` reads it (`2852039166`,
-`0251.0376.0251.0376`, `0xa9fea9fe`, `169.254.43518`) is that IPv4 address. Redirects are never followed (a 3xx
-fails the occurrence): following one would send the signed call to an address nobody checked.
-
-Plain `http://` URLs are taken only in local mode and where private targets are allowed (`AddressGuard.of`): on AWS
-the call, its headers and its payload go over https only. `timeout_seconds` bounds the whole call (`CallDeadlines`).
+Every call goes to an address the SSRF guard checked (`scheduler.adapters.address_guard`), pinned: the connection
+goes to the very address that was checked, so DNS rebinding between check and call cannot redirect it. Redirects
+are never followed (a 3xx fails the occurrence): following one would send the signed call to an address nobody
+checked. `timeout_seconds` bounds the whole call (`scheduler.adapters.call_deadlines`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import email.utils
-import heapq
 import http.client
-import ipaddress
-import itertools
 import json
-import re
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Literal
 from urllib.parse import urlsplit
 
+from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
+from scheduler.adapters.call_deadlines import CallDeadlines, CallWatch
 from scheduler.core.errors import InvalidRequest
+from scheduler.core.metrics import NullMetrics
 from scheduler.core.model import SCHEDULER_HEADERS, HttpTarget, Job, JobSpec, header_problem
-from scheduler.core.ports import Metrics, NullMetrics, SealFailed, SecretSealer, TargetCall, TargetFailure
+from scheduler.core.ports import Metrics, SealFailed, SecretSealer, TargetCall, TargetFailure
 from scheduler.core.retry import classify_http_status
 from scheduler.core.secrecy import headers_to_send
 from scheduler.core.timefmt import rfc3339
-from scheduler.settings import Settings
 from scheduler.signing import (
     ATTEMPT_HEADER,
     FENCING_TOKEN_HEADER,
@@ -62,183 +42,6 @@ from scheduler.signing import (
 )
 
 USER_AGENT = "punctual-scheduler/0.1"
-Resolver = Callable[[str, int], list[str]]
-IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-AddressClass = Literal["public", "private", "forbidden"]
-
-#: Cloud metadata endpoints outside the link-local ranges.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200", "192.0.0.192", "fd20:ce::254")
-)
-_FORBIDDEN_V4 = tuple(ipaddress.ip_network(n) for n in ("0.0.0.0/8", "169.254.0.0/16", "255.255.255.255/32"))
-_SHARED_V4 = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
-#: What inet_aton accepts as an IPv4 address: 1-4 parts, each decimal, octal (0...) or hex (0x...).
-_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.IGNORECASE)
-
-
-class BlockedAddress(Exception):
-    pass
-
-
-def resolve(host: str, port: int) -> list[str]:
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one embeds (mapped, compatible, 6to4, NAT64), or None."""
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip.teredo is not None:
-        return ip.teredo[1]  # the client's address (de-obfuscated)
-    if any(ip in net for net in _NAT64):
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    if ip in _IPV4_COMPATIBLE and int(ip) > 1:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
-
-
-def classify(address: str | IpAddress) -> AddressClass:
-    """`public`, `private` (loopback and private ranges: allowed where configured) or `forbidden` (never)."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0]) if isinstance(address, str) else address
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.scope_id is not None:
-            ip = ipaddress.IPv6Address(ip.exploded)
-        inner = embedded_ipv4(ip)
-        if inner is not None:
-            return classify(inner)
-    if ip in METADATA_ADDRESSES or ip.is_link_local or ip.is_unspecified or ip.is_multicast:
-        return "forbidden"
-    if ip.is_loopback:  # before "reserved": ::1 lies in the reserved ::/8
-        return "private"
-    if ip.is_reserved or (isinstance(ip, ipaddress.IPv4Address) and any(ip in net for net in _FORBIDDEN_V4)):
-        return "forbidden"
-    if ip.is_private or (isinstance(ip, ipaddress.IPv4Address) and ip in _SHARED_V4):
-        return "private"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:
-        return "private"
-    return "public"
-
-
-def is_public(address: str) -> bool:
-    return classify(address) == "public"
-
-
-def literal_address(host: str) -> IpAddress | None:
-    """The IP address a URL host spells, in any form a resolver would read it; None for a name."""
-    bare = host.strip("[]")
-    try:
-        return ipaddress.ip_address(bare.split("%", 1)[0])
-    except ValueError:
-        pass
-    if _NUMERIC_HOST.fullmatch(bare):
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(bare))
-        except OSError:
-            return None
-    return None
-
-
-_REFUSED = {
-    "forbidden": "a link-local, cloud-metadata, unspecified, multicast or reserved address, which no target may reach",
-    "private": "a private or loopback address; such targets are refused unless the deployment allows them",
-}
-
-
-class AddressGuard:
-    """Decides which addresses an `http` target may reach, and whether over plain `http://`."""
-
-    def __init__(self, allow_private: bool, resolver: Resolver = resolve, *, allow_http: bool | None = None) -> None:
-        self.allow_private = allow_private
-        self.resolver = resolver
-        #: Plain http carries the signed call, its headers (an Authorization one too) and its payload in clear text,
-        #: so only a deployment that calls receivers on its own machine or network takes it. Left out: as
-        #: `allow_private` (a guard for such a deployment).
-        self.allow_http = allow_private if allow_http is None else allow_http
-
-    @classmethod
-    def of(cls, settings: Settings) -> AddressGuard:
-        """The guard of a deployment: private addresses where it allows them; plain http in local mode (the local
-        stack, the tests) and where private targets are allowed (receivers on the deployment's own network, such as
-        the emulated deployment's on 127.0.0.1) - never on AWS, whose stack sets both to false."""
-        allow_private = settings.allow_private_targets
-        return cls(allow_private, allow_http=allow_private or settings.local_mode)
-
-    def scheme_refusal(self, url: str) -> str | None:
-        """Why `url`'s scheme may not be called, or None."""
-        if self.allow_http or urlsplit(url).scheme == "https":
-            return None
-        return (
-            f"target url '{url}' uses plain http; this deployment calls http targets over https only, because the "
-            "signed call, its headers and its payload would cross the network in clear text - use an https:// URL"
-        )
-
-    def refusal(self, address: str | IpAddress) -> str | None:
-        """Why `address` may not be called, or None."""
-        kind = classify(address)
-        if kind == "public" or (kind == "private" and self.allow_private):
-            return None
-        return _REFUSED[kind]
-
-    def addresses(self, url: str, timeout: float | None = None) -> tuple[str, int, list[str]]:
-        """Resolve the URL's host and return (host, port, allowed addresses); BlockedAddress if any is refused.
-        With `timeout`, a resolution that takes longer raises TimeoutError (the resolver goes on, on its thread)."""
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        literal = literal_address(host)
-        if literal is not None:
-            found = [str(literal)]
-        else:
-            try:
-                if timeout is None:
-                    found = self.resolver(host, port)
-                else:
-                    try:
-                        found = _RESOLVING.submit(self.resolver, host, port).result(timeout)
-                    except concurrent.futures.TimeoutError:
-                        raise TimeoutError(f"resolving host '{host}' took over {timeout:.1f} s") from None
-            except TimeoutError:
-                raise
-            except OSError as exc:
-                raise BlockedAddress(f"cannot resolve host '{host}': {exc}") from exc
-            if not found:
-                raise BlockedAddress(f"host '{host}' has no address")
-        for address in found:
-            why = self.refusal(address)
-            if why is not None:
-                raise BlockedAddress(f"host '{host}' resolves to {address}, {why}")
-        return host, port, found
-
-    def check_spec(self, spec: JobSpec) -> None:
-        """Submit-time check of a job's target (raises InvalidRequest, HTTP 422)."""
-        if not isinstance(spec.target, HttpTarget):
-            return
-        url = str(spec.target.url)
-        insecure = self.scheme_refusal(url)
-        if insecure is not None:
-            raise InvalidRequest(insecure, field="target.url")
-        host = (urlsplit(url).hostname or "").rstrip(".")
-        literal = literal_address(host)
-        if literal is not None:
-            why = self.refusal(literal)
-            if why is not None:
-                raise InvalidRequest(f"target url '{url}' points at {literal}, {why}", field="target.url")
-            return
-        if host == "localhost" or host.endswith((".localhost", ".internal", ".local")):
-            if not self.allow_private:
-                raise InvalidRequest(f"target url '{url}' points at a local host name", field="target.url")
-            return
-        try:
-            self.addresses(url)
-        except BlockedAddress as exc:
-            if "cannot resolve" in str(exc) or "no address" in str(exc):
-                return  # DNS can change; the call-time check decides. Refuse only what is known to be internal.
-            raise InvalidRequest(str(exc), field="target.url") from exc
 
 
 def check_headers(spec: JobSpec) -> None:
@@ -247,101 +50,6 @@ def check_headers(spec: JobSpec) -> None:
         problem = header_problem(spec.target.headers)
         if problem is not None:
             raise InvalidRequest(problem[1], field=f"target.headers.{problem[0]}")
-
-
-#: Where a call's host is resolved when the call has a deadline: getaddrinfo cannot be interrupted, so the call
-#: stops waiting for it instead (a resolver stuck past its own timeouts holds one of these threads, not a call).
-_RESOLVING = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="target-resolve")
-
-
-class _Watch:
-    """One call's deadline: past it, the socket the call is using (`attach`) is shut down, so whatever the call is
-    blocked in - the TLS handshake, a send, the status line, a header, the body - returns at once."""
-
-    def __init__(self, deadline: float, seconds: float) -> None:
-        self.deadline = deadline
-        self.seconds = seconds
-        self.fired = False
-        self._done = False
-        self._sock: socket.socket | None = None
-        self._lock = threading.Lock()
-
-    def attach(self, sock: socket.socket) -> None:
-        """Cut `sock` at the deadline (at once if it has passed)."""
-        with self._lock:
-            self._sock = sock
-            if self.fired:
-                _shut(sock)
-
-    def detach(self) -> bool:
-        """Leave the socket alone from now on (it is about to be closed, pooled or used for a retry); whether the
-        deadline had cut it."""
-        with self._lock:
-            self._sock = None
-            return self.fired
-
-    def fire(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self.fired = True
-            if self._sock is not None:
-                _shut(self._sock)
-
-    def finish(self) -> None:
-        """The call is over: its deadline is forgotten."""
-        with self._lock:
-            self._done = True
-            self._sock = None
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-
-def _shut(sock: socket.socket) -> None:
-    # The plain socket's shutdown, also for an SSLSocket (whose own shutdown drops its TLS state under a reader). On
-    # the socket object, never its descriptor's number: a closed socket's number may already be another's.
-    with contextlib.suppress(OSError):  # closed or never connected: nothing is blocked on it
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-class CallDeadlines:
-    """Enforces each http call's wall-clock deadline (`timeout_seconds` for the whole call): a socket timeout bounds
-    each read only, so a receiver that drips a byte a second would hold a call - and the worker - indefinitely.
-    One daemon thread for all calls, started on first use, shuts down the socket of a call past its deadline."""
-
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.monotonic = monotonic
-        self._due: list[tuple[float, int, _Watch]] = []
-        self._order = itertools.count()
-        self._changed = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, seconds: float) -> _Watch:
-        """A deadline `seconds` from now; `finish` it when the call is over."""
-        watch = _Watch(self.monotonic() + seconds, seconds)
-        with self._changed:
-            heapq.heappush(self._due, (watch.deadline, next(self._order), watch))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="target-deadlines", daemon=True)
-                self._thread.start()
-            self._changed.notify()
-        return watch
-
-    def _run(self) -> None:
-        with self._changed:
-            while True:
-                while self._due and self._due[0][2].done:
-                    heapq.heappop(self._due)
-                if not self._due:
-                    self._changed.wait()
-                    continue
-                wait = self._due[0][0] - self.monotonic()
-                if wait > 0:
-                    self._changed.wait(wait)
-                    continue
-                heapq.heappop(self._due)[2].fire()
 
 
 def _connected(address: str, port: int, timeout: float | None) -> socket.socket:
@@ -360,7 +68,7 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
         self._address = address
         #: The deadline of the call that connects: it covers the TLS handshake too.
-        self.watch: _Watch | None = None
+        self.watch: CallWatch | None = None
 
     def connect(self) -> None:
         sock = _connected(self._address, self.port, self.timeout)
@@ -376,7 +84,7 @@ class _PinnedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
         self._address = address
-        self.watch: _Watch | None = None
+        self.watch: CallWatch | None = None
 
     def connect(self) -> None:
         self.sock = _connected(self._address, self.port, self.timeout)
@@ -523,7 +231,7 @@ class HttpTargetInvoker:
             watch.finish()
 
     def _call(
-        self, call: TargetCall, target: HttpTarget, job_headers: dict[str, str], watch: _Watch, timeout: float
+        self, call: TargetCall, target: HttpTarget, job_headers: dict[str, str], watch: CallWatch, timeout: float
     ) -> str | None:
         url = str(target.url)
         try:
@@ -585,7 +293,7 @@ class HttpTargetInvoker:
     def _exchange(
         self,
         connection: _Connection,
-        watch: _Watch,
+        watch: CallWatch,
         method: str,
         path: str,
         body: bytes,
@@ -634,7 +342,7 @@ class HttpTargetInvoker:
         return response
 
     @staticmethod
-    def _timed_out(watch: _Watch, detail: str) -> str:
+    def _timed_out(watch: CallWatch, detail: str) -> str:
         return f"TimeoutError: the call did not finish within its timeout of {watch.seconds:g} s ({detail})"
 
     def _verdict(

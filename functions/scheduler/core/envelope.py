@@ -37,7 +37,8 @@ from datetime import timedelta
 from functools import partial
 
 from scheduler.core.execute import Executor, Outcome, Why
-from scheduler.core.ports import Clock, Dispatch, InOrder, MessageControl, Metrics, ReadyQueue, TaskPool
+from scheduler.core.ports import Clock, Dispatch, MessageControl, Metrics, ReadyQueue, TaskPool
+from scheduler.core.tasks import InOrder
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,8 @@ from scheduler.core.errors import (
 )
 from scheduler.core.events import Outbox
 from scheduler.core.ids import RANDOM_IDS
+from scheduler.core.job_lifecycle import cancelled, paused, resumed
+from scheduler.core.job_status import JobStatus, shown_status
 from scheduler.core.keys import occurrence_key
 from scheduler.core.labels import ALL_JOBS, JobQuery
 from scheduler.core.model import MAX_PAYLOAD_BYTES, REDACTED, Job, JobSpec, JobState, RunState, payload_size
@@ -87,21 +89,6 @@ class Submission:
     body: Any
 
 
-#: The state shown for an occurrence that was dispatched but has no run yet (it waits in the queue).
-QUEUED = "QUEUED"
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """A job as it is shown: a COMPLETED job whose last occurrence has not finished is DISPATCHED, and its last
-    occurrence's state (`QUEUED` while it has no run) says where it is. Only COMPLETED jobs carry `last_run_*`."""
-
-    state: JobState
-    last_run_key: str | None = None
-    last_run_scheduled_for: datetime | None = None
-    last_run_state: str | None = None
-
-
 def request_hash(body: Any) -> str:
     """A stable hash of a request body (key order does not matter)."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -137,19 +124,8 @@ class JobService:
         return job
 
     def status(self, job: Job) -> JobStatus:
-        """How the job is shown. A COMPLETED job's last occurrence is read from the ledger (one read): until it
-        has finished the job is DISPATCHED, so a one-shot whose occurrence is still on its way never reads as done."""
-        if job.state != JobState.COMPLETED or job.last_dispatched_for is None:
-            return JobStatus(job.state)
-        key = occurrence_key(job.job_id, job.last_dispatched_for)
-        run = self.ledger.get(key)
-        finished = run is not None and run.state.terminal
-        return JobStatus(
-            JobState.COMPLETED if finished else JobState.DISPATCHED,
-            key,
-            job.last_dispatched_for,
-            run.state.value if run is not None else QUEUED,
-        )
+        """How the job is shown (`scheduler.core.job_status`)."""
+        return shown_status(job, self.ledger)
 
     def list_shown(
         self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
@@ -307,35 +283,12 @@ class JobService:
     def cancel(self, tenant: str, job_id: str) -> Job:
         """Tombstone the job (idempotent). Queued occurrences are recorded CANCELLED by the worker."""
 
-        def tombstone(job: Job) -> tuple[Job, bool] | None:
-            if job.state == JobState.CANCELLED:
-                return None
-            now = truncate_ms(self.clock.now())
-            update = {"state": JobState.CANCELLED, "version": job.version + 1, "updated_at": now, "next_run_at": None}
-            return job.model_copy(update=update), False
-
-        return self._change(tenant, job_id, tombstone)
+        return self._change(tenant, job_id, lambda job: cancelled(job, self._now))
 
     def pause(self, tenant: str, job_id: str) -> Job:
         """Stop the job's occurrences from this instant until a resume, which hands them to the misfire policy."""
 
-        def pause(job: Job) -> tuple[Job, bool] | None:
-            if job.state == JobState.PAUSED:
-                return None
-            if job.state != JobState.ACTIVE:
-                raise InvalidState(f"only an ACTIVE job can be paused; this one is {job.state.value}")
-            now = truncate_ms(self.clock.now())
-            update = {
-                "state": JobState.PAUSED,
-                "version": job.version + 1,
-                "updated_at": now,
-                "paused_at": now,
-                "resumed_at": None,
-                "paused_version": job.version + 1,
-            }
-            return job.model_copy(update=update), False
-
-        return self._change(tenant, job_id, pause)
+        return self._change(tenant, job_id, lambda job: paused(job, self._now))
 
     def resume(self, tenant: str, job_id: str) -> Job:
         """Resume a paused job. The occurrences that fell due while it was paused are handled by its misfire
@@ -345,22 +298,7 @@ class JobService:
         tenant's dispatch budget). Occurrences the paused chain already queued and not yet due are not sent
         again (the first timer's `queued_until`): a resume costs the policy's messages, not the look-ahead."""
 
-        def resume(job: Job) -> tuple[Job, bool] | None:
-            if job.state == JobState.ACTIVE:
-                return None
-            if job.state != JobState.PAUSED:
-                raise InvalidState(f"only a PAUSED job can be resumed; this one is {job.state.value}")
-            now = truncate_ms(self.clock.now())
-            pending = job.next_run_at
-            if pending is not None and job.paused_at is not None:
-                missed = next_occurrence(job.spec.schedule, job.paused_at, job.created_at)
-                if missed is not None and missed < pending:
-                    pending = missed
-            state = JobState.ACTIVE if pending is not None else JobState.COMPLETED
-            update = {"state": state, "version": job.version + 1, "updated_at": now, "next_run_at": pending}
-            return job.model_copy(update={**update, "resumed_at": now}), state == JobState.ACTIVE
-
-        return self._change(tenant, job_id, resume)
+        return self._change(tenant, job_id, lambda job: resumed(job, self._now))
 
     def rotate_signing_key(
         self, tenant: str, job_id: str, overlap: timedelta = DEFAULT_KEY_OVERLAP, if_match: int | None = None
@@ -430,6 +368,9 @@ class JobService:
         return execution
 
     # -- internals ---------------------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        return truncate_ms(self.clock.now())
 
     def _change(self, tenant: str, job_id: str, change: Callable[[Job], tuple[Job, bool] | None]) -> Job:
         """Read the job, compute its new version with `change` (None: nothing to change), and write it. A sweep

@@ -1,5 +1,5 @@
 """The ports: what the core needs from the outside world (the records they exchange are in `scheduler.core.records`,
-re-exported here).
+the stores that keep its state in `scheduler.core.stores`, both re-exported here).
 
 Adapters implement them for DynamoDB and SQS (`scheduler.adapters.dynamodb`, `scheduler.adapters.sqs`) and in
 memory (`scheduler.adapters.memory`); one contract test suite runs against every implementation.
@@ -7,12 +7,10 @@ memory (`scheduler.adapters.memory`); one contract test suite runs against every
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal, Protocol, TypeVar
 
-from scheduler.core.labels import ALL_JOBS, JobQuery
-from scheduler.core.model import BackfillState, Job, JobState, RunState
 from scheduler.core.records import (
     ALL_RUNS,
     Advance,
@@ -36,6 +34,15 @@ from scheduler.core.records import (
     TargetCall,
     Timer,
     TimerKind,
+)
+from scheduler.core.stores import (
+    BackfillStore,
+    JobReader,
+    JobStore,
+    Ledger,
+    TenantBudgetStore,
+    TenantSlots,
+    TimerStore,
 )
 
 __all__ = [
@@ -62,14 +69,12 @@ __all__ = [
     "HistoryEntry",
     "IdempotencyRecord",
     "Ids",
-    "InOrder",
     "JobReader",
     "JobStore",
     "Ledger",
     "MessageControl",
     "Metrics",
     "NewJob",
-    "NullMetrics",
     "OutboxEntry",
     "OutcomeEvent",
     "PollerControl",
@@ -102,13 +107,6 @@ class TaskPool(Protocol):
     def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]: ...
 
 
-class InOrder:
-    """The TaskPool that runs each task in turn, in the calling thread (the default; unit tests, the simulator)."""
-
-    def run_all(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
-        return [task() for task in tasks]
-
-
 class Ids(Protocol):
     """Where the core's identifiers come from: random in production (`scheduler.core.ids.RandomIds`), drawn from a
     seed in the simulator, so that a run is a pure function of its seed. Ids decide shards, jitter and the order of
@@ -121,216 +119,6 @@ class Ids(Protocol):
     def token(self) -> str:
         """12 hex characters that no other caller draws: the tail of an attempt's owner (so even the same worker's
         earlier attempt is fenced) and of a backfill's id."""
-        ...
-
-
-class JobStore(Protocol):
-    """Job definitions, idempotency records, and the writes that must be atomic with them."""
-
-    def create(
-        self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
-    ) -> None:
-        """Write the job, its first timer, its idempotency record, (if `late`) a late-lane copy of the timer and
-        the tenant's active-job count in one transaction. Raises IdempotentReplay / IdempotencyConflict when the
-        key is taken, QuotaExceeded when the tenant already has `quota` active or paused jobs."""
-        ...
-
-    def create_all(self, new: Sequence[NewJob], quota: int) -> int:
-        """Store several new jobs of one tenant (each as `create` would) in as few transactions as the store allows,
-        the tenant's count raised once per transaction. Each transaction is all or nothing, in order: returns how
-        many of `new`, from the first, are stored. It stops at the first transaction a condition refuses (a key
-        taken, a job id taken, the quota too small for all of its jobs): those jobs and the rest are not stored,
-        and the caller creates them one at a time to learn each one's answer. A store error in a later transaction
-        also ends it with the count stored so far; it raises when nothing was stored or its outcome is unknown (the
-        answer lost): the creates one at a time then find what it stored by their keys (a replay naming the very
-        job id)."""
-        ...
-
-    def get(self, job_id: str) -> Job | None:
-        """Strongly consistent read of a job."""
-        ...
-
-    def list(
-        self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
-    ) -> tuple[list[Job], str | None]:
-        """A tenant's jobs, oldest first, a page at a time; the cursor is opaque. With label selectors in `query`:
-        the jobs with the driving selector's label (`JobQuery.driving`), by its value then job id; every job on a
-        page matches `state` and all of `query`."""
-        ...
-
-    def get_by_external_id(self, tenant: str, external_id: str) -> Job | None:
-        """The tenant's job with this external id (JobSpec.external_id), if any."""
-        ...
-
-    def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
-        """Store `job` if the stored version is still `previous.version`, with its next timer (and late copy),
-        adjusting the tenant's active-job count; else VersionConflict."""
-        ...
-
-    def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
-        """Move an ACTIVE job at `timer.version` past `step.dispatched_for` (conditional write; docs/design.md §3.3).
-
-        `step.next_run_at=None` completes the chain (the job becomes COMPLETED). A job that was paused, cancelled or
-        changed since the timer was written is not touched and `proceed` is False.
-
-        Completing releases the job's quota slot in the same write (a transaction with the tenant's counter),
-        unless `step.release_by` names the caller's progress record: then the write is a plain conditional update that
-        marks the job (Job.completed_by_checkpoint), and `release` in the result tells the caller to release it
-        with that record (also when the advance is replayed from an earlier run that died before recording).
-        """
-        ...
-
-
-class TimerStore(Protocol):
-    """Time buckets, their claims, the watermark and the late lane (docs/design.md §3.2 and §3.3)."""
-
-    shard_count: int
-
-    def bucket_of(self, timer: Timer) -> BucketId:
-        """The bucket a timer belongs in: its fire_at minute and its job's shard."""
-        ...
-
-    def put_timer(self, timer: Timer) -> None:
-        """Idempotent put of a timer into its bucket."""
-        ...
-
-    def claim_bucket(
-        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
-    ) -> BucketClaim | BucketBusy:
-        """Claim and seal a bucket in one conditional write: succeeds if it is not done and unclaimed or its lease
-        expired, and bumps the epoch. Sealing before querying is what makes the API's seal check sound."""
-        ...
-
-    def is_sealed(self, bucket: BucketId) -> bool:
-        """Strongly consistent: has a sweeper sealed this bucket (so it may already have been queried)?"""
-        ...
-
-    def has_timer(self, timer: Timer) -> bool:
-        """Strongly consistent: is this timer (same slot) stored in its bucket? Swept timers stay until they expire."""
-        ...
-
-    def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
-        """The bucket's timers after cursor `after`, page by page, strongly consistent, in fire_at order.
-        Yields each page with the cursor of its last timer."""
-        ...
-
-    def upcoming(self, minute: datetime) -> list[Timer]:
-        """Every timer in the minute's buckets (all shards), whether or not they were swept: for forecasts
-        (scheduler.core.forecast), not for dispatch - eventually consistent, so it may miss a timer written a moment
-        ago."""
-        ...
-
-    def checkpoint(
-        self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
-    ) -> None:
-        """Record progress through the bucket and extend the lease, if the claim still holds (else ClaimLost).
-        `releases` (tenant -> jobs) are the quota slots of the jobs the page completed: released in the same
-        atomic write, so a page re-run after a crash (its cursor not moved) releases them exactly once."""
-        ...
-
-    def finish_bucket(
-        self, claim: BucketClaim, cursor: str, expire_after: datetime, releases: Mapping[str, int] | None = None
-    ) -> None:
-        """The bucket's last page: its checkpoint (with its `releases`, exactly once in the same way) and the
-        bucket's completion (`complete_bucket`) in one atomic write, if the claim still holds (else ClaimLost)."""
-        ...
-
-    def release(self, claim: BucketClaim) -> None:
-        """Give the bucket up before it is done (budget or deadline reached) so the next sweep resumes it at once."""
-        ...
-
-    def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
-        """Mark the bucket done if the claim still holds (else ClaimLost)."""
-        ...
-
-    def watermark(self) -> datetime | None: ...
-
-    def init_watermark(self, minute: datetime) -> datetime:
-        """Create the watermark if absent; returns the stored one."""
-        ...
-
-    def advance_watermark(self, minute: datetime) -> None:
-        """Move the watermark forward to `minute` (never backwards)."""
-        ...
-
-    def put_late(self, timer: Timer) -> None: ...
-
-    def late_timers(self, limit: int) -> list[Timer]:
-        """Late-lane timers (all shards), oldest fire_at first."""
-        ...
-
-    def remove_late(self, timer: Timer) -> None: ...
-
-
-class Ledger(Protocol):
-    """The executions table: one item per occurrence key; conditional writes decide every race."""
-
-    def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
-        """Claim the occurrence for `attempt`: RUNNING, epoch+1, attempts+1, if it is new, waiting to retry and due,
-        or (when `attempt.take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current
-        item. `attempt.indexed=False` keeps the item out of the run-history index (`runs` then finds it by its key).
-        `attempt.on_copy`: refused (`ClaimRefused.void_copy`) if `void_copies` was called for the occurrence."""
-        ...
-
-    def void_copies(self, key: str, now: datetime) -> None:
-        """The job of occurrence `key` is about to change (edit, pause, cancel) after the advance that sent the
-        occurrence with a copy of it: from now on a claim made on such a copy is refused, so its worker reads the job.
-        Idempotent; changes nothing else (the occurrence is still new, claimable, and out of `get` and `runs`)."""
-        ...
-
-    def get(self, key: str) -> Execution | None: ...
-
-    def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
-        """Extend the lease if `owner` still holds it at `epoch`; else LeaseLost."""
-        ...
-
-    def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Execution:
-        """Record how the attempt held at `epoch` ends (RETRY_WAIT or a terminal state); Fenced if stale.
-        A terminal state also appends its outbox entry, in the same write. Returns the item as written."""
-        ...
-
-    def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
-        """Record a terminal state (and its outbox entry) for an occurrence nobody claimed (e.g. SKIPPED);
-        False if it already exists."""
-        ...
-
-    def expire_to(
-        self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
-    ) -> bool:
-        """Move an expired RUNNING item at `epoch` to a terminal state (at-most-once jobs: RECONCILING), with its
-        outbox entry."""
-        ...
-
-    def mark_dead_lettered(self, key: str) -> None: ...
-
-    def revive(self, key: str, now: datetime, note: str) -> bool:
-        """Redrive: a DEAD occurrence becomes claimable again (RETRY_WAIT, due now, a fresh attempt budget).
-        Conditional on DEAD; False when it is not (e.g. it SUCCEEDED, or was already revived)."""
-        ...
-
-    def runs(
-        self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None, within: Between = ALL_RUNS
-    ) -> tuple[list[Execution], str | None]:
-        """Run history of a job, newest first, a page at a time; `unindexed` is the key of the job's occurrence
-        claimed outside the index (scheduler.core.schedules.unindexed_occurrence), merged in at its place.
-        `within` keeps only the runs scheduled strictly between its instants. Read from an index
-        that lists keys only, so each run on the page is read by key, eventually consistent (a page costs a query
-        and a read per run: ask for the page the caller needs)."""
-        ...
-
-    def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
-        """Resolve a RECONCILING occurrence to SUCCEEDED (with its outbox entry) or RETRY_WAIT (conditional on
-        RECONCILING)."""
-        ...
-
-    def pending_outbox(self, limit: int) -> list[Execution]:
-        """Up to `limit` executions whose outbox is not empty, oldest outcome first. Read from a sparse index, so
-        it may lag a write by a moment (an entry published a moment ago can show up again: at-least-once)."""
-        ...
-
-    def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
-        """Empty the outbox if it still holds exactly `published` (same count, same last entry): an outcome
-        appended since is never cleared unpublished. False when the condition fails."""
         ...
 
 
@@ -359,66 +147,6 @@ class ReadyQueue(Protocol):
         ...
 
 
-class BackfillStore(Protocol):
-    """Backfill requests (in the jobs table)."""
-
-    def create(self, backfill: Backfill) -> None: ...
-
-    def get(self, backfill_id: str) -> Backfill | None:
-        """Strongly consistent."""
-        ...
-
-    def for_job(self, job_id: str, limit: int, cursor: str | None) -> tuple[list[Backfill], str | None]:
-        """A job's backfills, newest first, a page at a time; the cursor is opaque (None: this was the last page).
-        A cursor this store did not return for this job raises ValueError."""
-        ...
-
-    def running(self, limit: int) -> list[Backfill]:
-        """Up to `limit` RUNNING backfills, oldest first (strongly consistent)."""
-        ...
-
-    def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
-        """Record a wave: move the cursor, count it, COMPLETED when `done`. Conditional on the backfill still being
-        RUNNING at `backfill.cursor` (a concurrent sweeper's wave, or a cancel, wins); False if not."""
-        ...
-
-    def finish(self, backfill: Backfill, state: BackfillState, now: datetime) -> Backfill | None:
-        """Move a RUNNING backfill to CANCELLED or COMPLETED (conditional on RUNNING). Returns the stored backfill
-        (as it is after the write, or as another writer left it), None if there is none."""
-        ...
-
-
-class TenantBudgetStore(Protocol):
-    """Each tenant's dispatch-budget calendar: one item per tenant, replaced with conditional writes."""
-
-    def load(self, tenant: str) -> BudgetCalendar | None:
-        """The tenant's calendar, strongly consistent; None for a tenant with nothing booked."""
-        ...
-
-    def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
-        """Store `calendar` if the stored one is still at version `expected` (None: absent); False if another writer
-        got there first. `expires`: when an idle tenant's calendar may go (nothing in it matters by then)."""
-        ...
-
-
-class TenantSlots(Protocol):
-    """Each tenant's execution slots (scheduler.core.concurrency): leased items, taken with conditional writes."""
-
-    def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
-        """Take one of slots `0 .. limit-1` that is free or whose lease ended before `now`, for `holder` until
-        `lease_until`; None when fewer than one is free (live holders in slots beyond a lowered limit count too).
-        Two callers never both hold one slot."""
-        ...
-
-    def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
-        """Move the slot's lease to `lease_until` if `holder` still holds it; False if not."""
-        ...
-
-    def release(self, tenant: str, slot: int, holder: str) -> None:
-        """Free the slot if `holder` still holds it (a no-op if not)."""
-        ...
-
-
 class PollerControl(Protocol):
     """The worker event source mappings' provisioned pollers, one mapping per priority lane (Lambda's
     UpdateEventSourceMapping on AWS; the local worker pool locally)."""
@@ -434,10 +162,6 @@ class PollerControl(Protocol):
     def set_minimum_pollers(self, lane: str, pollers: int) -> bool:
         """Set it; False when the mapping is busy with another update (try again at the next sweep)."""
         ...
-
-
-class JobReader(Protocol):
-    def get(self, job_id: str) -> Job | None: ...
 
 
 class MessageControl(Protocol):
@@ -499,11 +223,6 @@ class TargetInvoker(Protocol):
 
 class Metrics(Protocol):
     def count(self, name: str, value: float = 1, unit: str = "Count") -> None: ...
-
-
-class NullMetrics:
-    def count(self, name: str, value: float = 1, unit: str = "Count") -> None:
-        return None
 
 
 class SealFailed(Exception):

@@ -21,7 +21,8 @@ from scheduler.core.backfill import BackfillRunner
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.errors import ClaimLost
 from scheduler.core.events import Outbox
-from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, InOrder, Metrics, TaskPool, TimerStore
+from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, Metrics, TaskPool, TimerStore
+from scheduler.core.tasks import InOrder
 from scheduler.core.timefmt import ONE_MINUTE, minute_of
 
 log = logging.getLogger(__name__)

@@ -52,8 +52,4 @@ def minute_key(dt: datetime) -> str:
     return minute_of(dt).strftime("%Y-%m-%dT%H:%M")
 
 
-def parse_minute_key(key: str) -> datetime:
-    return datetime.strptime(key, "%Y-%m-%dT%H:%M").replace(tzinfo=UTC)
-
-
 ONE_MINUTE = timedelta(minutes=1)

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ValidationError
 
+from scheduler.core.cron import InvalidSchedule
 from scheduler.core.errors import (
     BackfillNotFound,
     ExternalIdTaken,
@@ -20,7 +21,6 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
-from scheduler.core.schedules import InvalidSchedule
 from scheduler.core.validation import field_errors, summary
 
 Model = TypeVar("Model", bound=BaseModel)

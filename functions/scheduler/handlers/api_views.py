@@ -8,7 +8,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from scheduler.core.backfill import BackfillService
-from scheduler.core.jobs import JobService, JobStatus
+from scheduler.core.job_status import JobStatus
+from scheduler.core.jobs import JobService
 from scheduler.core.model import Job
 from scheduler.core.ports import Backfill, Execution
 from scheduler.core.secrecy import spec_view

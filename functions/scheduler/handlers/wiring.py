@@ -20,6 +20,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
+from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.aws_targets import build_aws_targets
 from scheduler.adapters.clock import SystemClock
 from scheduler.adapters.dispatch_message import message_key
@@ -35,7 +36,7 @@ from scheduler.adapters.dynamodb import (
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.file_pollers import FilePollerControl
 from scheduler.adapters.heartbeat import ThreadHeartbeats
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, check_headers
+from scheduler.adapters.http_target import HttpTargetInvoker, check_headers
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue

@@ -28,7 +28,8 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from punctual_sdk.errors import InvalidArgument
-from scheduler.adapters.http_target import AddressGuard, HttpTargetInvoker, host_header
+from scheduler.adapters.address_guard import AddressGuard
+from scheduler.adapters.http_target import HttpTargetInvoker, host_header
 from scheduler.core.ports import TargetFailure
 from scheduler.signing import KeyRing
 
