@@ -17,9 +17,6 @@ COMMON_VARIABLES = {
     "SCHEDULER_EXECUTIONS_TABLE",
     "SCHEDULER_READY_QUEUE_URL",
     "SCHEDULER_DLQ_URL",
-    "SCHEDULER_SHARD_COUNT",
-    "SCHEDULER_LOOKAHEAD_SECONDS",
-    "SCHEDULER_LEASE_SECONDS",
     "SCHEDULER_ALLOW_PRIVATE_TARGETS",
     "SCHEDULER_SERVICE_NAME",
     "POWERTOOLS_SERVICE_NAME",
@@ -56,9 +53,8 @@ def test_every_function_gets_the_scheduler_environment(default, handler: str) ->
     }
     assert variables["SCHEDULER_READY_QUEUE_URL"] == {"Ref": default.logical_id(default.stack.queues.ready_queue)}
     assert variables["SCHEDULER_DLQ_URL"] == {"Ref": default.logical_id(default.stack.queues.dead_letter_queue)}
-    assert variables["SCHEDULER_SHARD_COUNT"] == "8"
-    assert variables["SCHEDULER_LOOKAHEAD_SECONDS"] == "300"
-    assert variables["SCHEDULER_LEASE_SECONDS"] == "60"
+    # Unset tuning settings are left to the functions' own defaults (declared once, in Settings).
+    assert not {"SCHEDULER_SHARD_COUNT", "SCHEDULER_LOOKAHEAD_SECONDS", "SCHEDULER_LEASE_SECONDS"} & set(variables)
     assert variables["SCHEDULER_ALLOW_PRIVATE_TARGETS"] == "false"
     assert variables["POWERTOOLS_SERVICE_NAME"] == "punctual"
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Punctual"
