@@ -17,13 +17,14 @@ function scheduleText(schedule) {
   if (!schedule) return "—";
   if (schedule.type === "cron") return `cron ${schedule.expression} (${schedule.timezone || "UTC"})`;
   if (schedule.type === "rate") return `every ${schedule.every_seconds} s`;
-  return `once at ${fmt(schedule.at)}`;
+  return schedule.at ? `once at ${fmt(schedule.at)}` : `once, ${schedule.delay_seconds} s after creation`;
 }
 
-// When a run started (its first RUNNING step), its fencing token (the highest claim epoch), and its duration.
+// When a run started (its first claim: the ledger item's creation), its fencing token (the highest claim epoch in
+// its history), how late it started, and how long it took from its first claim to its end.
 function runFacts(run) {
   const steps = run.history || [];
-  const started = steps.find((h) => h.state === "RUNNING")?.at || null;
+  const started = run.created_at || steps.find((h) => h.state === "RUNNING")?.at || null;
   const fencing = steps.reduce((m, h) => Math.max(m, h.epoch || 0), 0) || null;
   return {
     started,
@@ -37,7 +38,7 @@ function runFacts(run) {
 function BarChart({ title, points, unit, id }) {
   const width = 720, height = 180, pad = 24;
   const max = Math.max(1, ...points.map((p) => p.value));
-  const bar = (width - 2 * pad) / Math.max(points.length, 1);
+  const bar = Math.min(40, (width - 2 * pad) / Math.max(points.length, 1));
   return html`<figure>
     <svg class="chart" id=${id} viewBox=${`0 0 ${width} ${height}`} role="img" aria-label=${title}>
       <text x=${pad} y="14">${title} (max ${max} ${unit})</text>
@@ -50,9 +51,9 @@ function BarChart({ title, points, unit, id }) {
       <text x=${width - pad} y=${height - 6} text-anchor="end">${points.at(-1)?.label || ""}</text>
     </svg>
     <figcaption>${title}</figcaption>
-    <table class="visually-hidden"><caption>${title}</caption>
+    <div class="visually-hidden"><table><caption>${title}</caption>
       <tbody>${points.map((p) => html`<tr><th scope="row">${p.label}</th><td>${p.value} ${unit}</td></tr>`)}</tbody>
-    </table>
+    </table></div>
   </figure>`;
 }
 
