@@ -379,7 +379,7 @@ function Attention({ features: f }) {
     <h1>Dead letters and RECONCILING runs</h1>
     <p class="note">Runs of your first ${JOBS_SCANNED} jobs (their newest ${RUNS_PER_JOB} runs each) that wait for
       you. ${f.retryPath ? "Retry runs a DEAD or RECONCILING occurrence once more, under the same key."
-        : "This API has no retry route: a DEAD run is redriven by an operator (docs/operations.md)."}
+        : "This API has no retry route: a DEAD run is redriven by an operator (docs/operations.md)."}${" "}
       Resolve settles a RECONCILING run.</p>
     <button onClick=${() => setTick((t) => t + 1)}>Refresh</button>
     <${Problem} error=${state.error} />
