@@ -54,7 +54,14 @@ def test_the_bare_console_path_redirects_to_the_folder(port: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["/console/../pyproject.toml", "/console/%2e%2e/pyproject.toml", "/console/nope.js", "/console/vendor"]
+    "path",
+    [
+        "/console/../pyproject.toml",
+        "/console/../docs/console/job.png",
+        "/console/%2e%2e/pyproject.toml",
+        "/console/nope.js",
+        "/console/vendor",
+    ],
 )
 def test_nothing_outside_the_console_files_is_served(port: int, path: str) -> None:
     status, headers, _ = get(port, path)
