@@ -113,3 +113,41 @@ ensure_ministack() {
   echo "$want" > "$MINISTACK_VENV/.installed"
   export MINISTACK
 }
+
+# The console's browser test (tests/system/test_console.py): Debian's chromium from apt and Playwright in a venv of
+# its own under .local/ (not in .venv: only that test needs it). Playwright drives the Debian chromium through its
+# executable path; `playwright install` (which downloads a browser build) is never run.
+PLAYWRIGHT_VERSION="1.65.2"
+BROWSER_VENV="$ROOT/.local/browser"
+
+# Sets CHROMIUM and BROWSER_PYTHON, installing chromium (apt-get, as root) and playwright==$PLAYWRIGHT_VERSION first
+# when needed. Fails, saying what to install, when it cannot.
+ensure_browser() {
+  local want="playwright==$PLAYWRIGHT_VERSION"
+  CHROMIUM="${CHROMIUM:-$(command -v chromium 2>/dev/null || true)}"
+  if [ -z "$CHROMIUM" ]; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+      log "installing chromium for the console's browser test ..."
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+        > "$ROOT/.local/chromium-install.log" 2>&1 || { cat "$ROOT/.local/chromium-install.log" >&2; return 1; }
+      CHROMIUM="$(command -v chromium)"
+    else
+      log "the console's browser test needs chromium (e.g. 'sudo apt-get install chromium'), or CHROMIUM=<path>"
+      return 1
+    fi
+  fi
+  BROWSER_PYTHON="$BROWSER_VENV/bin/python"
+  if ! [ -x "$BROWSER_PYTHON" ] || [ "$(cat "$BROWSER_VENV/.installed" 2>/dev/null)" != "$want" ]; then
+    log "installing $want into $BROWSER_VENV ..."
+    rm -rf "$BROWSER_VENV"
+    mkdir -p "$ROOT/.local"
+    if ! { python3 -m venv "$BROWSER_VENV" && "$BROWSER_PYTHON" -m pip install --quiet --disable-pip-version-check \
+        "$want"; } > "$ROOT/.local/browser-install.log" 2>&1; then
+      cat "$ROOT/.local/browser-install.log" >&2
+      log "installing $want failed (log above, also in .local/browser-install.log)"
+      return 1
+    fi
+    echo "$want" > "$BROWSER_VENV/.installed"
+  fi
+  export CHROMIUM BROWSER_PYTHON
+}

@@ -1,0 +1,86 @@
+"""The local API serves the web console's static files at /console/ without a token, and nothing outside them."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler_local.api_server import CONSOLE_DIR, BoundedServer, console_file, make_handler
+
+
+def no_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    raise AssertionError(f"the console's files never reach the API handler: {event['path']}")
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    server = BoundedServer(("127.0.0.1", 0), make_handler(no_handler, {"t": "tenant"}), workers=2)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request(method, path)
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, body
+
+
+def test_the_console_page_and_its_modules_are_served_without_a_token(port: int) -> None:
+    status, headers, body = get(port, "/console/")
+    assert status == 200
+    assert headers["content-type"].startswith("text/html")
+    assert b'src="app.js"' in body
+    assert "script-src 'self'" in headers["content-security-policy"]
+    status, headers, body = get(port, "/console/vendor/htm-preact-standalone-3.1.1.mjs")
+    assert (status, headers["content-type"]) == (200, "text/javascript; charset=utf-8")
+    assert body == (CONSOLE_DIR / "vendor" / "htm-preact-standalone-3.1.1.mjs").read_bytes()
+
+
+def test_the_bare_console_path_redirects_to_the_folder(port: int) -> None:
+    status, headers, _ = get(port, "/console")
+    assert (status, headers["location"]) == (308, "/console/")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/../pyproject.toml",
+        "/console/../docs/console/job.png",
+        "/console/%2e%2e/pyproject.toml",
+        "/console/nope.js",
+        "/console/vendor",
+    ],
+)
+def test_nothing_outside_the_console_files_is_served(port: int, path: str) -> None:
+    status, headers, _ = get(port, path)
+    assert status == 404
+    assert headers["content-type"] == "application/problem+json"
+
+
+def test_a_write_to_the_console_is_refused(port: int) -> None:
+    status, headers, _ = get(port, "/console/index.html", "POST")
+    assert (status, headers["allow"]) == (405, "GET, HEAD")
+
+
+def test_a_symlink_out_of_the_console_folder_is_not_followed(tmp_path: Path) -> None:
+    # Given a console folder with a link to a file beside it
+    (tmp_path / "secret.js").write_text("secret")
+    root = tmp_path / "console"
+    root.mkdir()
+    (root / "app.js").write_text("app")
+    (root / "leak.js").symlink_to(tmp_path / "secret.js")
+    # Then its own file is served and the link is not
+    assert console_file("/console/app.js", root) == (b"app", "text/javascript; charset=utf-8")
+    assert console_file("/console/leak.js", root) is None

@@ -1,0 +1,137 @@
+"""The console's browser scenario, run by tests/system/test_console.py with the Playwright of .local/browser (its
+own venv: `ensure_browser` in scripts/lib/bootstrap.sh) driving Debian's chromium. Not a pytest module: it takes
+one JSON argument (what the test created on the stack), prints one JSON line per step it checked, and exits non-zero
+with the reason (and a failure.png) when a step fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page, expect, sync_playwright  # only in .local/browser's venv
+
+#: Milliseconds a step waits for the page (the job page refreshes every 3 s; a run fires within seconds).
+STEP_TIMEOUT = 30_000
+
+
+def step(name: str, **facts: Any) -> None:
+    print(json.dumps({"step": name, **facts}), flush=True)
+
+
+def shoot(page: Page, shots: Path, name: str) -> None:
+    page.wait_for_timeout(300)  # let the last render settle (charts, the live region)
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    step("screenshot", file=f"{name}.png")
+
+
+def scenario(page: Page, given: dict[str, Any], shots: Path) -> None:
+    base = given["base"]
+    page.set_default_timeout(STEP_TIMEOUT)
+    expect.set_options(timeout=STEP_TIMEOUT)
+
+    # Sign in with the dev token; the jobs list is the first page.
+    page.goto(f"{base}/console/")
+    page.get_by_role("textbox", name="Token").fill(given["token"])
+    shoot(page, shots, "sign-in")
+    page.get_by_role("button", name="Sign in").click()
+    jobs = page.get_by_role("table", name="jobs")
+    expect(jobs.get_by_role("link", name=given["report_name"])).to_be_visible()
+    step("signed in")
+
+    # Find the job: by its label where the API filters by label, else by name.
+    if given["label"]:
+        page.get_by_label("Label (key:value)").fill(given["label"])
+        page.get_by_role("button", name="Apply").click()
+        expect(jobs.get_by_role("link", name=given["report_name"])).to_be_visible()
+        expect(jobs.get_by_role("link", name=given["rate_name"])).to_have_count(0)
+        step("found by label", label=given["label"])
+    else:
+        page.get_by_label("Name contains (jobs loaded so far)").fill(given["report_name"])
+        expect(jobs.get_by_role("link", name=given["rate_name"])).to_have_count(0)
+        step("found by name (this API has no label filter)")
+    shoot(page, shots, "jobs")
+
+    # Open it and watch it fire: the page refreshes itself until its run shows SUCCEEDED.
+    jobs.get_by_role("link", name=given["report_name"]).click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(given["report_name"])
+    runs = page.get_by_role("table", name="runs")
+    expect(runs.locator("tr[data-state=SUCCEEDED]")).to_have_count(1, timeout=45_000)
+    row = runs.locator("tr[data-state=SUCCEEDED]")
+    expect(row.locator("td").nth(2)).to_have_text("1")  # attempts
+    expect(row.locator("td").nth(3)).to_have_text("1")  # fencing token
+    expect(page.locator("#lateness-chart")).to_be_visible()
+    step("watched it fire")
+
+    shoot(page, shots, "job")
+
+    # Pause and resume a recurring job from its page, with the keyboard: the skip link comes first, then the actions.
+    page.goto(f"{base}/console/#/jobs/{given['rate_id']}")
+    page.reload()  # a fresh document: a change of the hash alone keeps the focus where it was
+    expect(page.locator("#next-runs li")).to_have_count(5)
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("main")).to_be_focused()
+    page.get_by_role("button", name="Pause").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("PAUSED")
+    step("paused from the job page")
+    page.get_by_role("button", name="Resume").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("ACTIVE")
+    page.get_by_role("button", name="Pause").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("PAUSED")
+    step("resumed and paused again")
+
+    # Dead letters: the failing job's DEAD run, with its error; retried where the API has the route.
+    page.get_by_role("link", name="Dead letters").click()
+    waiting = page.get_by_role("table", name="runs waiting")
+    dead = waiting.locator("tr[data-state=DEAD]")
+    expect(dead).to_have_count(1)
+    expect(dead).to_contain_text(given["failing_name"])
+    expect(dead).to_contain_text("400")
+    shoot(page, shots, "dead-letters")
+    retry = dead.get_by_role("button", name="Retry", exact=False)
+    if retry.count():
+        retry.click()
+        expect(waiting.locator("tr[data-state=DEAD]")).to_have_count(0)
+        step("retried the dead run")
+    else:
+        step("no retry route in this API: the Retry button is hidden")
+
+    # Forecast and lateness.
+    page.get_by_role("link", name="Forecast").click()
+    expect(page.locator("#forecast-chart")).to_be_visible()
+    expect(page.locator("#tenant-lateness-chart")).to_be_visible()
+    shoot(page, shots, "forecast")
+    step("charts")
+
+
+def main() -> None:
+    given = json.loads(sys.argv[1])
+    shots = Path(given["screenshots"])
+    shots.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=os.environ["CHROMIUM"], headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 860})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            scenario(page, given, shots)
+        except Exception:
+            page.screenshot(path=str(shots / "failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+        if errors:
+            raise SystemExit(f"the page threw: {errors}")
+    step("done", seconds=round(time.monotonic() - started, 1))
+
+
+if __name__ == "__main__":
+    main()

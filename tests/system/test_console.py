@@ -1,0 +1,114 @@
+"""The web console in a real browser (headless Debian chromium driven by Playwright) against the local stack: sign in,
+find a job, watch it fire, read its runs, pause and resume, see a dead run (and retry it where the API can), and the
+charts. A screenshot of each page goes to $PUNCTUAL_CONSOLE_SCREENSHOTS (docs/console/ regenerates the docs' ones),
+else to a temporary folder.
+
+The browser and Playwright are installed by `ensure_browser` (scripts/lib/bootstrap.sh) on first use: chromium from
+apt, Playwright into .local/browser, never `playwright install`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import LocalStack, Receiver, serve
+
+from scheduler_local.emulators import ROOT
+
+pytestmark = pytest.mark.system
+
+#: The scenario's own tenant, so the pages show only what this test created.
+TOKEN = "t-console"
+
+
+@pytest.fixture(scope="module")
+def browser() -> dict[str, str]:
+    """CHROMIUM and BROWSER_PYTHON, installed first when missing."""
+    script = 'source scripts/lib/bootstrap.sh && ensure_browser && echo "$CHROMIUM" && echo "$BROWSER_PYTHON"'
+    result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        pytest.fail(f"could not install the browser test's tools:\n{result.stderr}")
+    chromium, python = result.stdout.split()[-2:]
+    return {"CHROMIUM": chromium, "BROWSER_PYTHON": python}
+
+
+@pytest.fixture(scope="module")
+def console_stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    yield from serve(LocalStack(Path(tmp_path_factory.mktemp("console")), aws_endpoints, f"{TOKEN}=console"))
+
+
+def newest_run_state(stack: LocalStack, job_id: str) -> str | None:
+    runs = stack.call("GET", f"/v1/jobs/{job_id}/runs", token=TOKEN)[1]["runs"]
+    return str(runs[0]["state"]) if runs else None
+
+
+def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
+    console_stack: LocalStack, browser: dict[str, str], receiver: Receiver, tmp_path: Path
+) -> None:
+    stack = console_stack
+    status, openapi, _ = stack.call("GET", "/v1/openapi.json", token=TOKEN)
+    assert status == 200
+    has_labels = "labels" in openapi["components"]["schemas"]["JobSpec"].get("properties", {})
+    # Given a target that refuses one job's calls (400: permanent, DEAD at once) and takes the others'
+    refused: set[str] = set()
+    receiver.respond = lambda n, headers: (400, {}) if headers.get("x-scheduler-job-id") in refused else (200, {})
+    stamp = str(int(time.time()))
+    report, failing, rate = f"console-report-{stamp}", f"console-failing-{stamp}", f"console-minutely-{stamp}"
+
+    def create(name: str, schedule: dict[str, object], labels: dict[str, str]) -> str:
+        job: dict[str, object] = {"name": name, "schedule": schedule, "target": {"type": "http", "url": receiver.url}}
+        if has_labels:
+            job["labels"] = labels
+        status, body, _ = stack.call("POST", "/v1/jobs", job, token=TOKEN)
+        assert status == 201, body
+        return str(body["job_id"])
+
+    failing_id = create(failing, {"type": "cron", "expression": "@yearly", "timezone": "UTC"}, {"customer": "7"})
+    refused.add(failing_id)
+    assert stack.call("POST", f"/v1/jobs/{failing_id}/trigger", token=TOKEN)[0] == 202
+    report_id = create(report, {"type": "once", "delay_seconds": 8}, {"customer": "42", "kind": "report"})
+    rate_id = create(rate, {"type": "cron", "expression": "* * * * *", "timezone": "UTC"}, {"customer": "7"})
+    deadline = time.time() + 30
+    while newest_run_state(stack, failing_id) != "DEAD":
+        assert time.time() < deadline, "the refused job's run did not end DEAD within 30 s"
+        time.sleep(0.3)
+    shots = Path(os.environ.get("PUNCTUAL_CONSOLE_SCREENSHOTS") or tmp_path / "shots")
+
+    # When the browser scenario runs
+    given = {
+        "base": stack.base,
+        "token": TOKEN,
+        "report_name": report,
+        "report_id": report_id,
+        "failing_name": failing,
+        "rate_name": rate,
+        "rate_id": rate_id,
+        "label": "customer:42" if has_labels else None,
+        "screenshots": str(shots),
+    }
+    result = subprocess.run(
+        [browser["BROWSER_PYTHON"], str(Path(__file__).with_name("console_browser.py")), json.dumps(given)],
+        env={**os.environ, "CHROMIUM": browser["CHROMIUM"]},
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    steps = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    sys.stdout.write(result.stdout)
+    assert result.returncode == 0, f"{result.stderr[-4000:]}\nsteps: {steps}\n(see {shots}/failure.png)"
+
+    # Then what the browser did is what the API holds
+    names = [s["step"] for s in steps]
+    assert "watched it fire" in names and "charts" in names and names[-1] == "done"
+    _, job, _ = stack.call("GET", f"/v1/jobs/{rate_id}", token=TOKEN)
+    assert job["state"] == "PAUSED"
+    assert {f"{page}.png" for page in ("sign-in", "jobs", "job", "dead-letters", "forecast")} <= {
+        p.name for p in shots.iterdir()
+    }
