@@ -25,6 +25,7 @@ from punctual_cli.backfill_commands import (
     cmd_backfill_start,
     cmd_backfill_status,
 )
+from punctual_cli.bulk_commands import cmd_bulk
 from punctual_cli.client import ApiError, AuthError, InvalidDefinition, SchedulerClient, TransportError
 from punctual_cli.context import (
     EXIT_CODES_HELP,
@@ -174,6 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("--outcome", required=True, choices=["succeeded", "retry"])
     resolve.add_argument("--note", help="why (kept in the run's history)")
     resolve.add_argument("--job", help="the job id, if KEY does not start with it")
+
+    bulk = command("bulk", cmd_bulk, "pause, resume or cancel every job with the given labels (a progress bar)")
+    bulk.add_argument("action", choices=["pause", "resume", "cancel"])
+    bulk.add_argument("--label", action="append", metavar="KEY=VALUE", help="repeatable; every label must match")
+    bulk.add_argument("--idempotency-key", metavar="KEY", help="go on with an earlier operation (default: a new one)")
 
     forecasting = command("forecast", cmd_forecast, "your occurrences due per minute over the next hour (a chart)")
     forecasting.add_argument("--minutes", type=_positive, default=60, metavar="N", help="minutes ahead (1-180, 60)")

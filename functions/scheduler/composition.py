@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
+from scheduler.core.bulk import BulkService, OperationStore
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.envelope import EnvelopeConfig, MessageRunner
@@ -66,6 +67,8 @@ class Stores:
     tenant_slots: TenantSlots | None = None
     events: EventPublisher | None = None
     request_windows: RequestWindows | None = None
+    #: Bulk actions' progress (`scheduler.core.bulk`); None: no bulk actions.
+    operations: OperationStore | None = None
 
 
 def fairness_of(settings: Settings) -> FairnessConfig | None:
@@ -220,6 +223,10 @@ class Container:
         return BackfillRunner(
             self.stores.backfills, self.stores.jobs, self.dispatcher, self.clock, config, self.metrics
         )
+
+    def bulk_service(self) -> BulkService:
+        assert self.stores.operations is not None, "no operation store"
+        return BulkService(self.job_service(), self.stores.operations, self.clock)
 
     def forecast_service(self) -> ForecastService:
         return ForecastService(self.stores.timers, self.clock, self.configs.forecast_lookback, self.metrics)

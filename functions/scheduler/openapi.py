@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from scheduler.core.bulk import BulkAction, OperationState
 from scheduler.core.forecast import MAX_MINUTES as MAX_FORECAST_MINUTES
 from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
@@ -203,6 +204,49 @@ def document() -> dict[str, Any]:
                 "last_dispatched_for": {"type": ["string", "null"], "format": "date-time"},
                 "created_at": {"type": "string", "format": "date-time"},
                 "updated_at": {"type": "string", "format": "date-time"},
+            },
+        },
+        "BulkRequest": {
+            "type": "object",
+            "required": ["action", "selector"],
+            "additionalProperties": False,
+            "properties": {
+                "action": {"enum": [a.value for a in BulkAction]},
+                "selector": {
+                    "type": "object",
+                    "required": ["labels"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "labels": {
+                            "type": "object",
+                            "minProperties": 1,
+                            "maxProperties": MAX_SELECTORS,
+                            "additionalProperties": {"type": "string"},
+                            "description": "every label must match (an empty value: the key is present)",
+                        }
+                    },
+                },
+            },
+        },
+        "BulkOperation": {
+            "type": "object",
+            "description": "A bulk action and its progress; every job ends changed, unchanged or in failed",
+            "properties": {
+                "operation_id": {"type": "string"},
+                "action": {"enum": [a.value for a in BulkAction]},
+                "selector": {"type": "object"},
+                "state": {"enum": [s.value for s in OperationState]},
+                "matched": {"type": "integer", "description": "jobs the selector matched"},
+                "processed": {"type": "integer", "description": "changed + unchanged + failed so far"},
+                "changed": {"type": "integer"},
+                "unchanged": {"type": "integer", "description": "already in the requested state"},
+                "failed": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"job_id": {"type": "string"}, "reason": {"type": "string"}},
+                    },
+                },
             },
         },
         "BackfillList": {
@@ -572,6 +616,43 @@ def document() -> dict[str, Any]:
                 "409": _problem("already completed"),
                 **COMMON_ERRORS,
             },
+        },
+    }
+    paths["/v1/jobs/bulk"] = {
+        "post": {
+            "summary": "pause, resume or cancel every job matching a label selector (at most MAX_BULK_JOBS)",
+            "description": (
+                "Works until done or about 20 s, then answers 202 with the progress; the same request with the same "
+                "Idempotency-Key goes on from there (also after a crash or a timeout) until 200 with the final report."
+            ),
+            "parameters": [
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": True,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "description": "names the operation: a retry with the same key goes on with it (7 days)",
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": REF.format(model="BulkRequest")}}},
+            },
+            "responses": {
+                "200": _json("done: the final report", "BulkOperation"),
+                "202": _json("still running: the progress; send the same request again", "BulkOperation"),
+                "400": _problem("no Idempotency-Key, or malformed JSON"),
+                "409": _problem("Idempotency-Key reused with another action or selector"),
+                "415": _problem("not JSON"),
+                "422": _problem("bad action or selector: empty, malformed, or matching more jobs than one takes"),
+            },
+        },
+    }
+    paths["/v1/operations/{operation_id}"] = {
+        "get": {
+            "summary": "a bulk operation and its progress (the caller's own)",
+            "parameters": [{"name": "operation_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": _json("the operation", "BulkOperation"), "404": _problem("no such operation")},
         },
     }
     _declare_common_statuses(paths)

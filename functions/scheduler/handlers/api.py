@@ -25,6 +25,7 @@ from scheduler.core.labels import MAX_NAME_PREFIX, MAX_SELECTORS, JobQuery, Labe
 from scheduler.core.model import TARGET_TYPES, Job, JobSpec, JobState
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import (
+    api_bulk,  # noqa: F401  (registers the bulk action routes)
     api_runs,  # noqa: F401  (registers the runs and backfill routes)
     wiring,
 )

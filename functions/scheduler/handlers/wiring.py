@@ -28,6 +28,7 @@ from scheduler.adapters.dynamodb import (
     DynamoBackfillStore,
     DynamoJobStore,
     DynamoLedger,
+    DynamoOperationStore,
     DynamoRequestWindows,
     DynamoTenantBudgets,
     DynamoTenantSlots,
@@ -280,6 +281,7 @@ def build(
         tenant_budgets=DynamoTenantBudgets(settings.jobs_table, dynamodb),
         tenant_slots=DynamoTenantSlots(settings.jobs_table, dynamodb),
         request_windows=DynamoRequestWindows(settings.jobs_table, dynamodb),
+        operations=DynamoOperationStore(settings.jobs_table, dynamodb),
         events=EventBridgePublisher(settings.event_bus_name, clients.events) if settings.completion_events else None,
     )
     port_metrics: PortMetrics = PowertoolsMetrics(metrics) if isinstance(metrics, Metrics) else metrics

@@ -1,6 +1,7 @@
 """DynamoDB adapters, one module per store: the jobs table holds jobs, idempotency records and quota counters
-(`jobs`), timers, buckets, the watermark and the late lane (`timers`), backfills (`backfill`) and each tenant's
-budget calendar and execution slots (`tenants`); the executions table is the ledger with its outbox (`ledger`).
+(`jobs`), timers, buckets, the watermark and the late lane (`timers`), backfills (`backfill`), bulk operations
+(`operations`) and each tenant's budget calendar and execution slots (`tenants`); the executions table is the ledger
+with its outbox (`ledger`).
 `common` holds what they share.
 
 Every race is decided by a conditional write; `ConditionalCheckFailedException` becomes a domain error.
@@ -11,6 +12,7 @@ from scheduler.adapters.dynamodb.backfill import BACKFILL_RETENTION, DynamoBackf
 from scheduler.adapters.dynamodb.common import MAX_TRANSACTION_ITEMS, PAGE_SIZE, TIMER_PAGE_SIZE
 from scheduler.adapters.dynamodb.jobs import DynamoJobStore
 from scheduler.adapters.dynamodb.ledger import EXECUTION_RETENTION, OUTBOX_INDEX, OUTBOX_SET, DynamoLedger
+from scheduler.adapters.dynamodb.operations import DynamoOperationStore
 from scheduler.adapters.dynamodb.tenants import DynamoRequestWindows, DynamoTenantBudgets, DynamoTenantSlots
 from scheduler.adapters.dynamodb.timers import TIMER_RETENTION, WATERMARK_KEY, DynamoTimerStore, late_item, timer_item
 
@@ -27,6 +29,7 @@ __all__ = [
     "DynamoBackfillStore",
     "DynamoJobStore",
     "DynamoLedger",
+    "DynamoOperationStore",
     "DynamoRequestWindows",
     "DynamoTenantBudgets",
     "DynamoTenantSlots",

@@ -12,6 +12,7 @@ from scheduler.adapters.memory.doubles import (
 )
 from scheduler.adapters.memory.jobs import MemoryJobStore
 from scheduler.adapters.memory.ledger import MemoryLedger
+from scheduler.adapters.memory.operations import MemoryOperationStore
 from scheduler.adapters.memory.queue import MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
 from scheduler.adapters.memory.tenants import MemoryRequestWindows, MemoryTenantBudgets, MemoryTenantSlots
 from scheduler.adapters.memory.timers import PAGE_SIZE, MemoryTimerStore
@@ -26,6 +27,7 @@ __all__ = [
     "MemoryJobStore",
     "MemoryLedger",
     "MemoryMessage",
+    "MemoryOperationStore",
     "MemoryPollerControl",
     "MemoryQueue",
     "MemoryRequestWindows",
