@@ -303,7 +303,8 @@ def test_one_shot_and_rate_jobs_fire_once_each_signed_with_key_and_token(
         assert int(call.headers["x-scheduler-fencing-token"]) >= 1
         assert call.at >= jobs.due.timestamp(), "fired early"
         # signature v2, with the job's own keys as a tenant fetches them through the deployed API (SigV4)
-        signed = verify_v2(api.signing_keys(job_id).by_id(), "POST", call.headers["host"], path, call.headers, call.body)
+        keys = api.signing_keys(job_id).by_id()
+        signed = verify_v2(keys, "POST", call.headers["host"], path, call.headers, call.body)
         assert (signed.occurrence_key, signed.fencing_token) == (key, int(call.headers["x-scheduler-fencing-token"]))
         # And the run history records it
         assert [(run.occurrence_key, run.state.value) for run in _runs(api, job_id)] == [(key, "SUCCEEDED")]
