@@ -34,6 +34,7 @@ from harness import LocalStack, Receiver, local_client
 from scheduler.core.keys import occurrence_key
 from scheduler.core.timefmt import rfc3339
 from scheduler.schema import READY_QUEUE
+from scheduler.settings import Settings
 
 pytestmark = pytest.mark.system
 
@@ -49,6 +50,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = json.loads((ROOT / "cdk.json").read_text())["context"]["punctual"]
 
 
+def deployed(name: str) -> Any:
+    """A function setting as the stack deploys it: cdk.json's value, or (null there) the functions' own default."""
+    value = PRODUCTION[name]
+    return Settings.model_fields[name].default if value is None else value
+
+
 @pytest.fixture(scope="module")
 def chaos_stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     # The deployed values, nothing shortened: the lease as cdk.json deploys it, the bucket lease and the queue's
@@ -56,8 +63,8 @@ def chaos_stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPath
     assert PRODUCTION["bucket_lease_seconds"] is None
     env = {
         **aws_endpoints,
-        "SCHEDULER_LEASE_SECONDS": str(PRODUCTION["lease_seconds"]),
-        "SCHEDULER_LOOKAHEAD_SECONDS": str(PRODUCTION["lookahead_seconds"]),
+        "SCHEDULER_LEASE_SECONDS": str(deployed("lease_seconds")),
+        "SCHEDULER_LOOKAHEAD_SECONDS": str(deployed("lookahead_seconds")),
         "SCHEDULER_LOCAL_WORKERS": "2",
     }
     for name in ("SCHEDULER_LOCAL_VISIBILITY_TIMEOUT", "SCHEDULER_BUCKET_LEASE_SECONDS"):
@@ -292,7 +299,7 @@ def test_every_occurrence_takes_effect_once_and_starts_within_90s_while_processe
 
         # And the one-shot jobs read COMPLETED once their last occurrence is recorded SUCCEEDED (a worker killed
         # between the target call and its ledger write leaves it RUNNING until the lease ends and it runs again)
-        settle_by = time.time() + PRODUCTION["lease_seconds"] + 30
+        settle_by = time.time() + deployed("lease_seconds") + 30
         for key in sorted(one_shot_keys)[:40]:
             while True:
                 _, job, _ = chaos_stack.call("GET", f"/v1/jobs/{key.split(':')[0]}")
