@@ -383,7 +383,7 @@ def run(config: CostConfig, log: Any, variant: Variant = BASELINE) -> dict[str, 
             results[kind] = runs
         assert fixed is not None
         results["fixed"] = fixed
-        log(f"cost: submitting {config.one_shot_jobs} one-shot jobs {BATCH_SUBMIT} a request")
+        log(f"cost ({variant.name}): submitting {config.one_shot_jobs} one-shot jobs {BATCH_SUBMIT} a request")
         results["batch_submit"] = _batch_submit(config.one_shot_jobs, receiver, variant)
         quiet = min(
             (r for r in results["one_shot"] if r["batch_size"] == min(config.batch_sizes)),
