@@ -4,6 +4,7 @@ bench/results.md and bench/lateness.png.
     python -m scheduler_bench                 # quick sizes (pending 1k/10k/100k), burst of 1,000
     python -m scheduler_bench --full          # pending 10k/100k/1M (long: loading 1M items takes a while)
     python -m scheduler_bench --burst 20 --pending 200 --due 20 --only cost,sweep,burst --out /tmp/b
+    python -m scheduler_bench --only cost --variants baseline,one-per-message,no-job-copy,no-landing,slots
 
 Runs against AWS_ENDPOINT_URL_* when set (another emulator, a recording proxy, a real account: then it creates
 and deletes its own tables and queues there); otherwise it starts DynamoDB Local and ministack and stops them.
@@ -95,10 +96,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="an earlier results.json whose cost figures results.md shows beside this run's (before/after)",
     )
+    parser.add_argument(
+        "--variants",
+        default="baseline",
+        help="the cost scenario once per variant, each on fresh tables, side by side in results.md: "
+        f"{','.join(cost.VARIANTS)} (baseline: as deployed, always run first)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
+    names = [name.strip() for name in args.variants.split(",") if name.strip()]
+    unknown_variants = [name for name in names if name not in cost.VARIANTS]
+    if unknown_variants:
+        parser.error(f"unknown variant(s) {unknown_variants}; choose from {', '.join(cost.VARIANTS)}")
+    args.cost_variants = [cost.BASELINE] + [cost.VARIANTS[name] for name in dict.fromkeys(names) if name != "baseline"]
     try:
         args.burst_sizes = _sizes(args.burst)
         args.peer_counts = _sizes(args.peer_processes)
@@ -316,6 +328,11 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
                 recurring_herd_jobs=args.recurring_herd_jobs,
             )
             ok &= _scenario("cost", results, "cost", lambda: cost.run(config, log))
+            variants: dict[str, Any] = {}
+            for variant in args.cost_variants[1:]:
+                ok &= _scenario(f"cost ({variant.name})", variants, variant.name, _cost_of(config, variant))
+            if variants:
+                results["cost_variants"] = variants
         if "sweep" in only:
             scaling = sweep_scaling.SweepScalingConfig(pending, args.due)
             ok &= _scenario("sweep", results, "sweep_scaling", lambda: sweep_scaling.run(scaling, log))
@@ -340,6 +357,10 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
     finally:
         endpoints.close()
     return ok
+
+
+def _cost_of(config: cost.CostConfig, variant: cost.Variant) -> Callable[[], dict[str, Any]]:
+    return lambda: cost.run(config, log, variant)
 
 
 def carry_over(results: dict[str, Any], previous: Path, only: set[str], keep_runs: bool = False) -> None:

@@ -14,10 +14,11 @@ import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from scheduler.composition import Configs
 from scheduler.core.jobs import Created, Submission
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobSpec, RunState
@@ -51,6 +52,48 @@ class CostConfig:
     #: times each (the recurring herd: full pages and batches every minute); 0: none.
     recurring_herd_jobs: int = 300
     herd_occurrences: int = 2
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The deployed code with one optional cost mechanism changed: `settings` overrides Settings fields, `dispatch`
+    DispatchConfig fields (for the mechanisms without a setting). The baseline changes nothing."""
+
+    name: str
+    what: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    dispatch: dict[str, Any] = field(default_factory=dict)
+
+    def configure(self, settings: Settings) -> tuple[Settings, Configs]:
+        """The settings and core configuration of this variant, from the run's `settings`."""
+        changed = settings.model_copy(update=self.settings) if self.settings else settings
+        configs = Configs.of(changed)
+        if self.dispatch:
+            configs = replace(configs, dispatch=replace(configs.dispatch, **self.dispatch))
+        return changed, configs
+
+
+#: Execution slots for the tenant in the `slots` variant: high enough that no occurrence is refused one (a herd's
+#: batch runs up to 100 at once), so that it measures what taking and giving back a slot costs, not a queue.
+SLOTS_LIMIT = 1_000
+
+#: What `--variants` can compare (docs/cost.md, "Mechanisms and their verdicts"): the deployed defaults, and each
+#: optional cost mechanism turned off - or, for execution slots (off unless configured), on.
+VARIANTS = {
+    v.name: v
+    for v in (
+        Variant("baseline", "as deployed"),
+        Variant("one-per-message", "one occurrence a message", settings={"occurrences_per_message": 1}),
+        Variant("no-job-copy", "every worker reads its job", dispatch={"job_copy_max_bytes": 0}),
+        Variant("no-landing", "sends at once, not timed to land on time", dispatch={"landing_window": None}),
+        Variant(
+            "slots",
+            f"execution slots for the tenant (limit {SLOTS_LIMIT:,})",
+            settings={"tenant_max_concurrency": SLOTS_LIMIT},
+        ),
+    )
+}
+BASELINE = VARIANTS["baseline"]
 
 
 #: The kinds of timeline, each with the milliseconds its jobs' first fire times spread over (a minute; a herd's second).
@@ -93,21 +136,21 @@ class _Fresh:
 
 
 @contextmanager
-def _fresh(prefix: str, receiver: Receiver) -> Iterator[_Fresh]:
-    """A `_Fresh` on new tables named `prefix...`, deleted afterwards; the receiver's CPU is the target's, not
-    the functions'."""
+def _fresh(prefix: str, receiver: Receiver, variant: Variant = BASELINE) -> Iterator[_Fresh]:
+    """A `_Fresh` on new tables named `prefix...`, deleted afterwards, with the services of `variant`; the
+    receiver's CPU is the target's, not the functions'."""
     meter = Meter()
     meter.zero_delays = True
     meter.cpu_elsewhere = receiver.cpu_seconds
     plain = client("dynamodb")
     resources = create_resources(f"{prefix}{uuid.uuid4().hex[:10]}", plain, client("sqs"), client("events"))
     try:
-        settings = settings_for(resources, SIGNING_SECRET, 1_000_000)
+        settings, configs = variant.configure(settings_for(resources, SIGNING_SECRET, 1_000_000))
         start = utc_minute(datetime.now(UTC))
         clock = VirtualClock(start)
         meter.clock = clock  # the senders' (api and sweeper) clock: when each message lands
         metered = client("dynamodb", meter), client("sqs", meter), client("events", meter)
-        services = build(settings, *metered, clock, SIGNING_SECRET, metrics=meter.metrics)
+        services = build(settings, *metered, clock, SIGNING_SECRET, metrics=meter.metrics, configs=configs)
         services.timers.init_watermark(start)
         with logged(meter):
             yield _Fresh(meter, settings, services, clock, start, plain)
@@ -130,10 +173,16 @@ def logged(meter: Meter) -> Iterator[None]:
 
 
 def _timeline(
-    kind: str, jobs: int, occurrences: int, batch_size: int, receiver: Receiver, with_jobs: bool
+    kind: str,
+    jobs: int,
+    occurrences: int,
+    batch_size: int,
+    receiver: Receiver,
+    with_jobs: bool,
+    variant: Variant = BASELINE,
 ) -> dict[str, Any]:
     """One virtual timeline on fresh tables; returns per-phase totals and what fired."""
-    with _fresh("bc", receiver) as fresh:
+    with _fresh("bc", receiver, variant) as fresh:
         meter, settings, services, clock, start, plain = (
             fresh.meter,
             fresh.settings,
@@ -202,11 +251,11 @@ def _timeline(
 BATCH_SUBMIT = 25
 
 
-def _batch_submit(jobs: int, receiver: Receiver) -> dict[str, Any]:
+def _batch_submit(jobs: int, receiver: Receiver, variant: Variant = BASELINE) -> dict[str, Any]:
     """What submitting one-shot jobs 25 a request costs per job: `JobService.create_many` of 25 in one api
     invocation, as `POST /v1/jobs/batch` calls it, metered on fresh tables (the same jobs as the cost timeline's,
     far enough ahead that each timer is written to its bucket)."""
-    with _fresh("bb", receiver) as fresh:
+    with _fresh("bb", receiver, variant) as fresh:
         meter, services, clock, start = fresh.meter, fresh.services, fresh.clock, fresh.start
         first = start + timedelta(minutes=9)
         clock.set(start + timedelta(minutes=1, seconds=5))
@@ -274,11 +323,13 @@ def repriced(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run(config: CostConfig, log: Any) -> dict[str, Any]:
-    """Both job kinds, each at every batch size, plus the job-less baselines; returns the results section."""
+def run(config: CostConfig, log: Any, variant: Variant = BASELINE) -> dict[str, Any]:
+    """Both job kinds, each at every batch size, plus the job-less baselines, on `variant`'s services; returns the
+    results section."""
     receiver = Receiver().start()
     try:
         results: dict[str, Any] = {"config": config.__dict__ | {"batch_sizes": list(config.batch_sizes)}}
+        results["variant"] = {"name": variant.name, "what": variant.what}
         # The sweeper sweeps this many buckets at once (its billed time is wall time: the capacity model divides
         # by it to get one bucket chain's time per fire).
         defaults = Settings()
@@ -294,14 +345,16 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
             herd = ("recurring_herd", config.recurring_herd_jobs, config.herd_occurrences, (max(config.batch_sizes),))
             timelines.append(herd)
         for kind, jobs, occurrences, batch_sizes in timelines:
-            log(f"cost: {kind}: baseline timeline without jobs")
-            baseline = _timeline(kind, 0, occurrences, 10, receiver, with_jobs=False)
+            log(f"cost ({variant.name}): {kind}: baseline timeline without jobs")
+            baseline = _timeline(kind, 0, occurrences, 10, receiver, with_jobs=False, variant=variant)
             if fixed is None:
                 fixed = _fixed(baseline)
             runs = []
             for batch_size in batch_sizes:
-                log(f"cost: {kind}: {jobs} jobs x {occurrences} occurrence(s), worker batches of {batch_size}")
-                measured = _timeline(kind, jobs, occurrences, batch_size, receiver, with_jobs=True)
+                log(
+                    f"cost ({variant.name}): {kind}: {jobs} jobs x {occurrences} occurrence(s), batches of {batch_size}"
+                )
+                measured = _timeline(kind, jobs, occurrences, batch_size, receiver, with_jobs=True, variant=variant)
                 fires = measured["succeeded"]
                 marginal = {p: measured["totals"][p].minus(baseline["totals"][p]) for p in PHASES}
                 marginal["sweeper"].billed_seconds["sweeper"] = _marginal_sweep_seconds(measured["sweeper_durations"])
@@ -330,8 +383,8 @@ def run(config: CostConfig, log: Any) -> dict[str, Any]:
             results[kind] = runs
         assert fixed is not None
         results["fixed"] = fixed
-        log(f"cost: submitting {config.one_shot_jobs} one-shot jobs {BATCH_SUBMIT} a request")
-        results["batch_submit"] = _batch_submit(config.one_shot_jobs, receiver)
+        log(f"cost ({variant.name}): submitting {config.one_shot_jobs} one-shot jobs {BATCH_SUBMIT} a request")
+        results["batch_submit"] = _batch_submit(config.one_shot_jobs, receiver, variant)
         quiet = min(
             (r for r in results["one_shot"] if r["batch_size"] == min(config.batch_sizes)),
             key=lambda r: r["batch_size"],

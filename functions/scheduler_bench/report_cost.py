@@ -232,12 +232,7 @@ def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> li
                  "$ / M + batch submit (HTTP API)"):  # fmt: skip
         headers += [f"{name} before", f"{name} after"]
     rows = []
-    names = {
-        "one_shot": "one-shot job",
-        "recurring": "recurring job (rate 1/min)",
-        "one_shot_herd": "one-shot job in a herd",
-        "recurring_herd": "recurring job in a herd",
-    }
+    names = FIRES
     for kind in names:
         old = {r["batch_size"]: r for r in before.get(kind, [])}
         for run in after.get(kind, []):
@@ -259,13 +254,62 @@ def _comparison(before: dict[str, Any], after: dict[str, Any], label: str) -> li
     return [*lines, *table(headers, rows), ""]
 
 
+#: The cost scenario's kinds of fire, as the tables name them.
+FIRES = {
+    "one_shot": "one-shot job",
+    "recurring": "recurring job (rate 1/min)",
+    "one_shot_herd": "one-shot job in a herd",
+    "recurring_herd": "recurring job in a herd",
+}
+
+
+def _variants(baseline: dict[str, Any], variants: dict[str, dict[str, Any]]) -> list[str]:
+    """Each cost variant's fire path beside the baseline's, fire by fire: what a mechanism saves is the baseline's
+    advantage over the variant that turns it off (docs/cost.md, "Mechanisms and their verdicts")."""
+    lines = [
+        "## Mechanisms side by side: the fire path",
+        "",
+        "The cost scenario once per variant, in this run, each on fresh tables: the baseline as deployed, and each "
+        "optional mechanism changed. "
+        + "; ".join(f"**{name}**: {run.get('variant', {}).get('what', '?')}" for name, run in variants.items())
+        + ". Fire path = sweeper + worker, per fire; dollars per million fires on-demand, logs included; the last "
+        "column is the variant less the baseline (a mechanism that pays shows its variant dearer).",
+        "",
+    ]
+    headers = ["Fire", "Msgs per worker call", "Variant", "Write units", "Read units", "SQS requests", "Log KB",
+               "Lambda ms", "of which the worker waits (ms)", "$ / M", "$ / M vs baseline"]  # fmt: skip
+    rows = []
+    for kind, fire in FIRES.items():
+        for run in baseline.get(kind, []):
+            base = _fire_path(run)
+            for name, section in [("baseline", baseline), *variants.items()]:
+                if "error" in section:
+                    rows.append([fire, str(run["batch_size"]), name, *["-"] * 7, "failed"])
+                    continue
+                same = [r for r in section.get(kind, []) if r["batch_size"] == run["batch_size"]]
+                if not same:
+                    continue
+                got = _fire_path(same[0])
+                wait = 1000 * same[0]["per_fire"].get("worker_wait_seconds", 0.0)
+                delta = "" if name == "baseline" else f"{got['usd'] - base['usd']:+.2f}"
+                rows.append(
+                    [fire, str(run["batch_size"]), name, figure(got["write"]), figure(got["read"]),
+                     figure(got["sqs"]), figure(got["logs"]), figure(got["ms"], 1), figure(wait, 1),
+                     dollars(got["usd"]), delta]
+                )  # fmt: skip
+    return [*lines, *table(headers, rows), ""]
+
+
 def cost_sections(results: dict[str, Any]) -> list[str]:
-    """The comparison with the baseline run (when there is one), the budgets and the cost tables."""
+    """The comparison with the baseline run (when there is one), the budgets, each cost variant beside the baseline
+    (`--variants`) and the cost tables."""
     lines: list[str] = []
     baseline = results.get("baseline") or {}
     if "error" not in results.get("cost", {"error": ""}):
         if "cost" in baseline:
             lines += _comparison(baseline["cost"], results["cost"], baseline.get("label", "the baseline run"))
         lines += _budgets(results["cost"])
+        if results.get("cost_variants"):
+            lines += _variants(results["cost"], results["cost_variants"])
     lines += _cost(results.get("cost", {"error": "not run"}))
     return lines

@@ -21,6 +21,7 @@ from scheduler.adapters.dispatch_message import dispatches_from_body
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.adapters.threads import SharedTaskPool
+from scheduler.composition import Configs
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.envelope import MessageRunner
 from scheduler.core.execute import Executor, Outcome
@@ -173,18 +174,24 @@ def build(
     clock: Clock,
     signing_secret: str,
     metrics: Metrics | None = None,
+    configs: Configs | None = None,
 ) -> Services:
     """The handlers' own wiring (`scheduler.handlers.wiring.build`: dispatch and execution budgets, completion
     events and all), on injected clients and clocks, with the `http` target signing with `signing_secret`.
 
     The worker has its own clock: in virtual time a batch is handled when its messages land, as the SQS delay
     delivers them, while the sweeper's clock goes on minute by minute. `metrics` counts what the functions count
-    (the cost scenario prices their EMF documents).
+    (the cost scenario prices their EMF documents); `configs` replaces `Configs.of(settings)` (a cost variant).
     """
     waits = WaitTally()
     metrics = metrics or NullMetrics()
     container = wiring.build(
-        settings, metrics, clients=wiring.Clients(dynamodb, sqs, events), clock=clock, sleep=waits.sleep
+        settings,
+        metrics,
+        clients=wiring.Clients(dynamodb, sqs, events),
+        clock=clock,
+        sleep=waits.sleep,
+        configs=configs,
     )
     worker_clock = WorkerClock(clock.now())
     executor = container.new_executor(

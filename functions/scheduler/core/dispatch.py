@@ -54,9 +54,12 @@ class DispatchConfig:
     #: when a sweep works its buckets one after another; when it works a minute's buckets at once, their pages
     #: wait at the same time, one wait covers them all, and every page is worth landing (Configs.of: 1).
     landing_min_messages: int = 50
+    #: A one-shot job at most this big travels with its occurrence's message; 0: none does (every worker reads its
+    #: job, as a recurring job's does), which the benchmark compares against.
+    job_copy_max_bytes: int = COPY_MAX_BYTES
 
 
-def _travels(job: Job) -> bool:
+def _travels(job: Job, max_bytes: int) -> bool:
     """Whether a one-shot job's occurrence carries a copy of it (see `Dispatch.job_copy`): its changes void the
     copy (`JobService`), which only a one-shot job's single occurrence can be named by. A job with a secret (a secret
     header, sealed or not, or a URL with credentials or a query) is read instead, so that no secret travels in a
@@ -64,7 +67,7 @@ def _travels(job: Job) -> bool:
     return (
         not is_recurring(job.spec.schedule)
         and not carries_secrets(job)
-        and len(job.model_dump_json(exclude_none=True)) <= COPY_MAX_BYTES
+        and len(job.model_dump_json(exclude_none=True)) <= max_bytes
     )
 
 
@@ -291,7 +294,11 @@ class Dispatcher:
             return [], []
         if result.replay is not None:
             plan = self.plan(timer, *result.replay)  # the run that advanced this chain may have died before sending
-        elif result.job is not None and _travels(result.job) and len(plan.dispatches) == 1:
+        elif (
+            result.job is not None
+            and _travels(result.job, self.config.job_copy_max_bytes)
+            and len(plan.dispatches) == 1
+        ):
             plan = replace(plan, dispatches=[replace(plan.dispatches[0], job_copy=result.job)])
         elif plan.skipped:
             log.info(

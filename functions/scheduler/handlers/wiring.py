@@ -42,7 +42,7 @@ from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.adapters.threads import ThreadTaskPool
-from scheduler.composition import Container, Stores, compose, envelope_of
+from scheduler.composition import Configs, Container, Stores, compose, envelope_of
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
@@ -261,10 +261,12 @@ def build(
     clients: Clients | None = None,
     clock: Clock | None = None,
     sleep: Callable[[float], None] | None = None,
+    configs: Configs | None = None,
 ) -> AwsContainer:
     """Every service, from `settings`, on DynamoDB and SQS: on the default AWS clients, the system clock and real
     sleeps unless given others (the benchmarks meter their clients and run on a virtual clock, whose sleeps must
-    move it; `sleep` is the sweeper's, the executor's is `AwsContainer.new_executor`'s)."""
+    move it; `sleep` is the sweeper's, the executor's is `AwsContainer.new_executor`'s). `configs` (default:
+    `Configs.of(settings)`) lets the benchmark turn off a mechanism that has no setting."""
     clients = clients or Clients.default(events=settings.completion_events)
     dynamodb, sqs = clients.dynamodb, clients.sqs
     lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
@@ -294,6 +296,7 @@ def build(
         sleep=sleep or time.sleep,
         heartbeats=ThreadHeartbeats(),
         pool=ThreadTaskPool(min(settings.sweep_concurrency, settings.shard_count), name="bucket"),
+        configs=configs,
     )
     return AwsContainer(core, queue)
 
