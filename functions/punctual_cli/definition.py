@@ -93,6 +93,9 @@ def add_definition_flags(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--handler", metavar="NAME", help="handler target: a function registered in the worker")
     job = parser.add_argument_group("job")
     job.add_argument("--name", help="a name for people (1-128 characters)")
+    job.add_argument(
+        "--label", action="append", metavar="KEY=VALUE", help="a label to find the job by (repeatable; see docs/api.md)"
+    )
     job.add_argument("--payload", metavar="JSON|@FILE", help="the payload the target receives")
     job.add_argument("--max-attempts", type=int, metavar="N", help="attempts per occurrence (1-20, default 5)")
     job.add_argument("--initial-backoff", metavar="DURATION", help="first retry delay (default 5s)")
@@ -191,11 +194,21 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def label_pair(text: str, separator: str) -> tuple[str, str]:
+    """`KEY<separator>VALUE` of a --label flag (the API checks the key and value rules)."""
+    key, found, value = text.partition(separator)
+    if not found or not key:
+        raise UsageError(f"--label '{text}' should be KEY{separator}VALUE")
+    return key.strip(), value.strip()
+
+
 def policies_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """Name, payload, retry and policy fields the flags set (only those given)."""
     fields: dict[str, Any] = {}
     if args.name is not None:
         fields["name"] = args.name
+    if getattr(args, "label", None):
+        fields["labels"] = dict(label_pair(text, "=") for text in args.label)
     if args.payload is not None:
         fields["payload"] = read_json_argument(args.payload, "--payload")
     retry: dict[str, Any] = {}

@@ -26,7 +26,14 @@ from punctual_cli.client import (
     validate_definition,
 )
 from punctual_cli.context import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, Context, exit_code_for, listing, problem_document
-from punctual_cli.definition import UsageError, definition_from_args, edit_patch, parse_instant, schedule_from_args
+from punctual_cli.definition import (
+    UsageError,
+    definition_from_args,
+    edit_patch,
+    label_pair,
+    parse_instant,
+    schedule_from_args,
+)
 from punctual_cli.progress import Progress
 from scheduler.core.keys import split_occurrence_key
 from scheduler.core.schedules import Schedule, preview
@@ -160,8 +167,18 @@ def cmd_get(ctx: Context) -> int:
 
 
 def cmd_list(ctx: Context) -> int:
-    client = ctx.client()
-    return listing(ctx, "jobs", ctx.args.state, client.iter_jobs, client.list_jobs, output.job_table, "no jobs")
+    client, args = ctx.client(), ctx.args
+    labels: dict[str, str | None] = {k: v or None for k, v in (label_pair(t, "=") for t in args.label or [])}
+    filters = {"labels": labels, "target_type": args.target_type, "name_prefix": args.name_prefix}
+    return listing(
+        ctx,
+        "jobs",
+        args.state,
+        lambda state, size: client.iter_jobs(state, size, **filters),
+        lambda state, limit, cursor: client.list_jobs(state, limit, cursor, **filters),
+        output.job_table,
+        "no jobs",
+    )
 
 
 def cmd_edit(ctx: Context) -> int:

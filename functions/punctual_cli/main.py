@@ -49,7 +49,7 @@ from punctual_cli.job_commands import (
     state_change,
 )
 from punctual_cli.operator_commands import cmd_dlq_list, cmd_dlq_redrive, cmd_forecast, cmd_health, cmd_status
-from scheduler.core.model import JobState
+from scheduler.core.model import TARGET_TYPES, JobState
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> None:
@@ -145,6 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = command("list", cmd_list, "list your jobs, oldest first")
     listing.add_argument("--state", type=str.upper, choices=[s.value for s in JobState])
+    listing.add_argument(
+        "--label",
+        action="append",
+        metavar="KEY=VALUE",
+        help="only jobs with this label (repeatable, ANDed; KEY= any value)",
+    )
+    listing.add_argument("--target-type", choices=TARGET_TYPES, help="only jobs with this kind of target")
+    listing.add_argument("--name-prefix", metavar="TEXT", help="only jobs whose name starts with TEXT")
     listing.add_argument("--limit", type=_positive, metavar="N", help="jobs per page (1-100, default 50)")
     listing.add_argument("--cursor", help="next_cursor of the previous page")
     listing.add_argument("--all", action="store_true", help="follow every page")

@@ -225,6 +225,32 @@ def test_list_prints_a_table_and_points_to_the_next_page() -> None:
     assert api.sent()[2] == {"state": ["PAUSED"], "limit": ["2"]}
 
 
+def test_list_filters_by_label_target_type_and_name_prefix() -> None:
+    api = FakeApi({"GET /v1/jobs": (200, {"jobs": [job_json("a")], "next_cursor": None})})
+
+    result = run("list", "--label", "customer=42", "--label", "team=", "--target-type", "http",
+                 "--name-prefix", "charge-", client=api.client())  # fmt: skip
+
+    assert result.code == 0
+    assert api.sent()[2] == {
+        "label": ["customer:42", "team:"],
+        "target_type": ["http"],
+        "name_prefix": ["charge-"],
+    }
+
+
+def test_submit_sends_its_labels_and_refuses_one_without_a_value_separator() -> None:
+    api = FakeApi({"POST /v1/jobs": (201, job_json())})
+
+    result = run("submit", "--in", "5m", "--url", "https://example.com/h", "--label", "customer=42",
+                 client=api.client())  # fmt: skip
+
+    assert result.code == 0
+    assert api.sent()[3]["labels"] == {"customer": "42"}
+    refused = run("submit", "--in", "5m", "--url", "https://example.com/h", "--label", "customer", client=api.client())
+    assert refused.code != 0 and "KEY=VALUE" in refused.err
+
+
 def test_edit_reads_the_job_and_sends_the_version_it_read_as_if_match() -> None:
     api = FakeApi({"GET /v1/jobs/job-1": (200, job_json(version=7)),
                    "PATCH /v1/jobs/job-1": (200, job_json(version=8))})  # fmt: skip
