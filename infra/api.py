@@ -24,6 +24,8 @@ MEMORY_MB = FUNCTION_MEMORY_MB["api"]
 API = Entry("Api", HANDLER, "the v1 REST API", TIMEOUT, MEMORY_MB)
 API_VERSION_PATH = "v1"
 HEALTH_PATH = "health"
+#: The web console's files, beside /v1 (scheduler.console_files).
+CONSOLE_PATH = "console"
 #: The execution log level: errors only. Request/response bodies are never logged (data tracing off):
 #: job payloads belong to tenants.
 EXECUTION_LOG_LEVEL = apigw.MethodLoggingLevel.ERROR
@@ -49,7 +51,8 @@ ACCESS_LOG_FIELDS = {
 
 
 class SchedulerApi(Construct):
-    """`GET /v1/health` without auth; everything else under `/v1/` (`ANY /v1/{proxy+}`) with IAM auth.
+    """`GET /v1/health` and the console's files (`GET /console/...`) without auth; everything else under `/v1/`
+    (`ANY /v1/{proxy+}`) with IAM auth.
     The api function routes (Powertools resolver); API Gateway only authenticates, throttles and logs.
 
     Grants: read/write the jobs table, read/write the executions table (run history, and settling a RECONCILING
@@ -157,6 +160,18 @@ def _add_routes(rest_api: apigw.RestApi, function: lambda_.IFunction) -> None:
             reason="GET /v1/health is the liveness probe and is public by design (docs/design.md §4).",
         ),
     )
+
+    # The web console's static files (docs/console.md): public like the health check (they hold no data; every API
+    # call the console makes is signed with the user's own credentials), GET only, served by the same function.
+    console = rest_api.root.add_resource(CONSOLE_PATH)
+    public = (
+        "The web console's static files are public by design: they hold no data, and every API call the console "
+        "makes is signed (SigV4) with the user's own credentials (docs/console.md)."
+    )
+    for resource in (console, console.add_resource("{proxy+}")):
+        method = resource.add_method("GET", integration, authorization_type=apigw.AuthorizationType.NONE)
+        acknowledged = [Acknowledgment(id=rule, reason=public) for rule in ("AwsSolutions-APIG4", "AwsSolutions-COG4")]
+        Validations.of(method).acknowledge(*acknowledged)
 
     # A greedy resource keeps routing in one place (the function's resolver); API Gateway's job here
     # is to reject unsigned requests before they cost an invocation.

@@ -23,10 +23,10 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from scheduler.console_files import CONSOLE_PREFIX, console_file, console_headers
 from scheduler_local.lambda_context import LocalContext
 
 PUBLIC_PATHS = {"/v1/health"}
@@ -39,38 +39,6 @@ SOCKET_TIMEOUT = 15.0
 HANDLER_WAIT = 20.0
 #: The largest request body read (API Gateway's limit is 10 MB; job bodies are far smaller).
 MAX_BODY = 1_048_576
-#: The web console's static files (docs/console.md), served at /console/ without a token: they hold no data, and
-#: every API call the console makes carries the user's token.
-CONSOLE_DIR = Path(__file__).resolve().parents[2] / "console"
-CONSOLE_PREFIX = "/console"
-CONSOLE_TYPES = {
-    ".html": "text/html; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".mjs": "text/javascript; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".png": "image/png",
-    ".svg": "image/svg+xml",
-}
-
-#: The console runs only its own scripts and styles, and talks only to this origin.
-CONSOLE_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
-)
-
-
-def console_file(path: str, root: Path = CONSOLE_DIR) -> tuple[bytes, str] | None:
-    """The console file that `path` (under /console/) names, with its content type; None for anything else: a
-    path outside the console's folder (`..`, a symlink out), a folder, or a file of a type it does not serve."""
-    relative = path[len(CONSOLE_PREFIX) :].lstrip("/") or "index.html"
-    try:
-        base = root.resolve()
-        file = (base / relative).resolve()
-    except (OSError, ValueError):
-        return None
-    if not file.is_relative_to(base) or not file.is_file() or file.suffix not in CONSOLE_TYPES:
-        return None
-    return file.read_bytes(), CONSOLE_TYPES[file.suffix]
 
 
 def parse_tokens(spec: str) -> dict[str, str]:
@@ -222,11 +190,9 @@ def make_handler(invoke: Any, tokens: dict[str, str]) -> type[BaseHTTPRequestHan
                 return
             data, content_type = found
             self.send_response(200)
-            self.send_header("Content-Type", content_type)
+            for name, value in console_headers(content_type).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Content-Security-Policy", CONSOLE_CSP)
             self.end_headers()
             if self.command == "GET":
                 self.wfile.write(data)

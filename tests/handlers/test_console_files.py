@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from scheduler_local.api_server import CONSOLE_DIR, BoundedServer, console_file, make_handler
+from scheduler.console_files import CONSOLE_DIR, console_file
+from scheduler_local.api_server import BoundedServer, make_handler
 
 
 def no_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -84,3 +85,35 @@ def test_a_symlink_out_of_the_console_folder_is_not_followed(tmp_path: Path) -> 
     # Then its own file is served and the link is not
     assert console_file("/console/app.js", root) == (b"app", "text/javascript; charset=utf-8")
     assert console_file("/console/leak.js", root) is None
+
+
+# -- on AWS: the api function serves the same files at GET /console/... (no credentials) ---------------------
+
+
+def lambda_get(path: str) -> tuple[int, dict[str, str], str]:
+    from scheduler.handlers import api
+    from scheduler_local.api_server import to_event
+    from scheduler_local.lambda_context import LocalContext
+
+    answer = api.lambda_handler(to_event("GET", path, {}, b"", None, "127.0.0.1"), LocalContext("punctual-api", 29))
+    headers = {k.lower(): v for k, v in (answer.get("headers") or {}).items()}
+    for key, values in (answer.get("multiValueHeaders") or {}).items():
+        headers[key.lower()] = ", ".join(values)
+    return int(answer["statusCode"]), headers, answer.get("body") or ""
+
+
+def test_the_api_function_serves_the_console_without_credentials() -> None:
+    status, headers, body = lambda_get("/console/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert body == (CONSOLE_DIR / "index.html").read_text()
+    assert "connect-src 'self'" in headers["content-security-policy"]
+    status, _, body = lambda_get("/console/vendor/htm-preact-standalone-3.1.1.mjs")
+    assert status == 200 and body == (CONSOLE_DIR / "vendor" / "htm-preact-standalone-3.1.1.mjs").read_text()
+    status, headers, _ = lambda_get("/console")
+    assert status == 308 and headers["location"] == "console/"
+
+
+@pytest.mark.parametrize("path", ["/console/nope.js", "/console/%2e%2e%2fsettings.py", "/console/vendor/LICENSE.htm"])
+def test_the_api_function_serves_nothing_else_under_console(path: str) -> None:
+    status, headers, _ = lambda_get(path)
+    assert status == 404 and headers["content-type"] == "application/problem+json"

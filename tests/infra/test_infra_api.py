@@ -21,17 +21,18 @@ def _methods(synthesized) -> dict[str, dict]:
     }
 
 
-def test_routes_are_health_and_a_v1_proxy(default) -> None:
-    assert set(_methods(default)) == {"GET /v1/health", "ANY /v1/{proxy+}"}
+PUBLIC = {"GET /v1/health", "GET /console", "GET /console/{proxy+}"}
 
 
-def test_health_is_the_only_unauthenticated_method(default) -> None:
+def test_routes_are_health_the_console_files_and_a_v1_proxy(default) -> None:
+    assert set(_methods(default)) == PUBLIC | {"ANY /v1/{proxy+}"}
+
+
+def test_health_and_the_console_files_are_the_only_unauthenticated_methods(default) -> None:
     methods = _methods(default)
 
-    assert methods["GET /v1/health"]["AuthorizationType"] == "NONE"
     for route, method in methods.items():
-        if route != "GET /v1/health":
-            assert method["AuthorizationType"] == "AWS_IAM", route
+        assert method["AuthorizationType"] == ("NONE" if route in PUBLIC else "AWS_IAM"), route
 
 
 def test_every_method_proxies_to_the_api_function(default) -> None:
@@ -53,7 +54,7 @@ def test_api_function_may_be_invoked_only_by_this_api_stage(default) -> None:
         if permission["Properties"]["FunctionName"] == {"Fn::GetAtt": [api_id, "Arn"]}
     ]
 
-    assert len(permissions) == 2  # one per method; no test-invoke permissions
+    assert len(permissions) == 4  # one per method (health, the console two, the proxy); no test-invoke ones
     for permission in permissions:
         assert permission["Principal"] == "apigateway.amazonaws.com"
         source = json.dumps(permission["SourceArn"])

@@ -505,3 +505,13 @@ def test_a_tenant_is_refused_another_tenants_queue_and_reaches_its_own(
     key = messages[0]["MessageAttributes"]
     assert tenants.job_a in json.dumps(key), key
     assert not sqs.receive_message(QueueUrl=tenants.queue_b, WaitTimeSeconds=1).get("Messages")
+
+
+def test_the_deployed_api_serves_the_console_without_credentials(deployment: Deployment) -> None:
+    # The stack's public GET /console/{proxy+} resource, answered by the api function from its packaged files
+    import urllib.request
+
+    with urllib.request.urlopen(deployment.api_url + "console/", timeout=30) as page:
+        assert page.status == 200 and page.headers["Content-Type"].startswith("text/html")
+        assert b"punctual" in page.read().lower()
+        assert "connect-src 'self'" in page.headers["Content-Security-Policy"]

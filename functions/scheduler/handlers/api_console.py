@@ -1,0 +1,36 @@
+"""The web console on AWS: its static files from the `scheduler` package, at `GET /console/...` on the same API (an
+unauthorised API Gateway resource: the files hold no data, and each API call the console makes is signed by the
+user's own credentials; docs/console.md)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from scheduler.console_files import CONSOLE_PREFIX, console_file, console_headers
+from scheduler.handlers.api_problems import problem_response
+from scheduler.handlers.api_requests import app
+
+
+def _serve(path: str) -> Response[str]:
+    found = console_file(path)
+    if found is None or not found[1].startswith("text/"):
+        return problem_response(404, "Not Found", f"no console file at {path}; open {CONSOLE_PREFIX}/")
+    data, content_type = found
+    return Response(200, content_type, data.decode("utf-8"), headers=console_headers(content_type))
+
+
+@app.get(CONSOLE_PREFIX)
+def console_index() -> Response[str]:
+    if not app.current_event.path.endswith("/"):  # the page's relative URLs resolve against .../console/
+        return Response(308, "text/plain", "", headers={"Location": "console/"})
+    return _serve(CONSOLE_PREFIX + "/")
+
+
+@app.get(CONSOLE_PREFIX + "/<name>")
+def console_file_route(name: str) -> Response[str]:
+    return _serve(f"{CONSOLE_PREFIX}/{name}")
+
+
+@app.get(CONSOLE_PREFIX + "/vendor/<name>")
+def console_vendor_file(name: str) -> Response[str]:
+    return _serve(f"{CONSOLE_PREFIX}/vendor/{name}")
