@@ -44,6 +44,12 @@ def console_stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPa
     yield from serve(LocalStack(Path(tmp_path_factory.mktemp("console")), aws_endpoints, f"{TOKEN}=console"))
 
 
+def _attempts(stack: LocalStack, job_id: str) -> int:
+    """The highest fencing token the newest run's attempts were made with (each attempt claims the next)."""
+    runs = stack.call("GET", f"/v1/jobs/{job_id}/runs", token=TOKEN)[1]["runs"]
+    return max((int(entry["epoch"]) for entry in runs[0]["history"]), default=0) if runs else 0
+
+
 def newest_run_state(stack: LocalStack, job_id: str) -> str | None:
     runs = stack.call("GET", f"/v1/jobs/{job_id}/runs", token=TOKEN)[1]["runs"]
     return str(runs[0]["state"]) if runs else None
@@ -109,6 +115,11 @@ def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
     assert "watched it fire" in names and "charts" in names and names[-1] == "done"
     _, job, _ = stack.call("GET", f"/v1/jobs/{rate_id}", token=TOKEN)
     assert job["state"] == "PAUSED"
+    if "retried the dead run" in names:  # the retry ran the same occurrence again: a new attempt, a new token
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _attempts(stack, failing_id) >= 2:
+            time.sleep(1)
+        assert _attempts(stack, failing_id) >= 2
     assert {f"{page}.png" for page in ("sign-in", "jobs", "job", "dead-letters", "forecast")} <= {
         p.name for p in shots.iterdir()
     }
