@@ -72,12 +72,19 @@ def _home_of(settings: Settings) -> Home:
     return Home.of(account, settings.region)
 
 
+def _account_and_name(arn: str) -> tuple[str, str]:
+    """The account and the rest of an ARN (`arn:partition:service:region:ACCOUNT:REST`)."""
+    parts = arn.split(":", 5)
+    return parts[4], parts[5]
+
+
 @dataclass(frozen=True)
 class OwnResources:
     """What belongs to the scheduler itself."""
 
-    #: The ready queues (every lane) and the DLQ, as ARNs.
-    queues: frozenset[str]
+    #: The ready queues (every lane) and the DLQ, as (account, name): compared whatever region a URL's host implies
+    #: (refusing more here costs no tenant anything).
+    queues: frozenset[tuple[str, str]]
     #: The completion bus's ARN; None when it is the account's default bus (shared with tenants' own events).
     event_bus: str | None
     #: Resource-name prefixes of the stack (`<stack name>-`).
@@ -89,7 +96,7 @@ class OwnResources:
     def of(cls, settings: Settings) -> OwnResources:
         home = _home_of(settings)
         urls = (settings.ready_queue_url, settings.ready_queue_high_url, settings.ready_queue_low_url, settings.dlq_url)
-        queues = frozenset(sqs_queue_arn(url, home) for url in urls if url)
+        queues = frozenset(_account_and_name(sqs_queue_arn(url, home)) for url in urls if url)
         bus = event_bus_arn(settings.event_bus_name, home)
         prefixes = (f"{settings.stack_name}-",) if settings.stack_name else ()
         return cls(queues, None if bus.endswith("event-bus/default") else bus, prefixes, home)
@@ -164,10 +171,7 @@ class TargetPolicy:
         if isinstance(target, HandlerTarget):
             return None
         name = resource_name(resource)
-        # The scheduler's queues by account and name whatever the region a URL's host implies: refusing more here
-        # costs no tenant anything.
-        own_queues = {tuple(arn.split(":")[4:]) for arn in self.own.queues}
-        if tuple(resource.split(":")[4:]) in own_queues or resource == self.own.event_bus or self.own.owns_name(name):
+        if _account_and_name(resource) in self.own.queues or resource == self.own.event_bus or self.own.owns_name(name):
             return TargetRefused(field, f"'{_address(target)}' {mine} (its queues, completion bus or stack)")
         if isinstance(target, EventBridgeTarget):
             namespace = target.source.split(".", 1)[0].lower()
