@@ -13,10 +13,11 @@ import pytest
 from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import Job, JobSpec, JobState
-from scheduler.core.ports import TargetCall, TargetFailure
+from scheduler.core.model import JobSpec
+from scheduler.core.ports import TargetFailure
 from scheduler.settings import LOCAL_SIGNING_KEYS, Settings
 from scheduler.signing import KeyRing
+from tests.unit.test_http_guard import call_of
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 PUBLIC = "93.184.216.34"  # a literal public address: no DNS
@@ -28,11 +29,6 @@ def spec(url: str) -> JobSpec:
     return JobSpec.model_validate(
         {"schedule": {"type": "once", "at": "2026-03-01T00:00:00Z"}, "target": {"type": "http", "url": url}}
     )
-
-
-def call_of(job_spec: JobSpec) -> TargetCall:
-    job = Job(job_id="j1", tenant="t", spec=job_spec, version=1, state=JobState.ACTIVE, created_at=T0, updated_at=T0)
-    return TargetCall(job, "j1:x", T0, 1, 1, lambda: None, T0)
 
 
 @pytest.fixture
