@@ -271,9 +271,6 @@ def main() -> int:
             "SCHEDULER_DEV_TOKENS": os.environ.get("SCHEDULER_DEV_TOKENS") or "dev-token=dev",
             # Local development calls receivers on this machine; on AWS private targets are refused by default.
             "SCHEDULER_ALLOW_PRIVATE_TARGETS": os.environ.get("SCHEDULER_ALLOW_PRIVATE_TARGETS", "true"),
-            # One developer's tenants share the local AWS targets and example handlers; on AWS they are closed
-            # unless the operator opens them (docs/security.md, "Tenant isolation at AWS targets").
-            "SCHEDULER_DEFAULT_TARGETS_OPEN": os.environ.get("SCHEDULER_DEFAULT_TARGETS_OPEN", "true"),
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "functions"), os.environ.get("PYTHONPATH")])),

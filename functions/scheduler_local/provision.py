@@ -48,6 +48,9 @@ class Resources:
             "SCHEDULER_LOCAL_MODE": "true",
             # The example handler targets (payments.charge) are registered on the local stack only.
             "SCHEDULER_HANDLER_MODULES": '["scheduler.examples"]',
+            # One developer's tenants share the local AWS targets and example handlers; on AWS they are closed unless
+            # the operator opens them (docs/security.md, "Tenant isolation at AWS targets").
+            "SCHEDULER_DEFAULT_TARGETS_OPEN": os.environ.get("SCHEDULER_DEFAULT_TARGETS_OPEN", "true"),
             # One developer's herds and benchmarks are not throttled per tenant unless asked (on AWS: 20 a second).
             "SCHEDULER_TENANT_REQUEST_RATE": os.environ.get("SCHEDULER_TENANT_REQUEST_RATE", "0"),
         }

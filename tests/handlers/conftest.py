@@ -56,8 +56,6 @@ def env(resources: Resources, monkeypatch: pytest.MonkeyPatch) -> Iterator[Resou
     for name, value in resources.env().items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("SCHEDULER_ALLOW_PRIVATE_TARGETS", "true")
-    # As the local stack: one developer's tenants share the local targets (tests of isolation set their own).
-    monkeypatch.setenv("SCHEDULER_DEFAULT_TARGETS_OPEN", "true")
     for name in ("SCHEDULER_SIGNING_SECRET", "SCHEDULER_SIGNING_SECRET_ARN", "SCHEDULER_SHARD_COUNT"):
         monkeypatch.delenv(name, raising=False)
     # The stack sets POWERTOOLS_METRICS_NAMESPACE; the handlers' Metrics objects read it at import time.

@@ -27,8 +27,6 @@ def api_url(resources: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
     for name, value in resources.env().items():
         monkeypatch.setenv(name, value)
-    # As the local stack: one developer's tenants share its targets and example handlers.
-    monkeypatch.setenv("SCHEDULER_DEFAULT_TARGETS_OPEN", "true")
     for name in ("SCHEDULER_SIGNING_SECRET", "SCHEDULER_SIGNING_SECRET_ARN", "SCHEDULER_SHARD_COUNT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(api.metrics.provider, "namespace", "PunctualTest")
