@@ -84,7 +84,7 @@ def test_an_unreachable_api_is_exit_5() -> None:
 
 
 def test_with_json_an_unreachable_api_is_a_problem_document_too() -> None:
-    # issue 20, item 6: connection errors printed plain text under --json
+    # under --json a connection error is a problem document, not plain text
     def down(request: HttpRequest, timeout: float) -> Any:
         raise TransportError(f"cannot reach {request.url}: connection refused")
 

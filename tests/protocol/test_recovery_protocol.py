@@ -1,4 +1,4 @@
-"""Bounded recovery (issue 15) under crashes, against both backends: a worker takes a batch, holds it for the
+"""Bounded recovery under crashes, against both backends: a worker takes a batch, holds it for the
 hold time (20 s, one visibility change for the batch), and dies right before or right after the hold, or at a
 ledger step or target call of any record. Every message of the batch must be received again within the hold time
 of the crash (only a crash before the hold, the window the event source mapping owns on AWS, falls back to the

@@ -444,7 +444,7 @@ def test_pause_resume_and_cancel_of_a_dispatched_chain_cost_no_message_again(wor
     dispatched = len(world.sent(job.job_id))
     assert dispatched > 150
 
-    # When it is paused, resumed 10 s later and cancelled (issue 20, item 5: each re-sent the whole plan)
+    # When it is paused, resumed 10 s later and cancelled (none of them may re-send the whole plan)
     world.service.pause(TENANT, job.job_id)
     assert len(world.sent(job.job_id)) == dispatched
     world.clock.advance(10)
@@ -462,7 +462,7 @@ def test_pause_resume_and_cancel_of_a_dispatched_chain_cost_no_message_again(wor
 
 def paused_inside_the_look_ahead(world: World, policy: str) -> tuple[str, FakeTarget]:
     """A job every 2 s, run by a worker for 8 s, paused for a minute and a half and resumed: its messages for the
-    pause were queued before it (issue 20, item 2)."""
+    pause were queued before it."""
     job = world.create(EVERY_2S, misfire_policy=policy)
     target = FakeTarget(world.clock)
     executor = world.executor(target)

@@ -534,7 +534,7 @@ def test_occurrences_keep_millisecond_precision_only() -> None:
 @pytest.mark.parametrize("instant", ["0001-01-01T00:00:00Z", "0096-05-19T12:44:20.552Z", "1969-12-31T23:59:59Z",
                                      "2200-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])  # fmt: skip
 def test_instants_outside_1970_to_2200_are_refused_with_a_clear_message(instant: str) -> None:
-    # issue 20, item 7: years 0096-0681 were stored and came back as "96-05-19T12:44:20.552Z"
+    # years before 1970 (e.g. 0096) would not survive the stored RFC 3339 form ("96-05-19T12:44:20.552Z")
     from pydantic import ValidationError
 
     from scheduler.core.model import BackfillRequest, JobSpec

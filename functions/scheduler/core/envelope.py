@@ -1,4 +1,4 @@
-"""Several occurrences in one ready-queue message (docs/design.md §3.4; issue 14).
+"""Several occurrences in one ready-queue message (docs/design.md §3.4).
 
 SQS bills every request, and a message is the unit of each: the sweeper's send, the event source mapping's receive
 and delete, and the worker's batch hold are one request per 10 messages each, 0.4 a fire when every message
