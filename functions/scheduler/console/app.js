@@ -1,6 +1,7 @@
 // The punctual console: Preact + htm (vendored, no build step), hash routes, every number from the tenant API.
 import { html, render, useState, useEffect, useCallback } from "./vendor/htm-preact-standalone-3.1.1.mjs";
 import { call, features, loadCredentials, saveCredentials, enc, fill, ApiError } from "./api.js";
+import { BulkBar } from "./bulk.js";
 
 // ---- small pieces --------------------------------------------------------------------------------------------
 
@@ -190,6 +191,7 @@ function Jobs({ features: f, query }) {
       <button type="submit">Apply</button>
     </form>
     ${f.labelFilter ? null : html`<p class="note">This API has no label filter; labels arrive with a newer API.</p>`}
+    <${BulkBar} features=${f} selectors=${params.getAll("label").filter(Boolean)} onDone=${() => load(null)} />
     <${Problem} error=${error} />
     <table aria-label="jobs">
       <thead><tr><th>Name</th><th>State</th><th>Schedule</th><th>Next run</th><th>Last run</th><th>Labels</th></tr></thead>
