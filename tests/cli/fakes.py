@@ -1,5 +1,5 @@
 """What the CLI's unit tests share: the SDK tests' scripted API (tests/sdk/client/fake_api.py) making the CLI's
-client, and `run`, the `punctual` command run in this process."""
+client, and `run`, the `punctual` command run in this process (`usage_error`: one that argparse refuses)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from punctual_cli.main import main
 from tests.sdk.client import fake_api
 from tests.sdk.client.fake_api import BASE, job_json, problem
 
-__all__ = ["BASE", "FakeApi", "Result", "job_json", "problem", "run"]
+__all__ = ["BASE", "FakeApi", "Result", "job_json", "problem", "run", "usage_error"]
 
 
 class FakeApi(fake_api.FakeApi):
@@ -41,3 +41,13 @@ def run(*argv: str, client: SchedulerClient | None = None) -> Result:
     with redirect_stdout(out), redirect_stderr(err):
         code = main(list(argv), client=client, stdout=out, stderr=err)
     return Result(code, out.getvalue(), err.getvalue())
+
+
+def usage_error(*argv: str) -> Result:
+    """Run `punctual ARGV` against a scripted API that answers nothing, and check it is refused as a usage error:
+    exit 2, the reason on stderr, nothing sent."""
+    api = FakeApi()
+    result = run(*argv, client=api.client())
+    assert (result.code, api.requests) == (2, [])
+    assert result.err
+    return result
