@@ -382,4 +382,51 @@ def paths() -> dict[str, Any]:
             "responses": {"200": _json("the operation", "BulkOperation"), "404": _problem("no such operation")},
         },
     }
+    paths.update(operator_paths())
     return paths
+
+
+def operator_paths() -> dict[str, Any]:
+    """The operator's view (scheduler.handlers.api_operator), its response schema inlined from its model."""
+    from scheduler.handlers.api_operator import OperatorStatus
+
+    schema = OperatorStatus.model_json_schema(mode="serialization")
+    return {
+        "/v1/operator/status": {
+            "get": {
+                "summary": "every lane's load and the dispatch lag (operators only; no job of any tenant)",
+                "description": (
+                    "Each priority lane's ready-queue depth and oldest message, the dead-letter queue, the sweep "
+                    "watermark's lag behind now and the last hour's metrics: what `punctual status` shows. Only the "
+                    "tenants listed in the `operators` setting may read it."
+                ),
+                "responses": {
+                    "200": {
+                        "description": "the lanes and the lag",
+                        "content": {"application/json": {"schema": _inlined(schema)}},
+                    },
+                    "403": _problem(
+                        "not an operator (the detail names the `operators` setting), or a principal that cannot "
+                        "be a tenant"
+                    ),
+                },
+            }
+        }
+    }
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its `$defs` references replaced by the definitions themselves (one self-contained schema)."""
+    definitions = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            reference = node.get("$ref", "")
+            if reference.startswith("#/$defs/"):
+                return inline(definitions[reference.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    return dict(inline(schema))
