@@ -88,6 +88,7 @@ export async function features() {
     byExternalId: Object.keys(paths).some((p) => p.startsWith("/v1/jobs/by-external-id/")),
     retryPath: retryPath || null,
     bulk: bulkPath || null,
+    operator: Boolean(paths["/v1/operator/status"]?.get),
   };
 }
 
