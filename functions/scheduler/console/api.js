@@ -89,6 +89,7 @@ export async function features() {
     byExternalId: Object.keys(paths).some((p) => p.startsWith("/v1/jobs/by-external-id/")),
     retryPath: retryPath || null,
     bulk: paths["/v1/jobs/bulk"]?.post ? "/v1/jobs/bulk" : null,
+    operator: Boolean(paths["/v1/operator/status"]?.get),
   };
 }
 

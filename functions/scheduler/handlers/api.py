@@ -26,6 +26,7 @@ from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import (
     api_bulk,  # noqa: F401  (registers the bulk action routes)
     api_console,  # noqa: F401  (registers the console's files)
+    api_operator,  # noqa: F401  (registers the operator's view)
     api_runs,  # noqa: F401  (registers the runs and backfill routes)
     api_signing,  # noqa: F401  (registers the signing keys' routes)
     wiring,
