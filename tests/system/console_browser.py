@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +190,9 @@ def bulk_pause(page: Page, bulk: dict[str, Any], shots: Path) -> None:
     step("bulk refused with the API's detail")
 
 
-def main() -> None:
+def run(scenario: Callable[[Page, dict[str, Any], Path], None]) -> None:
+    """Run a browser scenario on the JSON argument it was given: one chromium page, a failure.png when a step
+    fails, and a failure when the page threw."""
     given = json.loads(sys.argv[1])
     shots = Path(given["screenshots"])
     shots.mkdir(parents=True, exist_ok=True)
@@ -212,4 +215,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(scenario)

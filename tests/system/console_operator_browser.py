@@ -6,16 +6,12 @@ step fails.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from console_browser import STEP_TIMEOUT, shoot, step  # the same folder: the script's own path comes first
-from playwright.sync_api import Page, expect, sync_playwright  # only in .local/browser's venv
+from console_browser import STEP_TIMEOUT, run, shoot, step  # the same folder: the script's own path comes first
+from playwright.sync_api import Page, expect  # only in .local/browser's venv
 
 
 def sign_in(page: Page, base: str, token: str) -> None:
@@ -74,27 +70,5 @@ def scenario(page: Page, given: dict[str, Any], shots: Path) -> None:
     step("a tenant is told it is not an operator")
 
 
-def main() -> None:
-    given = json.loads(sys.argv[1])
-    shots = Path(given["screenshots"])
-    shots.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=os.environ["CHROMIUM"], headless=True)
-        page = browser.new_page(viewport={"width": 1280, "height": 860})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        try:
-            scenario(page, given, shots)
-        except Exception:
-            page.screenshot(path=str(shots / "failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
-        if errors:
-            raise SystemExit(f"the page threw: {errors}")
-    step("done", seconds=round(time.monotonic() - started, 1))
-
-
 if __name__ == "__main__":
-    main()
+    run(scenario)

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -176,6 +177,16 @@ class Browser:
             text=True,
             timeout=timeout,
         )
+
+    def steps(self, script: str, given: Mapping[str, Any], timeout: float) -> list[str]:
+        """Run the scenario, echo what it printed, fail with its reason (and where its failure.png is) unless it
+        succeeded, and return the names of the steps it checked, in order."""
+        result = self.run(script, given, timeout)
+        steps = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+        sys.stdout.write(result.stdout)
+        shots = given.get("screenshots")
+        assert result.returncode == 0, f"{result.stderr[-4000:]}\nsteps: {steps}\n(see {shots}/failure.png)"
+        return [str(s["step"]) for s in steps]
 
 
 @pytest.fixture(scope="session")

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import LocalStack, Receiver, serve
-from test_console import browser  # noqa: F401  (the fixture: chromium and Playwright, installed when missing)
+from harness import Browser, LocalStack, Receiver, serve
 
 pytestmark = pytest.mark.system
 
@@ -45,7 +42,7 @@ def swept_status(stack: LocalStack, timeout: float = 30) -> dict[str, Any]:
 
 def test_the_operator_page_shows_the_lanes_to_an_operator_only(
     operator_stack: LocalStack,
-    browser: dict[str, str],  # noqa: F811
+    browser: Browser,
     receiver: Receiver,
     tmp_path: Path,
 ) -> None:
@@ -72,19 +69,9 @@ def test_the_operator_page_shows_the_lanes_to_an_operator_only(
         "normal_queue": status["lanes"][1]["queue"],
         "screenshots": str(shots),
     }
-    result = subprocess.run(
-        [browser["BROWSER_PYTHON"], str(Path(__file__).with_name("console_operator_browser.py")), json.dumps(given)],
-        env={**os.environ, "CHROMIUM": browser["CHROMIUM"]},
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
-    steps = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    sys.stdout.write(result.stdout)
-    assert result.returncode == 0, f"{result.stderr[-4000:]}\nsteps: {steps}\n(see {shots}/failure.png)"
+    names = browser.steps("console_operator_browser.py", given, timeout=150)
 
     # Then the operator saw the lanes and the lag, the tenant the reason, and the page is on file
-    names = [s["step"] for s in steps]
     assert names[-1] == "done"
     assert {"lanes shown", "lag shown, no job", "a tenant is told it is not an operator"} <= set(names)
     assert (shots / "operator.png").is_file()
