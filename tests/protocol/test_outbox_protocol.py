@@ -67,8 +67,10 @@ def test_a_worker_crash_around_the_outbox_loses_no_event(world: World, port: str
         sweeper.sweep(world.deadline())
     assert crashed
 
-    # When a fault-free system carries on (sweeps drain the outbox; the dead worker's message comes back)
-    world.run_until(END + timedelta(minutes=15))
+    # When a fault-free system carries on (sweeps drain the outbox; the dead worker's message comes back), sweeping
+    # every 15 s of fake time: twice within the outbox's settle time (30 s), eight times within a message's hiding
+    # (120 s)
+    world.run_until(END + timedelta(minutes=15), step=15)
 
     # Then every terminal outcome was published, nothing is left in the outbox, and an outcome was published
     # twice at most (only the crashed one can be), always under the same event id
@@ -81,13 +83,13 @@ def test_outcomes_recorded_while_the_bus_was_down_are_published_by_the_sweeps_on
     # Given the bus refuses every event while the workload runs (the workers acknowledge their messages anyway)
     workload(world)
     world.events.failing = True
-    world.run_until(END + timedelta(minutes=2))
+    world.run_until(END + timedelta(minutes=2), step=15)
     assert world.events.published == []
     assert world.ledger.pending_outbox(100)
 
     # When it is back, the sweeps (not the workers: their messages are gone) publish every outcome, once
     world.events.failing = False
-    world.run_until(END + timedelta(minutes=3))
+    world.run_until(END + timedelta(minutes=3), step=15)
 
     published = assert_every_outcome_published(world)
     assert set(published.values()) == {1}
