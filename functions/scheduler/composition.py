@@ -4,8 +4,9 @@
 admission, the outbox, the execution budgets, the job and backfill services, the sweeper, the executor, a
 worker's batch hold) over whatever implements the core's ports. The Lambda handlers compose it over DynamoDB and
 SQS (`scheduler.handlers.wiring.build`); the unit fixtures, the protocol tests and the simulator over memory (or
-fault-injecting) stores. What Settings cannot say (the simulator's seal margin, a test's short sweep safety) is a
-`Configs` derived from them and changed where needed.
+fault-injecting) stores (`memory_stores` makes them, wired as they share tables in DynamoDB). What Settings
+cannot say (the simulator's seal margin, a test's short sweep safety) is a `Configs` derived from them and changed
+where needed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from scheduler.adapters.memory import (
+    MemoryBackfillStore,
+    MemoryEventPublisher,
+    MemoryJobStore,
+    MemoryLedger,
+    MemoryOperationStore,
+    MemoryQueue,
+    MemoryRequestWindows,
+    MemoryTenantBudgets,
+    MemoryTenantSlots,
+    MemoryTimerStore,
+)
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.bulk import BulkService, OperationStore
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
@@ -69,6 +82,48 @@ class Stores:
     request_windows: RequestWindows | None = None
     #: Bulk actions' progress (`scheduler.core.bulk`); None: no bulk actions.
     operations: OperationStore | None = None
+
+
+@dataclass(frozen=True)
+class MemoryStores(Stores):
+    """Every store in memory (`memory_stores`), typed as what they are so that a test can read their state."""
+
+    jobs: MemoryJobStore
+    timers: MemoryTimerStore
+    ledger: MemoryLedger
+    queue: ReadyQueue
+    backfills: MemoryBackfillStore
+    tenant_budgets: MemoryTenantBudgets
+    tenant_slots: MemoryTenantSlots
+    events: MemoryEventPublisher
+    request_windows: MemoryRequestWindows
+    operations: MemoryOperationStore
+
+
+def memory_stores(
+    clock: Clock,
+    shard_count: int = 1,
+    *,
+    queue: ReadyQueue | None = None,
+    timers: Callable[[int], MemoryTimerStore] = MemoryTimerStore,
+    jobs: Callable[[MemoryTimerStore], MemoryJobStore] = MemoryJobStore,
+) -> MemoryStores:
+    """Every store in memory, wired as they share tables in DynamoDB: the job store writes its timers into the timer
+    store, whose sweeps release its tenants' quota. `queue` defaults to a `MemoryQueue` on `clock`; `timers` and
+    `jobs` make the two wired stores (a subclass of either, such as a simulator's broken variant)."""
+    timer_store = timers(shard_count)
+    return MemoryStores(
+        jobs=jobs(timer_store),
+        timers=timer_store,
+        ledger=MemoryLedger(),
+        queue=queue if queue is not None else MemoryQueue(clock),
+        backfills=MemoryBackfillStore(),
+        tenant_budgets=MemoryTenantBudgets(),
+        tenant_slots=MemoryTenantSlots(),
+        events=MemoryEventPublisher(),
+        request_windows=MemoryRequestWindows(),
+        operations=MemoryOperationStore(),
+    )
 
 
 def fairness_of(settings: Settings) -> FairnessConfig | None:

@@ -226,7 +226,7 @@ class Variant:
     ledger: Callable[[], memory.MemoryLedger] = memory.MemoryLedger
     rewrite: Callable[[Dispatch, random.Random], Dispatch] | None = None
     timers: Callable[[int], memory.MemoryTimerStore] = memory.MemoryTimerStore
-    jobs: Callable[[], memory.MemoryJobStore] = memory.MemoryJobStore
+    jobs: Callable[[memory.MemoryTimerStore], memory.MemoryJobStore] = memory.MemoryJobStore
     slots: Callable[[], memory.MemoryTenantSlots] = memory.MemoryTenantSlots
     budgets: Callable[[], memory.MemoryTenantBudgets] = memory.MemoryTenantBudgets
     backfills: Callable[[], memory.MemoryBackfillStore] = memory.MemoryBackfillStore

@@ -18,14 +18,11 @@ from datetime import datetime, timedelta
 
 from scheduler.adapters.memory import (
     FakeClock,
-    MemoryBackfillStore,
     MemoryJobStore,
-    MemoryLedger,
-    MemoryTenantBudgets,
-    MemoryTenantSlots,
     MemoryTimerStore,
     RecordingMetrics,
 )
+from scheduler.composition import memory_stores
 from scheduler.core.concurrency import ConcurrencyConfig
 from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.jobs import JobService
@@ -87,22 +84,27 @@ class Simulation:
         self.clock = FakeClock(self.workload.start)
         cfg = self.config
         shards = self.rng.randint(1, 3)
-        self.jobs = variant.jobs() if variant is not None else MemoryJobStore()
-        self.timers = variant.timers(shards) if variant is not None else MemoryTimerStore(shards)
-        self.jobs.attach(self.timers)
-        self.ledger = variant.ledger() if variant is not None else MemoryLedger()
         # Occurrences share messages as deployed (up to 10 of one tenant and instant).
         self.envelope = EnvelopeConfig()
         self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng, self.envelope)
+        stores = memory_stores(
+            self.clock,
+            shards,
+            queue=self.queue,
+            timers=variant.timers if variant is not None else MemoryTimerStore,
+            jobs=variant.jobs if variant is not None else MemoryJobStore,
+        )
+        self.jobs, self.timers = stores.jobs, stores.timers
+        self.ledger = variant.ledger() if variant is not None else stores.ledger
         self.sink = SinkTarget(self)
         self.metrics = RecordingMetrics()
         self.bus = SimEventBus(self)
-        self.backfills = variant.backfills() if variant is not None else MemoryBackfillStore()
+        self.backfills = variant.backfills() if variant is not None else stores.backfills
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
-        self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()
+        self.tenant_slots = variant.slots() if variant is not None else stores.tenant_slots
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
         # Per-tenant dispatch budgets in half the runs: the burst's tenant far below its burst (deferred timers).
-        self.tenant_budgets = variant.budgets() if variant is not None else MemoryTenantBudgets()
+        self.tenant_budgets = variant.budgets() if variant is not None else stores.tenant_budgets
         self.fairness = draw_fairness(random.Random(f"punctual-sim/budgets/{seed}"))
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say
         # that completion events are on (the outbox), the configuration is the run's own.

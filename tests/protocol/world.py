@@ -16,16 +16,13 @@ from scheduler.adapters.memory import (
     FakeClock,
     MemoryBatchVisibility,
     MemoryEventPublisher,
-    MemoryJobStore,
-    MemoryLedger,
     MemoryMessage,
     MemoryQueue,
-    MemoryTimerStore,
     QueuedMessage,
     RecordingMetrics,
 )
 from scheduler.adapters.threads import ThreadTaskPool
-from scheduler.composition import Configs, Container, Stores, compose
+from scheduler.composition import Configs, Container, Stores, compose, memory_stores
 from scheduler.core.chain import counts_as_active
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.envelope import MessageRunner
@@ -155,9 +152,8 @@ class World:
     def build(cls, backend: str, resources: Any = None, dynamodb: Any = None, start: datetime = T0) -> World:
         clock = FakeClock(start)
         if backend == "memory":
-            jobs, timers = MemoryJobStore(), MemoryTimerStore(SHARDS)
-            jobs.attach(timers)
-            ledger: Any = MemoryLedger()
+            memory = memory_stores(clock, SHARDS)
+            jobs, timers, ledger = memory.jobs, memory.timers, memory.ledger
         else:
             jobs = DynamoJobStore(resources.jobs_table, SHARDS, dynamodb)
             timers = DynamoTimerStore(resources.jobs_table, SHARDS, dynamodb)

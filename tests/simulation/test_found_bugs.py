@@ -21,14 +21,11 @@ import pytest
 
 from scheduler.adapters.memory import (
     FakeClock,
-    MemoryJobStore,
-    MemoryLedger,
-    MemoryQueue,
     MemoryTenantBudgets,
     MemoryTimerStore,
     RecordingMetrics,
 )
-from scheduler.composition import Configs, Container, Stores, compose
+from scheduler.composition import Configs, Container, Stores, compose, memory_stores
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
@@ -66,11 +63,8 @@ class World:
 
     def __init__(self, start: datetime = T0) -> None:
         self.clock = FakeClock(start)
-        self.jobs = MemoryJobStore()
-        self.timers = MemoryTimerStore(1)
-        self.jobs.attach(self.timers)
-        self.ledger = MemoryLedger()
-        self.queue = MemoryQueue(self.clock)
+        stores = memory_stores(self.clock)
+        self.jobs, self.timers, self.ledger, self.queue = stores.jobs, stores.timers, stores.ledger, stores.queue
         self.metrics = RecordingMetrics()
 
     def core(

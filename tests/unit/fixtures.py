@@ -30,7 +30,7 @@ from scheduler.adapters.memory import (
     QueuedMessage,
     RecordingMetrics,
 )
-from scheduler.composition import Configs, Container, Stores, compose
+from scheduler.composition import Configs, Container, compose, memory_stores
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import Dispatcher, timer_for
@@ -296,17 +296,8 @@ class World:
         """`fairness`: per-tenant dispatch budgets, `concurrency`: per-tenant execution budgets (None: none);
         `ids`: where new jobs' ids come from; `heartbeats`: real threads unless given."""
         clock = FakeClock(start)
-        jobs = MemoryJobStore()
-        timers = MemoryTimerStore(shard_count)
-        jobs.attach(timers)
-        ledger, queue, events, backfills = (
-            MemoryLedger(),
-            RecordingQueue(clock),
-            MemoryEventPublisher(),
-            MemoryBackfillStore(),
-        )
-        budgets, slots, metrics = MemoryTenantBudgets(), MemoryTenantSlots(), RecordingMetrics()
-        stores = Stores(jobs, timers, ledger, queue, backfills, budgets, slots, events)
+        stores = memory_stores(clock, shard_count, queue=RecordingQueue(clock))
+        metrics = RecordingMetrics()
         settings = settings_for(
             shard_count=shard_count,
             lookahead=lookahead,
@@ -327,8 +318,9 @@ class World:
         core = compose(settings, stores, clock, ids, metrics, configs=configs, sleep=clock.advance, heartbeats=beats)
         # The service's resolve publishes its outcome at once, as the api's does.
         service = core.job_service()
-        return cls(core, clock, jobs, timers, ledger, queue, metrics, events, backfills, budgets, slots, service,
-                   configs.backfill)  # fmt: skip
+        s = stores
+        return cls(core, clock, s.jobs, s.timers, s.ledger, s.queue, metrics, s.events, s.backfills, s.tenant_budgets,
+                   s.tenant_slots, service, configs.backfill)  # fmt: skip
 
     # -- time ---------------------------------------------------------------------------------------------
 
