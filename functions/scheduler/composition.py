@@ -220,9 +220,9 @@ def _any_target(tenant: str, spec: JobSpec) -> None:
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Container:
-    """The core's services over one set of stores (see `compose`)."""
+    """The core's services over one set of stores (see `compose`); a variant of it is a `dataclasses.replace`."""
 
     settings: Settings
     configs: Configs

@@ -146,7 +146,7 @@ class Actor:
             container.dispatcher.admission = broken(container.dispatcher.admission)
         outbox = sim.variant.outbox if sim.variant is not None else None
         if outbox is not None and container.outbox is not None:
-            container.outbox = outbox(container.outbox)
+            container = replace(container, outbox=outbox(container.outbox))
         return container
 
     def ready(self, now: datetime) -> bool:
