@@ -32,13 +32,13 @@ from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillServ
 from scheduler.core.bulk import BulkService, OperationStore
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
-from scheduler.core.envelope import EnvelopeConfig, MessageRunner
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
 from scheduler.core.model import JobSpec
+from scheduler.core.packing import MessageRunner, PackingConfig
 from scheduler.core.ports import (
     BackfillStore,
     BatchVisibility,
@@ -149,9 +149,9 @@ def request_limits_of(settings: Settings) -> RequestLimitConfig | None:
     return RequestLimitConfig(settings.tenant_request_rate, settings.tenant_request_window_seconds, per_tenant)
 
 
-def envelope_of(settings: Settings) -> EnvelopeConfig:
+def packing_of(settings: Settings) -> PackingConfig:
     """How occurrences share ready-queue messages (every queue adapter packs by it)."""
-    return EnvelopeConfig(settings.occurrences_per_message)
+    return PackingConfig(settings.occurrences_per_message)
 
 
 def concurrency_of(settings: Settings) -> ConcurrencyConfig | None:
@@ -172,7 +172,7 @@ class Configs:
     execute: ExecuteConfig
     backfill: BackfillConfig
     hold: HoldConfig
-    envelope: EnvelopeConfig
+    packing: PackingConfig
     fairness: FairnessConfig | None
     concurrency: ConcurrencyConfig | None
     max_active_jobs: int
@@ -207,7 +207,7 @@ class Configs:
             ),
             backfill=BackfillConfig(max_occurrences=s.backfill_max_occurrences, wave_size=s.backfill_wave_size),
             hold=HoldConfig(),
-            envelope=envelope_of(s),
+            packing=packing_of(s),
             fairness=fairness_of(s),
             concurrency=concurrency_of(s),
             max_active_jobs=s.max_active_jobs_per_tenant,

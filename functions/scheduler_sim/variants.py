@@ -11,12 +11,12 @@ from functools import partial
 from typing import Any
 
 from scheduler.adapters import memory
-from scheduler.core.envelope import MessageRunner
 from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox, outcome_events
 from scheduler.core.execute import Outcome, Why
 from scheduler.core.fairness import Admitted, TenantAdmission
 from scheduler.core.model import JobState, RunState
+from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import (
     Advance,
     AdvanceResult,

@@ -16,7 +16,7 @@ from scheduler.adapters.codec import (
     job_to_item,
 )
 from scheduler.adapters.dispatch_message import (
-    ENVELOPE_VERSION,
+    PACKED_VERSION,
     MalformedMessage,
     UnauthenticatedMessage,
     dispatch_from_body,
@@ -149,10 +149,10 @@ def test_a_body_sent_before_priority_lanes_reads_as_normal() -> None:
     assert dispatch_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY).priority == "normal"
 
 
-def test_an_envelope_carries_version_one_bodies_each_under_its_own_hmac() -> None:
+def test_an_packed_message_carries_version_one_bodies_each_under_its_own_hmac() -> None:
     dispatches = [Dispatch(f"j{i}", "tenant-a", T0, T0, 1) for i in range(3)]
     raw = json.loads(message_to_body(dispatches, LOCAL_MESSAGE_KEY))
-    assert raw["v"] == ENVELOPE_VERSION == 2
+    assert raw["v"] == PACKED_VERSION == 2
     assert [json.loads(dispatch_to_body(d, LOCAL_MESSAGE_KEY)) for d in dispatches] == raw["occurrences"]
     assert dispatches_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY) == dispatches
     # one occurrence that fails its HMAC makes the whole message unreadable

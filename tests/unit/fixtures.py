@@ -1,6 +1,6 @@
 """A small harness for unit tests of the core: fake clock, in-memory adapters, a scripted target.
 
-`World.build()` composes the services the Lambda handlers use (`scheduler.composition.compose`: JobService,
+`MemoryCore.build()` composes the services the Lambda handlers use (`scheduler.composition.compose`: JobService,
 Dispatcher, Sweeper, Executor, ...) over in-memory adapters, so a test can create jobs, sweep, deliver messages
 to workers and move time by hand.
 """
@@ -223,7 +223,7 @@ def settings_for(
 
 
 @dataclass
-class World:
+class MemoryCore:
     """The core composed over memory stores (`scheduler.composition.compose`), and the stores themselves."""
 
     core: Container
@@ -292,7 +292,7 @@ class World:
         concurrency: ConcurrencyConfig | None = None,
         ids: Ids = RANDOM_IDS,
         heartbeats: Heartbeats | None = None,
-    ) -> World:
+    ) -> MemoryCore:
         """`fairness`: per-tenant dispatch budgets, `concurrency`: per-tenant execution budgets (None: none);
         `ids`: where new jobs' ids come from; `heartbeats`: real threads unless given."""
         clock = FakeClock(start)

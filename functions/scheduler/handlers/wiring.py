@@ -42,7 +42,7 @@ from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.adapters.threads import ThreadTaskPool
-from scheduler.composition import Configs, Container, Stores, compose, envelope_of
+from scheduler.composition import Configs, Container, Stores, compose, packing_of
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
@@ -286,7 +286,7 @@ def build(
     lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
     key = message_key(resolve_secret(settings, "message_secret"))
     queue = SqsReadyQueue(
-        settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key, envelope=envelope_of(settings)
+        settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key, packing=packing_of(settings)
     )
     stores = Stores(
         jobs=DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb),

@@ -24,8 +24,8 @@ from scheduler.adapters.memory import (
 )
 from scheduler.composition import memory_stores
 from scheduler.core.concurrency import ConcurrencyConfig
-from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.jobs import JobService
+from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
 from scheduler.core.timefmt import rfc3339, truncate_ms
 from scheduler.settings import Settings
@@ -85,8 +85,8 @@ class Simulation:
         cfg = self.config
         shards = self.rng.randint(1, 3)
         # Occurrences share messages as deployed (up to 10 of one tenant and instant).
-        self.envelope = EnvelopeConfig()
-        self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng, self.envelope)
+        self.packing = PackingConfig()
+        self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng, self.packing)
         stores = memory_stores(
             self.clock,
             shards,
@@ -109,7 +109,7 @@ class Simulation:
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say
         # that completion events are on (the outbox), the configuration is the run's own.
         self.settings = Settings(completion_events=True, tenant_dispatch_rate=0)
-        self.configs = cfg.core(shards, self.exposure.seal_margin, self.envelope, self.fairness, self.concurrency)
+        self.configs = cfg.core(shards, self.exposure.seal_margin, self.packing, self.fairness, self.concurrency)
         self.dispatch_config = self.configs.dispatch
         self.sweep_config = self.configs.sweep
         self.execute_config = self.configs.execute
