@@ -11,6 +11,7 @@ where needed.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from scheduler.adapters.memory import (
     MemoryTenantBudgets,
     MemoryTenantSlots,
     MemoryTimerStore,
+    Snapshot,
 )
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.bulk import BulkService, OperationStore
@@ -107,15 +109,18 @@ def memory_stores(
     queue: ReadyQueue | None = None,
     timers: Callable[[int], MemoryTimerStore] = MemoryTimerStore,
     jobs: Callable[[MemoryTimerStore], MemoryJobStore] = MemoryJobStore,
+    ledger: Callable[[Snapshot], MemoryLedger] = MemoryLedger,
+    snapshot: Snapshot = copy.deepcopy,
 ) -> MemoryStores:
     """Every store in memory, wired as they share tables in DynamoDB: the job store writes its timers into the timer
     store, whose sweeps release its tenants' quota. `queue` defaults to a `MemoryQueue` on `clock`; `timers` and
-    `jobs` make the two wired stores (a subclass of either, such as a simulator's broken variant)."""
+    `jobs` make the two wired stores and `ledger` the ledger (a subclass of any, such as a simulator's broken variant);
+    `snapshot` is how the ledger copies the items it hands out."""
     timer_store = timers(shard_count)
     return MemoryStores(
         jobs=jobs(timer_store),
         timers=timer_store,
-        ledger=MemoryLedger(),
+        ledger=ledger(snapshot),
         queue=queue if queue is not None else MemoryQueue(clock),
         backfills=MemoryBackfillStore(),
         tenant_budgets=MemoryTenantBudgets(),

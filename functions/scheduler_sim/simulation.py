@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from scheduler.adapters.memory import (
     FakeClock,
     MemoryJobStore,
+    MemoryLedger,
     MemoryTimerStore,
     RecordingMetrics,
 )
@@ -33,7 +34,7 @@ from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, 
 from scheduler_sim.bad_input import invalid_request, stored_state
 from scheduler_sim.bus import SimEventBus
 from scheduler_sim.checker import check
-from scheduler_sim.determinism import SeededIds, cheap_core
+from scheduler_sim.determinism import SeededIds, quiet_logging, snapshot
 from scheduler_sim.faults import Crash, Exposure, FaultProfile, Throttled
 from scheduler_sim.quiescence import quiesce
 from scheduler_sim.records import (
@@ -93,9 +94,10 @@ class Simulation:
             queue=self.queue,
             timers=variant.timers if variant is not None else MemoryTimerStore,
             jobs=variant.jobs if variant is not None else MemoryJobStore,
+            ledger=variant.ledger if variant is not None else MemoryLedger,
+            snapshot=snapshot,
         )
-        self.jobs, self.timers = stores.jobs, stores.timers
-        self.ledger = variant.ledger() if variant is not None else stores.ledger
+        self.jobs, self.timers, self.ledger = stores.jobs, stores.timers, stores.ledger
         self.sink = SinkTarget(self)
         self.metrics = RecordingMetrics()
         self.bus = SimEventBus(self)
@@ -160,7 +162,7 @@ class Simulation:
 
     def run(self) -> SimResult:
         """Run the active phase, then quiesce, then check the invariants."""
-        with cheap_core():
+        with quiet_logging():
             self.trace("sim", f"seed {self.seed}: faults {self.profile.describe()}")
             offsets = ", ".join(f"{a.name} {a.clock.offset.total_seconds():+.3f}s" for a in self.actors.values())
             self.trace("sim", f"actors and clock offsets: {offsets}; {self.timers.shard_count} shard(s)")

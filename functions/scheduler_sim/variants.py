@@ -223,7 +223,7 @@ class Variant:
 
     name: str
     description: str
-    ledger: Callable[[], memory.MemoryLedger] = memory.MemoryLedger
+    ledger: Callable[[memory.Snapshot], memory.MemoryLedger] = memory.MemoryLedger
     rewrite: Callable[[Dispatch, random.Random], Dispatch] | None = None
     timers: Callable[[int], memory.MemoryTimerStore] = memory.MemoryTimerStore
     jobs: Callable[[memory.MemoryTimerStore], memory.MemoryJobStore] = memory.MemoryJobStore
