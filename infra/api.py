@@ -6,6 +6,7 @@ import json
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -58,7 +59,8 @@ class SchedulerApi(Construct):
     Grants: read/write the jobs table, read/write the executions table (run history, and settling a RECONCILING
     run through the API), send to the ready queue
     (the late lane for occurrences whose bucket is already sealed), read its secrets (the message key, to sign
-    the dispatches it sends; the v2 root keys, to hand tenants their jobs' keys) - never the v1 master secret.
+    the dispatches it sends; the v2 root keys, to hand tenants their jobs' keys) - never the v1 master secret; for
+    the operator's view, the queues' attributes and CloudWatch's GetMetricData.
     """
 
     def __init__(
@@ -80,6 +82,30 @@ class SchedulerApi(Construct):
         for queue in queues.lanes.values():
             queue.grant_send_messages(self.function)
         acknowledge_index_grants(self.handler.role, tables.jobs_table, tables.executions_table)
+        _grant_operator_view(self.handler, queues)
+
+
+#: The one action the api function may perform on every resource: CloudWatch's GetMetricData has no resource-level
+#: permissions (it takes only `*`).
+GET_METRIC_DATA = "cloudwatch:GetMetricData"
+
+
+def _grant_operator_view(handler: SchedulerFunction, queues: Queues) -> None:
+    """What `GET /v1/operator/status` reads (scheduler.handlers.api_operator): the depths of the lanes' ready
+    queues and of the dead-letter queue, and the metrics (the jobs table's watermark is among the table grants)."""
+    for queue in (*queues.lanes.values(), queues.dead_letter_queue):
+        queue.grant(handler.function, "sqs:GetQueueAttributes")
+    handler.function.add_to_role_policy(iam.PolicyStatement(actions=[GET_METRIC_DATA], resources=["*"]))
+    Validations.of(handler.role).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason=(
+                "cloudwatch:GetMetricData supports no resource-level permissions, so it is granted on `*`, alone in "
+                "its statement: the operator's view (GET /v1/operator/status, operators only) reads the "
+                "application metrics and the ready queues' oldest-message ages with it; it reads no data of a tenant."
+            ),
+        )
+    )
 
 
 def _build_rest_api(scope: Construct, config: PunctualConfig, access_logs: logs.ILogGroup) -> apigw.RestApi:

@@ -90,7 +90,9 @@ def function_setting(name: str, **bounds: Any) -> Any:
     `SCHEDULER_<NAME>` (infra.environment)."""
     source = Settings.model_fields[name]
     extra: FieldInfo = Field(**bounds)
-    return FieldInfo.merge_field_infos(source, extra, default=None, json_schema_extra={FUNCTION_SETTING: True})
+    return FieldInfo.merge_field_infos(
+        source, extra, default=None, default_factory=None, json_schema_extra={FUNCTION_SETTING: True}
+    )
 
 
 #: Marks the configuration fields that are settings of the functions (`function_setting`).
@@ -180,6 +182,9 @@ class PunctualConfig(BaseModel):
     #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.
     sweeper_reserved_concurrency: int = Field(default=2, ge=0, le=100)
     tenant_request_rate: float | None = function_setting("tenant_request_rate")
+    #: The tenants that may read the operator's view (`GET /v1/operator/status`), keyed as the API keys them (as in
+    #: `tenant_targets`). Unset: nobody.
+    operators: list[str] | None = function_setting("operators")
     #: API Gateway stage throttling: steady requests per second and burst.
     api_throttle_rate_limit: float = Field(default=50.0, gt=0, le=10_000)
     api_throttle_burst_limit: int = Field(default=100, ge=1, le=5_000)
@@ -241,6 +246,19 @@ class PunctualConfig(BaseModel):
                     "publish under (e.g. ['com.example.*']), so no tenant can publish under another's"
                 )
         return tenants
+
+    @field_validator("operators")
+    @classmethod
+    def _operators_keyed_as_the_api_keys_them(cls, operators: list[str] | None) -> list[str] | None:
+        for tenant in operators or ():
+            if not TENANT_KEY.match(tenant):
+                raise ValueError(
+                    f"{tenant!r} is not a tenant as the API names it: arn:aws:iam::<account>:role/<name>#<AROA...> "
+                    "(the role's RoleId, `aws iam get-role --role-name <name> --query Role.RoleId`) or "
+                    "arn:aws:iam::<account>:user/<name>#<AIDA...>; a key that matches no tenant makes nobody an "
+                    "operator"
+                )
+        return operators
 
     @model_validator(mode="after")
     def _allow_lists_within_the_grants(self) -> PunctualConfig:

@@ -67,7 +67,9 @@ def scheduler_environment(
     for name in function_settings():
         value = getattr(config, name)
         if value is not None:  # unset: the functions' own default applies
-            env[f"{ENV_PREFIX}{name.upper()}"] = str(value)
+            # A list goes as JSON, as the functions' Settings read it.
+            text = json.dumps(value, separators=(",", ":")) if isinstance(value, list) else str(value)
+            env[f"{ENV_PREFIX}{name.upper()}"] = text
     if config.tenant_targets:
         allow = {tenant: t.model_dump(by_alias=True) for tenant, t in config.tenant_targets.items()}
         env["SCHEDULER_TENANT_TARGETS"] = json.dumps(allow, separators=(",", ":"), sort_keys=True)

@@ -24,10 +24,9 @@ EMULATOR_FIXTURES = frozenset({"aws_endpoints", "aws_env", "dynamodb_client", "s
 EMULATOR_BACKENDS = frozenset({"dynamodb", "sqs"})
 
 
-#: The system test files that take minutes (measured with --durations on 2 workers, 2026-12-02: 180, 152, 121, 88, 81
-#: and 79 s), longest first. `scripts/test` spreads the system tests over two workers a file at a time, in the
-#: order collected: these start first, so the short files fill the gaps instead of one of these running last, alone
-#: (9.6 min in alphabetical order).
+#: The system test files that take minutes (measured with --durations on 2 workers), longest first. `scripts/test`
+#: spreads the system tests over two workers a file at a time, in the order collected: these start first, so the
+#: short files fill the gaps instead of one of these running last, alone.
 LONGEST_FIRST = (
     "test_prescale_local.py",
     "test_schemathesis.py",

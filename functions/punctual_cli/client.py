@@ -21,7 +21,7 @@ from punctual_sdk.client import Client, Definition, Outcome
 from punctual_sdk.errors import ApiError, AuthError, FieldError, TransportError
 from punctual_sdk.models import Backfill, Job, Page, Run, Triggered
 from punctual_sdk.transport import HttpRequest, HttpResponse, Transport, urllib_transport
-from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, JobSpec, payload_size
+from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, JobSpec, merge_patch, payload_size
 
 USER_AGENT = "punctual-cli/0.1"
 
@@ -38,19 +38,6 @@ def validate_definition(definition: Mapping[str, Any]) -> JobSpec:
             413, "Payload Too Large", f"the payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
         )
     return spec
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (what `PATCH /v1/jobs/{id}` applies): objects merge, `null` removes."""
-    if not isinstance(patch, Mapping):
-        return patch
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def _checked(definition: Definition) -> JobSpec:

@@ -9,33 +9,27 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TextIO
 
 
+@dataclass(eq=False)
 class Progress:
     """Counts items done, by outcome (`advance("failed")`), against an optional (approximate) total."""
 
-    def __init__(
-        self,
-        label: str,
-        stream: TextIO,
-        total: int | None = None,
-        *,
-        approximate: bool = False,
-        interval: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.label = label
-        self.stream = stream
-        self.total = total
-        self.approximate = approximate
-        self.interval = interval
-        self.clock = clock
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.done = 0
-        self.outcomes: Counter[str] = Counter()
-        self._last_shown = clock()
-        self._started = self._last_shown
+    label: str
+    stream: TextIO
+    total: int | None = None
+    _: KW_ONLY
+    approximate: bool = False
+    interval: float = 2.0
+    clock: Callable[[], float] = time.monotonic
+    done: int = field(default=0, init=False)
+    outcomes: Counter[str] = field(default_factory=Counter, init=False)
+
+    def __post_init__(self) -> None:
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last_shown = self._started = self.clock()
 
     def line(self) -> str:
         of = ""

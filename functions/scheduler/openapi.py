@@ -1,5 +1,7 @@
 """The OpenAPI 3.1 document of the public API, generated from the same pydantic models that validate requests.
 
+Its paths are rendered from the route table (`scheduler.handlers.api_routes`): each route's declaration, plus the
+statuses its kind of route answers, added here by rule. The components are the models' schemas and the views below.
 Served at `GET /v1/openapi.json` and checked in at `docs/openapi.json` (a test keeps the two identical):
 `python -m scheduler.openapi > docs/openapi.json` regenerates it.
 """
@@ -7,16 +9,28 @@ Served at `GET /v1/openapi.json` and checked in at `docs/openapi.json` (a test k
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from scheduler.core.bulk import BulkAction, OperationState
 from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
 from scheduler.core.labels import MAX_SELECTORS
-from scheduler.core.model import MAX_NOTE, BackfillRequest, BackfillState, JobSpec, JobState, RunState
-from scheduler.openapi_paths import COMMON_ERRORS, REF, _problem, paths
+from scheduler.core.model import MAX_NOTE, BackfillState, JobSpec, JobState, RunState
+from scheduler.handlers.api_routes import NO_JOB
+
+if TYPE_CHECKING:
+    from scheduler.handlers.api_routes import Answer, Operation, Schema
+
+REF = "#/components/schemas/{model}"
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
 
 
 def _job_schema(spec_schema: dict[str, Any]) -> dict[str, Any]:
@@ -48,14 +62,18 @@ def _job_schema(spec_schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
 
-def document() -> dict[str, Any]:
-    adapter: TypeAdapter[JobSpec] = TypeAdapter(JobSpec)
-    spec_schema = adapter.json_schema(ref_template=REF)
-    definitions = spec_schema.pop("$defs", {})
+def document(operations: list[Operation] | None = None) -> dict[str, Any]:
+    """The document of the declared routes (by default, every route of the api handler)."""
+    if operations is None:
+        import scheduler.handlers.api  # noqa: F401  (declares every route)
+        from scheduler.handlers.api_routes import route
+
+        operations = route.operations
+    spec: dict[str, Any] = {}
+    _component(JobSpec, spec)
     schemas: dict[str, Any] = {
-        **definitions,
-        "JobSpec": spec_schema,
-        "Job": _job_schema(spec_schema),
+        **spec,
+        "Job": _job_schema(spec["JobSpec"]),
         "JobPatch": {
             "type": "object",
             "description": "A JSON merge patch (RFC 7386) of JobSpec: present fields replace, null removes.",
@@ -153,7 +171,6 @@ def document() -> dict[str, Any]:
                 "note": {"type": "string", "minLength": 1, "maxLength": MAX_NOTE},
             },
         },
-        "BackfillRequest": TypeAdapter(BackfillRequest).json_schema(ref_template=REF, by_alias=True),
         "Backfill": {
             "type": "object",
             "description": "A backfill and its progress: it is sent in waves of at most wave_size per sweep",
@@ -285,8 +302,7 @@ def document() -> dict[str, Any]:
         },
     }
     schemas["Forecast"] = FORECAST_SCHEMA
-    operations = paths()
-    _declare_common_statuses(operations)
+    paths = _paths(operations, schemas)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -308,7 +324,7 @@ def document() -> dict[str, Any]:
             },
         },
         "security": [{"sigv4": []}, {"devToken": []}],
-        "paths": operations,
+        "paths": paths,
     }
 
 
@@ -317,6 +333,12 @@ ANY_OPERATION = {
     "500": _problem("unexpected error; nothing was changed unless a 2xx was returned earlier"),
     "503": _problem("busy (the local stack) or throttled: retry after Retry-After"),
 }
+AUTHENTICATED = {
+    "401": _problem("no or unknown credentials"),
+    "403": _problem("a principal that cannot be a tenant (a federated user)"),
+    # Every authenticated route counts against the caller's request limit (scheduler.core.request_limits).
+    "429": _problem("over the tenant's request limit (Retry-After: seconds to wait) or its active-job quota"),
+}
 WITH_INPUT = {
     "400": _problem(
         "malformed request: a missing or unparsable JSON body (or one nested more than 128 levels deep), or a "
@@ -324,28 +346,82 @@ WITH_INPUT = {
     ),
     "422": _problem("invalid input: a field, a path or query parameter (a repeated one too), or a cursor"),
 }
-TENANT_LIMITED = _problem("over the tenant's request limit (Retry-After: seconds to wait) or its active-job quota")
 WITH_BODY = {"413": _problem("request body too large"), "415": _problem("not application/json")}
+#: A route under a job answers 404 for a job the caller does not have; one that takes If-Match, 412 for a stale one.
+UNDER_A_JOB = {"404": _problem(NO_JOB)}
+CONDITIONAL = {"412": _problem("version mismatch")}
 
 
-def _declare_common_statuses(paths: dict[str, Any]) -> None:
-    for path, operations in paths.items():
-        for operation in operations.values():
-            responses = operation["responses"]
-            for status, response in ANY_OPERATION.items():
-                responses.setdefault(status, response)
-            if path == "/v1/health":
-                continue
-            if "401" not in responses:
-                responses["401"] = COMMON_ERRORS["401"]
-            # Every authenticated route counts against the caller's request limit (scheduler.core.request_limits).
-            responses.setdefault("429", TENANT_LIMITED)
-            if operation.get("parameters") or "requestBody" in operation:
-                for status, response in WITH_INPUT.items():
-                    responses.setdefault(status, response)
-            if "requestBody" in operation:
-                for status, response in WITH_BODY.items():
-                    responses.setdefault(status, response)
+def _paths(operations: list[Operation], schemas: dict[str, Any]) -> dict[str, Any]:
+    """The document's paths: each documented operation as declared, with the statuses of its kind of route."""
+    paths: dict[str, Any] = {}
+    for operation in operations:
+        if operation.documented:
+            paths.setdefault(operation.path, {})[operation.method.lower()] = _operation(operation, schemas)
+    return paths
+
+
+def _operation(operation: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+    where = f"{operation.method} {operation.rule}"
+    described: dict[str, Any] = {"summary": operation.summary}
+    if operation.description:
+        described["description"] = operation.description
+    if operation.public:
+        described["security"] = []
+    if operation.params:
+        described["parameters"] = [param.openapi() for param in operation.params]
+    if operation.body is not None:
+        content = {"application/json": {"schema": _reference(operation.body, schemas, where)}}
+        described["requestBody"] = {"required": operation.body_required, "content": content}
+    responses = {str(status): _response(answer, schemas, where) for status, answer in operation.responses.items()}
+    kinds = [ANY_OPERATION]
+    if not operation.public:
+        kinds.append(AUTHENTICATED)
+    if operation.params or operation.body is not None:
+        kinds.append(WITH_INPUT)
+    if operation.body is not None:
+        kinds.append(WITH_BODY)
+    if any(param.name == "job_id" and param.where == "path" for param in operation.params):
+        kinds.append(UNDER_A_JOB)
+    if any(param.name == "If-Match" for param in operation.params):
+        kinds.append(CONDITIONAL)
+    for common in kinds:
+        for status, response in common.items():
+            responses.setdefault(status, response)
+    described["responses"] = responses
+    return described
+
+
+def _response(answer: Answer, schemas: dict[str, Any], where: str) -> dict[str, Any]:
+    if isinstance(answer, str):
+        return _problem(answer)
+    description, schema = answer
+    if schema is None:
+        return {"description": description}
+    return {"description": description, "content": {"application/json": {"schema": _reference(schema, schemas, where)}}}
+
+
+def _reference(schema: Schema, schemas: dict[str, Any], where: str) -> dict[str, str]:
+    """A reference to `schema`'s component: a named one must exist; a model or TypedDict is added as one."""
+    if isinstance(schema, type):
+        name = _component(schema, schemas)
+    elif isinstance(schema, str) and schema in schemas:
+        name = schema
+    else:
+        raise ValueError(f"{where} names the schema {schema!r}, which is no component of the document")
+    return {"$ref": REF.format(model=name)}
+
+
+def _component(model: type, schemas: dict[str, Any]) -> str:
+    """Add a pydantic model or a TypedDict as a component (its nested definitions beside it); its name."""
+    if issubclass(model, BaseModel):
+        schema = model.model_json_schema(ref_template=REF)
+    else:
+        schema = TypeAdapter(model).json_schema(ref_template=REF)
+    for name, definition in {**schema.pop("$defs", {}), model.__name__: schema}.items():
+        if schemas.setdefault(name, definition) != definition:
+            raise ValueError(f"two different schemas are named {name} in the document")
+    return model.__name__
 
 
 def render() -> str:

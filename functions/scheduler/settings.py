@@ -195,6 +195,12 @@ class Settings(BaseSettings):
     tenant_map: dict[str, str] = Field(default_factory=dict)
     #: Local stack only: bearer tokens mapped to tenants, `token=tenant,token2=tenant2`.
     dev_tokens: str = ""
+    #: The tenants (ids as the API keys them) that may read the operator's view of every lane's load and lag
+    #: (`GET /v1/operator/status`: queue depths, the watermark, the metrics; never a job). None by default.
+    operators: list[str] = Field(default_factory=list)
+    #: Local stack only: the folder whose logs' EMF lines the operator's view reads its metrics from (there is no
+    #: CloudWatch locally). Empty: CloudWatch.
+    metrics_log_dir: str = ""
     service_name: str = "punctual"
 
     @model_validator(mode="after")

@@ -192,9 +192,9 @@ def _budgets(cost: dict[str, Any]) -> list[str]:
     if not found:
         return []
     lines = [
-        "## Issue 14's budgets: this run and the floor of the design",
+        "## The cost budgets: this run and the floor of the design",
         "",
-        "Each budget of the issue beside what this run measured and the design's floor: the fewest units a fire can "
+        "Each budget beside what this run measured and the design's floor: the fewest units a fire can "
         "take in it at full pages and batches (the sweep's advance, the worker's claim and finish, a full page's "
         "share; a send, a receive, a delete and the batch's hold per 10 messages; for a submission the create's "
         "transaction and the job's list entry; docs/cost.md), priced with this run's Lambda. Dollars as the issue "

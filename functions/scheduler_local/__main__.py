@@ -269,6 +269,10 @@ def main() -> int:
             **resources.env(),
             "SCHEDULER_API_PORT": str(port),
             "SCHEDULER_DEV_TOKENS": os.environ.get("SCHEDULER_DEV_TOKENS") or "dev-token=dev",
+            # The developer's own tenant sees the operator's view of the lanes (on AWS nobody does until configured),
+            # whose metrics come from the processes' EMF lines here, as there is no CloudWatch.
+            "SCHEDULER_OPERATORS": os.environ.get("SCHEDULER_OPERATORS") or '["dev"]',
+            "SCHEDULER_METRICS_LOG_DIR": str(logs),
             # Local development calls receivers on this machine; on AWS private targets are refused by default.
             "SCHEDULER_ALLOW_PRIVATE_TARGETS": os.environ.get("SCHEDULER_ALLOW_PRIVATE_TARGETS", "true"),
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,

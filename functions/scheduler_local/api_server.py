@@ -4,7 +4,7 @@ There is no IAM locally. `Authorization: Bearer <token>` is looked up in SCHEDUL
 (`token=tenant,...`) and the tenant is placed where API Gateway puts the IAM principal
 (`requestContext.identity.userArn`), so the handler reads the tenant through the same code path as on AWS.
 
-It never wedges (issue 20, item 7): connections are served by a bounded pool (one beyond it gets a 503 at
+It never wedges: connections are served by a bounded pool (one beyond it gets a 503 at
 once), every socket read and write has a timeout (a client that sends a short body or idles is dropped), a
 request waits a bounded time for the handler (one Lambda container at a time, as on AWS) and gets a 503 with
 `Retry-After` when it is busy, and `/v1/health` is answered here, depending on nothing. The AWS clients behind

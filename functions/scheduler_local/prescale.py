@@ -1,4 +1,4 @@
-"""The forecast drives the local worker pool (issue 18): the local sweeper's pre-scaler writes each lane's
+"""The forecast drives the local worker pool: the local sweeper's pre-scaler writes each lane's
 MinimumPollers into `<state dir>/prescale.json` (`scheduler.adapters.file_pollers`), and the supervisor's pool asks
 `forecast_workers` how many worker pollers that stands for, and keeps at least that many running ahead of a peak.
 

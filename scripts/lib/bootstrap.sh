@@ -114,8 +114,8 @@ ensure_ministack() {
   export MINISTACK
 }
 
-# The console's browser test (tests/system/test_console.py): Debian's chromium from apt and Playwright in a venv of
-# its own under .local/ (not in .venv: only that test needs it). Playwright drives the Debian chromium through its
+# The console's browser tests (tests/system/test_console*.py): Debian's chromium from apt and Playwright in a venv of
+# its own under .local/ (not in .venv: only those tests need it). Playwright drives the Debian chromium through its
 # executable path; `playwright install` (which downloads a browser build) is never run.
 PLAYWRIGHT_VERSION="1.65.2"
 BROWSER_VENV="$ROOT/.local/browser"

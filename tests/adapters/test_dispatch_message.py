@@ -155,12 +155,21 @@ def test_an_packed_message_carries_version_one_bodies_each_under_its_own_hmac() 
     assert raw["v"] == PACKED_VERSION == 2
     assert [json.loads(dispatch_to_body(d, LOCAL_MESSAGE_KEY)) for d in dispatches] == raw["occurrences"]
     assert dispatches_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY) == dispatches
+    with pytest.raises(MalformedMessage):  # a reader of single dispatches does not run a packed message
+        dispatch_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY)
     # one occurrence that fails its HMAC makes the whole message unreadable
     raw["occurrences"][1]["tenant"] = "tenant-b"
     with pytest.raises(UnauthenticatedMessage):
         dispatches_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY)
 
 
+@pytest.mark.parametrize("body", [{"v": 2, "occurrences": []}, {"v": 2}])
+def test_a_packed_message_without_occurrences_is_malformed(body: dict[str, Any]) -> None:
+    with pytest.raises(MalformedMessage):
+        dispatches_from_body(json.dumps(body), LOCAL_MESSAGE_KEY)
+
+
 def test_a_single_occurrence_is_sent_as_a_version_one_body() -> None:
     one = Dispatch("j1", "tenant-a", T0, T0, 1)
     assert message_to_body([one], LOCAL_MESSAGE_KEY) == dispatch_to_body(one, LOCAL_MESSAGE_KEY)
+    assert dispatches_from_body(dispatch_to_body(one, LOCAL_MESSAGE_KEY), LOCAL_MESSAGE_KEY) == [one]

@@ -1,4 +1,4 @@
-"""The http target keeps connections alive per host and checked address (issue 14, item 3): a worker's calls to
+"""The http target keeps connections alive per host and checked address: a worker's calls to
 one target host reuse a connection (for HTTPS, its TLS session) instead of opening one per call. Each test runs
 a real HTTP/1.1 server on 127.0.0.1 and counts the TCP connections it accepted."""
 

@@ -11,6 +11,18 @@ import boto3
 from scheduler_bench.metering import Meter
 
 
+def transact_update(table: str, key: str, expression: str, values: dict[str, Any]) -> dict[str, Any]:
+    """An Update of the item `key` as one of a transaction's items."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": {"PK": {"S": key}},
+            "UpdateExpression": expression,
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
 def test_a_transaction_of_many_items_is_charged_per_item_and_per_index_entry(dynamodb_client: Any) -> None:
     # Given a table with a keys-only index, and a metered client
     table = f"m{uuid.uuid4().hex[:10]}"
@@ -37,25 +49,11 @@ def test_a_transaction_of_many_items_is_charged_per_item_and_per_index_entry(dyn
 
         # When one transaction puts five items into the index and updates one that is not in it
         puts = [{"Put": {"TableName": table, "Item": {"PK": {"S": f"k{i}"}, "g": {"S": "x"}}}} for i in range(5)]
-        update = {
-            "Update": {
-                "TableName": table,
-                "Key": {"PK": {"S": "counter"}},
-                "UpdateExpression": "ADD n :one",
-                "ExpressionAttributeValues": {":one": {"N": "5"}},
-            }
-        }
+        update = transact_update(table, "counter", "ADD n :one", {":one": {"N": "5"}})
         with meter.phase("api"):
             client.transact_write_items(TransactItems=[*puts, update])
         # and then moves one item's index key in a transaction of its own
-        move = {
-            "Update": {
-                "TableName": table,
-                "Key": {"PK": {"S": "k0"}},
-                "UpdateExpression": "SET g = :y",
-                "ExpressionAttributeValues": {":y": {"S": "y"}},
-            }
-        }
+        move = transact_update(table, "k0", "SET g = :y", {":y": {"S": "y"}})
         with meter.phase("edit"):
             client.transact_write_items(TransactItems=[move])
 

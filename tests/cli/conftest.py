@@ -3,11 +3,9 @@ PUNCTUAL_* settings, and (for the system tests) a local stack of their own, as t
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,9 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "system"))
 
 from harness import LocalStack, receiver, serve  # noqa: F401 (receiver: a fixture for these tests)
 
-
-class NetworkBlocked(RuntimeError):
-    pass
+from tests.offline import refuse_network
 
 
 @pytest.fixture(autouse=True)
@@ -29,12 +25,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise NetworkBlocked("CLI unit tests must not touch the network")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    refuse_network(monkeypatch, "CLI unit tests")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from punctual_cli.client import HttpRequest
-from tests.cli.fakes import FakeApi, problem, run
+from tests.cli.fakes import FakeApi, problem, run, usage_error
 
 pytestmark = pytest.mark.usefixtures("no_network")
 
@@ -141,13 +141,7 @@ def test_backfill_list_errors_map_to_exit_codes(answer: Any, code: int, printed:
     "argv", [["backfill"], ["backfill", "list"], ["backfill", "list", "job-1", "--limit", "0"], ["backfill", "show"]]
 )
 def test_backfill_usage_errors_are_exit_2_and_send_nothing(argv: list[str]) -> None:
-    api = FakeApi()
-
-    result = run(*argv, client=api.client())
-
-    assert result.code == 2
-    assert api.requests == []
-    assert result.err
+    usage_error(*argv)
 
 
 # -- start, status, cancel --------------------------------------------------------------------------------
@@ -264,13 +258,7 @@ def test_backfill_start_refuses_an_empty_range_before_sending() -> None:
     ],
 )
 def test_backfill_start_usage_errors_are_exit_2_and_send_nothing(argv: list[str], printed: str) -> None:
-    api = FakeApi()
-
-    result = run("backfill", "start", "job-1", *argv, client=api.client())
-
-    assert result.code == 2
-    assert printed in result.err
-    assert api.requests == []
+    assert printed in usage_error("backfill", "start", "job-1", *argv).err
 
 
 def test_backfill_status_shows_the_progress() -> None:
@@ -379,13 +367,7 @@ def test_backfill_status_watch_stops_on_ctrl_c_with_130(monkeypatch: pytest.Monk
     ],
 )
 def test_backfill_status_and_cancel_usage_errors_are_exit_2(argv: list[str]) -> None:
-    api = FakeApi()
-
-    result = run(*argv, client=api.client())
-
-    assert result.code == 2
-    assert result.err
-    assert api.requests == []
+    usage_error(*argv)
 
 
 def test_backfill_cancel_says_what_still_runs() -> None:

@@ -17,7 +17,6 @@ from punctual_cli.client import (
     InvalidDefinition,
     SchedulerClient,
     SigV4Auth,
-    region_of,
     validate_definition,
 )
 from punctual_sdk.models import Job, JobState
@@ -119,27 +118,3 @@ def test_sigv4_signs_for_execute_api_in_the_region_of_the_url() -> None:
     assert "/eu-west-1/execute-api/aws4_request" in signed.headers["Authorization"]
     assert signed.headers["X-Amz-Security-Token"] == "session-token"
     assert "X-Amz-Date" in signed.headers
-
-
-def test_sigv4_without_credentials_says_how_to_get_them() -> None:
-    from punctual_cli.client import AuthError
-
-    class NoCredentials(FixedSession):
-        def get_credentials(self) -> Any:
-            return None
-
-    with pytest.raises(AuthError, match="no AWS credentials"):
-        SigV4Auth("eu-west-1", NoCredentials()).sign(HttpRequest("GET", "https://x/v1/jobs", {}, None))  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("url", "region"),
-    [
-        ("https://abc123.execute-api.eu-central-1.amazonaws.com/prod/", "eu-central-1"),
-        ("https://abc123.execute-api.cn-north-1.amazonaws.com.cn/prod", "cn-north-1"),
-        ("http://127.0.0.1:8080", None),
-        ("https://scheduler.example.com", None),
-    ],
-)
-def test_the_region_comes_from_an_execute_api_url(url: str, region: str | None) -> None:
-    assert region_of(url) == region

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from punctual_cli.client import HttpRequest, SchedulerClient, TransportError
-from tests.cli.fakes import BASE, FakeApi, job_json, problem, run
+from tests.cli.fakes import BASE, FakeApi, job_json, problem, run, usage_error
 
 pytestmark = pytest.mark.usefixtures("no_network")
 
@@ -84,7 +84,7 @@ def test_an_unreachable_api_is_exit_5() -> None:
 
 
 def test_with_json_an_unreachable_api_is_a_problem_document_too() -> None:
-    # issue 20, item 6: connection errors printed plain text under --json
+    # under --json a connection error is a problem document, not plain text
     def down(request: HttpRequest, timeout: float) -> Any:
         raise TransportError(f"cannot reach {request.url}: connection refused")
 
@@ -101,13 +101,7 @@ def test_with_json_an_unreachable_api_is_a_problem_document_too() -> None:
      ["edit", "job-1", "--if-match", "latest", "--name", "x"]],
 )  # fmt: skip
 def test_usage_errors_are_exit_2_and_send_nothing(argv: list[str]) -> None:
-    api = FakeApi()
-
-    result = run(*argv, client=api.client())
-
-    assert result.code == 2
-    assert api.requests == []
-    assert result.err
+    usage_error(*argv)
 
 
 def test_submit_prints_the_new_job_and_always_sends_an_idempotency_key() -> None:

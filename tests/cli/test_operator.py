@@ -239,7 +239,7 @@ def test_on_aws_status_reads_cloudwatch_for_failures_and_the_oldest_message_age(
     assert status.recent["DeadLetters"] == 5.0
     assert status.problems == []
     stats = [q["MetricStat"] for q in aws.metric_queries]  # type: ignore[index]
-    assert {s["Metric"]["MetricName"] for s in stats[:-3]} == set(RECENT_METRICS)  # type: ignore[index]
+    assert {s["Metric"]["MetricName"] for s in stats[:-3]} == {*RECENT_METRICS, "DispatchLagSeconds"}  # type: ignore[index]
     assert all(s["Metric"]["Dimensions"] == [{"Name": "service", "Value": "punctual"}] for s in stats[:-3])  # type: ignore[index]
     queues = [s["Metric"]["Dimensions"][0]["Value"] for s in stats[-3:]]  # type: ignore[index]
     assert queues == ["punctual-high", "punctual-ready", "punctual-low"]

@@ -1,4 +1,4 @@
-"""The local API adapter never wedges (issue 20, item 7): a bounded pool, socket timeouts, a bounded wait for the
+"""The local API adapter never wedges: a bounded pool, socket timeouts, a bounded wait for the
 handler, and a health check that depends on nothing. On 127.0.0.1 only, with a fake handler."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The job view of the api Lambda while a one-shot's occurrence is in flight (issue 15): DISPATCHED with its last
+"""The job view of the api Lambda while a one-shot's occurrence is in flight: DISPATCHED with its last
 occurrence QUEUED once the sweeper has sent it, COMPLETED (last occurrence SUCCEEDED) once the worker has run it."""
 
 from __future__ import annotations

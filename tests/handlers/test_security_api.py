@@ -95,13 +95,12 @@ def test_metadata_addresses_are_refused_even_where_private_targets_are_allowed(e
     assert snapshot() == before
 
 
+# Each header rule is tested on its own in tests/unit/test_http_guard.py; here, that a refusal is the API's 422.
 @pytest.mark.parametrize(
     "headers, field",
     [
         ({"Transfer-Encoding": "chunked"}, "target.headers.Transfer-Encoding"),
-        ({"Connection": "close"}, "target.headers.Connection"),
         ({"X-Evil": "a\r\nHost: b"}, "target.headers.X-Evil"),
-        ({"Bad Name": "x"}, "target.headers.Bad Name"),
     ],
 )
 def test_bad_headers_are_a_422_naming_the_header(env, api_call, headers, field) -> None:

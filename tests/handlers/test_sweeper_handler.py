@@ -76,7 +76,7 @@ def test_sweep_sends_due_jobs_to_the_ready_queue(env, api_call, sqs_client) -> N
     assert dispatch == Dispatch(job, TENANT, at, at, 1, "scheduled")
     # DelaySeconds rounds down: the message may come up to a second early (the worker waits), never sooner
     assert arrived >= at.timestamp() - 1.2
-    # And the one-shot chain is complete, but the job says its occurrence is still on its way (issue 15)
+    # And the one-shot chain is complete, but the job says its occurrence is still on its way
     view = api_call("GET", f"/v1/jobs/{job}", tenant=TENANT).body
     assert view["state"] == "DISPATCHED"
     assert view["last_run"]["state"] == "QUEUED"

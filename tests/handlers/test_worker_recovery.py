@@ -1,4 +1,4 @@
-"""Bounded recovery in the worker Lambda (issue 15), against the moto ready queue: a worker that dies in the
+"""Bounded recovery in the worker Lambda, against the moto ready queue: a worker that dies in the
 middle of its batch leaves every record it held visible again within the hold time (20 s), not the queue's
 visibility timeout (720 s); the records it had not reached then run, once."""
 

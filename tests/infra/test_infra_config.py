@@ -92,6 +92,7 @@ def test_cli_can_clear_an_optional_value() -> None:
         ),
         ({"target_event_bus_arns": ["*"]}, "target_event_bus_arns"),
         ({"target_sns_topic_arns": [f"arn:aws:sns:{ACCOUNT_REGION}:t"] * 2}, "target_sns_topic_arns"),
+        ({"operators": ["arn:aws:iam::123456789012:role/oncall"]}, "operators"),  # no unique id: matches no tenant
     ],
 )
 def test_invalid_values_are_rejected_naming_the_key(settings: dict, key: str) -> None:

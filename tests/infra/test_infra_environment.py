@@ -59,3 +59,17 @@ def test_the_execution_budget_reaches_the_functions_only_when_set() -> None:
 
     assert env["SCHEDULER_TENANT_MAX_CONCURRENCY"] == "8"
     check_against_handler_settings("worker", env)
+
+
+def test_operators_reach_the_functions_as_a_json_list_only_when_set(monkeypatch) -> None:
+    operator = "arn:aws:iam::123456789012:role/oncall#AROAAAAAAAAAAAAAAAAAA"
+    assert "SCHEDULER_OPERATORS" not in scheduler_environment(PunctualConfig(), **RESOURCES)  # nobody
+
+    env = scheduler_environment(PunctualConfig(operators=[operator]), **RESOURCES)
+
+    assert env["SCHEDULER_OPERATORS"] == f'["{operator}"]'
+    check_against_handler_settings("api", env)
+    from scheduler.settings import Settings
+
+    monkeypatch.setenv("SCHEDULER_OPERATORS", env["SCHEDULER_OPERATORS"])
+    assert Settings().operators == [operator]

@@ -36,11 +36,17 @@ def _as_list(value):
     return value if isinstance(value, list) else [value]
 
 
+#: Actions that take no resource but `*` (IAM has no resource-level permissions for them): each alone in its
+#: statement, and only these may be granted on `*`.
+ON_EVERY_RESOURCE = {"cloudwatch:GetMetricData"}
+
+
 def test_no_policy_statement_grants_on_every_resource(default, configured) -> None:
     for synthesized in (default, configured):
         for logical_id, policy in synthesized.resources("AWS::IAM::Policy").items():
             for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-                assert "*" not in _as_list(statement["Resource"]), (logical_id, statement)
+                if "*" in _as_list(statement["Resource"]):
+                    assert set(_as_list(statement["Action"])) <= ON_EVERY_RESOURCE, (logical_id, statement)
                 assert not any(action.endswith("*") for action in _as_list(statement["Action"])), statement
 
 
@@ -51,6 +57,20 @@ def test_function_roles_carry_no_managed_policies(default) -> None:
         assert "ManagedPolicyArns" not in role["Properties"], handler
 
 
+def test_the_api_reads_the_lanes_depths_and_the_metrics_for_the_operator_view(default) -> None:
+    stack = default.stack
+
+    # Every lane's ready queue and the dead-letter queue: their depths, nothing else besides the sends
+    for queue in (*stack.queues.lanes.values(), stack.queues.dead_letter_queue):
+        assert "sqs:GetQueueAttributes" in default.actions_on("api", queue), queue.node.id
+    assert default.actions_on("api", stack.queues.dead_letter_queue) == {"sqs:GetQueueAttributes"}
+    # ... and the metrics, which IAM grants only on `*`; no other function reads them
+    on_everything = [s for s in default.statements("api") if "*" in _as_list(s["Resource"])]
+    assert [_as_list(s["Action"]) for s in on_everything] == [["cloudwatch:GetMetricData"]]
+    for handler in ("sweeper", "worker"):
+        assert not any("*" in _as_list(s["Resource"]) for s in default.statements(handler)), handler
+
+
 def test_api_reads_and_writes_jobs_and_executions_and_sends_to_the_ready_queue(default) -> None:
     stack = default.stack
 
@@ -59,7 +79,7 @@ def test_api_reads_and_writes_jobs_and_executions_and_sends_to_the_ready_queue(d
     assert default.actions_on("api", stack.storage.executions_table) >= READ | WRITE
     assert "sqs:SendMessage" in default.actions_on("api", stack.queues.ready_queue)
     assert not default.actions_on("api", stack.queues.ready_queue) & {"sqs:ReceiveMessage", "sqs:DeleteMessage"}
-    assert default.actions_on("api", stack.queues.dead_letter_queue) == set()
+    assert default.actions_on("api", stack.queues.dead_letter_queue) == {"sqs:GetQueueAttributes"}  # its depth
 
 
 def test_sweeper_reads_and_writes_jobs_and_sends_to_the_ready_queue_only(default) -> None:
@@ -270,6 +290,6 @@ def test_targets_are_never_granted_to_api_or_sweeper(configured, handler: str) -
         resource
         for statement in configured.statements(handler)
         for resource in _as_list(statement["Resource"])
-        if isinstance(resource, str)
+        if isinstance(resource, str) and not set(_as_list(statement["Action"])) <= ON_EVERY_RESOURCE
     }
     assert literal == set()

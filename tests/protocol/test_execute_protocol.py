@@ -29,11 +29,17 @@ def executor(
     return core.executor("doomed", {"http": target or world.sink})
 
 
-def one_due_occurrence(world: CrashableCore, **extra: Any) -> str:
-    job_id = world.create({"type": "once", "at": rfc3339(DUE)}, **extra)
+def due_occurrences(world: CrashableCore, count: int, **extra: Any) -> list[str]:
+    """`count` one-shot jobs (with `extra`) due at DUE, swept, their time come: their occurrences' keys."""
+    job_ids = [world.create({"type": "once", "at": rfc3339(DUE)}, **extra) for _ in range(count)]
     world.sweeper().sweep(world.deadline())
     world.clock.set(DUE)
-    return occurrence_key(job_id, DUE)
+    return [occurrence_key(job_id, DUE) for job_id in job_ids]
+
+
+def one_due_occurrence(world: CrashableCore, **extra: Any) -> str:
+    (key,) = due_occurrences(world, 1, **extra)
+    return key
 
 
 def crash_once(world: CrashableCore, doomed: Executor) -> None:

@@ -11,17 +11,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from crashable import SHARDS, T0, Crash, CrashableCore, CrashAt
+from crashable import SHARDS, Crash, CrashableCore, CrashAt
+from test_execute_protocol import due_occurrences
 
 from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
 from scheduler.core.execute import Why
-from scheduler.core.keys import occurrence_key, shard_of
+from scheduler.core.keys import shard_of
 from scheduler.core.model import RunState
 from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import TargetCall, TargetFailure
-from scheduler.core.timefmt import rfc3339
 
-DUE = T0 + timedelta(seconds=10)
 OCCURRENCES = 4
 
 
@@ -30,13 +29,7 @@ def herd(world: CrashableCore) -> list[str]:
     (shard) that has any, since this sweep sends each bucket's page at once; a sweep that lands its pages sends a
     minute's buckets' messages together)."""
     world.queue.packing = PackingConfig()  # as deployed
-    keys = []
-    for _ in range(OCCURRENCES):
-        job_id = world.create({"type": "once", "at": rfc3339(DUE)})
-        keys.append(occurrence_key(job_id, DUE))
-    world.sweeper().sweep(world.deadline())
-    world.clock.set(DUE)
-    return keys
+    return due_occurrences(world, OCCURRENCES)
 
 
 class FailsOnce:

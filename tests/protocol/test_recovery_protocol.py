@@ -1,4 +1,4 @@
-"""Bounded recovery (issue 15) under crashes, against both backends: a worker takes a batch, holds it for the
+"""Bounded recovery under crashes, against both backends: a worker takes a batch, holds it for the
 hold time (20 s, one visibility change for the batch), and dies right before or right after the hold, or at a
 ledger step or target call of any record. Every message of the batch must be received again within the hold time
 of the crash (only a crash before the hold, the window the event source mapping owns on AWS, falls back to the
@@ -11,27 +11,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from crashable import HOLD, LEASE, T0, Crash, CrashableCore, CrashAt
+from crashable import HOLD, LEASE, Crash, CrashableCore, CrashAt
+from test_execute_protocol import due_occurrences
 
 from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
-from scheduler.core.keys import occurrence_key
 from scheduler.core.ports import TargetCall
 from scheduler.core.recovery import HeldBatch
-from scheduler.core.timefmt import rfc3339
 
-DUE = T0 + timedelta(seconds=10)
 MARGIN = 2  # the executor hides a message it finds under someone else's live lease until the lease ends + 2 s
 BATCH = 4
-
-
-def due_batch(world: CrashableCore) -> list[str]:
-    keys = []
-    for _ in range(BATCH):
-        job_id = world.create({"type": "once", "at": rfc3339(DUE)})
-        keys.append(occurrence_key(job_id, DUE))
-    world.sweeper().sweep(world.deadline())
-    world.clock.set(DUE)
-    return keys
 
 
 class CrashingTarget:
@@ -83,7 +71,7 @@ CRASHES = [
 def test_every_occurrence_a_dead_worker_held_restarts_within_the_hold_time(
     world: CrashableCore, port: str, method: str, when: str, nth: int
 ) -> None:
-    keys = due_batch(world)
+    keys = due_occurrences(world, BATCH)
     messages = world.queue.receive(10)
     assert len(messages) == BATCH
     visibility: Any = MemoryBatchVisibility(world.queue, messages)
@@ -112,7 +100,7 @@ def test_every_occurrence_a_dead_worker_held_restarts_within_the_hold_time(
 def test_a_crash_before_the_hold_falls_back_to_the_queue_visibility_timeout(world: CrashableCore) -> None:
     """The window between the receive and the handler's first instruction: on AWS the event source mapping's. Nothing
     is lost; it comes back after the queue's visibility timeout (the local poller receives with the hold time)."""
-    keys = due_batch(world)
+    keys = due_occurrences(world, BATCH)
     messages = world.queue.receive(10)
     doomed = CrashAt(MemoryBatchVisibility(world.queue, messages), "hold", "before")
     with pytest.raises(Crash):
@@ -124,7 +112,7 @@ def test_a_crash_before_the_hold_falls_back_to_the_queue_visibility_timeout(worl
 
 def test_a_long_batch_that_renews_its_hold_is_not_received_twice(world: CrashableCore) -> None:
     """The renewal keeps the records the worker has not reached yet hidden: no other worker takes them early."""
-    keys = due_batch(world)
+    keys = due_occurrences(world, BATCH)
     messages = world.queue.receive(10)
     slow = CrashingTarget(world, "never", 0)
     held = HeldBatch(MemoryBatchVisibility(world.queue, messages), dict.fromkeys(m.message_id for m in messages),

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import LocalStack, receiver, serve  # noqa: F401 (receiver: a fixture for these tests)
+from harness import LocalStack, browser, receiver, serve  # noqa: F401 (browser, receiver: fixtures for these tests)
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import Page, expect, sync_playwright  # only in .local/browser's venv
+from playwright.sync_api import Page, Route, expect, sync_playwright  # only in .local/browser's venv
 
 #: Milliseconds a step waits for the page (the job page refreshes every 3 s; a run fires within seconds).
 STEP_TIMEOUT = 30_000
@@ -113,8 +114,85 @@ def scenario(page: Page, given: dict[str, Any], shots: Path) -> None:
     shoot(page, shots, "forecast")
     step("charts")
 
+    bulk_pause(page, given["bulk"], shots)
 
-def main() -> None:
+
+def bulk_pause(page: Page, bulk: dict[str, Any], shots: Path) -> None:
+    """Pause every job with the shared label from the jobs page's bulk bar, through a flaky network: the first
+    request gets no answer, the second one's answer is lost after the API did the work (a 503), the third one's is
+    a 202 (as when a request's time is up); each is sent again with the same Idempotency-Key, so it is one
+    operation, and its report counts the jobs as changed by it (and the cancelled one as not changed, with why)."""
+    started = time.monotonic()
+    page.get_by_role("navigation", name="main").get_by_role("link", name="Jobs").click()
+    jobs = page.get_by_role("table", name="jobs")
+    expect(jobs.get_by_role("link", name=bulk["other_name"])).to_be_visible()  # loaded: no render resets the filter
+    page.get_by_label("Label (key:value)").fill(bulk["label"])
+    page.get_by_role("button", name="Apply").click()
+    for name in bulk["names"]:
+        expect(jobs.get_by_role("link", name=name)).to_be_visible()
+    expect(jobs.get_by_role("link", name=bulk["other_name"])).to_have_count(0)
+    bar = page.get_by_role("group", name=f"bulk actions on the jobs matching {bulk['label']}")
+    progress = page.locator("#bulk-progress")
+
+    keys: list[str] = []
+    faults = iter(["no answer", "answer lost", "time up"])
+
+    def flaky(route: Route) -> None:
+        keys.append(route.request.all_headers().get("idempotency-key", ""))
+        fault = next(faults, None)
+        if fault == "no answer":
+            route.abort("connectionreset")
+            return
+        if fault is None:
+            route.continue_()
+            return
+        response = route.fetch()  # the API does the work
+        if fault == "answer lost":
+            problem = {"title": "Service Unavailable", "status": 503, "detail": "the answer was lost"}
+            route.fulfill(status=503, content_type="application/problem+json", body=json.dumps(problem))
+        else:
+            route.fulfill(response=response, status=202, json={**response.json(), "state": "RUNNING"})
+
+    page.route("**/v1/jobs/bulk", flaky)
+
+    # Cancel asks first, naming the selector; dismissed, nothing is sent.
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    bar.get_by_role("button", name="Cancel all matching").click()
+    expect(bar.get_by_role("button", name="Pause all matching")).to_be_enabled()
+    assert asked and bulk["label"] in asked[0], asked
+    assert keys == [], keys
+
+    bar.get_by_role("button", name="Pause all matching").focus()
+    page.keyboard.press("Enter")
+    expect(bar.get_by_role("button", name="Resume all matching")).to_be_disabled()  # while it runs
+    expect(progress).to_contain_text("sending it again as the same operation")
+    expect(progress).to_contain_text("finished")
+    changed = len(bulk["names"])
+    expect(progress).to_contain_text(f"{changed + 1} matched, {changed} changed, 0 already so, 1 could not be changed")
+    expect(progress.get_by_role("listitem")).to_contain_text(bulk["cancelled_id"])  # and why
+    expect(bar.get_by_role("button", name="Resume all matching")).to_be_enabled()
+    assert len(keys) == 4 and len(set(keys)) == 1 and keys[0], keys
+    for name in bulk["names"]:  # the list is read again when the operation is done
+        expect(jobs.locator("tr", has=page.get_by_role("link", name=name))).to_contain_text("PAUSED")
+    shoot(page, shots, "bulk")
+    step("bulk-paused by label", label=bulk["label"], requests=len(keys), seconds=round(time.monotonic() - started, 1))
+    page.unroute("**/v1/jobs/bulk")
+
+    # A selector the API refuses: its problem's detail shows, and a 4xx is not sent again.
+    sent = len(keys)
+    page.route("**/v1/jobs/bulk", lambda route: (keys.append("refused"), route.continue_()))
+    page.get_by_label("Label (key:value)").fill(bulk["label"] + " and more")
+    page.get_by_role("button", name="Apply").click()
+    page.get_by_role("button", name="Pause all matching").click()
+    expect(page.locator("section.bulk .error")).to_contain_text("the value must be")
+    assert len(keys) == sent + 1, keys
+    step("bulk refused with the API's detail")
+
+
+def run(scenario: Callable[[Page, dict[str, Any], Path], None]) -> None:
+    """Run a browser scenario on the JSON argument it was given: one chromium page, a failure.png when a step
+    fails, and a failure when the page threw."""
     given = json.loads(sys.argv[1])
     shots = Path(given["screenshots"])
     shots.mkdir(parents=True, exist_ok=True)
@@ -137,4 +215,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(scenario)

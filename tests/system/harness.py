@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -19,7 +21,7 @@ import boto3
 import pytest
 
 from scheduler_bench.receiver import ReceiverServer
-from scheduler_local.emulators import free_port
+from scheduler_local.emulators import ROOT, free_port
 from scheduler_local.process import StackProcess
 
 
@@ -157,3 +159,42 @@ def receiver() -> Iterator[Receiver]:
     rx = Receiver().start()
     yield rx
     rx.stop()
+
+
+@dataclass(frozen=True)
+class Browser:
+    """Debian's chromium and the Python of .local/browser's venv (Playwright), for the console's browser tests."""
+
+    chromium: str
+    python: str
+
+    def run(self, script: str, given: Mapping[str, Any], timeout: float) -> subprocess.CompletedProcess[str]:
+        """Run the scenario tests/system/<script> with `given` as its one JSON argument."""
+        return subprocess.run(
+            [self.python, str(Path(__file__).with_name(script)), json.dumps(given)],
+            env={**os.environ, "CHROMIUM": self.chromium},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def steps(self, script: str, given: Mapping[str, Any], timeout: float) -> list[str]:
+        """Run the scenario, echo what it printed, fail with its reason (and where its failure.png is) unless it
+        succeeded, and return the names of the steps it checked, in order."""
+        result = self.run(script, given, timeout)
+        steps = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+        sys.stdout.write(result.stdout)
+        shots = given.get("screenshots")
+        assert result.returncode == 0, f"{result.stderr[-4000:]}\nsteps: {steps}\n(see {shots}/failure.png)"
+        return [str(s["step"]) for s in steps]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Browser:
+    """The console tests' browser, installed first when missing (`ensure_browser` in scripts/lib/bootstrap.sh)."""
+    script = 'source scripts/lib/bootstrap.sh && ensure_browser && echo "$CHROMIUM" && echo "$BROWSER_PYTHON"'
+    result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        pytest.fail(f"could not install the browser test's tools:\n{result.stderr}")
+    chromium, python = result.stdout.split()[-2:]
+    return Browser(chromium, python)

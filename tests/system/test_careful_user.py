@@ -1,4 +1,4 @@
-"""What a careful user found (issue 20), reproduced on the local stack over real HTTP: a redrive that looped on an
+"""What a careful user would try, reproduced on the local stack over real HTTP: a redrive that looped on an
 occurrence dying again, a resume that ignored the misfire policy for what the look-ahead had queued, pauses that
 re-sent the whole look-ahead, and buffer_one releasing its parked run only at the lease end."""
 

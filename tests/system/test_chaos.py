@@ -44,7 +44,7 @@ SEED = int(os.environ.get("PUNCTUAL_CHAOS_SEED", "20261201"))
 RATE_JOBS = 4
 LATE_CREATES = 30  # created while the api is being killed
 REFUSED_CREATES = 5
-#: The bound asserted on every occurrence's start lateness (issue 15).
+#: The bound asserted on every occurrence's start lateness.
 MAX_START_LATENESS = 90.0
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = json.loads((ROOT / "cdk.json").read_text())["context"]["punctual"]

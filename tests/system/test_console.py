@@ -1,7 +1,8 @@
 """The web console in a real browser (headless Debian chromium driven by Playwright) against the local stack: sign in,
-find a job, watch it fire, read its runs, pause and resume, see a dead run (and retry it where the API can), and the
-charts. A screenshot of each page goes to $PUNCTUAL_CONSOLE_SCREENSHOTS (docs/console/ regenerates the docs' ones),
-else to a temporary folder.
+find a job, watch it fire, read its runs, pause and resume, see a dead run (and retry it where the API can), the
+charts, and pause every job of a label at once from the jobs page (through a network that drops answers). A
+screenshot of each page goes to $PUNCTUAL_CONSOLE_SCREENSHOTS (docs/console/ regenerates the docs' ones), else to a
+temporary folder.
 
 The browser and Playwright are installed by `ensure_browser` (scripts/lib/bootstrap.sh) on first use: chromium from
 apt, Playwright into .local/browser, never `playwright install`.
@@ -9,34 +10,18 @@ apt, Playwright into .local/browser, never `playwright install`.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import LocalStack, Receiver, serve
-
-from scheduler_local.emulators import ROOT
+from harness import Browser, LocalStack, Receiver, serve
 
 pytestmark = pytest.mark.system
 
 #: The scenario's own tenant, so the pages show only what this test created.
 TOKEN = "t-console"
-
-
-@pytest.fixture(scope="module")
-def browser() -> dict[str, str]:
-    """CHROMIUM and BROWSER_PYTHON, installed first when missing."""
-    script = 'source scripts/lib/bootstrap.sh && ensure_browser && echo "$CHROMIUM" && echo "$BROWSER_PYTHON"'
-    result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    if result.returncode != 0:
-        pytest.fail(f"could not install the browser test's tools:\n{result.stderr}")
-    chromium, python = result.stdout.split()[-2:]
-    return {"CHROMIUM": chromium, "BROWSER_PYTHON": python}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +41,7 @@ def newest_run_state(stack: LocalStack, job_id: str) -> str | None:
 
 
 def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
-    console_stack: LocalStack, browser: dict[str, str], receiver: Receiver, tmp_path: Path
+    console_stack: LocalStack, browser: Browser, receiver: Receiver, tmp_path: Path
 ) -> None:
     stack = console_stack
     status, openapi, _ = stack.call("GET", "/v1/openapi.json", token=TOKEN)
@@ -81,6 +66,16 @@ def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
     assert stack.call("POST", f"/v1/jobs/{failing_id}/trigger", token=TOKEN)[0] == 202
     report_id = create(report, {"type": "once", "delay_seconds": 8}, {"customer": "42", "kind": "report"})
     rate_id = create(rate, {"type": "cron", "expression": "* * * * *", "timezone": "UTC"}, {"customer": "7"})
+    # and jobs for the bulk bar: two with a shared label, a cancelled one with it (a pause cannot take it), and one
+    # with another value of that label
+    assert "/v1/jobs/bulk" in openapi["paths"]
+    fleet, yearly = f"fleet:f{stamp}", {"type": "cron", "expression": "@yearly", "timezone": "UTC"}
+    fleet_names = [f"console-fleet-1-{stamp}", f"console-fleet-2-{stamp}"]
+    fleet_ids = [create(name, yearly, {"fleet": f"f{stamp}"}) for name in fleet_names]
+    cancelled_id = create(f"console-fleet-3-{stamp}", yearly, {"fleet": f"f{stamp}"})
+    assert stack.call("DELETE", f"/v1/jobs/{cancelled_id}", token=TOKEN)[0] in (200, 204)
+    elsewhere = f"console-elsewhere-{stamp}"
+    elsewhere_id = create(elsewhere, yearly, {"fleet": f"g{stamp}"})
     deadline = time.time() + 30
     while newest_run_state(stack, failing_id) != "DEAD":
         assert time.time() < deadline, "the refused job's run did not end DEAD within 30 s"
@@ -98,28 +93,25 @@ def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
         "rate_id": rate_id,
         "label": "customer:42" if has_labels else None,
         "screenshots": str(shots),
+        "bulk": {"label": fleet, "names": fleet_names, "cancelled_id": cancelled_id, "other_name": elsewhere},
     }
-    result = subprocess.run(
-        [browser["BROWSER_PYTHON"], str(Path(__file__).with_name("console_browser.py")), json.dumps(given)],
-        env={**os.environ, "CHROMIUM": browser["CHROMIUM"]},
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
-    steps = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    sys.stdout.write(result.stdout)
-    assert result.returncode == 0, f"{result.stderr[-4000:]}\nsteps: {steps}\n(see {shots}/failure.png)"
+    names = browser.steps("console_browser.py", given, timeout=150)
 
     # Then what the browser did is what the API holds
-    names = [s["step"] for s in steps]
     assert "watched it fire" in names and "charts" in names and names[-1] == "done"
+    assert "bulk-paused by label" in names and "bulk refused with the API's detail" in names
     _, job, _ = stack.call("GET", f"/v1/jobs/{rate_id}", token=TOKEN)
     assert job["state"] == "PAUSED"
+    # the bulk pause took exactly the labelled jobs
+    states = {job_id: stack.call("GET", f"/v1/jobs/{job_id}", token=TOKEN)[1]["state"] for job_id in fleet_ids}
+    assert states == dict.fromkeys(fleet_ids, "PAUSED")
+    assert stack.call("GET", f"/v1/jobs/{cancelled_id}", token=TOKEN)[1]["state"] == "CANCELLED"
+    assert stack.call("GET", f"/v1/jobs/{elsewhere_id}", token=TOKEN)[1]["state"] == "ACTIVE"
     if "retried the dead run" in names:  # the retry ran the same occurrence again: a new attempt, a new token
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _attempts(stack, failing_id) >= 2:
             time.sleep(1)
         assert _attempts(stack, failing_id) >= 2
-    assert {f"{page}.png" for page in ("sign-in", "jobs", "job", "dead-letters", "forecast")} <= {
+    assert {f"{page}.png" for page in ("sign-in", "jobs", "job", "dead-letters", "forecast", "bulk")} <= {
         p.name for p in shots.iterdir()
     }

@@ -1,4 +1,4 @@
-"""The API's contract checked by a client nobody here wrote (issue 20, item 7): schemathesis (pinned in
+"""The API's contract checked by a client nobody here wrote: schemathesis (pinned in
 pyproject.toml) against `/v1/openapi.json` of a local stack with a single worker (the local stack's minimum),
 every check on, bounded in time, and every URL it generates rewritten to a refused loopback address, so nothing
 is ever delivered off this machine (other target types reach only the local emulators).

@@ -603,7 +603,7 @@ def test_background_heartbeat_that_loses_the_lease_aborts_without_writing(
 
 
 def test_a_worker_paused_before_its_claim_holds_a_lease_from_when_it_claims(world: MemoryCore) -> None:
-    # (simulator seed 9120) Given a worker that pauses 90 s between receiving the message and claiming it (a
+    # Given a worker that pauses 90 s between receiving the message and claiming it (a
     # preemption while it reads the job), with a 60 s lease
     _, dispatch = world.due()
     leases: list[Any] = []

@@ -3,7 +3,6 @@ opened: no test sends anything to the addresses named here (docs/security.md).""
 
 from __future__ import annotations
 
-import socket
 from datetime import UTC, datetime
 from typing import Any
 
@@ -100,18 +99,6 @@ def test_local_mode_still_allows_loopback_and_private_ranges() -> None:
 def call_of(job_spec: JobSpec) -> TargetCall:
     job = Job(job_id="j1", tenant="t", spec=job_spec, version=1, state=JobState.ACTIVE, created_at=T0, updated_at=T0)
     return TargetCall(job, "j1:x", T0, 1, 1, lambda: None, T0)
-
-
-@pytest.fixture
-def no_connections(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    opened: list[Any] = []
-
-    def refuse(address: Any, *args: Any, **kwargs: Any) -> Any:
-        opened.append(address)
-        raise AssertionError(f"a connection was opened to {address}")
-
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    return opened
 
 
 @pytest.mark.parametrize("answer", [["169.254.169.254"], ["2002:a9fe:a9fe::1"], ["::ffff:169.254.169.254"]])

@@ -4,7 +4,6 @@ and, for a job stored before, at every call - permanently, without connecting.""
 
 from __future__ import annotations
 
-import socket
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,18 +28,6 @@ def spec(url: str) -> JobSpec:
     return JobSpec.model_validate(
         {"schedule": {"type": "once", "at": "2026-03-01T00:00:00Z"}, "target": {"type": "http", "url": url}}
     )
-
-
-@pytest.fixture
-def no_connections(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    opened: list[Any] = []
-
-    def refuse(address: Any, *args: Any, **kwargs: Any) -> Any:
-        opened.append(address)
-        raise OSError(f"the test refuses every connection ({address})")
-
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    return opened
 
 
 @pytest.mark.parametrize("url", [f"http://{PUBLIC}/hook", f"HTTP://{PUBLIC}:8080/hook", "http://receiver.example/"])

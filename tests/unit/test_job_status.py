@@ -1,4 +1,4 @@
-"""An honest job state while an occurrence is in flight (issue 15): a one-shot job whose occurrence was dispatched
+"""An honest job state while an occurrence is in flight: a one-shot job whose occurrence was dispatched
 but has not finished reads DISPATCHED, with its last occurrence's state (QUEUED while it has no run), never
 COMPLETED with an empty history; COMPLETED means the last occurrence has finished."""
 

@@ -1,4 +1,4 @@
-"""A sweep's sends land each message just before its fire time (issue 14, item 2): SQS delays are whole seconds,
+"""A sweep's sends land each message just before its fire time: SQS delays are whole seconds,
 so a message sent at an arbitrary instant lands up to a second early and the worker waits the rest out inside
 Lambda, billed. `Dispatcher.send_landing` times each send so the message lands at most ~110 ms early."""
 

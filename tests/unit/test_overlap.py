@@ -1,4 +1,4 @@
-"""Overlap policy `buffer_one` (issue 20, item 4): at most one parked run, started as soon as the running one
+"""Overlap policy `buffer_one`: at most one parked run, started as soon as the running one
 finishes, whatever the length of the run history."""
 
 from __future__ import annotations

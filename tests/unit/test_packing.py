@@ -1,28 +1,18 @@
-"""Several occurrences in one ready-queue message (scheduler.core.packing): how a send packs them, how a body
-carries them under their HMACs, and how the worker settles such a message."""
+"""Several occurrences in one ready-queue message (scheduler.core.packing): how a send packs them, and how the
+worker settles such a message. The body that carries them is the adapter's (tests/adapters/test_dispatch_message.py)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.adapters.dispatch_message import (
-    MalformedMessage,
-    UnauthenticatedMessage,
-    dispatch_from_body,
-    dispatch_to_body,
-    dispatches_from_body,
-    message_to_body,
-)
 from scheduler.adapters.memory import FakeClock, MemoryMessage, MemoryQueue, RecordingMetrics
 from scheduler.core.execute import Outcome, Why
 from scheduler.core.packing import MessageRunner, PackingConfig, pack
 from scheduler.core.ports import Dispatch
 from scheduler.core.tasks import InOrder
-from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -62,29 +52,6 @@ def test_a_budgets_later_release_decides_where_an_occurrence_goes() -> None:
     on_time, held_back = herd(2)
     messages = pack([on_time, held_back.deferred_to(NOW + timedelta(seconds=5))], PackingConfig())
     assert [[d.job_id for d in m] for m in messages] == [[on_time.job_id], [held_back.job_id]]
-
-
-def test_a_body_of_one_occurrence_is_the_plain_dispatch_and_an_packed_message_carries_each_under_its_hmac() -> None:
-    one, *more = herd(3)
-    assert message_to_body([one], LOCAL_MESSAGE_KEY) == dispatch_to_body(one, LOCAL_MESSAGE_KEY)
-    assert dispatches_from_body(dispatch_to_body(one, LOCAL_MESSAGE_KEY), LOCAL_MESSAGE_KEY) == [one]
-
-    body = message_to_body([one, *more], LOCAL_MESSAGE_KEY)
-
-    assert json.loads(body)["v"] == 2
-    assert dispatches_from_body(body, LOCAL_MESSAGE_KEY) == [one, *more]
-    with pytest.raises(MalformedMessage):  # a reader of single dispatches does not run a packed message
-        dispatch_from_body(body, LOCAL_MESSAGE_KEY)
-
-
-def test_an_packed_message_with_one_tampered_occurrence_is_refused_whole() -> None:
-    body = json.loads(message_to_body(herd(3), LOCAL_MESSAGE_KEY))
-    body["occurrences"][1]["job_id"] = "someone-else"
-    with pytest.raises(UnauthenticatedMessage):
-        dispatches_from_body(json.dumps(body), LOCAL_MESSAGE_KEY)
-    for empty in ({"v": 2, "occurrences": []}, {"v": 2}):
-        with pytest.raises(MalformedMessage):
-            dispatches_from_body(json.dumps(empty), LOCAL_MESSAGE_KEY)
 
 
 class Scripted:

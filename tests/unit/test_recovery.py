@@ -1,4 +1,4 @@
-"""Bounded recovery (issue 15): a worker holds its batch for a short hold time, renewed while it lives, so what a
+"""Bounded recovery: a worker holds its batch for a short hold time, renewed while it lives, so what a
 dead worker held is visible again within that time instead of the queue's visibility timeout."""
 
 from __future__ import annotations

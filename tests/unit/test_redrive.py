@@ -123,7 +123,7 @@ def test_a_redrive_runs_each_dead_letter_present_at_its_start_once_even_when_it_
         dlq.add(dispatch)
     clock.advance(5)
 
-    # When the DLQ is redriven (issue 20, item 1: it looped until --limit, 999 runs of one occurrence)
+    # When the DLQ is redriven (it must not loop until --limit, running one occurrence again and again)
     lines = redrive(letters_of(dlq), ledger, worker, dry_run=False, limit=1000, now=clock.now)  # type: ignore[arg-type]
 
     # Then each ran once more, died again, and is back in the DLQ for the next command, once

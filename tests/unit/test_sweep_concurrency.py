@@ -1,4 +1,4 @@
-"""A sweep works on the buckets (shards) of one minute at once (issue 14, item 3; issue 18): a herd's minute is
+"""A sweep works on the buckets (shards) of one minute at once: a herd's minute is
 dispatched in about the time of its biggest bucket. Each bucket is claimed, drained and checkpointed as another
 sweeper would; the watermark passes a minute only once all its buckets are done."""
 

@@ -125,7 +125,7 @@ _Key = tuple[str, str, int, str]
 
 
 class TargetConnections:
-    """Keep-alive connections to http targets (issue 14, item 3), by scheme, host, port and the address the SSRF
+    """Keep-alive connections to http targets, by scheme, host, port and the address the SSRF
     guard checked for this very call: a connection is reused only to the address just checked, so DNS rebinding
     cannot reach through a pooled connection either. A reused HTTPS connection keeps its TLS session (no handshake:
     its CPU and two round trips). Thread-safe: a worker batch's records call at once."""

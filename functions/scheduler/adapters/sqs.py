@@ -6,7 +6,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -146,14 +146,14 @@ class SqsReadyQueue:
         )
 
 
+@dataclass(eq=False)
 class SqsMessage:
     """MessageControl for one message of a Lambda SQS event."""
 
-    def __init__(self, client: Any, queue_url: str, receipt_handle: str, receive_count: int) -> None:
-        self.client = client
-        self.queue_url = queue_url
-        self.receipt_handle = receipt_handle
-        self.receive_count = receive_count
+    client: Any
+    queue_url: str
+    receipt_handle: str
+    receive_count: int
 
     def extend_visibility(self, seconds: int) -> None:
         self.client.change_message_visibility(

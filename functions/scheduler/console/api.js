@@ -33,8 +33,8 @@ export class ApiError extends Error {
 let signer = null;
 let signerFor = null;
 
-async function send(credentials, method, url, body) {
-  const init = { method, headers: { Accept: "application/json" } };
+async function send(credentials, method, url, body, headers) {
+  const init = { method, headers: { Accept: "application/json", ...headers } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -57,11 +57,13 @@ async function send(credentials, method, url, body) {
   return fetch(url, init);
 }
 
-// One API call: the parsed JSON body, or an ApiError carrying the problem+json the API answered.
-export async function call(method, path, body) {
+// One API call: the parsed JSON body, or an ApiError carrying the problem+json the API answered. `headers` are sent
+// (and signed) besides Accept and Content-Type, e.g. an Idempotency-Key. A request that gets no answer (the network,
+// a timeout) rejects with the fetch's TypeError, not an ApiError.
+export async function call(method, path, body, { headers } = {}) {
   const credentials = loadCredentials();
   if (!credentials) throw new ApiError(401, { detail: "sign in first" });
-  const response = await send(credentials, method, apiBase + path, body);
+  const response = await send(credentials, method, apiBase + path, body, headers);
   const text = await response.text();
   let parsed = null;
   try {
@@ -80,14 +82,14 @@ export async function features() {
   const paths = doc.paths || {};
   const listParameters = (paths["/v1/jobs"]?.get?.parameters || []).map((p) => p.name);
   const retryPath = Object.keys(paths).find((p) => /^\/v1\/jobs\/\{[^}]+\}\/runs\/\{[^}]+\}[/:]retry$/.test(p));
-  const bulkPath = Object.keys(paths).find((p) => /bulk|operations/.test(p));
   return {
     labelFilter: listParameters.includes("label"),
     namePrefix: listParameters.includes("name_prefix"),
     targetTypeFilter: listParameters.includes("target_type"),
     byExternalId: Object.keys(paths).some((p) => p.startsWith("/v1/jobs/by-external-id/")),
     retryPath: retryPath || null,
-    bulk: bulkPath || null,
+    bulk: paths["/v1/jobs/bulk"]?.post ? "/v1/jobs/bulk" : null,
+    operator: Boolean(paths["/v1/operator/status"]?.get),
   };
 }
 

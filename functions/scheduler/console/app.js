@@ -1,6 +1,8 @@
 // The punctual console: Preact + htm (vendored, no build step), hash routes, every number from the tenant API.
 import { html, render, useState, useEffect, useCallback } from "./vendor/htm-preact-standalone-3.1.1.mjs";
 import { call, features, loadCredentials, saveCredentials, enc, fill, ApiError } from "./api.js";
+import { BulkBar } from "./bulk.js";
+import { Operator } from "./operator.js";
 
 // ---- small pieces --------------------------------------------------------------------------------------------
 
@@ -190,6 +192,7 @@ function Jobs({ features: f, query }) {
       <button type="submit">Apply</button>
     </form>
     ${f.labelFilter ? null : html`<p class="note">This API has no label filter; labels arrive with a newer API.</p>`}
+    <${BulkBar} features=${f} selectors=${params.getAll("label").filter(Boolean)} onDone=${() => load(null)} />
     <${Problem} error=${error} />
     <table aria-label="jobs">
       <thead><tr><th>Name</th><th>State</th><th>Schedule</th><th>Next run</th><th>Last run</th><th>Labels</th></tr></thead>
@@ -422,8 +425,9 @@ function Charts() {
           unit="s" points=${lateness} />`
       : html`<p class="note">${scan.loading ? "Loading…" : "No run has started yet."}</p>`}
     <h2>Lanes and lag</h2>
-    <p class="note">The operator's view (ready-queue depth per lane, the sweep watermark) is not in the tenant API:
-      use <code>punctual status</code> or the CloudWatch dashboard (docs/console.md).</p>
+    <p class="note">Every lane's load and the sweep watermark are the operator's view: the <a href="#/operator">Operator</a>
+      page for the tenants the deployment lists in <code>operators</code>, else <code>punctual status</code> or the
+      CloudWatch dashboard (docs/console.md).</p>
   </main>`;
 }
 
@@ -465,6 +469,7 @@ function App() {
     ["jobs", "Jobs"],
     ["attention", "Dead letters"],
     ["charts", "Forecast"],
+    ...(f?.operator ? [["operator", "Operator"]] : []),
   ];
   const [page, id] = where.parts;
   let body;
@@ -473,6 +478,7 @@ function App() {
   else if (page === "jobs" && id) body = html`<${Job} jobId=${decodeURIComponent(id)} features=${f} />`;
   else if (page === "attention") body = html`<${Attention} features=${f} />`;
   else if (page === "charts") body = html`<${Charts} />`;
+  else if (page === "operator") body = html`<${Operator} />`;
   else body = html`<${Jobs} features=${f} query=${where.query} />`;
   return html`<a class="skip" href="#main" onClick=${skipToContent}>Skip to content</a>
     <header>

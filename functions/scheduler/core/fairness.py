@@ -115,9 +115,8 @@ class TenantAdmission:
     def __post_init__(self) -> None:
         #: One booking per tenant at a time in this process. A sweep's buckets are swept at once (threads): without
         #: it they race on the tenant's budget item, and a page that loses WRITE_ATTEMPTS times in a row has no
-        #: release at all - its occurrences would be deferred past SQS's horizon for contention, not for budget
-        #: (found by the cost benchmark: 4 of 50 one-shot jobs of one tenant deferred). Other sweepers may still
-        #: race; the conditional save keeps them correct.
+        #: release at all - its occurrences would be deferred past SQS's horizon for contention, not for budget.
+        #: Other sweepers may still race; the conditional save keeps them correct.
         self._tenant_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
 

@@ -1,4 +1,4 @@
-"""The forecast (issue 18): how many occurrences fall due per minute over the next hour, per tenant and overall,
+"""The forecast: how many occurrences fall due per minute over the next hour, per tenant and overall,
 from the stored timers and the recurring schedules they carry.
 
 Cheap by construction: it reads only the buckets of the window (and a few minutes before it, whose recurring

@@ -28,7 +28,16 @@ from scheduler.core.job_lifecycle import cancelled, paused, resumed
 from scheduler.core.job_status import JobStatus, shown_status
 from scheduler.core.keys import occurrence_key
 from scheduler.core.labels import ALL_JOBS, JobQuery
-from scheduler.core.model import MAX_PAYLOAD_BYTES, REDACTED, Job, JobSpec, JobState, RunState, payload_size
+from scheduler.core.model import (
+    MAX_PAYLOAD_BYTES,
+    REDACTED,
+    Job,
+    JobSpec,
+    JobState,
+    RunState,
+    merge_patch,
+    payload_size,
+)
 from scheduler.core.ports import (
     Clock,
     Dispatch,
@@ -251,7 +260,7 @@ class JobService:
                 raise VersionConflict(job)
             if job.state == JobState.CANCELLED:
                 raise InvalidState("a cancelled job cannot be changed")
-            merged = _merge(job.spec.model_dump(mode="json", exclude_none=True), changes)
+            merged = merge_patch(job.spec.model_dump(mode="json", exclude_none=True), changes)
             # A sealed value stays REDACTED in the merged definition (checked as such); a new one must be given.
             spec = JobSpec.model_validate(carry_secrets(job, merged, changes))
             if spec.external_id != job.spec.external_id:
@@ -434,16 +443,3 @@ class JobService:
         size = payload_size(spec.payload)
         if size > MAX_PAYLOAD_BYTES:
             raise PayloadTooLarge(f"the payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes")
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: objects merge recursively, `null` removes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = _merge(result.get(key), value)
-    return result

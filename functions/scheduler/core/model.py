@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -339,6 +339,20 @@ class BackfillRequest(BaseModel):
 
 def payload_size(payload: Any) -> int:
     return len(json.dumps(payload, separators=(",", ":")).encode())
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as `PATCH /v1/jobs/{id}` applies it to a definition: objects merge recursively,
+    `null` removes, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
 
 
 class Job(BaseModel):

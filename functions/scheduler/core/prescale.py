@@ -1,4 +1,4 @@
-"""Pre-scaling the workers before a known peak (issue 18): how many provisioned event pollers a forecast minute
+"""Pre-scaling the workers before a known peak: how many provisioned event pollers a forecast minute
 needs, and what to set the worker event source mappings to now. Pure: the forecast comes in, a decision goes out;
 the AWS call is behind the `PollerControl` port.
 

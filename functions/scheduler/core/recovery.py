@@ -1,4 +1,4 @@
-"""Bounded recovery of a worker's batch (issue 15): what a worker that dies holding a batch leaves behind comes
+"""Bounded recovery of a worker's batch: what a worker that dies holding a batch leaves behind comes
 back within seconds, not after the queue's visibility timeout.
 
 The ready queues' visibility timeout is 6x the worker timeout (720 s; AWS's rule for event source mappings, so a

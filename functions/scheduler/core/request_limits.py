@@ -40,14 +40,14 @@ class RequestLimitConfig:
         return math.ceil(rate * self.window_seconds) if rate > 0 else 0
 
 
+@dataclass(eq=False)
 class RequestGate:
     """Admits a tenant's request, or says how long until it may try again."""
 
-    def __init__(self, windows: RequestWindows, clock: Clock, config: RequestLimitConfig, metrics: Metrics) -> None:
-        self.windows = windows
-        self.clock = clock
-        self.config = config
-        self.metrics = metrics
+    windows: RequestWindows
+    clock: Clock
+    config: RequestLimitConfig
+    metrics: Metrics
 
     def admit(self, tenant: str) -> float | None:
         """None when the request is admitted; otherwise the seconds until the tenant's next window."""

@@ -1,8 +1,8 @@
 """The api Lambda: the public REST API (docs/design.md §4) on Powertools' APIGatewayRestResolver.
 
-The routes live here; the use cases are `scheduler.core.jobs`. What a request carries is read in `api_requests`, the
-responses are shaped in `api_views`, and every error is an RFC 9457 problem+json (`api_problems`) with a `detail` a
-person can act on.
+The job routes live here, each declared once with its OpenAPI description (`api_routes`); the use cases are
+`scheduler.core.jobs`. What a request carries is read in `api_requests`, the responses are shaped in `api_views`, and
+every error is an RFC 9457 problem+json (`api_problems`) with a `detail` a person can act on.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -20,36 +19,42 @@ from pydantic import ValidationError
 
 from scheduler.core import forecast as forecasting
 from scheduler.core.errors import BackfillNotFound, JobNotFound
-from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
+from scheduler.core.jobs import Created, JobService, Submission
 from scheduler.core.labels import MAX_NAME_PREFIX, MAX_SELECTORS, JobQuery, LabelSelector
 from scheduler.core.model import TARGET_TYPES, Job, JobSpec, JobState
 from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import (
     api_bulk,  # noqa: F401  (registers the bulk action routes)
     api_console,  # noqa: F401  (registers the console's files)
+    api_operator,  # noqa: F401  (registers the operator's view)
     api_runs,  # noqa: F401  (registers the runs and backfill routes)
+    api_signing,  # noqa: F401  (registers the signing keys' routes)
     wiring,
 )
 from scheduler.handlers.api_caller import metrics as metrics
 from scheduler.handlers.api_caller import service, tenant
+from scheduler.handlers.api_models import Health
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
-from scheduler.handlers.api_requests import app, header, int_query, is_number, json_body, page_of
+from scheduler.handlers.api_requests import IF_MATCH, PAGE, app, header, if_match, int_query, json_body, page_of
+from scheduler.handlers.api_routes import NO_JOB, Answer, Param, route
 from scheduler.handlers.api_views import job_view, json_response
-from scheduler.signing import signing_versions, versioned_key_id
 
 logger = wiring.handler_logger()
 
 #: Job definitions one `POST /v1/jobs/batch` creates at most, and its body's size limit (Lambda takes 6 MB).
 MAX_BATCH = 25
 MAX_BATCH_BYTES = 5 * 1024 * 1024
+MALFORMED_JSON = "malformed JSON, or JSON nested more than 128 levels deep"
+#: The answers of a change of a job's state (cancel, pause, resume).
+CHANGED: dict[int, Answer] = {200: ("the job after the action", "Job"), 409: "not allowed in this state"}
 
 
-@app.get("/v1/health")
+@route.get("/v1/health", summary="liveness", public=True, responses={200: ("ok", Health)})
 def health() -> Response[str]:
     return json_response(200, {"status": "ok"})
 
 
-@app.get("/v1/openapi.json")
+@route.get("/v1/openapi.json", summary="this document", responses={200: ("OpenAPI", None)})
 def openapi_document() -> Response[str]:
     """The OpenAPI document of this API (generated from the request models; `docs/openapi.json`)."""
     from scheduler.openapi import render
@@ -57,7 +62,14 @@ def openapi_document() -> Response[str]:
     return Response(200, "application/json", render())
 
 
-@app.get("/v1/forecast")
+@route.get(
+    "/v1/forecast",
+    summary="occurrences due per minute over the next minutes (the caller's own jobs)",
+    params=(
+        Param.query("minutes", {"type": "integer", "minimum": 1, "maximum": forecasting.MAX_MINUTES, "default": 60}),
+    ),
+    responses={200: ("the forecast, minute by minute", "Forecast"), 422: "minutes out of range"},
+)
 def get_forecast() -> Response[str]:
     """Occurrences due per minute over the next `minutes` (1-180, default 60): the caller's own."""
     who = tenant()
@@ -66,7 +78,28 @@ def get_forecast() -> Response[str]:
     return json_response(200, forecasting.view(result))
 
 
-@app.post("/v1/jobs")
+@route.post(
+    "/v1/jobs",
+    summary="create a job",
+    params=(
+        Param.header(
+            "Idempotency-Key",
+            {"type": "string", "maxLength": 255},
+            "a retry with the same key and body returns the same job (24 h)",
+        ),
+    ),
+    body=JobSpec,
+    responses={
+        201: ("created", "Job"),
+        200: ("replay of an earlier create with the same Idempotency-Key", "Job"),
+        400: MALFORMED_JSON,
+        409: "Idempotency-Key reused with a different body, or external_id already another job's",
+        413: "payload over 64 KiB",
+        415: "not JSON",
+        422: "invalid field",
+        429: "over the tenant's active-job quota",
+    },
+)
 def create_job() -> Response[str]:
     who = tenant()
     body = json_body()
@@ -98,7 +131,18 @@ def _submission(item: Any) -> Submission:
     return Submission(spec, key, item["job"])
 
 
-@app.post("/v1/jobs/batch")
+@route.post(
+    "/v1/jobs/batch",
+    summary="create up to 25 jobs in one request (each created, replayed or refused on its own)",
+    body="JobBatch",
+    responses={
+        200: ("one result per item, in the items' order", "JobBatchResults"),
+        400: MALFORMED_JSON,
+        413: "body over 5 MiB",
+        415: "not JSON",
+        422: "not a list of 1-25 items",
+    },
+)
 def create_jobs() -> Response[str]:
     """Create up to MAX_BATCH jobs in one request: each item is created (or replayed, or refused) on its own, and
     the results come back in the items' order - one request to API Gateway and one Lambda for them all, and the
@@ -148,7 +192,34 @@ def _problem_of(exc: Exception) -> Response[str]:
     return unexpected
 
 
-@app.get("/v1/jobs")
+@route.get(
+    "/v1/jobs",
+    summary="list the caller's jobs, oldest first",
+    description=(
+        "Oldest first, a page at a time (`next_cursor`). The jobs one `POST /v1/jobs/batch` stored together are "
+        "listed together, in the batch's order, where its first job is. The list may lag a write by a moment; "
+        "`GET /v1/jobs/{job_id}` is always current."
+    ),
+    params=(
+        Param.query("state", {"enum": [s.value for s in JobState]}),
+        Param.query(
+            "label",
+            {
+                "type": "array",
+                "maxItems": MAX_SELECTORS,
+                "items": {"type": "string", "pattern": "^[^:]+:[-A-Za-z0-9_.]*$"},
+            },
+            "key:value (the label has that value) or key: (the job has the label); repeat to AND them. With a "
+            "label, the list is by that label's value, then job id",
+            style="form",
+            explode=True,
+        ),
+        Param.query("target_type", {"enum": list(TARGET_TYPES)}),
+        Param.query("name_prefix", {"type": "string", "minLength": 1, "maxLength": MAX_NAME_PREFIX}),
+        *PAGE,
+    ),
+    responses={200: ("a page of jobs", "JobList"), 422: "bad query"},
+)
 def list_jobs() -> Response[str]:
     who = tenant()
     state_raw = app.current_event.get_query_string_value("state", None)
@@ -212,7 +283,11 @@ def _job_query() -> JobQuery:
     return JobQuery(tuple(dict.fromkeys(selectors)), target_type, name_prefix)
 
 
-@app.get("/v1/jobs/by-external-id/<external_id>")
+@route.get(
+    "/v1/jobs/by-external-id/<external_id>",
+    summary="the caller's job with this external_id",
+    responses={200: ("the job", "Job"), 404: NO_JOB},
+)
 def get_job_by_external_id(external_id: str) -> Response[str]:
     """The caller's job with this external id (JobSpec.external_id); another tenant's is a 404 like any."""
     who = tenant()
@@ -223,7 +298,12 @@ def get_job_by_external_id(external_id: str) -> Response[str]:
     return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"', "Location": f"/v1/jobs/{job.job_id}"})
 
 
-@app.get("/v1/jobs/<job_id>")
+@route.get(
+    "/v1/jobs/<job_id>",
+    summary="a job",
+    params=(Param.query("preview", {"type": "integer", "minimum": 0, "maximum": 50}),),
+    responses={200: ("the job", "Job")},
+)
 def get_job(job_id: str) -> Response[str]:
     who = tenant()
     preview = int_query("preview", 0, 0, 50)
@@ -232,28 +312,23 @@ def get_job(job_id: str) -> Response[str]:
     return json_response(200, job_view(job, svc, preview), {"ETag": f'"{job.version}"'})
 
 
-@app.patch("/v1/jobs/<job_id>")
+@route.patch(
+    "/v1/jobs/<job_id>",
+    summary="change a job (applies to occurrences not yet dispatched)",
+    params=(IF_MATCH,),
+    body="JobPatch",
+    responses={200: ("the changed job", "Job"), 409: "cancelled jobs cannot change", 422: "invalid field"},
+)
 def update_job(job_id: str) -> Response[str]:
     who = tenant()
     body = json_body()
-    expected = _if_match()
+    expected = if_match()
     svc = service()
     try:
         job = svc.update(who, job_id, body, expected)
     except ValidationError as exc:
         raise validation_problem(exc) from None
     return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"'})
-
-
-def _if_match() -> int | None:
-    """The job version the request's If-Match names (None without one); a malformed one is a 400."""
-    if_match = header("If-Match")
-    if if_match is None:
-        return None
-    cleaned = if_match.strip().removeprefix("W/").strip('"')
-    if not is_number(cleaned):
-        raise Problem(400, "Bad Request", f"If-Match must be a job version (e.g. \"3\"), not '{if_match}'")
-    return int(cleaned)
 
 
 def _changed(change: Callable[[JobService, str, str], Job], job_id: str) -> Response[str]:
@@ -263,22 +338,35 @@ def _changed(change: Callable[[JobService, str, str], Job], job_id: str) -> Resp
     return json_response(200, job_view(change(svc, who, job_id), svc))
 
 
-@app.delete("/v1/jobs/<job_id>")
+@route.delete(
+    "/v1/jobs/<job_id>",
+    summary="cancel (idempotent)",
+    description=(
+        "A soft delete: the job becomes CANCELLED and stays readable (GET returns it with state CANCELLED, its run "
+        "history too); occurrences already queued are recorded CANCELLED, none fires after the 200. It cannot be "
+        "resumed or changed."
+    ),
+    responses=CHANGED,
+)
 def cancel_job(job_id: str) -> Response[str]:
     return _changed(JobService.cancel, job_id)
 
 
-@app.post("/v1/jobs/<job_id>/pause")
+@route.post("/v1/jobs/<job_id>/pause", summary="pause", responses=CHANGED)
 def pause_job(job_id: str) -> Response[str]:
     return _changed(JobService.pause, job_id)
 
 
-@app.post("/v1/jobs/<job_id>/resume")
+@route.post("/v1/jobs/<job_id>/resume", summary="resume (missed runs per the misfire policy)", responses=CHANGED)
 def resume_job(job_id: str) -> Response[str]:
     return _changed(JobService.resume, job_id)
 
 
-@app.post("/v1/jobs/<job_id>/trigger")
+@route.post(
+    "/v1/jobs/<job_id>/trigger",
+    summary="fire one extra occurrence now",
+    responses={202: ("accepted", "Trigger"), 409: "paused or cancelled"},
+)
 def trigger_job(job_id: str) -> Response[str]:
     who = tenant()
     timer = service().trigger(who, job_id)
@@ -287,74 +375,12 @@ def trigger_job(job_id: str) -> Response[str]:
     )
 
 
-@app.get("/v1/jobs/<job_id>/signing-keys")
-def signing_keys(job_id: str) -> Response[str]:
-    """The job's signature v2 keys (the current version under every active root key, then the replaced version
-    while its overlap lasts): only its own tenant gets them (another tenant's job is a 404), and a key verifies that
-    job's calls only (docs/security.md)."""
-    who = tenant()
-    job = service().get(who, job_id)
-    return _signing_keys_response(job, 200)
-
-
-@app.post("/v1/jobs/<job_id>/signing-keys/rotate")
-def rotate_signing_key(job_id: str) -> Response[str]:
-    """Make the next version of the job's key current; the replaced one keeps signing for `overlap_seconds` (0: a
-    revoke). Answers like the GET, with the job's new version as ETag; `If-Match` refuses a stale read (412)."""
-    who = tenant()
-    body = json_body(required=False)
-    unknown = set(body) - {"overlap_seconds"}
-    if unknown:
-        detail = f'unknown field(s): {", ".join(sorted(unknown))}; send {{"overlap_seconds": n}} or no body'
-        errors = [{"field": name, "message": "unknown field"} for name in sorted(unknown)]
-        raise Problem(422, "Unprocessable Content", detail, errors=errors)
-    overlap = body.get("overlap_seconds", int(DEFAULT_KEY_OVERLAP.total_seconds()))
-    limit = int(MAX_KEY_OVERLAP.total_seconds())
-    if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap <= limit:
-        raise Problem(
-            422, "Unprocessable Content",
-            f"overlap_seconds is a whole number of seconds 0-{limit} (7 days; 0 revokes the old key at once), "
-            f"not {json.dumps(overlap)}",
-            errors=[{"field": "overlap_seconds", "message": f"must be an integer 0-{limit}"}],
-        )  # fmt: skip
-    job = service().rotate_signing_key(who, job_id, timedelta(seconds=overlap), _if_match())
-    return _signing_keys_response(job, 200)
-
-
-def _signing_keys_response(job: Job, status: int) -> Response[str]:
-    ring = wiring.container(metrics).key_ring
-    now = wiring.container(metrics).core.clock.now()
-    keys = []
-    for version in signing_versions(job.key_version, job.previous_key_until, now):
-        until = job.previous_key_until if version != job.key_version else None
-        expires = rfc3339(until) if until is not None else None
-        keys += [
-            {"key_id": kid, "key": key, "version": version, "expires_at": expires}
-            for kid, key in ring.job_keys(job.job_id, version).items()
-        ]
-    body = {
-        "job_id": job.job_id,
-        "signature": "v2",
-        "algorithm": "HMAC-SHA256",
-        "current_key_id": versioned_key_id(ring.current, job.key_version),
-        "key_version": job.key_version,
-        "keys": keys,
-    }
-    shown = [k["key_id"] for k in keys]
-    logger.info("signing keys handed out", extra={"job_id": job.job_id, "tenant": job.tenant, "key_ids": shown})
-    return json_response(status, body, {"Cache-Control": "no-store", "ETag": f'"{job.version}"'})
-
-
 # -- errors -----------------------------------------------------------------------------------------------
 
 
 def registered_routes() -> dict[re.Pattern[str], set[str]]:
-    """The methods of each route, as the decorators above registered them with the resolver (the one list of
-    routes: the 405s and the OpenAPI drift test read it)."""
-    routes: dict[re.Pattern[str], set[str]] = {}
-    for route in [*app._static_routes, *app._dynamic_routes]:
-        routes.setdefault(route.rule, set()).add(route.method.upper())
-    return routes
+    """The methods of each route, as the route table declares them (the 405s answer with them)."""
+    return route.methods()
 
 
 @app.not_found

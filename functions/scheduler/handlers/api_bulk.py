@@ -13,6 +13,7 @@ from scheduler.handlers import wiring
 from scheduler.handlers.api_caller import metrics, tenant
 from scheduler.handlers.api_problems import Problem
 from scheduler.handlers.api_requests import app, header, json_body
+from scheduler.handlers.api_routes import Param, route
 from scheduler.handlers.api_views import json_response
 
 #: Kept free before the Lambda's own deadline: the last page's checkpoint and the answer.
@@ -63,7 +64,31 @@ def _request(body: Any) -> tuple[BulkAction, dict[str, str]]:
     return action, labels
 
 
-@app.post("/v1/jobs/bulk")
+@route.post(
+    "/v1/jobs/bulk",
+    summary="pause, resume or cancel every job matching a label selector (at most MAX_BULK_JOBS)",
+    description=(
+        "Works until done or about 20 s, then answers 202 with the progress; the same request with the same "
+        "Idempotency-Key goes on from there (also after a crash or a timeout) until 200 with the final report."
+    ),
+    params=(
+        Param.header(
+            "Idempotency-Key",
+            {"type": "string", "minLength": 1, "maxLength": 255},
+            "names the operation: a retry with the same key goes on with it (7 days)",
+            required=True,
+        ),
+    ),
+    body="BulkRequest",
+    responses={
+        200: ("done: the final report", "BulkOperation"),
+        202: ("still running: the progress; send the same request again", "BulkOperation"),
+        400: "no Idempotency-Key, or malformed JSON",
+        409: "Idempotency-Key reused with another action or selector",
+        415: "not JSON",
+        422: "bad action or selector: empty, malformed, or matching more jobs than one takes",
+    },
+)
 def bulk_action() -> Response[str]:
     """Work through the jobs matching the selector until done or the time is up: 200 with the final report when
     DONE, else 202 with the progress (the same request again goes on from there)."""
@@ -85,7 +110,11 @@ def bulk_action() -> Response[str]:
     return json_response(status, progress_view(operation), {"Location": location})
 
 
-@app.get("/v1/operations/<operation_id>")
+@route.get(
+    "/v1/operations/<operation_id>",
+    summary="a bulk operation and its progress (the caller's own)",
+    responses={200: ("the operation", "BulkOperation"), 404: "no such operation"},
+)
 def get_operation(operation_id: str) -> Response[str]:
     who = tenant()
     operation = bulk_service().operations.get(who, operation_id)

@@ -9,6 +9,11 @@ from aws_lambda_powertools.event_handler import Response
 from scheduler.console_files import CONSOLE_PREFIX, console_file, console_headers
 from scheduler.handlers.api_problems import problem_response
 from scheduler.handlers.api_requests import app
+from scheduler.handlers.api_routes import Answer, route
+
+#: The answers of a console file. The files are no API operation: the route table has them (the 405s read it), the
+#: OpenAPI document does not.
+FILE: dict[int, Answer] = {200: ("the file", None), 404: "no such file"}
 
 
 def _serve(path: str) -> Response[str]:
@@ -19,18 +24,18 @@ def _serve(path: str) -> Response[str]:
     return Response(200, content_type, data.decode("utf-8"), headers=console_headers(content_type))
 
 
-@app.get(CONSOLE_PREFIX)
+@route.get(CONSOLE_PREFIX, summary="the console's page", public=True, documented=False, responses=FILE)
 def console_index() -> Response[str]:
     if not app.current_event.path.endswith("/"):  # the page's relative URLs resolve against .../console/
         return Response(308, "text/plain", "", headers={"Location": "console/"})
     return _serve(CONSOLE_PREFIX + "/")
 
 
-@app.get(CONSOLE_PREFIX + "/<name>")
+@route.get(CONSOLE_PREFIX + "/<name>", summary="a file of the console", public=True, documented=False, responses=FILE)
 def console_file_route(name: str) -> Response[str]:
     return _serve(f"{CONSOLE_PREFIX}/{name}")
 
 
-@app.get(CONSOLE_PREFIX + "/vendor/<name>")
+@route.get(CONSOLE_PREFIX + "/vendor/<name>", summary="a vendored file", public=True, documented=False, responses=FILE)
 def console_vendor_file(name: str) -> Response[str]:
     return _serve(f"{CONSOLE_PREFIX}/vendor/{name}")

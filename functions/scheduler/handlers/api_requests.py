@@ -6,14 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
-from scheduler.core.model import (
-    MAX_PAYLOAD_BYTES,
-)
+from scheduler.core.model import MAX_PAYLOAD_BYTES
 from scheduler.handlers.api_problems import Problem
-
-app = APIGatewayRestResolver()
+from scheduler.handlers.api_routes import Param
+from scheduler.handlers.api_routes import app as app
 
 #: The whole request body may carry the definition around the payload; refuse anything far beyond it early.
 MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 16 * 1024
@@ -104,6 +100,16 @@ def int_query(name: str, default: int, low: int, high: int) -> int:
 
 T = TypeVar("T")
 
+#: The query parameters of a list endpoint (`page_of`).
+PAGE = (
+    Param.query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 50}),
+    Param.query(
+        "cursor",
+        {"type": "string", "pattern": "^([A-Za-z0-9_-]{16,}={0,2})?$"},
+        "next_cursor of the previous page, exactly as returned (empty: the first page); any other value is a 422",
+    ),
+)
+
 
 def page_of(fetch: Callable[[int, str | None], tuple[list[T], str | None]]) -> tuple[list[T], str | None]:
     """One page of a list endpoint: `?limit=` (1-100, default 50) and the opaque `?cursor=` of the previous page,
@@ -124,3 +130,19 @@ def header(name: str) -> str | None:
         if key.lower() == name.lower():
             return value
     return None
+
+
+IF_MATCH = Param.header(
+    "If-Match", {"type": "string", "pattern": '^(W/)?"?[0-9]{1,18}"?$'}, 'the version you read, e.g. "3"'
+)
+
+
+def if_match() -> int | None:
+    """The job version the request's If-Match names (None without one); a malformed one is a 400."""
+    raw = header("If-Match")
+    if raw is None:
+        return None
+    cleaned = raw.strip().removeprefix("W/").strip('"')
+    if not is_number(cleaned):
+        raise Problem(400, "Bad Request", f"If-Match must be a job version (e.g. \"3\"), not '{raw}'")
+    return int(cleaned)

@@ -13,18 +13,29 @@ from scheduler.core.timefmt import parse_rfc3339
 from scheduler.handlers import wiring
 from scheduler.handlers.api_caller import metrics, service, tenant
 from scheduler.handlers.api_problems import Problem, validated
-from scheduler.handlers.api_requests import app, json_body, page_of
+from scheduler.handlers.api_requests import PAGE, json_body, page_of
+from scheduler.handlers.api_routes import Param, route
 from scheduler.handlers.api_views import backfill_view, json_response, run_view
 
 
-@app.get("/v1/jobs/<job_id>/runs")
+@route.get(
+    "/v1/jobs/<job_id>/runs",
+    summary="run history, newest first",
+    params=PAGE,
+    responses={200: ("a page of runs", "RunList")},
+)
 def job_runs(job_id: str) -> Response[str]:
     who = tenant()
     runs, next_cursor = page_of(lambda limit, cursor: service().runs(who, job_id, limit, cursor))
     return json_response(200, {"runs": [run_view(r) for r in runs], "next_cursor": next_cursor})
 
 
-@app.post("/v1/jobs/<job_id>/runs/<occurrence_key>/resolve")
+@route.post(
+    "/v1/jobs/<job_id>/runs/<occurrence_key>/resolve",
+    summary="settle a RECONCILING run",
+    body="Resolve",
+    responses={200: ("the run", "Run"), 409: "not RECONCILING"},
+)
 def resolve_run(job_id: str, occurrence_key: str) -> Response[str]:
     who = tenant()
     body = json_body()
@@ -48,7 +59,22 @@ def resolve_run(job_id: str, occurrence_key: str) -> Response[str]:
     return json_response(200, run_view(run))
 
 
-@app.post("/v1/jobs/<job_id>/runs/<scheduled_for>/retry")
+@route.post(
+    "/v1/jobs/<job_id>/runs/<scheduled_for>/retry",
+    summary="re-run a DEAD or RECONCILING run once (the same occurrence key, a new attempt)",
+    description=(
+        "The occurrence becomes claimable again (a DEAD one with a fresh attempt budget) and is sent to the job's "
+        "ready queue; the worker's claim makes the new attempt with the next fencing token. A SUCCEEDED run is never "
+        "run again. Repeating the retry while the run waits for its attempt sends it again and answers the same "
+        "state (safe after a lost answer). No body."
+    ),
+    params=(Param.path("scheduled_for", "the run's scheduled_for (RFC 3339 with an offset), or its occurrence key"),),
+    responses={
+        202: ("the run, waiting for its new attempt", "Run"),
+        409: "the run is not DEAD or RECONCILING (e.g. SUCCEEDED), or the job is paused/cancelled",
+        422: "scheduled_for is not an RFC 3339 instant",
+    },
+)
 def retry_run(job_id: str, scheduled_for: str) -> Response[str]:
     """Re-run a DEAD or RECONCILING occurrence of the caller's job once (the same key, a new attempt): 202 with the
     run as it is now, waiting for its attempt. The occurrence is named by its instant (or its occurrence key)."""
@@ -72,7 +98,16 @@ def backfills() -> BackfillService:
     return wiring.container(metrics).core.backfill_service()
 
 
-@app.post("/v1/jobs/<job_id>/backfill")
+@route.post(
+    "/v1/jobs/<job_id>/backfill",
+    summary="materialise the job's occurrences in a past range (in waves; what already ran is not re-run)",
+    body=BackfillRequest,
+    responses={
+        202: ("accepted; Location names the backfill", "Backfill"),
+        409: "the job is cancelled",
+        422: "bad range: in the future, too many occurrences, none, or a one-shot job",
+    },
+)
 def start_backfill(job_id: str) -> Response[str]:
     who = tenant()
     body = json_body()
@@ -83,7 +118,15 @@ def start_backfill(job_id: str) -> Response[str]:
     return json_response(202, backfill_view(backfill, svc), {"Location": location})
 
 
-@app.get("/v1/jobs/<job_id>/backfill")
+@route.get(
+    "/v1/jobs/<job_id>/backfill",
+    summary="the job's backfills, newest first",
+    params=PAGE,
+    responses={
+        200: ("a page of backfills", "BackfillList"),
+        422: "bad query: limit out of range, or a cursor this API did not return for this job",
+    },
+)
 def list_backfills(job_id: str) -> Response[str]:
     who = tenant()
     svc = backfills()
@@ -91,14 +134,22 @@ def list_backfills(job_id: str) -> Response[str]:
     return json_response(200, {"backfills": [backfill_view(b, svc) for b in found], "next_cursor": next_cursor})
 
 
-@app.get("/v1/jobs/<job_id>/backfill/<backfill_id>")
+@route.get(
+    "/v1/jobs/<job_id>/backfill/<backfill_id>",
+    summary="a backfill and its progress",
+    responses={200: ("the backfill", "Backfill")},
+)
 def get_backfill(job_id: str, backfill_id: str) -> Response[str]:
     who = tenant()
     svc = backfills()
     return json_response(200, backfill_view(svc.get(who, job_id, backfill_id), svc))
 
 
-@app.delete("/v1/jobs/<job_id>/backfill/<backfill_id>")
+@route.delete(
+    "/v1/jobs/<job_id>/backfill/<backfill_id>",
+    summary="cancel: no further waves (idempotent; occurrences already sent still run)",
+    responses={200: ("the cancelled backfill", "Backfill"), 409: "already completed"},
+)
 def cancel_backfill(job_id: str, backfill_id: str) -> Response[str]:
     who = tenant()
     svc = backfills()

@@ -90,7 +90,7 @@ def lambda_context(logger: Logger, **options: Any) -> Callable[[Handler], Handle
 def handler_logger() -> Logger:
     """A handler's Powertools logger, with the core's stdlib loggers (`scheduler.*`) writing through it: JSON with
     their extras (job_id, occurrence_key). Without it the Lambda runtime's own handler prints them as plain
-    "[LEVEL] message" lines and drops the extras (found by the deployment into ministack, tests/system/test_deploy.py).
+    "[LEVEL] message" lines and drops the extras (tests/system/test_deploy.py checks it on the deployed stack).
     """
     logger = Logger()
     copy_config_to_registered_loggers(source_logger=logger, include={"scheduler"})

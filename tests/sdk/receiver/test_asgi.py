@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
-from tests.sdk.receiver.signed import KEYS, NOW, Request, signed_request
+from punctual_sdk.receiver import Receiver
+from tests.sdk.receiver.signed import NOW, Request, signed_request
 
 
 def scope_of(request: Request) -> dict[str, Any]:
@@ -54,11 +54,6 @@ class Charges:
         self.effects.append((scope["punctual.delivery"].occurrence_key, json.loads(message["body"])))
         await send({"type": "http.response.start", "status": self.status, "headers": [(b"x-app", b"1")]})
         await send({"type": "http.response.body", "body": json.dumps({"charge": len(self.effects)}).encode()})
-
-
-@pytest.fixture
-def receiver() -> Receiver:
-    return Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, clock=lambda: NOW)
 
 
 def test_a_signed_call_runs_the_app_once_and_a_redelivery_gets_the_first_answer(receiver: Receiver) -> None:
@@ -122,7 +117,7 @@ def test_the_request_target_with_its_query_is_what_is_verified(receiver: Receive
     assert call(receiver.asgi(app), moved)[0] == 401
 
 
-def test_starlette_behind_the_middleware() -> None:
+def test_starlette_behind_the_middleware(receiver: Receiver) -> None:
     starlette = pytest.importorskip("starlette.applications")
     from starlette.responses import JSONResponse
     from starlette.routing import Route
@@ -136,7 +131,6 @@ def test_starlette_behind_the_middleware() -> None:
     from punctual_sdk.receiver.asgi import AsgiReceiver
 
     app = starlette.Starlette(routes=[Route("/hooks/pay", pay, methods=["POST"])])
-    receiver = Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, clock=lambda: NOW)
     app.add_middleware(AsgiReceiver, receiver=receiver)
 
     assert call(app, signed_request())[0] == 200

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from punctual_sdk.receiver import Delivery, InMemoryDedupeStore, InProgress, InvalidDelivery, Receiver
-from tests.sdk.receiver.signed import KEYS, NOW, signed_request
+from punctual_sdk.receiver import Delivery, InProgress, InvalidDelivery, Receiver
+from tests.sdk.receiver.signed import signed_request
 
 KEY = "job-1:2026-12-01T08:00:00Z"
 
@@ -67,11 +67,6 @@ class Effects:
             raise RuntimeError(f"cannot charge {delivery.occurrence_key}")
         self.seen.append(delivery)
         return {"charged": delivery.payload["amount"]}
-
-
-@pytest.fixture
-def receiver() -> Receiver:
-    return Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, clock=lambda: NOW)
 
 
 def test_the_lambda_target_runs_once_and_a_redelivery_returns_the_first_result(receiver: Receiver) -> None:
@@ -210,16 +205,23 @@ def http_api_event(request: Any) -> dict[str, Any]:
     }
 
 
-def test_a_powertools_rest_route_verifies_dedupes_and_fences(receiver: Receiver) -> None:
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
-    app = APIGatewayRestResolver()
+def pay_route(app: Any, receiver: Receiver) -> Effects:
+    """Route `POST /hooks/pay` of a Powertools resolver through the receiver to the Effects it returns."""
     effects = Effects()
 
     @app.post("/hooks/pay")
     @receiver.powertools_route(app)
     def pay(delivery: Delivery) -> Any:
         return effects(delivery)
+
+    return effects
+
+
+def test_a_powertools_rest_route_verifies_dedupes_and_fences(receiver: Receiver) -> None:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+    app = APIGatewayRestResolver()
+    effects = pay_route(app, receiver)
 
     def post(request: Any) -> tuple[int, Any]:
         answer = app.resolve(rest_event(request, "/hooks/pay"), {})
@@ -238,12 +240,7 @@ def test_a_powertools_http_api_route_verifies_the_raw_path_and_query(receiver: R
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
     app = APIGatewayHttpResolver()
-    effects = Effects()
-
-    @app.post("/hooks/pay")
-    @receiver.powertools_route(app)
-    def pay(delivery: Delivery) -> Any:
-        return effects(delivery)
+    effects = pay_route(app, receiver)
 
     request = signed_request(path="/hooks/pay?b=2&a=1")
     assert app.resolve(http_api_event(request), {})["statusCode"] == 200

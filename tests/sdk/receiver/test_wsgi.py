@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
-from tests.sdk.receiver.signed import JOB_ID, KEYS, NOW, Request, signed_request
+from punctual_sdk.receiver import Receiver
+from tests.sdk.receiver.signed import NOW, Request, signed_request
 
 
 def environ_of(request: Request) -> dict[str, Any]:
@@ -57,11 +57,6 @@ class Charges:
         self.effects.append((delivery.occurrence_key, payload))
         start_response(self.status, [("Content-Type", "application/json")])
         return [json.dumps({"charge": len(self.effects)}).encode()]
-
-
-@pytest.fixture
-def receiver() -> Receiver:
-    return Receiver(InMemoryDedupeStore(), lambda job_id: KEYS if job_id == JOB_ID else {}, clock=lambda: NOW)
 
 
 def test_a_signed_call_runs_the_app_once_and_a_redelivery_gets_the_first_answer(receiver: Receiver) -> None:
@@ -164,7 +159,7 @@ def test_unguarded_paths_pass_through(receiver: Receiver) -> None:
     assert call(receiver.wsgi(health, paths=("/hooks",)), signed_request(keys={"k1": "forged"}))[0] == 401
 
 
-def test_flask_behind_the_middleware() -> None:
+def test_flask_behind_the_middleware(receiver: Receiver) -> None:
     flask = pytest.importorskip("flask")
     effects: list[str] = []
     app = flask.Flask("receiver")
@@ -175,7 +170,6 @@ def test_flask_behind_the_middleware() -> None:
         effects.append(delivery.occurrence_key)
         return {"charged": flask.request.get_json()["amount"]}
 
-    receiver = Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, clock=lambda: NOW)
     app.wsgi_app = receiver.wsgi(app.wsgi_app)  # type: ignore[method-assign]
     client = app.test_client()
 
