@@ -4,28 +4,43 @@
 admission, the outbox, the execution budgets, the job and backfill services, the sweeper, the executor, a
 worker's batch hold) over whatever implements the core's ports. The Lambda handlers compose it over DynamoDB and
 SQS (`scheduler.handlers.wiring.build`); the unit fixtures, the protocol tests and the simulator over memory (or
-fault-injecting) stores. What Settings cannot say (the simulator's seal margin, a test's short sweep safety) is a
-`Configs` derived from them and changed where needed.
+fault-injecting) stores (`memory_stores` makes them, wired as they share tables in DynamoDB). What Settings
+cannot say (the simulator's seal margin, a test's short sweep safety) is a `Configs` derived from them and changed
+where needed.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from scheduler.adapters.memory import (
+    MemoryBackfillStore,
+    MemoryEventPublisher,
+    MemoryJobStore,
+    MemoryLedger,
+    MemoryOperationStore,
+    MemoryQueue,
+    MemoryRequestWindows,
+    MemoryTenantBudgets,
+    MemoryTenantSlots,
+    MemoryTimerStore,
+    Snapshot,
+)
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.bulk import BulkService, OperationStore
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
-from scheduler.core.envelope import EnvelopeConfig, MessageRunner
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
 from scheduler.core.model import JobSpec
+from scheduler.core.packing import MessageRunner, PackingConfig
 from scheduler.core.ports import (
     BackfillStore,
     BatchVisibility,
@@ -71,6 +86,51 @@ class Stores:
     operations: OperationStore | None = None
 
 
+@dataclass(frozen=True)
+class MemoryStores(Stores):
+    """Every store in memory (`memory_stores`), typed as what they are so that a test can read their state."""
+
+    jobs: MemoryJobStore
+    timers: MemoryTimerStore
+    ledger: MemoryLedger
+    queue: ReadyQueue
+    backfills: MemoryBackfillStore
+    tenant_budgets: MemoryTenantBudgets
+    tenant_slots: MemoryTenantSlots
+    events: MemoryEventPublisher
+    request_windows: MemoryRequestWindows
+    operations: MemoryOperationStore
+
+
+def memory_stores(
+    clock: Clock,
+    shard_count: int = 1,
+    *,
+    queue: ReadyQueue | None = None,
+    timers: Callable[[int], MemoryTimerStore] = MemoryTimerStore,
+    jobs: Callable[[MemoryTimerStore], MemoryJobStore] = MemoryJobStore,
+    ledger: Callable[[Snapshot], MemoryLedger] = MemoryLedger,
+    snapshot: Snapshot = copy.deepcopy,
+) -> MemoryStores:
+    """Every store in memory, wired as they share tables in DynamoDB: the job store writes its timers into the timer
+    store, whose sweeps release its tenants' quota. `queue` defaults to a `MemoryQueue` on `clock`; `timers` and
+    `jobs` make the two wired stores and `ledger` the ledger (a subclass of any, such as a simulator's broken variant);
+    `snapshot` is how the ledger copies the items it hands out."""
+    timer_store = timers(shard_count)
+    return MemoryStores(
+        jobs=jobs(timer_store),
+        timers=timer_store,
+        ledger=ledger(snapshot),
+        queue=queue if queue is not None else MemoryQueue(clock),
+        backfills=MemoryBackfillStore(),
+        tenant_budgets=MemoryTenantBudgets(),
+        tenant_slots=MemoryTenantSlots(),
+        events=MemoryEventPublisher(),
+        request_windows=MemoryRequestWindows(),
+        operations=MemoryOperationStore(),
+    )
+
+
 def fairness_of(settings: Settings) -> FairnessConfig | None:
     """The tenants' dispatch budgets (None: off, a rate of 0)."""
     if settings.tenant_dispatch_rate <= 0:
@@ -94,9 +154,9 @@ def request_limits_of(settings: Settings) -> RequestLimitConfig | None:
     return RequestLimitConfig(settings.tenant_request_rate, settings.tenant_request_window_seconds, per_tenant)
 
 
-def envelope_of(settings: Settings) -> EnvelopeConfig:
+def packing_of(settings: Settings) -> PackingConfig:
     """How occurrences share ready-queue messages (every queue adapter packs by it)."""
-    return EnvelopeConfig(settings.occurrences_per_message)
+    return PackingConfig(settings.occurrences_per_message)
 
 
 def concurrency_of(settings: Settings) -> ConcurrencyConfig | None:
@@ -117,7 +177,7 @@ class Configs:
     execute: ExecuteConfig
     backfill: BackfillConfig
     hold: HoldConfig
-    envelope: EnvelopeConfig
+    packing: PackingConfig
     fairness: FairnessConfig | None
     concurrency: ConcurrencyConfig | None
     max_active_jobs: int
@@ -152,7 +212,7 @@ class Configs:
             ),
             backfill=BackfillConfig(max_occurrences=s.backfill_max_occurrences, wave_size=s.backfill_wave_size),
             hold=HoldConfig(),
-            envelope=envelope_of(s),
+            packing=packing_of(s),
             fairness=fairness_of(s),
             concurrency=concurrency_of(s),
             max_active_jobs=s.max_active_jobs_per_tenant,
@@ -165,9 +225,9 @@ def _any_target(tenant: str, spec: JobSpec) -> None:
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Container:
-    """The core's services over one set of stores (see `compose`)."""
+    """The core's services over one set of stores (see `compose`); a variant of it is a `dataclasses.replace`."""
 
     settings: Settings
     configs: Configs

@@ -23,10 +23,10 @@ from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.adapters.threads import SharedTaskPool
 from scheduler.composition import Configs
 from scheduler.core.dispatch import Dispatcher
-from scheduler.core.envelope import MessageRunner
 from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs import JobService
 from scheduler.core.metrics import NullMetrics
+from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, MessageControl, Metrics, TimerStore
 from scheduler.core.recovery import HeldBatch
 from scheduler.core.sweep import Sweeper

@@ -25,11 +25,11 @@ from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.dispatch import timer_for
-from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
 from scheduler.core.metrics import NullMetrics
 from scheduler.core.model import Job, JobSpec
+from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
@@ -279,9 +279,7 @@ def _batching(
     url = client("sqs").create_queue(QueueName=f"{prefix}-batching")["QueueUrl"]
     try:
         queue = SqsReadyQueue(url, dlq_url, sqs, message_key=LOCAL_MESSAGE_KEY)
-        one_each = SqsReadyQueue(
-            url, dlq_url, sqs, message_key=LOCAL_MESSAGE_KEY, envelope=EnvelopeConfig(occurrences=1)
-        )
+        one_each = SqsReadyQueue(url, dlq_url, sqs, message_key=LOCAL_MESSAGE_KEY, packing=PackingConfig(occurrences=1))
 
         def one_by_one() -> None:
             for d in dispatches:

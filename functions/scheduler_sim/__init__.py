@@ -33,8 +33,8 @@ than one port call, and the API's HTTP layer (the handler's validation is called
 from scheduler_sim.faults import Crash, FaultProfile, Throttled
 from scheduler_sim.invariants import INVARIANTS, Violation
 from scheduler_sim.report import format_failure, replay_command, run_seed, run_seeds
+from scheduler_sim.simulation import SimConfig, SimResult, Simulation
 from scheduler_sim.variants import VARIANTS, Variant
-from scheduler_sim.world import SimConfig, SimResult, Simulation
 
 __all__ = [
     "INVARIANTS",

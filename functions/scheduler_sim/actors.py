@@ -15,10 +15,10 @@ from pydantic import ValidationError
 
 from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
 from scheduler.composition import Container, Stores, compose
-from scheduler.core.envelope import EnvelopeConfig, pack
 from scheduler.core.errors import SchedulerError
 from scheduler.core.jobs import Submission
 from scheduler.core.model import Job, JobSpec
+from scheduler.core.packing import PackingConfig, pack
 from scheduler.core.ports import Dispatch, JobStore, Ledger
 from scheduler.core.recovery import HeldBatch
 from scheduler.core.timefmt import parse_rfc3339, rfc3339
@@ -38,7 +38,7 @@ from scheduler_sim.records import Change, VersionChange
 from scheduler_sim.workload import InvalidCall, PlannedCall
 
 if TYPE_CHECKING:
-    from scheduler_sim.world import Simulation
+    from scheduler_sim.simulation import Simulation
 
 T = TypeVar("T")
 
@@ -49,10 +49,8 @@ class SimQueue(MemoryQueue):
     gave it) count from the queue's own clock, and copies can be injected to arrive later
     (duplicates and late redeliveries)."""
 
-    def __init__(
-        self, clock: FakeClock, visibility_timeout: float, rng: random.Random, envelope: EnvelopeConfig
-    ) -> None:
-        super().__init__(clock=clock, visibility_timeout=visibility_timeout, envelope=envelope)
+    def __init__(self, clock: FakeClock, visibility_timeout: float, rng: random.Random, packing: PackingConfig) -> None:
+        super().__init__(clock=clock, visibility_timeout=visibility_timeout, packing=packing)
         self.rng = rng
         #: When each message was received (taken from the queue), for the checker's restart-time invariant.
         self.receives: dict[str, list[datetime]] = {}
@@ -64,7 +62,7 @@ class SimQueue(MemoryQueue):
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
         arrival = self.clock.now()
         with self.lock:
-            for message in pack(dispatches, self.envelope):
+            for message in pack(dispatches, self.packing):
                 delay = max(0, min(900, math.floor((message[0].send_at - now).total_seconds())))
                 self._put(message, arrival + timedelta(seconds=delay))
 
@@ -146,7 +144,7 @@ class Actor:
             container.dispatcher.admission = broken(container.dispatcher.admission)
         outbox = sim.variant.outbox if sim.variant is not None else None
         if outbox is not None and container.outbox is not None:
-            container.outbox = outbox(container.outbox)
+            container = replace(container, outbox=outbox(container.outbox))
         return container
 
     def ready(self, now: datetime) -> bool:

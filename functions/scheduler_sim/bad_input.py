@@ -17,7 +17,7 @@ from scheduler_sim.workload import OTHER_TENANT, SCHEDULE_FIELDS, TENANT, Invali
 
 if TYPE_CHECKING:
     from scheduler.core.jobs import JobService
-    from scheduler_sim.world import Simulation
+    from scheduler_sim.simulation import Simulation
 
 
 def invalid_request(sim: Simulation, call: InvalidCall, service: JobService) -> tuple[str, str, bool]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from scheduler.core.ports import OutcomeEvent
 
 if TYPE_CHECKING:
-    from scheduler_sim.world import Simulation
+    from scheduler_sim.simulation import Simulation
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from scheduler_sim.invariants import INVARIANTS, Violation, instant, span
 from scheduler_sim.recurrence import chains, run_all_skips
 
 if TYPE_CHECKING:
-    from scheduler_sim.world import Simulation
+    from scheduler_sim.simulation import Simulation
 
 #: Added to the hold time: a worker's poll interval (up to 1.5 s) and the clock a few steps take (sub-second
 #: early waits) before one receives a message that came back.

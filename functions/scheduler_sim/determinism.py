@@ -4,12 +4,12 @@ Identity: the core draws job ids, attempt owners and backfill ids from its `Ids`
 fatal to a replay: ids decide shards, jitter and the order of timers). The simulator hands its services
 `SeededIds`, drawn from the run's own generator; nothing about identity is patched.
 
-Performance only (none of these changes what a run does, only what it costs): `cheap_core` memoises
-`next_occurrence`, a pure function whose cron evaluation (croniter) dominates the cost of a run, silences the
-core's logging, which a run would otherwise flood, and gives the in-memory adapters a faster `deepcopy` for
-ledger items (their snapshots were half the cost of a run): an `Execution` holds immutable values and a list of
-flat dicts, so copying its fields and each history entry is the same snapshot; anything else goes to the real
-`copy.deepcopy`.
+Cost (none of this changes what a run does): the simulator gives its ledger `snapshot` as the copy of the items it
+hands out (`scheduler.composition.memory_stores`), cheaper than `copy.deepcopy`, whose snapshots were the largest
+share of a run: an `Execution` holds immutable values and lists of frozen entries, so copying its fields and its
+lists is the same snapshot; anything else goes to the real `copy.deepcopy`. A run's
+logging is off (`quiet_logging`): the core would flood it. The checker's own walks along schedules use the memoised
+`next_occurrence`.
 """
 
 from __future__ import annotations
@@ -22,17 +22,13 @@ import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TypeVar, cast
 
-from scheduler.adapters.memory import ledger as memory_ledger
-from scheduler.adapters.memory import queue as memory_queue
-from scheduler.adapters.memory import tenants as memory_tenants
-from scheduler.core import dispatch as dispatch_module
-from scheduler.core import job_lifecycle as job_lifecycle_module
-from scheduler.core import jobs as jobs_module
 from scheduler.core import schedules as schedules_module
 from scheduler.core.ports import Execution
 from scheduler.core.schedules import Schedule
 
+_T = TypeVar("_T")
 _next_occurrence = schedules_module.next_occurrence
 
 
@@ -46,14 +42,13 @@ def next_occurrence(schedule: Schedule, after: datetime, created_at: datetime) -
     return _memo_next_occurrence(schedule, after, created_at)
 
 
-class _SnapshotCopy:
-    """Stands in for the `copy` module in the modules of `scheduler.adapters.memory` that snapshot items."""
-
-    @staticmethod
-    def deepcopy(value: object) -> object:
-        if type(value) is Execution:
-            return dataclasses.replace(value, history=list(value.history), outbox=list(value.outbox))
-        return copy.deepcopy(value)
+def snapshot(value: _T, /) -> _T:
+    """The ledger's copy of what it hands out (see the module): an `Execution`'s fields and lists, anything else a
+    deep copy."""
+    if type(value) is Execution:
+        item = cast(Execution, value)
+        return cast(_T, dataclasses.replace(item, history=list(item.history), outbox=list(item.outbox)))
+    return copy.deepcopy(value)
 
 
 class SeededIds:
@@ -71,23 +66,11 @@ class SeededIds:
 
 
 @contextmanager
-def cheap_core() -> Iterator[None]:
-    """Within this block `next_occurrence` is memoised, ledger snapshots are field copies and logging is off."""
-    patches: list[tuple[object, str, object]] = [
-        (jobs_module, "next_occurrence", next_occurrence),
-        (job_lifecycle_module, "next_occurrence", next_occurrence),
-        (dispatch_module, "next_occurrence", next_occurrence),
-        (schedules_module, "next_occurrence", next_occurrence),
-        *((module, "copy", _SnapshotCopy()) for module in (memory_ledger, memory_queue, memory_tenants)),
-    ]
-    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
-    logging_floor = logging.root.manager.disable
-    for module, name, value in patches:
-        setattr(module, name, value)
+def quiet_logging() -> Iterator[None]:
+    """Within this block logging is off (a run's core would flood it)."""
+    floor = logging.root.manager.disable
     logging.disable(logging.CRITICAL)
     try:
         yield
     finally:
-        for module, name, value in saved:
-            setattr(module, name, value)
-        logging.disable(logging_floor)
+        logging.disable(floor)

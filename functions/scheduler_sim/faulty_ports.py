@@ -377,7 +377,7 @@ class FaultyTenantBudgets:
     def load(self, tenant: str) -> BudgetCalendar | None:
         self.gate.before("budgets.load", tenant)
         calendar = self.inner.load(tenant)
-        self.gate.result("budgets.load", calendar and f"v{calendar.version} {sorted(calendar.slots.items())}")
+        self.gate.result("budgets.load", calendar and f"v{calendar.version} {sorted(calendar.booked.items())}")
         return calendar
 
     def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:

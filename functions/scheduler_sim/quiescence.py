@@ -13,7 +13,7 @@ from scheduler.core.model import BackfillState, JobState
 from scheduler.core.sweep import SweepConfig
 
 if TYPE_CHECKING:
-    from scheduler_sim.world import Simulation
+    from scheduler_sim.simulation import Simulation
 
 #: How long quiescence may go on sweeping for deferred occurrences and backfill waves (beyond `SimConfig.quiet`).
 MAX_EXTRA_QUIET_MINUTES = 30

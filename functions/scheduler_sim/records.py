@@ -10,10 +10,10 @@ from scheduler.composition import Configs
 from scheduler.core.backfill import BackfillConfig
 from scheduler.core.concurrency import ConcurrencyConfig
 from scheduler.core.dispatch import DispatchConfig
-from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.execute import ExecuteConfig
 from scheduler.core.fairness import FairnessConfig
 from scheduler.core.model import Job
+from scheduler.core.packing import PackingConfig
 from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep import SweepConfig
 from scheduler_sim.faults import FaultProfile
@@ -45,7 +45,7 @@ class SimConfig:
         self,
         shards: int,
         seal_margin: timedelta,
-        envelope: EnvelopeConfig,
+        packing: PackingConfig,
         fairness: FairnessConfig | None,
         concurrency: ConcurrencyConfig,
     ) -> Configs:
@@ -75,7 +75,7 @@ class SimConfig:
             # small backfills take several sweeps: a wave's cursor meets crashes, races and the dispatch budget.
             backfill=BackfillConfig(wave_size=BACKFILL_WAVE),
             hold=HoldConfig(renew_fraction=None),
-            envelope=envelope,
+            packing=packing,
             fairness=fairness,
             concurrency=concurrency,
             max_active_jobs=100,

@@ -31,7 +31,7 @@ from scheduler_sim.invariants import Violation, instant, span
 
 if TYPE_CHECKING:
     from scheduler_sim.records import JobRecord
-    from scheduler_sim.world import Simulation
+    from scheduler_sim.simulation import Simulation
 
 #: Nominal occurrences listed per era at most (a run spans at most a couple of hours).
 MAX_NOMINAL = 500

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from scheduler_sim.faults import KNOWN_BUGS_AVOIDED, Exposure, FaultProfile
+from scheduler_sim.simulation import Event, SimResult, Simulation
 from scheduler_sim.variants import VARIANTS
-from scheduler_sim.world import Event, SimResult, Simulation
 
 #: Events shown in a failure report (the replay command shows them all).
 REPORT_EVENTS = 60

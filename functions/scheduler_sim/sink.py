@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from scheduler.core.ports import TargetCall, TargetFailure
 
 if TYPE_CHECKING:
-    from scheduler_sim.world import Simulation
+    from scheduler_sim.simulation import Simulation
 
 Fate = Literal["ok", "retryable", "throttled", "permanent", "timeout-before", "timeout-after", "pause", "slow"]
 Verdict = Literal["accepted", "duplicate", "stale"]

@@ -11,12 +11,12 @@ from functools import partial
 from typing import Any
 
 from scheduler.adapters import memory
-from scheduler.core.envelope import MessageRunner
 from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox, outcome_events
 from scheduler.core.execute import Outcome, Why
 from scheduler.core.fairness import Admitted, TenantAdmission
 from scheduler.core.model import JobState, RunState
+from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import (
     Advance,
     AdvanceResult,
@@ -223,10 +223,10 @@ class Variant:
 
     name: str
     description: str
-    ledger: Callable[[], memory.MemoryLedger] = memory.MemoryLedger
+    ledger: Callable[[memory.Snapshot], memory.MemoryLedger] = memory.MemoryLedger
     rewrite: Callable[[Dispatch, random.Random], Dispatch] | None = None
     timers: Callable[[int], memory.MemoryTimerStore] = memory.MemoryTimerStore
-    jobs: Callable[[], memory.MemoryJobStore] = memory.MemoryJobStore
+    jobs: Callable[[memory.MemoryTimerStore], memory.MemoryJobStore] = memory.MemoryJobStore
     slots: Callable[[], memory.MemoryTenantSlots] = memory.MemoryTenantSlots
     budgets: Callable[[], memory.MemoryTenantBudgets] = memory.MemoryTenantBudgets
     backfills: Callable[[], memory.MemoryBackfillStore] = memory.MemoryBackfillStore

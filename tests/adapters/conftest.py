@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
-from scheduler.adapters.memory import MemoryJobStore, MemoryLedger, MemoryTimerStore
+from scheduler.adapters.memory import FakeClock
+from scheduler.composition import memory_stores
 from scheduler.core.dispatch import timer_for
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import Dispatch, Timer
@@ -52,10 +53,8 @@ class Stores:
 @pytest.fixture(params=BACKENDS)
 def stores(request: pytest.FixtureRequest) -> Stores:
     if request.param == "memory":
-        timers = MemoryTimerStore(SHARDS)
-        jobs = MemoryJobStore()
-        jobs.attach(timers)
-        return Stores("memory", jobs, timers, MemoryLedger())
+        memory = memory_stores(FakeClock(), SHARDS)
+        return Stores("memory", memory.jobs, memory.timers, memory.ledger)
     resources = request.getfixturevalue("resources")
     client = request.getfixturevalue("dynamodb_client")
     return Stores(

@@ -16,7 +16,7 @@ from scheduler.adapters.codec import (
     job_to_item,
 )
 from scheduler.adapters.dispatch_message import (
-    ENVELOPE_VERSION,
+    PACKED_VERSION,
     MalformedMessage,
     UnauthenticatedMessage,
     dispatch_from_body,
@@ -149,13 +149,13 @@ def test_a_body_sent_before_priority_lanes_reads_as_normal() -> None:
     assert dispatch_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY).priority == "normal"
 
 
-def test_an_envelope_carries_version_one_bodies_each_under_its_own_hmac() -> None:
+def test_an_packed_message_carries_version_one_bodies_each_under_its_own_hmac() -> None:
     dispatches = [Dispatch(f"j{i}", "tenant-a", T0, T0, 1) for i in range(3)]
     raw = json.loads(message_to_body(dispatches, LOCAL_MESSAGE_KEY))
-    assert raw["v"] == ENVELOPE_VERSION == 2
+    assert raw["v"] == PACKED_VERSION == 2
     assert [json.loads(dispatch_to_body(d, LOCAL_MESSAGE_KEY)) for d in dispatches] == raw["occurrences"]
     assert dispatches_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY) == dispatches
-    with pytest.raises(MalformedMessage):  # a reader of single dispatches does not run an envelope
+    with pytest.raises(MalformedMessage):  # a reader of single dispatches does not run a packed message
         dispatch_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY)
     # one occurrence that fails its HMAC makes the whole message unreadable
     raw["occurrences"][1]["tenant"] = "tenant-b"
@@ -164,7 +164,7 @@ def test_an_envelope_carries_version_one_bodies_each_under_its_own_hmac() -> Non
 
 
 @pytest.mark.parametrize("body", [{"v": 2, "occurrences": []}, {"v": 2}])
-def test_an_envelope_without_occurrences_is_malformed(body: dict[str, Any]) -> None:
+def test_a_packed_message_without_occurrences_is_malformed(body: dict[str, Any]) -> None:
     with pytest.raises(MalformedMessage):
         dispatches_from_body(json.dumps(body), LOCAL_MESSAGE_KEY)
 

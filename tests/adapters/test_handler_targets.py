@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.memory import FakeClock, MemoryJobStore, MemoryLedger, MemoryQueue, RecordingMetrics
+from scheduler.adapters.memory import FakeClock, RecordingMetrics
+from scheduler.composition import memory_stores
 from scheduler.core.errors import LeaseLost
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.keys import occurrence_key
@@ -187,7 +188,8 @@ class StubMessage:
 def test_executor_aborts_without_writing_when_a_handler_loses_its_lease() -> None:
     # Given a handler that pauses past its lease while another worker takes the occurrence over, then heartbeats
     clock = FakeClock(T0)
-    jobs, ledger, queue, metrics = MemoryJobStore(), MemoryLedger(), MemoryQueue(clock), RecordingMetrics()
+    stores, metrics = memory_stores(clock), RecordingMetrics()
+    jobs, ledger, queue = stores.jobs, stores.ledger, stores.queue
     job = make_job("batch.paused")
     jobs.create(job, None, None, False, 100)
     dispatch = Dispatch(job.job_id, TENANT, T0, T0, 1)

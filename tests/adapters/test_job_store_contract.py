@@ -452,7 +452,7 @@ def test_replace_on_a_stale_version_is_a_conflict_and_writes_nothing(jobs, timer
     with pytest.raises(VersionConflict) as conflict:
         jobs.replace(stale, job, stale_timer, late=True)
 
-    # Then it is told the current job, and nothing was written: the job, its timers, and its quota slot
+    # Then it is told the current job, and nothing was written: the job, its timers, and its share of the quota
     assert conflict.value.current == v2
     assert jobs.get(job.job_id) == v2
     assert timers_in_bucket(timers, stale_timer) == []

@@ -1,6 +1,6 @@
 """ReadyQueue contract: the same tests run against MemoryQueue and SqsReadyQueue (the local emulator), both packing
-occurrences into messages as deployed (scheduler.core.envelope), plus the SQS adapter's own rules (batches of 10,
-envelopes within a request's size, DelaySeconds rounding and clamping, retries of failed entries)."""
+occurrences into messages as deployed (scheduler.core.packing), plus the SQS adapter's own rules (batches of 10,
+packed messages within a request's size, DelaySeconds rounding and clamping, retries of failed entries)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from scheduler.adapters import sqs
 from scheduler.adapters.dispatch_message import dispatch_from_body, dispatches_from_body
 from scheduler.adapters.memory import FakeClock, MemoryQueue
 from scheduler.adapters.sqs import QueueSendFailed, SqsReadyQueue, delay_seconds
-from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.model import Job, RunState
+from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import Dispatch, Execution, HistoryEntry
 from scheduler.core.timefmt import truncate_ms
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
@@ -54,7 +54,7 @@ class QueueUnderTest:
 
 def _memory() -> QueueUnderTest:
     clock = FakeClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
-    queue = MemoryQueue(clock, envelope=EnvelopeConfig())
+    queue = MemoryQueue(clock, packing=PackingConfig())
     messages: list[list[str]] = []
 
     def ready() -> list[Dispatch]:
@@ -262,7 +262,7 @@ def test_sqs_sends_in_batches_of_ten_with_attributes(sqs_q, sqs_client) -> None:
     sent[3] = Dispatch("far", "tenant-a", now, now + timedelta(hours=2), 1)  # beyond SQS's 900 s cap
     sent[4] = Dispatch("past", "tenant-a", now, now - timedelta(hours=2), 1)
 
-    sqs_q.queue.envelope = EnvelopeConfig(occurrences=1)  # a message each
+    sqs_q.queue.packing = PackingConfig(occurrences=1)  # a message each
     sqs_q.queue.send(sent, now)
 
     assert [len(batch) for batch in sqs_q.spy.batches] == [10, 10, 5]
@@ -299,7 +299,7 @@ class FlakyClient:
 
 
 @pytest.mark.emulator
-def test_sqs_envelopes_stay_within_a_requests_size_and_say_what_they_carry(sqs_q, sqs_client) -> None:
+def test_sqs_packed_messages_stay_within_a_requests_size_and_say_what_they_carry(sqs_q, sqs_client) -> None:
     # Given 30 occurrences of one instant whose messages carry copies of their jobs (about 2.7 KB each as JSON)
     now = truncate_ms(datetime.now(UTC))
     big = {"payload": {"blob": "x" * 2500}}
@@ -313,10 +313,10 @@ def test_sqs_envelopes_stay_within_a_requests_size_and_say_what_they_carry(sqs_q
 
     sqs_q.queue.send(sent, now)
 
-    # Then no body passes MAX_ENVELOPE_BYTES (an envelope over it is halved), every request is within SQS's 256 KiB,
+    # Then no body passes MAX_PACKED_BYTES (a packed message over it is halved), every request is within SQS's 256 KiB,
     # and each message names its first occurrence and how many it carries
     bodies = [e["MessageBody"] for batch in sqs_q.spy.batches for e in batch]
-    assert all(len(body) <= sqs.MAX_ENVELOPE_BYTES for body in bodies)
+    assert all(len(body) <= sqs.MAX_PACKED_BYTES for body in bodies)
     assert all(sum(len(e["MessageBody"]) for e in batch) < 256 * 1024 for batch in sqs_q.spy.batches)
     received = sqs_q.ready()
     assert sorted(d.key for d in received) == sorted(d.key for d in sent)
@@ -332,7 +332,7 @@ def test_sqs_envelopes_stay_within_a_requests_size_and_say_what_they_carry(sqs_q
 
 def test_sqs_resends_only_the_refused_entries() -> None:
     client = FlakyClient({"2": 1, "7": 2})
-    SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY, envelope=EnvelopeConfig(occurrences=1)).send(
+    SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY, packing=PackingConfig(occurrences=1)).send(
         _dispatches(10, datetime(2026, 1, 5, tzinfo=UTC)), datetime(2026, 1, 5, tzinfo=UTC)
     )
     assert client.calls == [[str(i) for i in range(10)], ["2", "7"], ["7"]]
@@ -342,7 +342,7 @@ def test_sqs_raises_when_entries_stay_refused() -> None:
     client = FlakyClient({"4": 99})
     now = datetime(2026, 1, 5, tzinfo=UTC)
     with pytest.raises(QueueSendFailed):
-        SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY, envelope=EnvelopeConfig(occurrences=1)).send(
+        SqsReadyQueue("q", "dlq", client, message_key=LOCAL_MESSAGE_KEY, packing=PackingConfig(occurrences=1)).send(
             _dispatches(5, now), now
         )
     assert len(client.calls) == sqs.SEND_ATTEMPTS

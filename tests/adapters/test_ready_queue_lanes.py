@@ -13,7 +13,7 @@ import pytest
 
 from scheduler.adapters.dispatch_message import dispatches_from_body
 from scheduler.adapters.sqs import SqsReadyQueue
-from scheduler.core.envelope import EnvelopeConfig
+from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import Dispatch
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.worker_poller import LaneScheduler, poll_once, serve_round
@@ -90,7 +90,7 @@ def test_a_messages_lane_is_found_from_its_event_source_arn(sqs_client, lanes) -
 def test_the_local_poller_drains_high_first_and_still_serves_low(sqs_client, lanes) -> None:
     # Given 30 high, 30 normal and 10 low messages waiting (an occurrence each)
     queue = lane_queue(sqs_client, lanes)
-    queue.envelope = EnvelopeConfig(occurrences=1)
+    queue.packing = PackingConfig(occurrences=1)
     queue.send([dispatch(n, "high") for n in range(30)], NOW)
     queue.send([dispatch(n, "normal") for n in range(30, 60)], NOW)
     queue.send([dispatch(n, "low") for n in range(60, 70)], NOW)

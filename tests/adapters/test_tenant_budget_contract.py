@@ -94,4 +94,4 @@ def test_a_booking_that_crashes_around_its_save_never_books_a_window_twice(budge
         # Then it read the lost booking, which still holds the window open now: its release goes to the next one
         assert again.send_at == clock.now() + timedelta(seconds=4)
     stored = budgets.load("tenant-a")
-    assert stored is not None and all(count <= 1 for count in stored.slots.values())
+    assert stored is not None and all(count <= 1 for count in stored.booked.values())

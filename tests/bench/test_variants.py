@@ -18,7 +18,7 @@ from scheduler.settings import Settings
 from scheduler_bench import cost
 from scheduler_bench.__main__ import parse_args
 from scheduler_bench.report_cost import _variants
-from tests.unit.fixtures import World
+from tests.unit.fixtures import MemoryCore
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results.json"
 
@@ -57,7 +57,7 @@ def test_the_baseline_is_the_deployed_configuration() -> None:
 def test_each_variant_changes_its_mechanism_and_nothing_else() -> None:
     deployed = Configs.of(settings())
     expected = {
-        "one-per-message": replace(deployed, envelope=replace(deployed.envelope, occurrences=1)),
+        "one-per-message": replace(deployed, packing=replace(deployed.packing, occurrences=1)),
         "no-job-copy": replace(deployed, dispatch=replace(deployed.dispatch, job_copy_max_bytes=0)),
         "no-landing": replace(deployed, dispatch=replace(deployed.dispatch, landing_window=None)),
     }
@@ -71,7 +71,7 @@ def test_each_variant_changes_its_mechanism_and_nothing_else() -> None:
 
 
 def _sent_copy(job_copy_max_bytes: int) -> Any:
-    world = World.build()
+    world = MemoryCore.build()
     world.core.dispatcher.config = replace(world.core.dispatcher.config, job_copy_max_bytes=job_copy_max_bytes)
     job = world.create({"type": "once", "delay_seconds": 10})
     assert job.next_run_at is not None

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scheduler.handlers import api, wiring
@@ -20,7 +22,9 @@ def on_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     container = wiring.container(api.metrics)
     update = {"local_mode": False, "allow_private_targets": False, "tenant_map": {TENANT_A: TENANT_A}}
     aws = container.core.settings.model_copy(update=update)
-    monkeypatch.setattr(container.core, "settings", aws)
+    checks = wiring.TargetChecks(aws)
+    monkeypatch.setattr(container, "core", replace(container.core, settings=aws, check_target=checks))
+    monkeypatch.setattr(container, "checks", checks)
 
 
 def test_plain_http_is_a_422_on_aws_and_changes_nothing(api_call, snapshot, monkeypatch) -> None:

@@ -425,7 +425,7 @@ def test_a_message_of_several_occurrences_runs_each_and_sends_again_alone_the_on
 
 
 def test_a_message_of_several_occurrences_with_one_forged_runs_none_of_them(env, api_call, receiver, sqs_client):
-    # Given an envelope whose second occurrence was signed with another key (tampered with on the way)
+    # Given a packed message whose second occurrence was signed with another key (tampered with on the way)
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
     jobs = [create_job(api_call, f"{receiver.url}/hook", due) for _ in range(2)]
     good = json.loads(dispatch_to_body(Dispatch(jobs[0], TENANT, due, due, 1), LOCAL_MESSAGE_KEY))

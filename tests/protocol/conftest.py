@@ -8,14 +8,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from world import World
+from crashable import CrashableCore
 
 
 @pytest.fixture(params=["memory", "dynamodb"])
-def world(request: pytest.FixtureRequest) -> World:
+def world(request: pytest.FixtureRequest) -> CrashableCore:
     """The same protocol test against the in-memory adapters and against DynamoDB Local (which, unlike moto,
     rejects expressions real DynamoDB rejects)."""
     if request.param == "memory":
-        return World.build("memory")
+        return CrashableCore.build("memory")
     resources: Any = request.getfixturevalue("resources")
-    return World.build("dynamodb", resources, request.getfixturevalue("dynamodb_client"))
+    return CrashableCore.build("dynamodb", resources, request.getfixturevalue("dynamodb_client"))

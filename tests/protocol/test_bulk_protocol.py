@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from world import Crash, CrashAt, World
+from crashable import Crash, CrashableCore, CrashAt
 
 from scheduler.adapters.dynamodb import DynamoOperationStore
 from scheduler.adapters.memory import MemoryOperationStore
@@ -22,18 +22,18 @@ PAGE = 3
 FAR = timedelta(hours=1)
 
 
-def operations_of(world: World) -> Any:
+def operations_of(world: CrashableCore) -> Any:
     if world.backend == "memory":
         return MemoryOperationStore()
     return DynamoOperationStore(world.jobs.table, world.jobs.client)
 
 
-def bulk(world: World, operations: Any, jobs: Any = None, **options: Any) -> BulkService:
+def bulk(world: CrashableCore, operations: Any, jobs: Any = None, **options: Any) -> BulkService:
     service = world.core(jobs=jobs).job_service()
     return BulkService(service, operations, world.clock, page_size=PAGE, **options)
 
 
-def labelled_world(world: World) -> tuple[list[str], str, str, list[str]]:
+def labelled_world(world: CrashableCore) -> tuple[list[str], str, str, list[str]]:
     """Seven labelled jobs (five ACTIVE, one PAUSED, one CANCELLED) and two unlabelled ACTIVE ones: (the active
     labelled, the paused, the cancelled, the unlabelled)."""
     every_minute = {"type": "rate", "every_seconds": 60}
@@ -52,7 +52,9 @@ def finish(service: BulkService, action: BulkAction = BulkAction.PAUSE) -> BulkO
     return operation
 
 
-def assert_paused_once(world: World, operation: BulkOperation, jobs: tuple[list[str], str, str, list[str]]) -> None:
+def assert_paused_once(
+    world: CrashableCore, operation: BulkOperation, jobs: tuple[list[str], str, str, list[str]]
+) -> None:
     active, paused, cancelled, others = jobs
     for job_id in active:
         job = world.jobs.get(job_id)
@@ -67,7 +69,7 @@ def assert_paused_once(world: World, operation: BulkOperation, jobs: tuple[list[
     assert "CANCELLED" in operation.failed[0].reason
 
 
-def test_a_bulk_pause_pauses_every_labelled_job_and_reports_the_rest(world: World) -> None:
+def test_a_bulk_pause_pauses_every_labelled_job_and_reports_the_rest(world: CrashableCore) -> None:
     # Given
     jobs = labelled_world(world)
     operations = operations_of(world)
@@ -83,7 +85,9 @@ def test_a_bulk_pause_pauses_every_labelled_job_and_reports_the_rest(world: Worl
 
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("nth", [1, 2, 3, 4, 6])
-def test_a_crash_around_a_checkpoint_then_a_retry_counts_every_job_once(world: World, when: str, nth: int) -> None:
+def test_a_crash_around_a_checkpoint_then_a_retry_counts_every_job_once(
+    world: CrashableCore, when: str, nth: int
+) -> None:
     """Writes of the operation: 1 and 2 begin and end page 1, 3 and 4 page 2, 6 ends page 3 (the last)."""
     jobs = labelled_world(world)
     operations = operations_of(world)
@@ -98,7 +102,7 @@ def test_a_crash_around_a_checkpoint_then_a_retry_counts_every_job_once(world: W
 
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("nth", [1, 2, 4])
-def test_a_crash_around_a_jobs_change_then_a_retry_changes_it_once(world: World, when: str, nth: int) -> None:
+def test_a_crash_around_a_jobs_change_then_a_retry_changes_it_once(world: CrashableCore, when: str, nth: int) -> None:
     """The nth write of a job: 1 and 2 on page 1 (its first and second job), 4 on page 2."""
     jobs = labelled_world(world)
     operations = operations_of(world)
@@ -112,7 +116,7 @@ def test_a_crash_around_a_jobs_change_then_a_retry_changes_it_once(world: World,
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_a_crash_around_the_operations_creation_then_a_retry_starts_it_once(world: World, when: str) -> None:
+def test_a_crash_around_the_operations_creation_then_a_retry_starts_it_once(world: CrashableCore, when: str) -> None:
     jobs = labelled_world(world)
     operations = operations_of(world)
     crash = CrashAt(operations, "create", when)
@@ -121,7 +125,7 @@ def test_a_crash_around_the_operations_creation_then_a_retry_starts_it_once(worl
     assert_paused_once(world, finish(bulk(world, operations)), jobs)
 
 
-def test_a_request_out_of_time_answers_running_and_the_next_goes_on(world: World) -> None:
+def test_a_request_out_of_time_answers_running_and_the_next_goes_on(world: CrashableCore) -> None:
     # Given a request that has time for one page only (each page moves the clock past its stop)
     jobs = labelled_world(world)
     operations = operations_of(world)
@@ -133,7 +137,7 @@ def test_a_request_out_of_time_answers_running_and_the_next_goes_on(world: World
     assert_paused_once(world, finish(bulk(world, operations)), jobs)
 
 
-def test_a_bulk_resume_then_cancel_take_every_labelled_job_there(world: World) -> None:
+def test_a_bulk_resume_then_cancel_take_every_labelled_job_there(world: CrashableCore) -> None:
     active, paused, cancelled, _ = labelled_world(world)
     operations = operations_of(world)
     service = bulk(world, operations)
@@ -148,7 +152,7 @@ def test_a_bulk_resume_then_cancel_take_every_labelled_job_there(world: World) -
     assert all(world.jobs.get(j).state == JobState.CANCELLED for j in [*active, paused, cancelled])
 
 
-def test_a_key_reused_for_another_request_is_refused(world: World) -> None:
+def test_a_key_reused_for_another_request_is_refused(world: CrashableCore) -> None:
     labelled_world(world)
     service = bulk(world, operations_of(world))
     finish(service)
@@ -156,7 +160,7 @@ def test_a_key_reused_for_another_request_is_refused(world: World) -> None:
         service.run("tenant", "key-1", BulkAction.CANCEL, LABEL, world.clock.now() + FAR)
 
 
-def test_more_matching_jobs_than_one_operation_takes_are_refused_before_any_change(world: World) -> None:
+def test_more_matching_jobs_than_one_operation_takes_are_refused_before_any_change(world: CrashableCore) -> None:
     active, *_ = labelled_world(world)
     operations = operations_of(world)
     with pytest.raises(InvalidRequest, match="more than 6 jobs"):
@@ -165,7 +169,7 @@ def test_more_matching_jobs_than_one_operation_takes_are_refused_before_any_chan
     assert operations.get("tenant", "anything") is None
 
 
-def test_an_empty_selector_is_refused(world: World) -> None:
+def test_an_empty_selector_is_refused(world: CrashableCore) -> None:
     service = bulk(world, operations_of(world))
     with pytest.raises(InvalidRequest, match="at least one label"):
         service.run("tenant", "key-1", BulkAction.PAUSE, {}, world.clock.now() + FAR)

@@ -9,8 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from crashable import LEASE, CrashableCore, CrashAt
 from test_execute_protocol import DUE, assert_one_outcome, crash_once, one_due_occurrence
-from world import LEASE, CrashAt, World
 
 from scheduler.adapters.dynamodb import DynamoTenantSlots
 from scheduler.adapters.memory import MemoryTenantSlots
@@ -22,7 +22,7 @@ from scheduler.core.ports import TargetCall
 TENANT = "tenant"  # the protocol world's tenant
 
 
-def tenant_slots(world: World) -> Any:
+def tenant_slots(world: CrashableCore) -> Any:
     if world.backend == "memory":
         return MemoryTenantSlots()
     return DynamoTenantSlots(world.jobs.table, world.jobs.client)
@@ -31,7 +31,7 @@ def tenant_slots(world: World) -> Any:
 class _Heartbeating:
     """A target that heartbeats once (extending its lease and slot), then applies the effect."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: CrashableCore) -> None:
         self.world = world
 
     def invoke(self, call: TargetCall) -> str | None:
@@ -39,14 +39,14 @@ class _Heartbeating:
         return self.world.sink.invoke(call)
 
 
-def gated(world: World, slots: Any, worker: str = "w") -> Executor:
+def gated(world: CrashableCore, slots: Any, worker: str = "w") -> Executor:
     """A worker whose tenant may run one occurrence at a time."""
     executor = world.executor(worker, target=_Heartbeating(world))
     executor.gate = ConcurrencyGate(slots, ConcurrencyConfig(default=1), world.metrics)
     return executor
 
 
-def recover(world: World, slots: Any, until: Any) -> None:
+def recover(world: CrashableCore, slots: Any, until: Any) -> None:
     sweeper = world.sweeper("recovery")
     while world.clock.now() < until:
         sweeper.sweep(world.deadline())
@@ -58,7 +58,7 @@ def recover(world: World, slots: Any, until: Any) -> None:
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("method", ["acquire", "extend", "release"])
 def test_a_worker_crash_around_its_execution_slot_still_applies_the_occurrence_once(
-    world: World, method: str, when: str
+    world: CrashableCore, method: str, when: str
 ) -> None:
     key = one_due_occurrence(world)
     slots = tenant_slots(world)
@@ -76,7 +76,7 @@ def test_a_worker_crash_around_its_execution_slot_still_applies_the_occurrence_o
     assert slots.acquire(TENANT, 1, "probe", now, now + LEASE) == 0
 
 
-def test_an_occurrence_waits_while_a_dead_attempt_holds_the_tenants_only_slot(world: World) -> None:
+def test_an_occurrence_waits_while_a_dead_attempt_holds_the_tenants_only_slot(world: CrashableCore) -> None:
     key = one_due_occurrence(world)
     slots = tenant_slots(world)
     now = world.clock.now()
@@ -99,7 +99,7 @@ class _PausedAfterClaim:
     """The world's ledger, whose first claim returns after a pause longer than the lease, during which `meanwhile`
     runs (what other workers do while this one is frozen)."""
 
-    def __init__(self, world: World, meanwhile: Any) -> None:
+    def __init__(self, world: CrashableCore, meanwhile: Any) -> None:
         self._world, self._inner, self._meanwhile, self._paused = world, world.ledger, meanwhile, False
 
     def __getattr__(self, name: str) -> Any:
@@ -114,7 +114,7 @@ class _PausedAfterClaim:
         return claimed
 
 
-def paused_after_claim(world: World, slots: Any, meanwhile: Any, ledger: Any = None) -> Executor:
+def paused_after_claim(world: CrashableCore, slots: Any, meanwhile: Any, ledger: Any = None) -> Executor:
     """A worker of the one-slot tenant whose claim returns after a pause past the lease (over `ledger`, if given)."""
     executor = gated(world, slots, "paused")
     paused = _PausedAfterClaim(world, meanwhile)
@@ -124,7 +124,9 @@ def paused_after_claim(world: World, slots: Any, meanwhile: Any, ledger: Any = N
     return executor
 
 
-def test_a_worker_paused_past_its_lease_after_the_claim_renews_it_and_calls_the_target_once(world: World) -> None:
+def test_a_worker_paused_past_its_lease_after_the_claim_renews_it_and_calls_the_target_once(
+    world: CrashableCore,
+) -> None:
     key = one_due_occurrence(world)
     slots = tenant_slots(world)
 
@@ -140,7 +142,7 @@ def test_a_worker_paused_past_its_lease_after_the_claim_renews_it_and_calls_the_
 
 
 def test_a_worker_paused_past_its_lease_whose_slot_was_taken_gives_the_attempt_back_without_calling(
-    world: World,
+    world: CrashableCore,
 ) -> None:
     # Given the tenant's one slot, taken by another attempt while the worker was paused after its claim
     key = one_due_occurrence(world)
@@ -166,7 +168,7 @@ def test_a_worker_paused_past_its_lease_whose_slot_was_taken_gives_the_attempt_b
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(("method", "slot_taken"), [("heartbeat", False), ("finish", True)])
 def test_a_crash_around_the_renewal_or_the_give_back_before_the_call_still_applies_the_occurrence_once(
-    world: World, method: str, slot_taken: bool, when: str
+    world: CrashableCore, method: str, slot_taken: bool, when: str
 ) -> None:
     # Given a worker paused past its lease after its claim (its slot taken meanwhile, when it gives the attempt
     # back), dying right before or after the ledger write that renews its lease or gives the attempt back

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from world import LEASE, T0, Crash, CrashAt, World
+from crashable import LEASE, T0, Crash, CrashableCore, CrashAt
 
 from scheduler.core.dispatch import COPY_MAX_BYTES
 from scheduler.core.execute import Executor
@@ -21,13 +21,15 @@ from scheduler.core.timefmt import rfc3339
 DUE = T0 + timedelta(seconds=10)
 
 
-def executor(world: World, *, jobs: Any = None, ledger: Any = None, queue: Any = None, target: Any = None) -> Executor:
+def executor(
+    world: CrashableCore, *, jobs: Any = None, ledger: Any = None, queue: Any = None, target: Any = None
+) -> Executor:
     """The doomed worker, without completion events."""
     core = world.core(jobs=jobs, ledger=ledger, queue=queue, events=False)
     return core.executor("doomed", {"http": target or world.sink})
 
 
-def due_occurrences(world: World, count: int, **extra: Any) -> list[str]:
+def due_occurrences(world: CrashableCore, count: int, **extra: Any) -> list[str]:
     """`count` one-shot jobs (with `extra`) due at DUE, swept, their time come: their occurrences' keys."""
     job_ids = [world.create({"type": "once", "at": rfc3339(DUE)}, **extra) for _ in range(count)]
     world.sweeper().sweep(world.deadline())
@@ -35,19 +37,19 @@ def due_occurrences(world: World, count: int, **extra: Any) -> list[str]:
     return [occurrence_key(job_id, DUE) for job_id in job_ids]
 
 
-def one_due_occurrence(world: World, **extra: Any) -> str:
+def one_due_occurrence(world: CrashableCore, **extra: Any) -> str:
     (key,) = due_occurrences(world, 1, **extra)
     return key
 
 
-def crash_once(world: World, doomed: Executor) -> None:
+def crash_once(world: CrashableCore, doomed: Executor) -> None:
     """The doomed worker takes the message and dies somewhere inside `execute`."""
     (message,) = world.queue.receive(10)
     with pytest.raises(Crash):
         doomed.execute(message.dispatch, _Message(world, message))
 
 
-def crash_at(world: World, port: str, method: str, when: str, target: Any = None, **extra: Any) -> str:
+def crash_at(world: CrashableCore, port: str, method: str, when: str, target: Any = None, **extra: Any) -> str:
     """One due occurrence (a job with `extra`), and the doomed worker dying right `when` (before or after) it calls
     `method` of its `port` ("jobs", "ledger" or "queue"), with `target` as its http target: the occurrence's key."""
     key = one_due_occurrence(world, **extra)
@@ -59,7 +61,7 @@ def crash_at(world: World, port: str, method: str, when: str, target: Any = None
 
 
 class _Message:
-    def __init__(self, world: World, message: Any) -> None:
+    def __init__(self, world: CrashableCore, message: Any) -> None:
         self.world, self.message, self.receive_count = world, message, message.receive_count
 
     def extend_visibility(self, seconds: int) -> None:
@@ -69,7 +71,7 @@ class _Message:
 class _CrashingTarget:
     """Crash right before calling the sink, or right after the sink applied the effect."""
 
-    def __init__(self, world: World, when: str) -> None:
+    def __init__(self, world: CrashableCore, when: str) -> None:
         self.world, self.when = world, when
 
     def invoke(self, call: TargetCall) -> str | None:
@@ -79,7 +81,7 @@ class _CrashingTarget:
         raise Crash("after the target's effect")
 
 
-def assert_one_outcome(world: World, key: str, state: RunState) -> None:
+def assert_one_outcome(world: CrashableCore, key: str, state: RunState) -> None:
     run = world.ledger.get(key)
     assert run is not None and run.state == state, run
     terminal = [h for h in run.history if h.state == state]
@@ -97,7 +99,7 @@ STEPS = [("ledger", "claim", {}), ("ledger", "finish", {}), ("ledger", "claim", 
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(("port", "method", "extra"), STEPS)
 def test_a_worker_crash_at_a_ledger_or_job_step_still_applies_the_occurrence_once(
-    world: World, port: str, method: str, extra: dict[str, Any], when: str
+    world: CrashableCore, port: str, method: str, extra: dict[str, Any], when: str
 ) -> None:
     key = crash_at(world, port, method, when, **extra)
     world.run_until(DUE + timedelta(minutes=4), step=10)
@@ -107,7 +109,7 @@ def test_a_worker_crash_at_a_ledger_or_job_step_still_applies_the_occurrence_onc
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_a_worker_crash_around_the_target_call_applies_the_effect_once(world: World, when: str) -> None:
+def test_a_worker_crash_around_the_target_call_applies_the_effect_once(world: CrashableCore, when: str) -> None:
     key = one_due_occurrence(world)
 
     crash_once(world, executor(world, target=_CrashingTarget(world, when)))
@@ -121,7 +123,7 @@ def test_a_worker_crash_around_the_target_call_applies_the_effect_once(world: Wo
 
 
 class _FailOnce:
-    def __init__(self, world: World, kind: str) -> None:
+    def __init__(self, world: CrashableCore, kind: str) -> None:
         self.world, self.kind, self.failed = world, kind, False
 
     def invoke(self, call: TargetCall) -> str | None:
@@ -132,7 +134,7 @@ class _FailOnce:
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_a_worker_crash_around_the_retry_write_still_succeeds_once(world: World, when: str) -> None:
+def test_a_worker_crash_around_the_retry_write_still_succeeds_once(world: CrashableCore, when: str) -> None:
     flaky = _FailOnce(world, "retryable")
     key = crash_at(world, "ledger", "finish", when, flaky, retry={"max_attempts": 3, "initial_backoff_seconds": 1})
     world.run_until(DUE + timedelta(minutes=4), step=10)
@@ -151,7 +153,7 @@ class _AlwaysRefused:
     ("port", "method"), [("ledger", "finish"), ("queue", "dead_letter"), ("ledger", "mark_dead_lettered")]
 )
 def test_a_worker_crash_on_the_way_to_the_dead_letter_queue_still_dead_letters_it(
-    world: World, port: str, method: str, when: str
+    world: CrashableCore, port: str, method: str, when: str
 ) -> None:
     refused = _AlwaysRefused()
     key = crash_at(world, port, method, when, refused)
@@ -169,7 +171,7 @@ def test_a_worker_crash_on_the_way_to_the_dead_letter_queue_still_dead_letters_i
     assert_one_outcome(world, key, RunState.DEAD)
 
 
-def test_a_worker_that_pauses_past_its_lease_cannot_record_anything(world: World) -> None:
+def test_a_worker_that_pauses_past_its_lease_cannot_record_anything(world: CrashableCore) -> None:
     # Given worker A running the occurrence, paused inside its target call past its lease and visibility
     key = one_due_occurrence(world)
     taken_over: list[bool] = []

@@ -11,8 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from crashable import Crash, CrashableCore, CrashAt
 from test_execute_protocol import DUE, _Message, assert_one_outcome, executor, one_due_occurrence
-from world import Crash, CrashAt, World
 
 from scheduler.core.dispatch import COPY_MAX_BYTES
 from scheduler.core.keys import split_occurrence_key
@@ -35,13 +35,13 @@ class CountedReads:
         return self.jobs.get(job_id)
 
 
-def queued(world: World) -> Any:
+def queued(world: CrashableCore) -> Any:
     (message,) = world.queue.receive(10)
     world.queue.change_visibility(message, 0)  # back at once: the test's worker takes it next
     return message.dispatch
 
 
-def work_with_counted_reads(world: World) -> CountedReads:
+def work_with_counted_reads(world: CrashableCore) -> CountedReads:
     jobs = CountedReads(world.jobs)
     doomed = executor(world, jobs=jobs)
     for message in world.queue.receive(10):
@@ -52,7 +52,7 @@ def work_with_counted_reads(world: World) -> CountedReads:
 
 
 def test_the_sweep_sends_a_one_shot_occurrence_with_its_job_and_the_worker_runs_it_without_reading_it(
-    world: World,
+    world: CrashableCore,
 ) -> None:
     key = one_due_occurrence(world)
     job_id, _ = split_occurrence_key(key)
@@ -67,7 +67,7 @@ def test_the_sweep_sends_a_one_shot_occurrence_with_its_job_and_the_worker_runs_
     assert_one_outcome(world, key, RunState.SUCCEEDED)
 
 
-def test_a_job_with_a_big_payload_is_read_instead(world: World) -> None:
+def test_a_job_with_a_big_payload_is_read_instead(world: CrashableCore) -> None:
     key = one_due_occurrence(world, payload={"blob": "x" * (COPY_MAX_BYTES + 1)})
 
     assert queued(world).job_copy is None
@@ -77,7 +77,7 @@ def test_a_job_with_a_big_payload_is_read_instead(world: World) -> None:
     assert world.sink.effects[key] == 1
 
 
-def test_a_job_with_a_secret_bearing_header_is_read_instead(world: World) -> None:
+def test_a_job_with_a_secret_bearing_header_is_read_instead(world: CrashableCore) -> None:
     """What a read of the job redacts never travels in a message."""
     target = {"type": "http", "url": "https://example.com/hook", "headers": {"Authorization": "Bearer s3cret"}}
     key = one_due_occurrence(world, target=target)
@@ -89,7 +89,7 @@ def test_a_job_with_a_secret_bearing_header_is_read_instead(world: World) -> Non
     assert world.sink.effects[key] == 1
 
 
-def test_a_cancel_after_the_sweep_voids_the_copy_so_the_occurrence_is_recorded_cancelled(world: World) -> None:
+def test_a_cancel_after_the_sweep_voids_the_copy_so_the_occurrence_is_recorded_cancelled(world: CrashableCore) -> None:
     key = one_due_occurrence(world)
     job_id, _ = split_occurrence_key(key)
     assert queued(world).job_copy is not None
@@ -103,7 +103,7 @@ def test_a_cancel_after_the_sweep_voids_the_copy_so_the_occurrence_is_recorded_c
     assert_one_outcome(world, key, RunState.CANCELLED)
 
 
-def test_a_payload_edit_after_the_sweep_runs_the_occurrence_on_the_edited_job(world: World) -> None:
+def test_a_payload_edit_after_the_sweep_runs_the_occurrence_on_the_edited_job(world: CrashableCore) -> None:
     key = one_due_occurrence(world, payload={"amount": 1})
     job_id, _ = split_occurrence_key(key)
     paid: list[Any] = []
@@ -117,7 +117,7 @@ def test_a_payload_edit_after_the_sweep_runs_the_occurrence_on_the_edited_job(wo
     assert_one_outcome(world, key, RunState.SUCCEEDED)
 
 
-def test_a_schedule_edit_after_the_sweep_skips_the_occurrence_the_copy_was_sent_for(world: World) -> None:
+def test_a_schedule_edit_after_the_sweep_skips_the_occurrence_the_copy_was_sent_for(world: CrashableCore) -> None:
     key = one_due_occurrence(world)
     job_id, _ = split_occurrence_key(key)
 
@@ -133,7 +133,7 @@ def test_a_schedule_edit_after_the_sweep_skips_the_occurrence_the_copy_was_sent_
 @pytest.mark.parametrize("retried", [False, True])
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_crash_around_the_cancels_void_leaves_the_job_uncancelled_until_the_cancel_is_retried(
-    world: World, when: str, retried: bool
+    world: CrashableCore, when: str, retried: bool
 ) -> None:
     """The void comes before the change: a cancel that dies after it has changed nothing the worker acts on (the
     worker reads the job, still uncancelled, and runs the occurrence); a cancel that is retried is honoured."""
@@ -169,7 +169,7 @@ VOID_COPY_STEPS = [
 
 @pytest.mark.parametrize(("port", "method", "nth", "when"), VOID_COPY_STEPS)
 def test_a_worker_crash_on_a_void_copy_still_applies_the_edited_occurrence_once(
-    world: World, port: str, method: str, nth: int, when: str
+    world: CrashableCore, port: str, method: str, nth: int, when: str
 ) -> None:
     key = one_due_occurrence(world, payload={"amount": 1})
     job_id, _ = split_occurrence_key(key)

@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from world import T0, Crash, CrashAt, World
+from crashable import T0, Crash, CrashableCore, CrashAt
 
 from scheduler.core.events import Outbox
 from scheduler.core.timefmt import rfc3339
@@ -16,14 +16,14 @@ from scheduler.core.timefmt import rfc3339
 END = T0 + timedelta(minutes=3)
 
 
-def workload(world: World) -> None:
+def workload(world: CrashableCore) -> None:
     for seconds in (20, 40, 70, 95):
         world.create({"type": "once", "at": rfc3339(T0 + timedelta(seconds=seconds))})
     world.create({"type": "rate", "every_seconds": 30, "start_at": rfc3339(T0 + timedelta(seconds=10)),
                   "end_at": rfc3339(END)})  # fmt: skip
 
 
-def assert_every_outcome_published(world: World) -> Counter[str]:
+def assert_every_outcome_published(world: CrashableCore) -> Counter[str]:
     runs = world.runs_by_key()
     assert runs and all(run.state.terminal for run in runs.values())
     published = Counter(e.event_id for e in world.events.published)
@@ -47,7 +47,9 @@ def assert_every_outcome_published(world: World) -> Counter[str]:
     ],
 )
 @pytest.mark.parametrize("nth", [1, 3])
-def test_a_worker_crash_around_the_outbox_loses_no_event(world: World, port: str, method: str, when: str, nth: int):
+def test_a_worker_crash_around_the_outbox_loses_no_event(
+    world: CrashableCore, port: str, method: str, when: str, nth: int
+):
     # Given a workload, and a worker that dies at the nth call of one outbox step
     workload(world)
     world.clock.set(T0 + timedelta(seconds=45))
@@ -79,7 +81,7 @@ def test_a_worker_crash_around_the_outbox_loses_no_event(world: World, port: str
     assert sum(count - 1 for count in published.values()) <= 1
 
 
-def test_outcomes_recorded_while_the_bus_was_down_are_published_by_the_sweeps_once_it_is_back(world: World):
+def test_outcomes_recorded_while_the_bus_was_down_are_published_by_the_sweeps_once_it_is_back(world: CrashableCore):
     # Given the bus refuses every event while the workload runs (the workers acknowledge their messages anyway)
     workload(world)
     world.events.failing = True

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from crashable import HOLD, LEASE, Crash, CrashableCore, CrashAt
 from test_execute_protocol import due_occurrences
-from world import HOLD, LEASE, Crash, CrashAt, World
 
 from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
 from scheduler.core.ports import TargetCall
@@ -25,7 +25,7 @@ BATCH = 4
 class CrashingTarget:
     """The sink, with a crash right before the `nth` call or right after its effect."""
 
-    def __init__(self, world: World, when: str, nth: int) -> None:
+    def __init__(self, world: CrashableCore, when: str, nth: int) -> None:
         self.world, self.when, self.left = world, when, nth
 
     def invoke(self, call: TargetCall) -> str | None:
@@ -38,7 +38,7 @@ class CrashingTarget:
         return result
 
 
-def recover(world: World, keys: list[str], crashed_at: datetime, until: float = 300) -> dict[str, float]:
+def recover(world: CrashableCore, keys: list[str], crashed_at: datetime, until: float = 300) -> dict[str, float]:
     """Fault-free workers poll every second until every occurrence is done; returns, per key, how long after the
     crash it was received again."""
     back: dict[str, float] = {}
@@ -69,7 +69,7 @@ CRASHES = [
 
 @pytest.mark.parametrize(("port", "method", "when", "nth"), CRASHES)
 def test_every_occurrence_a_dead_worker_held_restarts_within_the_hold_time(
-    world: World, port: str, method: str, when: str, nth: int
+    world: CrashableCore, port: str, method: str, when: str, nth: int
 ) -> None:
     keys = due_occurrences(world, BATCH)
     messages = world.queue.receive(10)
@@ -97,7 +97,7 @@ def test_every_occurrence_a_dead_worker_held_restarts_within_the_hold_time(
     world.assert_exactly_once(keys)
 
 
-def test_a_crash_before_the_hold_falls_back_to_the_queue_visibility_timeout(world: World) -> None:
+def test_a_crash_before_the_hold_falls_back_to_the_queue_visibility_timeout(world: CrashableCore) -> None:
     """The window between the receive and the handler's first instruction: on AWS the event source mapping's. Nothing
     is lost; it comes back after the queue's visibility timeout (the local poller receives with the hold time)."""
     keys = due_occurrences(world, BATCH)
@@ -110,7 +110,7 @@ def test_a_crash_before_the_hold_falls_back_to_the_queue_visibility_timeout(worl
     world.assert_exactly_once(keys)
 
 
-def test_a_long_batch_that_renews_its_hold_is_not_received_twice(world: World) -> None:
+def test_a_long_batch_that_renews_its_hold_is_not_received_twice(world: CrashableCore) -> None:
     """The renewal keeps the records the worker has not reached yet hidden: no other worker takes them early."""
     keys = due_occurrences(world, BATCH)
     messages = world.queue.receive(10)

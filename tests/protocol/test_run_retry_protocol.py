@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from world import T0, Crash, CrashAt, World
+from crashable import T0, Crash, CrashableCore, CrashAt
 
 from scheduler.core.errors import InvalidState, JobNotFound
 from scheduler.core.execute import Executor
@@ -31,7 +31,7 @@ class _Failing:
         raise TargetFailure(self.kind, "HTTP 400" if self.kind == "permanent" else "no answer")  # type: ignore[arg-type]
 
 
-def drain(world: World, executor: Executor | None = None) -> None:
+def drain(world: CrashableCore, executor: Executor | None = None) -> None:
     """Work every message until the queue is empty, moving the clock past any visibility or backoff."""
     for _ in range(30):
         while world.work(executor):
@@ -39,7 +39,7 @@ def drain(world: World, executor: Executor | None = None) -> None:
         world.clock.advance(10)
 
 
-def failed_occurrence(world: World, state: RunState) -> tuple[str, str]:
+def failed_occurrence(world: CrashableCore, state: RunState) -> tuple[str, str]:
     """A job whose one occurrence ended `state` (DEAD or RECONCILING): (job id, occurrence key)."""
     kind, delivery = ("permanent", "at_least_once") if state == RunState.DEAD else ("ambiguous", "at_most_once")
     job_id = world.create({"type": "once", "at": rfc3339(DUE)}, delivery=delivery, retry={"max_attempts": 1})
@@ -56,7 +56,7 @@ def failed_occurrence(world: World, state: RunState) -> tuple[str, str]:
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(("port", "method"), [("ledger", "revive/resolve"), ("queue", "send")])
 def test_a_crash_around_a_retry_then_a_retry_again_runs_it_once(
-    world: World, state: RunState, when: str, port: str, method: str
+    world: CrashableCore, state: RunState, when: str, port: str, method: str
 ) -> None:
     job_id, key = failed_occurrence(world, state)
     tokens_before = [token for called, token in world.sink.calls if called == key]
@@ -88,7 +88,7 @@ def test_a_crash_around_a_retry_then_a_retry_again_runs_it_once(
         retry_run(world.service(), "tenant", job_id, DUE)
 
 
-def test_a_retry_is_refused_for_another_tenant_a_running_or_a_waiting_occurrence(world: World) -> None:
+def test_a_retry_is_refused_for_another_tenant_a_running_or_a_waiting_occurrence(world: CrashableCore) -> None:
     job_id, key = failed_occurrence(world, RunState.DEAD)
     with pytest.raises(JobNotFound):
         retry_run(world.service(), "another-tenant", job_id, DUE)

@@ -8,7 +8,7 @@ import threading
 from datetime import datetime, timedelta
 
 import pytest
-from world import T0, Crash, CrashAt, World, effects_by_job
+from crashable import T0, Crash, CrashableCore, CrashAt, effects_by_job
 
 from scheduler.core.jobs import Created, Submission
 from scheduler.core.keys import occurrence_key
@@ -22,7 +22,7 @@ END = T0 + timedelta(minutes=4)
 RUN_ON_STEP = 15.0
 
 
-def workload(world: World) -> dict[str, set[str]]:
+def workload(world: CrashableCore) -> dict[str, set[str]]:
     """Jobs in several buckets and shards, one-shot and recurring; returns the keys each must apply."""
     once_a = world.create({"type": "once", "at": rfc3339(T0 + timedelta(seconds=40))})
     once_b = world.create({"type": "once", "at": rfc3339(T0 + timedelta(seconds=100))})
@@ -39,7 +39,7 @@ def workload(world: World) -> dict[str, set[str]]:
     }
 
 
-def create_once_jobs(world: World, count: int, at: datetime) -> list[str]:
+def create_once_jobs(world: CrashableCore, count: int, at: datetime) -> list[str]:
     """`count` one-shot jobs due `at`, created together as `POST /v1/jobs/batch` creates them (`create_many`: a
     transaction per hundred writes, each job's timer then settled as a single create settles it)."""
     spec = JobSpec.model_validate(
@@ -52,7 +52,7 @@ def create_once_jobs(world: World, count: int, at: datetime) -> list[str]:
     return ids
 
 
-def assert_exactly_once(world: World, expected: dict[str, set[str]]) -> None:
+def assert_exactly_once(world: CrashableCore, expected: dict[str, set[str]]) -> None:
     applied = effects_by_job(world)
     for job_id, keys in expected.items():
         assert applied.get(job_id, set()) == keys, f"job {job_id}: missing {keys - applied.get(job_id, set())}"
@@ -84,7 +84,7 @@ SWEEP_STEPS = [
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(("port", "method"), SWEEP_STEPS)
 def test_a_sweeper_crash_at_any_step_loses_nothing_and_duplicates_nothing(
-    world: World, port: str, method: str, when: str, buckets: str
+    world: CrashableCore, port: str, method: str, when: str, buckets: str
 ) -> None:
     # Given jobs in several buckets
     expected = workload(world)
@@ -110,7 +110,7 @@ def test_a_sweeper_crash_at_any_step_loses_nothing_and_duplicates_nothing(
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("method", ["checkpoint", "finish_bucket"])
 def test_a_crash_at_a_long_buckets_checkpoint_or_at_its_last_pages_write_loses_and_repeats_nothing(
-    world: World, method: str, when: str
+    world: CrashableCore, method: str, when: str
 ) -> None:
     # Given more one-shot jobs due in each bucket (of 2 shards) than a page holds: a checkpoint after the first
     # page, and the last page's checkpoint that also marks the bucket done
@@ -123,13 +123,13 @@ def test_a_crash_at_a_long_buckets_checkpoint_or_at_its_last_pages_write_loses_a
         world.sweeper("doomed", crash, world.dispatcher(timers=crash)).sweep(world.deadline())
     assert crash.fired
 
-    # Then, the system running on without faults, each applies once and each job's quota slot is released once
+    # Then, the system running on without faults, each applies once and each job's share of the quota is released once
     world.run_until(T0 + timedelta(minutes=3), step=RUN_ON_STEP)
     assert_exactly_once(world, expected)
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_a_crash_at_completing_an_empty_bucket_loses_nothing(world: World, when: str) -> None:
+def test_a_crash_at_completing_an_empty_bucket_loses_nothing(world: CrashableCore, when: str) -> None:
     # Given jobs due only after the first sweep's look-ahead: the buckets it claims are empty, and it completes them
     # with a write of their own (a bucket with timers is completed by its last page's checkpoint)
     later = T0 + timedelta(minutes=3)
@@ -148,7 +148,7 @@ def test_a_crash_at_completing_an_empty_bucket_loses_nothing(world: World, when:
     assert_exactly_once(world, expected)
 
 
-def test_a_sweeper_that_dies_mid_bucket_is_resumed_from_its_checkpoint(world: World) -> None:
+def test_a_sweeper_that_dies_mid_bucket_is_resumed_from_its_checkpoint(world: CrashableCore) -> None:
     # Given more timers in each bucket (of 2 shards) than one page holds
     due = T0 + timedelta(seconds=30)
     ids = create_once_jobs(world, 300, due)
@@ -170,7 +170,7 @@ def test_a_sweeper_that_dies_mid_bucket_is_resumed_from_its_checkpoint(world: Wo
 @pytest.mark.parametrize("buckets", ["in turn", "at once"])
 @pytest.mark.parametrize("sweepers", [2, 3])
 def test_concurrent_sweepers_dispatch_every_occurrence_once_between_them(
-    world: World, sweepers: int, buckets: str
+    world: CrashableCore, sweepers: int, buckets: str
 ) -> None:
     # Given 120 one-shot jobs due within the look-ahead, across buckets and shards
     ids = [world.create({"type": "once", "at": rfc3339(T0 + timedelta(seconds=5 + i % 50))}) for i in range(120)]
@@ -203,7 +203,7 @@ def test_concurrent_sweepers_dispatch_every_occurrence_once_between_them(
 
 @pytest.mark.parametrize("policy", ["run_once", "skip", "run_all"])
 def test_after_an_hour_long_outage_missed_occurrences_follow_the_misfire_policy_oldest_first(
-    world: World, policy: str
+    world: CrashableCore, policy: str
 ) -> None:
     # Given an every-minute job that was swept once, then an outage of an hour
     job_id = world.create({"type": "cron", "expression": "* * * * *"}, misfire_policy=policy)

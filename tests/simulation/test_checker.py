@@ -15,7 +15,7 @@ from scheduler.core.ports import Backfill
 from scheduler_sim import FaultProfile, Simulation
 from scheduler_sim.bus import Published
 from scheduler_sim.checker import check
-from scheduler_sim.world import Abandoned, InvalidOutcome
+from scheduler_sim.simulation import Abandoned, InvalidOutcome
 
 
 @pytest.fixture

@@ -21,14 +21,11 @@ import pytest
 
 from scheduler.adapters.memory import (
     FakeClock,
-    MemoryJobStore,
-    MemoryLedger,
-    MemoryQueue,
     MemoryTenantBudgets,
     MemoryTimerStore,
     RecordingMetrics,
 )
-from scheduler.composition import Configs, Container, Stores, compose
+from scheduler.composition import Configs, Container, Stores, compose, memory_stores
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
@@ -60,17 +57,14 @@ _DERIVED = Configs.of(SETTINGS)
 CONFIGS = replace(_DERIVED, dispatch=replace(_DERIVED.dispatch, landing_window=None))
 
 
-class World:
+class SkewableCore:
     """The core composed over memory stores at `SETTINGS`; services and sweepers may see their own clock, timers or
     queue (a skewed clock, a store that dies)."""
 
     def __init__(self, start: datetime = T0) -> None:
         self.clock = FakeClock(start)
-        self.jobs = MemoryJobStore()
-        self.timers = MemoryTimerStore(1)
-        self.jobs.attach(self.timers)
-        self.ledger = MemoryLedger()
-        self.queue = MemoryQueue(self.clock)
+        stores = memory_stores(self.clock)
+        self.jobs, self.timers, self.ledger, self.queue = stores.jobs, stores.timers, stores.ledger, stores.queue
         self.metrics = RecordingMetrics()
 
     def core(
@@ -125,7 +119,7 @@ class DiesOnSend:
 
 def test_a_sweeper_killed_between_advancing_a_chain_and_sending_loses_no_occurrence() -> None:
     # Given a job every minute from 09:04
-    world = World()
+    world = SkewableCore()
     job = world.create({"type": "rate", "every_seconds": 60, "start_at": "2026-01-05T09:04:00Z"})
 
     # When the sweeper that plans 09:04-09:06 is killed before it sends them
@@ -142,7 +136,7 @@ def test_a_sweeper_killed_between_advancing_a_chain_and_sending_loses_no_occurre
 
 def test_a_job_created_into_a_bucket_a_slightly_fast_sweeper_already_sealed_is_dispatched() -> None:
     # Given a sweeper whose clock runs 1.9 s ahead and an API whose clock runs 0.6 s behind (NTP-synced)
-    world = World(T0 + timedelta(milliseconds=100))
+    world = SkewableCore(T0 + timedelta(milliseconds=100))
     sweeper_clock, api_clock = SkewedClock(world.clock), SkewedClock(world.clock)
     sweeper_clock.offset = timedelta(seconds=1.9)
     api_clock.offset = timedelta(seconds=-0.6)
@@ -186,7 +180,7 @@ class EditLandsFirst:
 def test_an_edit_racing_the_sweepers_next_timer_put_keeps_the_chain_alive() -> None:
     # Given a job every minute, and an edit (a new payload) that lands while the sweeper's next-timer put is
     # in flight
-    world = World()
+    world = SkewableCore()
     job = world.create({"type": "rate", "every_seconds": 60})
     service = world.service()
 
@@ -203,7 +197,7 @@ def test_an_edit_racing_the_sweepers_next_timer_put_keeps_the_chain_alive() -> N
     assert not missing, f"never dispatched: {[f'{m:%H:%M}' for m in missing]}"
 
 
-def _advanced_then_killed(world: World) -> Job:
+def _advanced_then_killed(world: SkewableCore) -> Job:
     """A job every five minutes from 09:05, whose 09:05 occurrence was planned by a sweep (its chain advanced to
     09:10) that was killed before it sent anything."""
     job = world.create({"type": "rate", "every_seconds": 300, "start_at": "2026-01-05T09:05:00Z"})
@@ -218,7 +212,7 @@ def _advanced_then_killed(world: World) -> Job:
 
 def test_a_pause_after_a_sweep_advanced_a_chain_and_died_before_sending_loses_no_occurrence() -> None:
     # Given a plan the killed sweep never sent
-    world = World()
+    world = SkewableCore()
     job = _advanced_then_killed(world)
 
     # When the job is paused before another sweeper re-runs that bucket (lease ended)
@@ -233,7 +227,7 @@ def test_a_pause_after_a_sweep_advanced_a_chain_and_died_before_sending_loses_no
 def test_a_resume_whose_new_chain_advances_first_still_sends_the_old_plan() -> None:
     # Given a plan the killed sweep never sent, and after an outage a second sweep that replays it
     # and is killed before sending too (it holds the 09:05 bucket for two minutes)
-    world = World()
+    world = SkewableCore()
     job = _advanced_then_killed(world)
     world.clock.set(datetime(2026, 1, 5, 10, 0, tzinfo=UTC))
     with pytest.raises(Crash):
@@ -259,12 +253,12 @@ def test_a_resume_whose_new_chain_advances_first_still_sends_the_old_plan() -> N
 def test_the_reproductions_pass_without_their_fault() -> None:
     """Control: the same scenarios with no crash, no skew and no race dispatch everything (so the xfails above
     fail because of the fault, not because the scenario is wrong)."""
-    world = World()
+    world = SkewableCore()
     job = world.create({"type": "rate", "every_seconds": 60, "start_at": "2026-01-05T09:04:00Z"})
     world.sweep_every_minute(world.sweeper("sweeper-1"), 12)
     assert set(minutes(datetime(2026, 1, 5, 9, 4, tzinfo=UTC), 8)) <= world.sent(job)
 
-    world = World(T0 + timedelta(milliseconds=100))
+    world = SkewableCore(T0 + timedelta(milliseconds=100))
     sweeper = world.sweeper("sweeper-1")
     sweeper.sweep(world.clock.now() + timedelta(seconds=60))
     once = world.create({"type": "once", "delay_seconds": 346})
@@ -272,7 +266,7 @@ def test_the_reproductions_pass_without_their_fault() -> None:
     assert once.next_run_at is not None
     assert world.sent(once) == {once.next_run_at}
 
-    world = World()
+    world = SkewableCore()
     job = world.create({"type": "rate", "every_seconds": 60})
     world.sweep_every_minute(world.sweeper("sweeper-1"), 12)
     world.service().update(TENANT, job.job_id, {"payload": {"edited": True}}, None)

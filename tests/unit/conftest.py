@@ -34,6 +34,6 @@ def no_connections(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 @pytest.fixture
 def world() -> Any:
     """A fresh in-memory scheduler at Monday 2026-01-05 09:00 UTC (see tests/unit/fixtures.py)."""
-    from tests.unit.fixtures import World
+    from tests.unit.fixtures import MemoryCore
 
-    return World.build()
+    return MemoryCore.build()

@@ -1,6 +1,6 @@
 """A small harness for unit tests of the core: fake clock, in-memory adapters, a scripted target.
 
-`World.build()` composes the services the Lambda handlers use (`scheduler.composition.compose`: JobService,
+`MemoryCore.build()` composes the services the Lambda handlers use (`scheduler.composition.compose`: JobService,
 Dispatcher, Sweeper, Executor, ...) over in-memory adapters, so a test can create jobs, sweep, deliver messages
 to workers and move time by hand.
 """
@@ -30,7 +30,7 @@ from scheduler.adapters.memory import (
     QueuedMessage,
     RecordingMetrics,
 )
-from scheduler.composition import Configs, Container, Stores, compose
+from scheduler.composition import Configs, Container, compose, memory_stores
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import Dispatcher, timer_for
@@ -223,7 +223,7 @@ def settings_for(
 
 
 @dataclass
-class World:
+class MemoryCore:
     """The core composed over memory stores (`scheduler.composition.compose`), and the stores themselves."""
 
     core: Container
@@ -292,21 +292,12 @@ class World:
         concurrency: ConcurrencyConfig | None = None,
         ids: Ids = RANDOM_IDS,
         heartbeats: Heartbeats | None = None,
-    ) -> World:
+    ) -> MemoryCore:
         """`fairness`: per-tenant dispatch budgets, `concurrency`: per-tenant execution budgets (None: none);
         `ids`: where new jobs' ids come from; `heartbeats`: real threads unless given."""
         clock = FakeClock(start)
-        jobs = MemoryJobStore()
-        timers = MemoryTimerStore(shard_count)
-        jobs.attach(timers)
-        ledger, queue, events, backfills = (
-            MemoryLedger(),
-            RecordingQueue(clock),
-            MemoryEventPublisher(),
-            MemoryBackfillStore(),
-        )
-        budgets, slots, metrics = MemoryTenantBudgets(), MemoryTenantSlots(), RecordingMetrics()
-        stores = Stores(jobs, timers, ledger, queue, backfills, budgets, slots, events)
+        stores = memory_stores(clock, shard_count, queue=RecordingQueue(clock))
+        metrics = RecordingMetrics()
         settings = settings_for(
             shard_count=shard_count,
             lookahead=lookahead,
@@ -327,8 +318,9 @@ class World:
         core = compose(settings, stores, clock, ids, metrics, configs=configs, sleep=clock.advance, heartbeats=beats)
         # The service's resolve publishes its outcome at once, as the api's does.
         service = core.job_service()
-        return cls(core, clock, jobs, timers, ledger, queue, metrics, events, backfills, budgets, slots, service,
-                   configs.backfill)  # fmt: skip
+        s = stores
+        return cls(core, clock, s.jobs, s.timers, s.ledger, s.queue, metrics, s.events, s.backfills, s.tenant_budgets,
+                   s.tenant_slots, service, configs.backfill)  # fmt: skip
 
     # -- time ---------------------------------------------------------------------------------------------
 

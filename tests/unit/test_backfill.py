@@ -13,26 +13,26 @@ from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import BackfillState, RunState
 from scheduler.core.timefmt import rfc3339
-from tests.unit.fixtures import TENANT, FakeTarget, World, at
+from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, at
 
 EVERY_MINUTE = {"type": "cron", "expression": "* * * * *"}
 
 
-def hourly_job(world: World, **fields: Any) -> Any:
+def hourly_job(world: MemoryCore, **fields: Any) -> Any:
     """A job created at T0 (09:00) running every minute; the world then moves to 12:00."""
     job = world.create(EVERY_MINUTE, **fields)
     world.set_time(at("2026-01-05T12:00"))
     return job
 
 
-def sent_backfill(world: World) -> list[Any]:
+def sent_backfill(world: MemoryCore) -> list[Any]:
     return [d for d in world.sent() if d.kind == "backfill"]
 
 
 # -- requesting a backfill -------------------------------------------------------------------------------------
 
 
-def test_a_backfill_counts_the_occurrences_of_its_range_and_starts_running(world: World) -> None:
+def test_a_backfill_counts_the_occurrences_of_its_range_and_starts_running(world: MemoryCore) -> None:
     job = hourly_job(world)
 
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T08:00"), at("2026-01-05T09:30"))
@@ -52,7 +52,7 @@ def test_a_backfill_counts_the_occurrences_of_its_range_and_starts_running(world
         ("2026-01-05T10:00:10", "2026-01-05T10:00:50", "from", "no occurrence"),
     ],
 )
-def test_a_range_that_cannot_be_backfilled_is_refused(world: World, start, end, field, message) -> None:
+def test_a_range_that_cannot_be_backfilled_is_refused(world: MemoryCore, start, end, field, message) -> None:
     job = hourly_job(world)
 
     with pytest.raises(InvalidRequest, match=message) as refused:
@@ -62,7 +62,7 @@ def test_a_range_that_cannot_be_backfilled_is_refused(world: World, start, end, 
     assert world.backfills.items == {}
 
 
-def test_only_recurring_live_jobs_of_the_caller_can_be_backfilled(world: World) -> None:
+def test_only_recurring_live_jobs_of_the_caller_can_be_backfilled(world: MemoryCore) -> None:
     once = world.create({"type": "once", "delay_seconds": 10})
     recurring = hourly_job(world)
     span = (at("2026-01-05T10:00"), at("2026-01-05T11:00"))
@@ -76,7 +76,7 @@ def test_only_recurring_live_jobs_of_the_caller_can_be_backfilled(world: World) 
         world.backfill.start(TENANT, recurring.job_id, *span)
 
 
-def test_another_tenant_cannot_see_or_cancel_a_backfill(world: World) -> None:
+def test_another_tenant_cannot_see_or_cancel_a_backfill(world: MemoryCore) -> None:
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T10:00"), at("2026-01-05T11:00"))
 
@@ -94,7 +94,7 @@ def test_another_tenant_cannot_see_or_cancel_a_backfill(world: World) -> None:
 # -- waves ---------------------------------------------------------------------------------------------------
 
 
-def test_sweeps_send_the_range_in_waves_with_the_normal_occurrence_keys(world: World) -> None:
+def test_sweeps_send_the_range_in_waves_with_the_normal_occurrence_keys(world: MemoryCore) -> None:
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T08:00"), at("2026-01-05T09:30"))
 
@@ -123,7 +123,7 @@ def test_sweeps_send_the_range_in_waves_with_the_normal_occurrence_keys(world: W
     assert world.sweep().backfill_dispatched == 0
 
 
-def test_occurrences_that_already_ran_are_not_run_again(world: World) -> None:
+def test_occurrences_that_already_ran_are_not_run_again(world: MemoryCore) -> None:
     # Given a job that ran its occurrences 09:01-09:05
     job = world.create(EVERY_MINUTE)
     target = FakeTarget(world.clock)
@@ -143,7 +143,7 @@ def test_occurrences_that_already_ran_are_not_run_again(world: World) -> None:
     assert set(counts) - ran == {occurrence_key(job.job_id, at(f"2026-01-05T{t}")) for t in ("08:58", "08:59", "09:00")}
 
 
-def test_backfilled_occurrences_are_not_skipped_as_overlapping(world: World) -> None:
+def test_backfilled_occurrences_are_not_skipped_as_overlapping(world: MemoryCore) -> None:
     # The overlap policy guards the live chain; a backfill's occurrences run side by side (bounded by its waves)
     job = hourly_job(world, overlap_policy="skip")
     world.backfill.start(TENANT, job.job_id, at("2026-01-05T10:00"), at("2026-01-05T10:05"))
@@ -157,7 +157,7 @@ def test_backfilled_occurrences_are_not_skipped_as_overlapping(world: World) -> 
     assert {r.state for r in runs if r.scheduled_for < at("2026-01-05T11:00")} == {RunState.SUCCEEDED}
 
 
-def test_waves_take_only_what_the_buckets_leave_of_the_sweep_budget(world: World) -> None:
+def test_waves_take_only_what_the_buckets_leave_of_the_sweep_budget(world: MemoryCore) -> None:
     # Given a backfill and 30 one-shot jobs due in the next minute
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T08:00"), at("2026-01-05T09:30"))
@@ -173,7 +173,7 @@ def test_waves_take_only_what_the_buckets_leave_of_the_sweep_budget(world: World
     assert world.backfills.get(backfill.backfill_id).dispatched == report.backfill_dispatched
 
 
-def test_a_sweep_that_spent_its_budget_on_buckets_sends_no_wave(world: World) -> None:
+def test_a_sweep_that_spent_its_budget_on_buckets_sends_no_wave(world: MemoryCore) -> None:
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T08:00"), at("2026-01-05T09:30"))
     for _ in range(30):
@@ -186,7 +186,7 @@ def test_a_sweep_that_spent_its_budget_on_buckets_sends_no_wave(world: World) ->
 # -- cancel, pause, crash, races -----------------------------------------------------------------------------
 
 
-def test_cancel_stops_further_waves_and_is_idempotent(world: World) -> None:
+def test_cancel_stops_further_waves_and_is_idempotent(world: MemoryCore) -> None:
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T08:00"), at("2026-01-05T09:30"))
     world.sweep()
@@ -200,7 +200,7 @@ def test_cancel_stops_further_waves_and_is_idempotent(world: World) -> None:
     assert len(sent_backfill(world)) == 50
 
 
-def test_a_completed_backfill_cannot_be_cancelled(world: World) -> None:
+def test_a_completed_backfill_cannot_be_cancelled(world: MemoryCore) -> None:
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T10:00"), at("2026-01-05T10:10"))
     world.sweep()
@@ -209,7 +209,7 @@ def test_a_completed_backfill_cannot_be_cancelled(world: World) -> None:
         world.backfill.cancel(TENANT, job.job_id, backfill.backfill_id)
 
 
-def test_a_paused_job_holds_its_backfill_and_a_cancelled_one_ends_it(world: World) -> None:
+def test_a_paused_job_holds_its_backfill_and_a_cancelled_one_ends_it(world: MemoryCore) -> None:
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T08:00"), at("2026-01-05T09:30"))
     world.service.pause(TENANT, job.job_id)
@@ -231,7 +231,7 @@ class Crash(BaseException):
 
 
 def test_a_sweeper_that_dies_between_sending_a_wave_and_recording_it_resends_it_and_nothing_runs_twice(
-    world: World,
+    world: MemoryCore,
 ) -> None:
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T10:00"), at("2026-01-05T10:30"))
@@ -256,7 +256,7 @@ def test_a_sweeper_that_dies_between_sending_a_wave_and_recording_it_resends_it_
     assert world.backfills.get(backfill.backfill_id).state == BackfillState.COMPLETED
 
 
-def test_concurrent_sweepers_move_the_cursor_once_per_wave(world: World) -> None:
+def test_concurrent_sweepers_move_the_cursor_once_per_wave(world: MemoryCore) -> None:
     job = hourly_job(world)
     backfill = world.backfill.start(TENANT, job.job_id, at("2026-01-05T08:00"), at("2026-01-05T09:30"))
     stale = world.backfills.get(backfill.backfill_id)

@@ -13,7 +13,7 @@ from scheduler.core.events import DETAIL_TYPES, OUTBOX_SETTLE, event_detail
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch, OutcomeEvent
 from scheduler.core.records import Attempt, Execution
-from tests.unit.fixtures import TENANT, FakeTarget, StubMessage, World, ambiguous, permanent, retryable
+from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, StubMessage, ambiguous, permanent, retryable
 
 
 class Crash(BaseException):
@@ -43,11 +43,11 @@ class CrashAfter:
         return call
 
 
-def published(world: World, key: str | None = None) -> list[OutcomeEvent]:
+def published(world: MemoryCore, key: str | None = None) -> list[OutcomeEvent]:
     return [e for e in world.events.published if key is None or e.occurrence_key == key]
 
 
-def outbox_of(world: World, key: str) -> list[Any]:
+def outbox_of(world: MemoryCore, key: str) -> list[Any]:
     run = world.ledger.get(key)
     assert run is not None
     return run.outbox
@@ -56,12 +56,12 @@ def outbox_of(world: World, key: str) -> list[Any]:
 # -- one event per terminal outcome ---------------------------------------------------------------------------
 
 
-def settle(world: World) -> None:
+def settle(world: MemoryCore) -> None:
     """Let the newest outcome become old enough for the sweep's drain (a worker publishing it would be done)."""
     world.clock.advance(OUTBOX_SETTLE.total_seconds())
 
 
-def test_a_succeeded_occurrence_publishes_one_event_right_after_its_write(world: World) -> None:
+def test_a_succeeded_occurrence_publishes_one_event_right_after_its_write(world: MemoryCore) -> None:
     job, dispatch = world.due(payload={"charge": 42})
 
     world.executor(FakeTarget(world.clock, "200 OK")).execute(dispatch, StubMessage())
@@ -90,7 +90,7 @@ def test_a_succeeded_occurrence_publishes_one_event_right_after_its_write(world:
         ("unknown_job", "Occurrence Cancelled"),
     ],
 )
-def test_every_terminal_outcome_publishes_its_detail_type(world: World, setup: str, expected: str) -> None:
+def test_every_terminal_outcome_publishes_its_detail_type(world: MemoryCore, setup: str, expected: str) -> None:
     sched = {"type": "cron", "expression": "* * * * *"}
     job, dispatch = world.due(sched, delivery="at_most_once" if setup == "reconciling" else "at_least_once")
     target = FakeTarget(world.clock, permanent() if setup == "dead" else ambiguous())
@@ -109,7 +109,7 @@ def test_every_terminal_outcome_publishes_its_detail_type(world: World, setup: s
     assert outbox_of(world, dispatch.key) == []
 
 
-def test_a_reconciling_run_lost_mid_call_publishes_reconciling(world: World) -> None:
+def test_a_reconciling_run_lost_mid_call_publishes_reconciling(world: MemoryCore) -> None:
     # Given an at-most-once occurrence whose worker claimed it and died mid-run
     _, dispatch = world.due(delivery="at_most_once")
     world.ledger.claim(dispatch, Attempt("worker-1/dead", world.now(), world.now() + timedelta(seconds=60), False))
@@ -122,7 +122,7 @@ def test_a_reconciling_run_lost_mid_call_publishes_reconciling(world: World) -> 
     assert event.error == "worker lost mid-run; outcome unknown"
 
 
-def test_retries_publish_nothing_until_the_final_outcome(world: World) -> None:
+def test_retries_publish_nothing_until_the_final_outcome(world: MemoryCore) -> None:
     _, dispatch = world.due(retry={"max_attempts": 3, "initial_backoff_seconds": 1, "max_backoff_seconds": 2})
     executor = world.executor(FakeTarget(world.clock, retryable(), retryable(), "ok"))
 
@@ -133,7 +133,7 @@ def test_retries_publish_nothing_until_the_final_outcome(world: World) -> None:
     assert (event.state, event.attempts, event.fencing_token) == (RunState.SUCCEEDED, 3, 3)
 
 
-def test_a_duplicate_message_publishes_nothing_more(world: World) -> None:
+def test_a_duplicate_message_publishes_nothing_more(world: MemoryCore) -> None:
     _, dispatch = world.due()
     executor = world.executor()
     executor.execute(dispatch, StubMessage())
@@ -146,7 +146,7 @@ def test_a_duplicate_message_publishes_nothing_more(world: World) -> None:
 # -- the outbox: a refusing bus, a crash between the write and the publish ----------------------------------
 
 
-def test_a_refusing_bus_does_not_fail_the_occurrence_and_the_sweep_publishes_later(world: World) -> None:
+def test_a_refusing_bus_does_not_fail_the_occurrence_and_the_sweep_publishes_later(world: MemoryCore) -> None:
     # Given the bus refuses everything
     _, dispatch = world.due()
     world.events.failing = True
@@ -177,7 +177,9 @@ def test_a_refusing_bus_does_not_fail_the_occurrence_and_the_sweep_publishes_lat
 
 
 @pytest.mark.parametrize("method", ["finish", "record_unclaimed", "expire_to"])
-def test_a_worker_that_dies_after_recording_the_outcome_still_gets_its_event_out(world: World, method: str) -> None:
+def test_a_worker_that_dies_after_recording_the_outcome_still_gets_its_event_out(
+    world: MemoryCore, method: str
+) -> None:
     # Given a worker that dies right after the ledger write that records a terminal outcome
     if method == "expire_to":
         _, dispatch = world.due(delivery="at_most_once")
@@ -210,7 +212,7 @@ def test_a_worker_that_dies_after_recording_the_outcome_still_gets_its_event_out
     assert len(published(world)) == 1
 
 
-def test_the_redelivered_message_of_a_dead_worker_publishes_without_waiting_for_the_sweep(world: World) -> None:
+def test_the_redelivered_message_of_a_dead_worker_publishes_without_waiting_for_the_sweep(world: MemoryCore) -> None:
     _, dispatch = world.due()
     doomed = world.executor()
     doomed.ledger = CrashAfter(world.ledger, "finish")  # type: ignore[assignment]
@@ -226,7 +228,9 @@ def test_the_redelivered_message_of_a_dead_worker_publishes_without_waiting_for_
     assert outbox_of(world, dispatch.key) == []
 
 
-def test_a_crash_after_the_publish_and_before_the_clear_publishes_again_with_the_same_event_id(world: World) -> None:
+def test_a_crash_after_the_publish_and_before_the_clear_publishes_again_with_the_same_event_id(
+    world: MemoryCore,
+) -> None:
     _, dispatch = world.due()
     doomed = world.executor()
     real_clear = world.ledger.clear_outbox
@@ -247,7 +251,7 @@ def test_a_crash_after_the_publish_and_before_the_clear_publishes_again_with_the
     assert outbox_of(world, dispatch.key) == []
 
 
-def test_a_sweep_does_not_publish_again_what_a_live_worker_is_publishing(world: World) -> None:
+def test_a_sweep_does_not_publish_again_what_a_live_worker_is_publishing(world: MemoryCore) -> None:
     # Given a worker that recorded an outcome and has not published it yet (its write and its publish are apart)
     _, dispatch = world.due()
     worker = world.executor()
@@ -272,7 +276,7 @@ def test_a_sweep_does_not_publish_again_what_a_live_worker_is_publishing(world: 
 # -- several outcomes of one occurrence --------------------------------------------------------------------
 
 
-def test_a_resolved_reconciling_run_publishes_both_outcomes_with_distinct_ids(world: World) -> None:
+def test_a_resolved_reconciling_run_publishes_both_outcomes_with_distinct_ids(world: MemoryCore) -> None:
     job, dispatch = world.due(delivery="at_most_once")
     world.executor(FakeTarget(world.clock, ambiguous())).execute(dispatch, StubMessage())
 
@@ -288,7 +292,7 @@ def test_a_resolved_reconciling_run_publishes_both_outcomes_with_distinct_ids(wo
     assert len(published(world)) == 2
 
 
-def test_an_outcome_recorded_while_an_earlier_one_is_unpublished_publishes_both(world: World) -> None:
+def test_an_outcome_recorded_while_an_earlier_one_is_unpublished_publishes_both(world: MemoryCore) -> None:
     # Given the RECONCILING event was never published (bus down), and the run is then resolved
     job, dispatch = world.due(delivery="at_most_once")
     world.events.failing = True
@@ -303,7 +307,7 @@ def test_an_outcome_recorded_while_an_earlier_one_is_unpublished_publishes_both(
     assert outbox_of(world, dispatch.key) == []
 
 
-def test_clearing_never_drops_an_outcome_appended_after_the_publish(world: World) -> None:
+def test_clearing_never_drops_an_outcome_appended_after_the_publish(world: MemoryCore) -> None:
     job, dispatch = world.due(delivery="at_most_once")
     world.events.failing = True
     world.executor(FakeTarget(world.clock, ambiguous())).execute(dispatch, StubMessage())

@@ -8,17 +8,9 @@ from datetime import timedelta
 from scheduler.adapters.memory import (
     FakeClock,
     ManualHeartbeats,
-    MemoryBackfillStore,
-    MemoryEventPublisher,
-    MemoryJobStore,
-    MemoryLedger,
-    MemoryQueue,
-    MemoryTenantBudgets,
-    MemoryTenantSlots,
-    MemoryTimerStore,
     RecordingMetrics,
 )
-from scheduler.composition import Configs, Stores, compose
+from scheduler.composition import Configs, Stores, compose, memory_stores
 from scheduler.core.fairness import Budget
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.settings import Settings, TenantBudgetSetting
@@ -26,12 +18,10 @@ from scheduler.settings import Settings, TenantBudgetSetting
 
 def stores(*, full: bool) -> Stores:
     clock = FakeClock()
-    jobs, timers = MemoryJobStore(), MemoryTimerStore(2)
-    jobs.attach(timers)
+    memory = memory_stores(clock, 2)
     if not full:
-        return Stores(jobs, timers, MemoryLedger(), MemoryQueue(clock))
-    extras = (MemoryBackfillStore(), MemoryTenantBudgets(), MemoryTenantSlots(), MemoryEventPublisher())
-    return Stores(jobs, timers, MemoryLedger(), MemoryQueue(clock), *extras)
+        return Stores(memory.jobs, memory.timers, memory.ledger, memory.queue)
+    return memory
 
 
 def test_settings_become_the_cores_configuration() -> None:

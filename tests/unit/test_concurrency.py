@@ -14,16 +14,16 @@ from scheduler.core.dispatch import timer_for
 from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch, TargetCall
 from scheduler.core.timefmt import rfc3339
-from tests.unit.fixtures import T0, TENANT, FakeTarget, StubMessage, World, ambiguous, permanent
+from tests.unit.fixtures import T0, TENANT, FakeTarget, MemoryCore, StubMessage, ambiguous, permanent
 
 LIMITED = ConcurrencyConfig(default=2, overrides={"big": 5, "free": 0})
 
 
-def limited_world() -> World:
-    return World.build(concurrency=LIMITED, max_active_jobs=10_000)
+def limited_world() -> MemoryCore:
+    return MemoryCore.build(concurrency=LIMITED, max_active_jobs=10_000)
 
 
-def due_now(world: World, count: int, tenant: str = TENANT, **fields: object) -> list[Dispatch]:
+def due_now(world: MemoryCore, count: int, tenant: str = TENANT, **fields: object) -> list[Dispatch]:
     """`count` one-shot jobs of `tenant`, due in 10 s; moves the clock there and returns their dispatches (as the
     sweeper would send them)."""
     fire = world.now() + timedelta(seconds=10)
@@ -156,7 +156,7 @@ def test_a_target_that_raises_gives_its_slot_back_and_is_ambiguous() -> None:
 
 def test_an_at_most_once_handler_that_raises_is_reconciled_not_retried() -> None:
     # A handler may have acted before it raised: for an at-most-once job that is an unknown outcome.
-    world = World.build()
+    world = MemoryCore.build()
     _, dispatch = world.due(delivery="at_most_once")
 
     outcome = world.executor(FakeTarget(world.clock, RuntimeError("after the charge"))).execute(dispatch, StubMessage())
@@ -208,7 +208,7 @@ class Ticks:
     """Lock-step time for worker threads: the clock moves a second only when every worker is parked (idle, or in
     a target waiting for its end time), so executions overlap as they would on real workers."""
 
-    def __init__(self, world: World, workers: int) -> None:
+    def __init__(self, world: MemoryCore, workers: int) -> None:
         self.world = world
         self.workers = workers
         self.cv = threading.Condition()
@@ -245,11 +245,11 @@ class Ticks:
             self.cv.notify_all()
 
 
-def quiet_lateness_behind_a_slow_burst(concurrency: ConcurrencyConfig | None) -> tuple[float, World, FakeTarget]:
+def quiet_lateness_behind_a_slow_burst(concurrency: ConcurrencyConfig | None) -> tuple[float, MemoryCore, FakeTarget]:
     """The noisy tenant releases NOISY_BURST occurrences that each run NOISY_SECONDS at 09:10:00; the quiet tenant
     has a one-second occurrence every second from then for a minute. WORKERS worker threads take one message at a
     time. Returns the quiet tenant's worst start lateness (s), the world and the target."""
-    world = World.build(concurrency=concurrency, max_active_jobs=10_000)
+    world = MemoryCore.build(concurrency=concurrency, max_active_jobs=10_000)
     fire = T0 + timedelta(minutes=10)
     for _ in range(NOISY_BURST):
         world.create({"type": "once", "at": rfc3339(fire)}, tenant="noisy")

@@ -21,8 +21,8 @@ from scheduler.core.retry import backoff
 from tests.unit.fixtures import (
     TENANT,
     FakeTarget,
+    MemoryCore,
     StubMessage,
-    World,
     ambiguous,
     at,
     permanent,
@@ -32,13 +32,13 @@ from tests.unit.fixtures import (
 FAST_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 2, "max_backoff_seconds": 10}
 
 
-def states(world: World, dispatch: Dispatch) -> list[str]:
+def states(world: MemoryCore, dispatch: Dispatch) -> list[str]:
     run = world.ledger.get(dispatch.key)
     assert run is not None
     return [h.state.value for h in run.history]
 
 
-def assert_acknowledged_unrun(world: World, dispatch: Dispatch, recorded: RunState) -> Execution:
+def assert_acknowledged_unrun(world: MemoryCore, dispatch: Dispatch, recorded: RunState) -> Execution:
     """Executing `dispatch` acknowledges its message without calling the target and records the run `recorded`."""
     target = FakeTarget(world.clock)
 
@@ -54,7 +54,7 @@ def assert_acknowledged_unrun(world: World, dispatch: Dispatch, recorded: RunSta
 # -- the happy path and early or duplicate messages ---------------------------------------------------------
 
 
-def test_success_records_succeeded_and_acknowledges(world: World) -> None:
+def test_success_records_succeeded_and_acknowledges(world: MemoryCore) -> None:
     job, dispatch = world.due()
     target = FakeTarget(world.clock, "200 OK")
 
@@ -71,7 +71,7 @@ def test_success_records_succeeded_and_acknowledges(world: World) -> None:
     assert call.key == f"{job.job_id}:2026-01-05T09:00:10Z"
 
 
-def test_early_message_is_hidden_until_its_fire_time(world: World) -> None:
+def test_early_message_is_hidden_until_its_fire_time(world: MemoryCore) -> None:
     _, dispatch = world.due()
     world.clock.advance(-30.4)  # the message arrives 30.4 s early
     target = FakeTarget(world.clock)
@@ -85,7 +85,7 @@ def test_early_message_is_hidden_until_its_fire_time(world: World) -> None:
     assert world.ledger.get(dispatch.key) is None
 
 
-def test_slightly_early_message_waits_and_then_runs_never_before_fire_time(world: World) -> None:
+def test_slightly_early_message_waits_and_then_runs_never_before_fire_time(world: MemoryCore) -> None:
     _, dispatch = world.due()
     world.clock.advance(-0.7)
     target = FakeTarget(world.clock)
@@ -97,7 +97,7 @@ def test_slightly_early_message_waits_and_then_runs_never_before_fire_time(world
     assert call.at >= dispatch.fire_at
 
 
-def test_early_message_through_the_queue_runs_once_at_its_fire_time(world: World) -> None:
+def test_early_message_through_the_queue_runs_once_at_its_fire_time(world: MemoryCore) -> None:
     _, dispatch = world.due()
     world.set_time(dispatch.fire_at - timedelta(minutes=3))
     world.queue.send([dispatch], world.now() - timedelta(minutes=20))  # e.g. sent with too short a delay
@@ -109,7 +109,7 @@ def test_early_message_through_the_queue_runs_once_at_its_fire_time(world: World
     assert world.queue.messages == {}
 
 
-def test_duplicate_of_a_finished_occurrence_is_acknowledged_without_running(world: World) -> None:
+def test_duplicate_of_a_finished_occurrence_is_acknowledged_without_running(world: MemoryCore) -> None:
     _, dispatch = world.due()
     target = FakeTarget(world.clock)
     executor = world.executor(target)
@@ -122,7 +122,7 @@ def test_duplicate_of_a_finished_occurrence_is_acknowledged_without_running(worl
     assert len(target.calls) == 1
 
 
-def test_duplicate_while_another_worker_holds_a_live_lease_is_hidden_until_the_lease_ends(world: World) -> None:
+def test_duplicate_while_another_worker_holds_a_live_lease_is_hidden_until_the_lease_ends(world: MemoryCore) -> None:
     # Given worker 1 is running the occurrence (lease 60 s) when a duplicate of its message arrives 10 s in
     _, dispatch = world.due()
     duplicate = []
@@ -146,14 +146,14 @@ def test_duplicate_while_another_worker_holds_a_live_lease_is_hidden_until_the_l
     assert world.executor(FakeTarget(world.clock)).execute(dispatch, StubMessage()).ack
 
 
-def test_unknown_job_is_recorded_cancelled_and_acknowledged(world: World) -> None:
+def test_unknown_job_is_recorded_cancelled_and_acknowledged(world: MemoryCore) -> None:
     _, dispatch = world.due()
     ghost = Dispatch("no-such-job", TENANT, dispatch.scheduled_for, dispatch.fire_at, 1)
 
     assert_acknowledged_unrun(world, ghost, RunState.CANCELLED)
 
 
-def test_a_message_naming_another_tenant_does_not_run_the_job(world: World) -> None:
+def test_a_message_naming_another_tenant_does_not_run_the_job(world: MemoryCore) -> None:
     job, dispatch = world.due()
     forged = Dispatch(job.job_id, "globex", dispatch.scheduled_for, dispatch.fire_at, 1)
     target = FakeTarget(world.clock)
@@ -165,7 +165,7 @@ def test_a_message_naming_another_tenant_does_not_run_the_job(world: World) -> N
 # -- leases, fencing, heartbeats ----------------------------------------------------------------------------
 
 
-def test_lease_expiry_lets_another_worker_take_over_and_the_stale_completion_is_fenced(world: World) -> None:
+def test_lease_expiry_lets_another_worker_take_over_and_the_stale_completion_is_fenced(world: MemoryCore) -> None:
     # Given worker 1 stalls past its 60 s lease, and meanwhile worker 2 takes the redelivered message over
     _, dispatch = world.due()
     taken_over = []
@@ -196,7 +196,7 @@ def test_lease_expiry_lets_another_worker_take_over_and_the_stale_completion_is_
     assert states(world, dispatch) == ["SUCCEEDED"]
 
 
-def test_heartbeat_extends_the_lease_and_the_message_visibility(world: World) -> None:
+def test_heartbeat_extends_the_lease_and_the_message_visibility(world: MemoryCore) -> None:
     _, dispatch = world.due()
     duplicate = []
 
@@ -217,7 +217,7 @@ def test_heartbeat_extends_the_lease_and_the_message_visibility(world: World) ->
     assert run is not None and (run.state, run.epoch) == (RunState.SUCCEEDED, 1)
 
 
-def test_heartbeat_that_finds_the_lease_lost_aborts_without_writing(world: World) -> None:
+def test_heartbeat_that_finds_the_lease_lost_aborts_without_writing(world: MemoryCore) -> None:
     # Given worker 1 stalls past its lease, worker 2 takes over and succeeds, then worker 1 heartbeats
     _, dispatch = world.due()
 
@@ -244,7 +244,7 @@ def test_heartbeat_that_finds_the_lease_lost_aborts_without_writing(world: World
     assert states(world, dispatch) == ["SUCCEEDED"]
 
 
-def test_crashed_worker_is_taken_over_after_its_lease(world: World) -> None:
+def test_crashed_worker_is_taken_over_after_its_lease(world: MemoryCore) -> None:
     # Given worker 1 claimed the occurrence and crashed
     _, dispatch = world.due()
     world.ledger.claim(dispatch, Attempt("worker-1/dead", world.now(), world.now() + timedelta(seconds=60), True))
@@ -263,7 +263,7 @@ def test_crashed_worker_is_taken_over_after_its_lease(world: World) -> None:
 # -- failures and retries -----------------------------------------------------------------------------------
 
 
-def test_retryable_failure_waits_with_backoff_then_succeeds(world: World) -> None:
+def test_retryable_failure_waits_with_backoff_then_succeeds(world: MemoryCore) -> None:
     _, dispatch = world.due(retry=FAST_RETRY)
     world.queue.send([dispatch], world.now())
     target = FakeTarget(world.clock, retryable(), "ok")
@@ -292,7 +292,7 @@ def test_retryable_failure_waits_with_backoff_then_succeeds(world: World) -> Non
     assert world.metrics.counts["Retries"] == 1
 
 
-def test_retry_is_not_claimed_before_it_is_due(world: World) -> None:
+def test_retry_is_not_claimed_before_it_is_due(world: MemoryCore) -> None:
     _, dispatch = world.due(retry=FAST_RETRY)
     target = FakeTarget(world.clock, retryable(), "ok")
     world.executor(target).execute(dispatch, StubMessage())
@@ -307,7 +307,7 @@ def test_retry_is_not_claimed_before_it_is_due(world: World) -> None:
     assert len(target.calls) == 1
 
 
-def test_always_failing_target_goes_dead_after_max_attempts_with_its_history(world: World) -> None:
+def test_always_failing_target_goes_dead_after_max_attempts_with_its_history(world: MemoryCore) -> None:
     _, dispatch = world.due(retry=FAST_RETRY)
     world.queue.send([dispatch], world.now())
     target = FakeTarget(world.clock, retryable("500 Internal Server Error"))
@@ -329,7 +329,7 @@ def test_always_failing_target_goes_dead_after_max_attempts_with_its_history(wor
     assert world.metrics.counts["DeadLetters"] == 1
 
 
-def test_permanent_failure_is_dead_at_once(world: World) -> None:
+def test_permanent_failure_is_dead_at_once(world: MemoryCore) -> None:
     _, dispatch = world.due(retry=FAST_RETRY)
     target = FakeTarget(world.clock, permanent("404 Not Found"), "ok")
 
@@ -342,7 +342,7 @@ def test_permanent_failure_is_dead_at_once(world: World) -> None:
     assert len(world.queue.dead) == 1
 
 
-def test_retry_after_is_honoured(world: World) -> None:
+def test_retry_after_is_honoured(world: MemoryCore) -> None:
     _, dispatch = world.due(retry=FAST_RETRY)
     target = FakeTarget(world.clock, retryable("429 Too Many Requests", retry_after=120), "ok")
 
@@ -355,7 +355,7 @@ def test_retry_after_is_honoured(world: World) -> None:
     assert run is not None and run.next_attempt_at == world.now() + timedelta(seconds=120)
 
 
-def test_no_retry_beyond_the_maximum_event_age(world: World) -> None:
+def test_no_retry_beyond_the_maximum_event_age(world: MemoryCore) -> None:
     _, dispatch = world.due(retry={"max_attempts": 10, "max_event_age_seconds": 60})
     target = FakeTarget(world.clock, retryable(retry_after=120))
 
@@ -367,7 +367,7 @@ def test_no_retry_beyond_the_maximum_event_age(world: World) -> None:
     assert run is not None and run.state == RunState.DEAD
 
 
-def test_a_crashing_handler_is_retried_like_a_transient_failure(world: World) -> None:
+def test_a_crashing_handler_is_retried_like_a_transient_failure(world: MemoryCore) -> None:
     _, dispatch = world.due(retry=FAST_RETRY)
     target = FakeTarget(world.clock, ZeroDivisionError("division by zero"))
 
@@ -380,7 +380,7 @@ def test_a_crashing_handler_is_retried_like_a_transient_failure(world: World) ->
 
 
 def test_a_target_type_without_an_adapter_is_dead_at_once() -> None:
-    world = World.build()
+    world = MemoryCore.build()
     body = {"schedule": {"type": "once", "delay_seconds": 10}, "target": {"type": "lambda", "function_name": "f"}}
     job = world.service.create(TENANT, JobSpec.model_validate(body), None, body).job
     world.set_time(at("2026-01-05T09:00:10"))
@@ -395,7 +395,7 @@ def test_a_target_type_without_an_adapter_is_dead_at_once() -> None:
 
 
 def test_dead_recorded_by_a_worker_that_died_before_the_dlq_send_is_dead_lettered_by_the_next(
-    world: World,
+    world: MemoryCore,
 ) -> None:
     # Given a worker recorded DEAD and crashed before sending to the DLQ
     _, dispatch = world.due()
@@ -414,7 +414,7 @@ def test_dead_recorded_by_a_worker_that_died_before_the_dlq_send_is_dead_lettere
 # -- at most once -------------------------------------------------------------------------------------------
 
 
-def test_at_most_once_ambiguous_failure_goes_to_reconciling_without_retry(world: World) -> None:
+def test_at_most_once_ambiguous_failure_goes_to_reconciling_without_retry(world: MemoryCore) -> None:
     _, dispatch = world.due(delivery="at_most_once", retry=FAST_RETRY)
     world.queue.send([dispatch], world.now())
     target = FakeTarget(world.clock, ambiguous(), "ok")
@@ -428,7 +428,7 @@ def test_at_most_once_ambiguous_failure_goes_to_reconciling_without_retry(world:
     assert world.queue.dead == []
 
 
-def test_at_least_once_ambiguous_failure_is_retried(world: World) -> None:
+def test_at_least_once_ambiguous_failure_is_retried(world: MemoryCore) -> None:
     _, dispatch = world.due(retry=FAST_RETRY)
     target = FakeTarget(world.clock, ambiguous(), "ok")
 
@@ -439,7 +439,7 @@ def test_at_least_once_ambiguous_failure_is_retried(world: World) -> None:
     assert run is not None and run.state == RunState.RETRY_WAIT
 
 
-def test_at_most_once_retryable_failure_is_still_retried(world: World) -> None:
+def test_at_most_once_retryable_failure_is_still_retried(world: MemoryCore) -> None:
     # A failure known to have had no effect (e.g. 503 before processing) is safe to retry
     _, dispatch = world.due(delivery="at_most_once", retry=FAST_RETRY)
 
@@ -449,7 +449,7 @@ def test_at_most_once_retryable_failure_is_still_retried(world: World) -> None:
     assert run is not None and run.state == RunState.RETRY_WAIT
 
 
-def test_at_most_once_expired_lease_of_a_crashed_worker_goes_to_reconciling(world: World) -> None:
+def test_at_most_once_expired_lease_of_a_crashed_worker_goes_to_reconciling(world: MemoryCore) -> None:
     # Given an at-most-once occurrence whose worker claimed it and crashed mid-run
     _, dispatch = world.due(delivery="at_most_once")
     world.ledger.claim(dispatch, Attempt("worker-1/dead", world.now(), world.now() + timedelta(seconds=60), False))
@@ -470,7 +470,7 @@ def test_at_most_once_expired_lease_of_a_crashed_worker_goes_to_reconciling(worl
     assert world.metrics.counts["Reconciling"] == 1
 
 
-def test_reconciling_resolved_to_retry_runs_once_more(world: World) -> None:
+def test_reconciling_resolved_to_retry_runs_once_more(world: MemoryCore) -> None:
     job, dispatch = world.due(delivery="at_most_once")
     target = FakeTarget(world.clock, ambiguous(), "ok")
     executor = world.executor(target)
@@ -493,7 +493,7 @@ def test_reconciling_resolved_to_retry_runs_once_more(world: World) -> None:
     [("cancel", RunState.CANCELLED, "job cancelled"), ("pause", RunState.SKIPPED, "job paused")],
 )
 def test_a_job_cancelled_or_paused_since_dispatch_records_why_and_calls_nothing(
-    world: World, change: str, recorded: RunState, why: str
+    world: MemoryCore, change: str, recorded: RunState, why: str
 ) -> None:
     job, dispatch = world.due({"type": "cron", "expression": "* * * * *"})
     getattr(world.service, change)(TENANT, job.job_id)
@@ -501,7 +501,7 @@ def test_a_job_cancelled_or_paused_since_dispatch_records_why_and_calls_nothing(
     assert assert_acknowledged_unrun(world, dispatch, recorded).last_error == why
 
 
-def test_superseded_occurrence_records_skipped(world: World) -> None:
+def test_superseded_occurrence_records_skipped(world: MemoryCore) -> None:
     # Given the 09:01 occurrence was dispatched, then the schedule moved to every 5 minutes
     job, dispatch = world.due({"type": "cron", "expression": "* * * * *"})
     assert dispatch.scheduled_for == at("2026-01-05T09:01")
@@ -511,7 +511,7 @@ def test_superseded_occurrence_records_skipped(world: World) -> None:
     assert "superseded" in (run.last_error or "")
 
 
-def test_edit_that_keeps_the_occurrence_runs_it_with_the_new_definition(world: World) -> None:
+def test_edit_that_keeps_the_occurrence_runs_it_with_the_new_definition(world: MemoryCore) -> None:
     job, dispatch = world.due({"type": "cron", "expression": "* * * * *"}, payload={"v": 1})
     world.service.update(TENANT, job.job_id, {"payload": {"v": 2}}, if_match=1)
     target = FakeTarget(world.clock)
@@ -523,7 +523,7 @@ def test_edit_that_keeps_the_occurrence_runs_it_with_the_new_definition(world: W
     assert (call.version, call.payload) == (2, {"v": 2})
 
 
-def test_manual_trigger_runs_even_after_a_schedule_change(world: World) -> None:
+def test_manual_trigger_runs_even_after_a_schedule_change(world: MemoryCore) -> None:
     job = world.create({"type": "cron", "expression": "0 * * * *"})
     world.sweep()
     timer = world.service.trigger(TENANT, job.job_id)
@@ -547,7 +547,7 @@ def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
     return True
 
 
-def test_background_heartbeat_extends_the_lease_while_the_target_runs(world: World) -> None:
+def test_background_heartbeat_extends_the_lease_while_the_target_runs(world: MemoryCore) -> None:
     _, dispatch = world.due()
     message = StubMessage()
     config = ExecuteConfig(lease=timedelta(seconds=0.3), heartbeat_fraction=0.1)  # a beat every 30 ms
@@ -564,7 +564,7 @@ def test_background_heartbeat_extends_the_lease_while_the_target_runs(world: Wor
 
 
 def test_background_heartbeat_that_loses_the_lease_aborts_without_writing(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: MemoryCore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, dispatch = world.due()
     lost: list[str] = []
@@ -602,7 +602,7 @@ def test_background_heartbeat_that_loses_the_lease_aborts_without_writing(
     assert run is not None and run.result == "fresh result"
 
 
-def test_a_worker_paused_before_its_claim_holds_a_lease_from_when_it_claims(world: World) -> None:
+def test_a_worker_paused_before_its_claim_holds_a_lease_from_when_it_claims(world: MemoryCore) -> None:
     # Given a worker that pauses 90 s between receiving the message and claiming it (a
     # preemption while it reads the job), with a 60 s lease
     _, dispatch = world.due()

@@ -23,14 +23,14 @@ from scheduler.core.execution.slots import ExecutionSlots
 from scheduler.core.execution.source import MessageCopy, StoredJob, source_of
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, Execution, TargetCall
-from tests.unit.fixtures import TENANT, FakeTarget, StubMessage, World, permanent
+from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, StubMessage, permanent
 
 CONFIG = ExecuteConfig(lease=timedelta(seconds=60), heartbeat_fraction=None)
 OWNER = "worker-1/attempt"
 
 
 class CountingJobs:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: MemoryCore) -> None:
         self.world, self.reads = world, 0
 
     def get(self, job_id: str):  # type: ignore[no-untyped-def]
@@ -38,15 +38,15 @@ class CountingJobs:
         return self.world.jobs.get(job_id)
 
 
-def recorder(world: World) -> Recorder:
+def recorder(world: MemoryCore) -> Recorder:
     return Recorder(world.ledger, world.queue, world.clock, CONFIG, world.metrics, None)
 
 
-def slots(world: World, gate: ConcurrencyGate | None = None) -> ExecutionSlots:
+def slots(world: MemoryCore, gate: ConcurrencyGate | None = None) -> ExecutionSlots:
     return ExecutionSlots(world.queue, CONFIG, world.metrics, gate)
 
 
-def claim(world: World, dispatch: Dispatch, message: StubMessage | None = None) -> Claimed:
+def claim(world: MemoryCore, dispatch: Dispatch, message: StubMessage | None = None) -> Claimed:
     job = world.job(dispatch.job_id)
     taken = Claim(world.ledger, world.queue, world.clock, CONFIG, world.metrics, recorder(world)).take(
         job, dispatch, OWNER, Permit.unlimited(TENANT, OWNER), message or StubMessage(), StoredJob(world.jobs)
@@ -55,14 +55,14 @@ def claim(world: World, dispatch: Dispatch, message: StubMessage | None = None) 
     return taken
 
 
-def lease(world: World, claimed: Claimed) -> Lease:
+def lease(world: MemoryCore, claimed: Claimed) -> Lease:
     return Lease(claimed, world.ledger, world.clock, CONFIG, world.metrics, slots(world))
 
 
 # -- the job's source ---------------------------------------------------------------------------------------
 
 
-def test_a_dispatch_with_a_copy_of_its_job_reads_nothing_and_one_without_reads_the_store(world: World) -> None:
+def test_a_dispatch_with_a_copy_of_its_job_reads_nothing_and_one_without_reads_the_store(world: MemoryCore) -> None:
     job, dispatch = world.due()
     jobs = CountingJobs(world)
 
@@ -79,7 +79,7 @@ def test_a_dispatch_with_a_copy_of_its_job_reads_nothing_and_one_without_reads_t
 # -- the guards ---------------------------------------------------------------------------------------------
 
 
-def test_on_time_hides_an_early_message_and_waits_out_a_sub_second_one(world: World) -> None:
+def test_on_time_hides_an_early_message_and_waits_out_a_sub_second_one(world: MemoryCore) -> None:
     _, dispatch = world.due()
     slept: list[float] = []
     guards = Guards(world.ledger, world.clock, CONFIG, world.metrics, recorder(world), slept.append)
@@ -92,7 +92,7 @@ def test_on_time_hides_an_early_message_and_waits_out_a_sub_second_one(world: Wo
     assert guards.on_time(dispatch) == world.now() and slept == [pytest.approx(0.5)]
 
 
-def test_skip_reason_names_a_cancelled_or_paused_job_and_none_for_a_live_one(world: World) -> None:
+def test_skip_reason_names_a_cancelled_or_paused_job_and_none_for_a_live_one(world: MemoryCore) -> None:
     job, dispatch = world.due()
 
     assert skip_reason(job, dispatch) is None
@@ -104,13 +104,13 @@ def test_skip_reason_names_a_cancelled_or_paused_job_and_none_for_a_live_one(wor
 # -- the execution slot -------------------------------------------------------------------------------------
 
 
-def test_without_a_gate_every_attempt_holds_an_unlimited_permit(world: World) -> None:
+def test_without_a_gate_every_attempt_holds_an_unlimited_permit(world: MemoryCore) -> None:
     _, dispatch = world.due()
     permit = slots(world).take(dispatch, OWNER, world.now())
     assert permit is not None and permit.slots is None
 
 
-def test_a_throttled_occurrence_received_often_is_sent_again_as_a_fresh_message(world: World) -> None:
+def test_a_throttled_occurrence_received_often_is_sent_again_as_a_fresh_message(world: MemoryCore) -> None:
     _, dispatch = world.due()
     gate = ConcurrencyGate(world.tenant_slots, ConcurrencyConfig(default=1), world.metrics)
     assert slots(world, gate).take(dispatch, "other/1", world.now()) is not None
@@ -129,7 +129,7 @@ def test_a_throttled_occurrence_received_often_is_sent_again_as_a_fresh_message(
 # -- the claim ----------------------------------------------------------------------------------------------
 
 
-def test_a_claim_bumps_the_epoch_and_a_second_one_is_told_to_wait_for_the_live_lease(world: World) -> None:
+def test_a_claim_bumps_the_epoch_and_a_second_one_is_told_to_wait_for_the_live_lease(world: MemoryCore) -> None:
     _, dispatch = world.due()
     claimed = claim(world, dispatch)
     assert (claimed.execution.epoch, claimed.at) == (1, world.now())
@@ -141,7 +141,7 @@ def test_a_claim_bumps_the_epoch_and_a_second_one_is_told_to_wait_for_the_live_l
     assert again.hide_seconds == 60 + CONFIG.lease_margin_seconds
 
 
-def test_a_refused_claim_without_an_item_looks_again_in_a_second(world: World) -> None:
+def test_a_refused_claim_without_an_item_looks_again_in_a_second(world: MemoryCore) -> None:
     _, dispatch = world.due()
     step = Claim(world.ledger, world.queue, world.clock, CONFIG, world.metrics, recorder(world))
     assert step.not_claimed(dispatch, None, world.now(), False) == Outcome.hide(1, Why.CLAIM_REFUSED)
@@ -150,7 +150,7 @@ def test_a_refused_claim_without_an_item_looks_again_in_a_second(world: World) -
 # -- the lease ----------------------------------------------------------------------------------------------
 
 
-def test_a_fresh_lease_is_not_renewed_before_the_call(world: World) -> None:
+def test_a_fresh_lease_is_not_renewed_before_the_call(world: MemoryCore) -> None:
     _, dispatch = world.due()
     message = StubMessage()
     held = lease(world, claim(world, dispatch, message))
@@ -159,7 +159,7 @@ def test_a_fresh_lease_is_not_renewed_before_the_call(world: World) -> None:
     assert message.extensions == [] and "LeaseRenewedBeforeCall" not in world.metrics.counts
 
 
-def test_a_lease_aged_since_the_claim_is_renewed_before_the_call(world: World) -> None:
+def test_a_lease_aged_since_the_claim_is_renewed_before_the_call(world: MemoryCore) -> None:
     _, dispatch = world.due()
     message = StubMessage()
     held = lease(world, claim(world, dispatch, message))
@@ -172,7 +172,7 @@ def test_a_lease_aged_since_the_claim_is_renewed_before_the_call(world: World) -
     assert world.metrics.counts["LeaseRenewedBeforeCall"] == 1
 
 
-def test_a_lease_that_keeps_ageing_is_given_back_uncalled(world: World) -> None:
+def test_a_lease_that_keeps_ageing_is_given_back_uncalled(world: MemoryCore) -> None:
     _, dispatch = world.due()
     held = lease(world, claim(world, dispatch))
     world.clock.advance(45)
@@ -195,7 +195,7 @@ def test_a_lease_that_keeps_ageing_is_given_back_uncalled(world: World) -> None:
     assert run is not None and run.state == RunState.RETRY_WAIT and run.attempts == 0
 
 
-def test_a_lease_another_attempt_took_is_not_called_on(world: World) -> None:
+def test_a_lease_another_attempt_took_is_not_called_on(world: MemoryCore) -> None:
     _, dispatch = world.due()
     held = lease(world, claim(world, dispatch))
     world.clock.advance(61)
@@ -209,7 +209,7 @@ def test_a_lease_another_attempt_took_is_not_called_on(world: World) -> None:
 # -- the call -----------------------------------------------------------------------------------------------
 
 
-def test_the_call_passes_key_and_fencing_token_and_returns_the_result(world: World) -> None:
+def test_the_call_passes_key_and_fencing_token_and_returns_the_result(world: MemoryCore) -> None:
     _, dispatch = world.due()
     target = FakeTarget(world.clock, "200 OK")
     called = Call({"handler": target}, world.clock, CONFIG, world.metrics, None).run(
@@ -221,7 +221,7 @@ def test_the_call_passes_key_and_fencing_token_and_returns_the_result(world: Wor
     assert (call.key, call.token) == (dispatch.key, 1)
 
 
-def test_a_call_without_an_adapter_fails_permanently_and_one_that_loses_its_lease_aborts(world: World) -> None:
+def test_a_call_without_an_adapter_fails_permanently_and_one_that_loses_its_lease_aborts(world: MemoryCore) -> None:
     _, dispatch = world.due()
     held = lease(world, claim(world, dispatch))
 
@@ -239,7 +239,7 @@ def test_a_call_without_an_adapter_fails_permanently_and_one_that_loses_its_leas
 # -- the record ---------------------------------------------------------------------------------------------
 
 
-def test_a_permanent_failure_is_recorded_dead_and_dead_lettered(world: World) -> None:
+def test_a_permanent_failure_is_recorded_dead_and_dead_lettered(world: MemoryCore) -> None:
     _, dispatch = world.due()
     claimed = claim(world, dispatch)
 
@@ -251,7 +251,7 @@ def test_a_permanent_failure_is_recorded_dead_and_dead_lettered(world: World) ->
     assert world.metrics.counts["DeadLetters"] == 1
 
 
-def test_a_write_after_another_attempt_took_over_is_fenced(world: World) -> None:
+def test_a_write_after_another_attempt_took_over_is_fenced(world: MemoryCore) -> None:
     _, dispatch = world.due()
     stale = claim(world, dispatch)
     world.clock.advance(61)
@@ -262,7 +262,7 @@ def test_a_write_after_another_attempt_took_over_is_fenced(world: World) -> None
     assert outcome.why is Why.FENCED and world.metrics.counts["FencedWrites"] == 1
 
 
-def test_outcomes_are_announced_only_with_an_outbox(world: World) -> None:
+def test_outcomes_are_announced_only_with_an_outbox(world: MemoryCore) -> None:
     job, _ = world.due()
     assert not recorder(world).announces(job)
 
@@ -270,7 +270,7 @@ def test_outcomes_are_announced_only_with_an_outbox(world: World) -> None:
 # -- the overlap policy -------------------------------------------------------------------------------------
 
 
-def test_an_occurrence_of_a_recurring_job_waits_behind_a_running_one_under_buffer_one(world: World) -> None:
+def test_an_occurrence_of_a_recurring_job_waits_behind_a_running_one_under_buffer_one(world: MemoryCore) -> None:
     job = world.create({"type": "rate", "every_seconds": 60}, overlap_policy="buffer_one")
     first = Dispatch(job.job_id, TENANT, world.now(), world.now(), job.version, "scheduled")
     claim(world, first)  # still running

@@ -21,7 +21,7 @@ from scheduler.core.fairness import (
 )
 from scheduler.core.ports import Dispatch
 from scheduler.core.timefmt import rfc3339, to_ms
-from tests.unit.fixtures import T0, FakeTarget, World, at
+from tests.unit.fixtures import T0, FakeTarget, MemoryCore, at
 
 SECOND = timedelta(seconds=1)
 
@@ -40,7 +40,7 @@ def test_a_burst_goes_at_once_and_the_rest_a_window_at_a_time() -> None:
     releases, calendar = reserve(None, [T0] * 10, budget, T0, latest=T0 + timedelta(hours=1))
 
     assert offsets(releases, T0) == [0, 0, 0, 0, 2, 2, 2, 2, 4, 4]
-    assert calendar.version == 1 and sum(calendar.slots.values()) == 10
+    assert calendar.version == 1 and sum(calendar.booked.values()) == 10
 
 
 def test_occurrences_within_budget_are_released_at_their_own_time_whatever_the_order_they_come_in() -> None:
@@ -63,13 +63,13 @@ def test_windows_in_the_past_are_forgotten_and_a_changed_budget_starts_afresh() 
 
     # Kept while a sweeper whose clock runs behind may still book into them (the clock-skew allowance), then dropped
     soon = T0 + CLOCK_SKEW - timedelta(seconds=1)
-    assert reserve(calendar, [soon], budget, soon, latest=soon + timedelta(hours=1))[1].slots == calendar.slots | {
+    assert reserve(calendar, [soon], budget, soon, latest=soon + timedelta(hours=1))[1].booked == calendar.booked | {
         to_ms(soon) // budget.window_ms: 1
     }
     later = T0 + CLOCK_SKEW + timedelta(seconds=10)
     releases, pruned = reserve(calendar, [later, later], budget, later, latest=later + timedelta(hours=1))
     assert releases == [later, later]
-    assert all(window * budget.window_ms >= to_ms(later - CLOCK_SKEW) - budget.window_ms for window in pruned.slots)
+    assert all(window * budget.window_ms >= to_ms(later - CLOCK_SKEW) - budget.window_ms for window in pruned.booked)
 
     bigger = Budget(rate=1, burst=5)
     assert reserve(calendar, [T0] * 5, bigger, T0, latest=T0 + timedelta(hours=1))[0] == [T0] * 5
@@ -85,7 +85,7 @@ def test_a_small_burst_with_a_high_rate_uses_one_second_windows() -> None:
     assert (budget.window_ms, budget.capacity) == (1000, 100)
 
 
-def test_the_calendar_is_kept_with_conditional_writes(world: World) -> None:
+def test_the_calendar_is_kept_with_conditional_writes(world: MemoryCore) -> None:
     admission = TenantAdmission(world.tenant_budgets, world.clock, FairnessConfig(Budget(1, 5)), world.metrics)
     d = Dispatch("job-1", "acme", world.now(), world.now(), 1)
 
@@ -125,11 +125,11 @@ class CountingBudgets:
         return saved
 
 
-def _due(world: World, job: str, tenant: str = "acme") -> Dispatch:
+def _due(world: MemoryCore, job: str, tenant: str = "acme") -> Dispatch:
     return Dispatch(job, tenant, world.now(), world.now(), 1)
 
 
-def test_every_booking_reads_the_tenants_calendar_first_and_books_each_release_once(world: World) -> None:
+def test_every_booking_reads_the_tenants_calendar_first_and_books_each_release_once(world: MemoryCore) -> None:
     # Given a sweeper's admission, the only one booking the tenant
     store = CountingBudgets(world.tenant_budgets)
     budget = Budget(1, 2)  # 2 a 2 s window
@@ -147,11 +147,11 @@ def test_every_booking_reads_the_tenants_calendar_first_and_books_each_release_o
     # window's room
     assert [d.send_at for d in sent] == [d.fire_at for d in sent] and len(sent) == 6
     stored = world.tenant_budgets.load("acme")
-    assert stored is not None and stored.version == 6 and sum(stored.slots.values()) == 6
-    assert all(count <= budget.capacity for count in stored.slots.values())
+    assert stored is not None and stored.version == 6 and sum(stored.booked.values()) == 6
+    assert all(count <= budget.capacity for count in stored.booked.values())
 
 
-def test_buckets_swept_at_once_book_one_tenant_in_turn_and_none_is_deferred_for_contention(world: World) -> None:
+def test_buckets_swept_at_once_book_one_tenant_in_turn_and_none_is_deferred_for_contention(world: MemoryCore) -> None:
     # Given a budget store with a network's latency (a read and a conditional write take 20 ms each), and one
     # tenant's occurrences in eight pages that eight threads admit at once (a sweep's buckets), well within budget
     admission = TenantAdmission(world.tenant_budgets, world.clock, FairnessConfig(Budget(100, 3000)), world.metrics)
@@ -181,11 +181,11 @@ def test_buckets_swept_at_once_book_one_tenant_in_turn_and_none_is_deferred_for_
 # -- admission in the dispatch path --------------------------------------------------------------------------
 
 
-def fair_world(rate: float = 10, burst: int = 20, **kw) -> World:
-    return World.build(fairness=FairnessConfig(Budget(rate, burst)), max_active_jobs=100_000, **kw)
+def fair_world(rate: float = 10, burst: int = 20, **kw) -> MemoryCore:
+    return MemoryCore.build(fairness=FairnessConfig(Budget(rate, burst)), max_active_jobs=100_000, **kw)
 
 
-def burst(world: World, tenant: str, count: int, when) -> None:
+def burst(world: MemoryCore, tenant: str, count: int, when) -> None:
     for _ in range(count):
         world.create({"type": "once", "at": rfc3339(when)}, tenant=tenant)
 
@@ -296,7 +296,7 @@ def quiet_lateness(fairness: FairnessConfig | None) -> float:
     """The noisy tenant releases BURST occurrences at 09:10:00; the quiet tenant has one every second from
     09:10:00 to 09:11:00. Workers start CAPACITY occurrences per second, oldest visible first; the sweeper runs
     every minute (as on AWS). Returns the quiet tenant's worst start lateness, in seconds."""
-    world = World.build(fairness=fairness, max_active_jobs=100_000)
+    world = MemoryCore.build(fairness=fairness, max_active_jobs=100_000)
     fire = T0 + timedelta(minutes=10)
     burst(world, "noisy", BURST, fire)
     for s in range(61):

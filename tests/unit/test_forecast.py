@@ -11,12 +11,12 @@ import pytest
 
 from scheduler.core.forecast import ForecastService, forecast
 from scheduler.core.timefmt import minute_of
-from tests.unit.fixtures import T0, World, at
+from tests.unit.fixtures import T0, MemoryCore, at
 
 LOOKBACK = timedelta(minutes=7)
 
 
-def service(world: World) -> ForecastService:
+def service(world: MemoryCore) -> ForecastService:
     return ForecastService(world.timers, world.clock, LOOKBACK, world.metrics)
 
 
@@ -24,7 +24,7 @@ def by_minute(result: Any) -> dict[str, int]:
     return {m.minute.strftime("%H:%M"): m.due for m in result.minutes if m.due}
 
 
-def test_one_shot_jobs_count_in_the_minute_they_fall_due(world: World) -> None:
+def test_one_shot_jobs_count_in_the_minute_they_fall_due(world: MemoryCore) -> None:
     for _ in range(3):
         world.create({"type": "once", "at": "2026-01-05T09:20:30Z"})
     world.create({"type": "once", "at": "2026-01-05T09:45:00Z"})
@@ -35,7 +35,7 @@ def test_one_shot_jobs_count_in_the_minute_they_fall_due(world: World) -> None:
     assert result.peak.peak_second == 3
 
 
-def test_a_recurring_schedule_is_expanded_from_its_one_stored_timer(world: World) -> None:
+def test_a_recurring_schedule_is_expanded_from_its_one_stored_timer(world: MemoryCore) -> None:
     world.create({"type": "rate", "every_seconds": 600})  # first at 09:10, then every 10 minutes
     world.create({"type": "cron", "expression": "*/15 * * * *", "timezone": "Europe/Berlin"})
     result = service(world).forecast(60)
@@ -51,7 +51,7 @@ def test_a_recurring_schedule_is_expanded_from_its_one_stored_timer(world: World
     }
 
 
-def test_a_tenant_sees_only_its_own_and_the_overall_view_splits_by_tenant(world: World) -> None:
+def test_a_tenant_sees_only_its_own_and_the_overall_view_splits_by_tenant(world: MemoryCore) -> None:
     world.create({"type": "once", "at": "2026-01-05T09:05:00Z"}, tenant="acme")
     world.create({"type": "once", "at": "2026-01-05T09:05:10Z"}, tenant="globex")
     overall = service(world).forecast(10)
@@ -60,7 +60,7 @@ def test_a_tenant_sees_only_its_own_and_the_overall_view_splits_by_tenant(world:
     assert mine.total == 1 and mine.minutes[5].by_tenant == {"globex": 1}
 
 
-def test_an_edited_job_counts_once_on_its_new_schedule(world: World) -> None:
+def test_an_edited_job_counts_once_on_its_new_schedule(world: MemoryCore) -> None:
     job = world.create({"type": "rate", "every_seconds": 300})
     world.service.update(job.tenant, job.job_id, {"schedule": {"type": "rate", "every_seconds": 1200}}, None)
     result = service(world).forecast(60)
@@ -71,7 +71,7 @@ def test_an_edited_job_counts_once_on_its_new_schedule(world: World) -> None:
 @pytest.mark.parametrize("every", [10, 60, 600])
 def test_what_the_forecast_says_is_what_the_sweeps_then_send(every: int) -> None:
     # Given recurring jobs (sub-minute ones too: the look-ahead sends several per timer) and one-shot jobs
-    world = World.build(shard_count=2)
+    world = MemoryCore.build(shard_count=2)
     for offset in range(4):
         world.create({"type": "rate", "every_seconds": every}, jitter_seconds=offset * 7)
     world.create({"type": "once", "at": "2026-01-05T09:12:34Z"})
@@ -89,7 +89,7 @@ def test_what_the_forecast_says_is_what_the_sweeps_then_send(every: int) -> None
     assert predicted.total > 0
 
 
-def test_the_window_is_bounded(world: World) -> None:
+def test_the_window_is_bounded(world: MemoryCore) -> None:
     with pytest.raises(ValueError):
         service(world).forecast(0)
     with pytest.raises(ValueError):
@@ -97,7 +97,7 @@ def test_the_window_is_bounded(world: World) -> None:
 
 
 def test_triggers_and_deferred_occurrences_count_once_at_their_due_instant() -> None:
-    job_world = World.build()
+    job_world = MemoryCore.build()
     job = job_world.create({"type": "once", "at": "2026-01-05T09:30:00Z"})
     stored = job_world.pending_timers(job.job_id)
     deferred = replace(stored[0], plan=None, defer_until=at("2026-01-05T09:41:00"))

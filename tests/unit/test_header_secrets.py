@@ -18,7 +18,7 @@ from scheduler.core.jobs import JobService
 from scheduler.core.model import REDACTED, Job, JobSpec, JobState
 from scheduler.core.ports import SealFailed
 from scheduler.core.secrecy import headers_to_send, shown_url, spec_view
-from tests.unit.fixtures import T0, TENANT, World
+from tests.unit.fixtures import T0, TENANT, MemoryCore
 
 SEALER = LocalSealer("test sealing secret")
 HEADERS = {
@@ -34,7 +34,7 @@ def http_target(url: str = "https://hooks.example.com/run", **fields: Any) -> di
     return {"type": "http", "url": url, "headers": dict(HEADERS), "public_headers": ["X-Tenant"], **fields}
 
 
-def service(world: World, sealer: Any = SEALER) -> JobService:
+def service(world: MemoryCore, sealer: Any = SEALER) -> JobService:
     return replace(world.service, sealer=sealer)
 
 
@@ -47,7 +47,7 @@ def create(svc: JobService, target: dict[str, Any], sched: dict[str, Any] | None
 
 
 @pytest.mark.parametrize("sealer", [SEALER, None], ids=["sealed", "unsealed"])
-def test_a_read_shows_only_public_header_values(world: World, sealer: Any) -> None:
+def test_a_read_shows_only_public_header_values(world: MemoryCore, sealer: Any) -> None:
     job = create(service(world, sealer), http_target())
 
     shown = spec_view(world.job(job.job_id).spec)["target"]
@@ -69,7 +69,7 @@ def test_a_credential_cannot_be_declared_public(name: str) -> None:
         JobSpec.model_validate({"schedule": {"type": "cron", "expression": "0 * * * *"}, "target": target})
 
 
-def test_declaring_a_sealed_header_public_does_not_reveal_its_value(world: World) -> None:
+def test_declaring_a_sealed_header_public_does_not_reveal_its_value(world: MemoryCore) -> None:
     svc = service(world)
     job = create(svc, {**http_target(), "public_headers": []})
 
@@ -86,7 +86,7 @@ def test_declaring_a_sealed_header_public_does_not_reveal_its_value(world: World
 @pytest.mark.parametrize(
     "url", ["https://evil.example.net/run", "http://hooks.example.com/run", "https://hooks.example.com:8443/run"]
 )
-def test_a_change_to_another_origin_drops_the_secret_headers(world: World, sealer: Any, url: str) -> None:
+def test_a_change_to_another_origin_drops_the_secret_headers(world: MemoryCore, sealer: Any, url: str) -> None:
     svc = service(world, sealer)
     job = create(svc, http_target())
 
@@ -95,7 +95,7 @@ def test_a_change_to_another_origin_drops_the_secret_headers(world: World, seale
     assert headers_to_send(changed, sealer) == {"X-Tenant": "acme", "Accept": "application/json"}
 
 
-def test_a_change_within_the_origin_keeps_the_secret_headers(world: World) -> None:
+def test_a_change_within_the_origin_keeps_the_secret_headers(world: MemoryCore) -> None:
     svc = service(world)
     job = create(svc, http_target())
 
@@ -104,7 +104,7 @@ def test_a_change_within_the_origin_keeps_the_secret_headers(world: World) -> No
     assert headers_to_send(changed, SEALER) == HEADERS
 
 
-def test_a_change_to_another_origin_keeps_the_secret_headers_it_sends_again(world: World) -> None:
+def test_a_change_to_another_origin_keeps_the_secret_headers_it_sends_again(world: MemoryCore) -> None:
     svc = service(world)
     job = create(svc, http_target())
     patch = {"target": {"url": "https://new.example.com/", "headers": {"Authorization": "Bearer n3w"}}}
@@ -118,7 +118,7 @@ def test_a_change_to_another_origin_keeps_the_secret_headers_it_sends_again(worl
     }
 
 
-def test_sending_a_placeholder_back_keeps_the_value_but_not_to_another_origin(world: World) -> None:
+def test_sending_a_placeholder_back_keeps_the_value_but_not_to_another_origin(world: MemoryCore) -> None:
     svc = service(world)
     job = create(svc, http_target())
     shown = spec_view(job.spec)["target"]
@@ -134,14 +134,14 @@ def test_sending_a_placeholder_back_keeps_the_value_but_not_to_another_origin(wo
     assert world.job(job.job_id) == same
 
 
-def test_a_placeholder_for_an_unknown_header_is_refused(world: World) -> None:
+def test_a_placeholder_for_an_unknown_header_is_refused(world: MemoryCore) -> None:
     svc = service(world)
     job = create(svc, http_target())
     with pytest.raises(InvalidRequest, match="no such header"):
         svc.update(TENANT, job.job_id, {"target": {"headers": {"X-Other": REDACTED}}}, None)
 
 
-def test_a_placeholder_is_refused_at_create(world: World) -> None:
+def test_a_placeholder_is_refused_at_create(world: MemoryCore) -> None:
     with pytest.raises(InvalidRequest, match="send the value itself") as refused:
         create(service(world), {**http_target(), "headers": {"Authorization": REDACTED}})
     assert refused.value.field == "target.headers.Authorization"
@@ -150,7 +150,7 @@ def test_a_placeholder_is_refused_at_create(world: World) -> None:
 # -- c. URL credentials and query values --------------------------------------------------------------------
 
 
-def test_url_credentials_are_refused_at_submit(world: World) -> None:
+def test_url_credentials_are_refused_at_submit(world: MemoryCore) -> None:
     with pytest.raises(InvalidRequest, match="Authorization") as refused:
         create(service(world), http_target("https://user:pa55@hooks.example.com/run"))
     assert refused.value.field == "target.url"
@@ -174,7 +174,7 @@ def test_a_stored_job_with_url_credentials_reads_without_them() -> None:
 # -- d. sealed at rest --------------------------------------------------------------------------------------
 
 
-def test_secret_values_are_stored_sealed_and_sent_opened(world: World) -> None:
+def test_secret_values_are_stored_sealed_and_sent_opened(world: MemoryCore) -> None:
     job = create(service(world), http_target())
 
     stored = world.job(job.job_id)
@@ -186,7 +186,7 @@ def test_secret_values_are_stored_sealed_and_sent_opened(world: World) -> None:
     assert headers_to_send(stored, SEALER) == HEADERS
 
 
-def test_sealed_values_open_only_for_their_own_job_and_key(world: World) -> None:
+def test_sealed_values_open_only_for_their_own_job_and_key(world: MemoryCore) -> None:
     job = create(service(world), http_target())
     stored = world.job(job.job_id)
 
@@ -198,7 +198,7 @@ def test_sealed_values_open_only_for_their_own_job_and_key(world: World) -> None
         headers_to_send(stored, None)
 
 
-def test_a_job_stored_in_clear_before_sealing_is_read_sent_and_sealed_at_its_next_change(world: World) -> None:
+def test_a_job_stored_in_clear_before_sealing_is_read_sent_and_sealed_at_its_next_change(world: MemoryCore) -> None:
     # Given a job stored before sealing existed: its secret values in clear in the spec
     old = create(service(world, None), http_target())
     assert world.job(old.job_id).sealed_headers is None
@@ -210,7 +210,7 @@ def test_a_job_stored_in_clear_before_sealing_is_read_sent_and_sealed_at_its_nex
     assert headers_to_send(world.job(old.job_id), SEALER) == HEADERS
 
 
-def _copy_of_one_shot(world: World, target: dict[str, Any]) -> Any:
+def _copy_of_one_shot(world: MemoryCore, target: dict[str, Any]) -> Any:
     job = create(service(world), target, {"type": "once", "delay_seconds": 10})
     assert job.next_run_at is not None
     world.set_time(job.next_run_at)
@@ -219,16 +219,16 @@ def _copy_of_one_shot(world: World, target: dict[str, Any]) -> Any:
     return dispatch.job_copy
 
 
-def test_a_one_shot_job_with_secrets_travels_without_a_copy(world: World) -> None:
+def test_a_one_shot_job_with_secrets_travels_without_a_copy(world: MemoryCore) -> None:
     assert _copy_of_one_shot(world, http_target()) is None
 
 
-def test_a_one_shot_job_with_a_query_travels_without_a_copy(world: World) -> None:
+def test_a_one_shot_job_with_a_query_travels_without_a_copy(world: MemoryCore) -> None:
     target = {"type": "http", "url": "https://hooks.example.com/run?sig=abc", "headers": {"Accept": "text/plain"}}
     assert _copy_of_one_shot(world, target) is None
 
 
-def test_a_one_shot_job_with_only_public_headers_travels_with_its_copy(world: World) -> None:
+def test_a_one_shot_job_with_only_public_headers_travels_with_its_copy(world: MemoryCore) -> None:
     target = {"type": "http", "url": "https://hooks.example.com/run", "headers": {"X-Tenant": "acme"}}
     copy = _copy_of_one_shot(world, {**target, "public_headers": ["X-Tenant"]})
     assert copy is not None and copy.state == JobState.COMPLETED

@@ -17,7 +17,7 @@ from scheduler.core.model import RunState
 from scheduler.core.ports import Dispatch, TargetCall
 from scheduler.core.records import Attempt
 from scheduler.core.recovery import HeldBatch, HoldConfig
-from tests.unit.fixtures import T0, FakeTarget, StubMessage, World
+from tests.unit.fixtures import T0, FakeTarget, MemoryCore, StubMessage
 
 LEASE = timedelta(seconds=60)
 #: A beat every 20 s of the 60 s lease (the deployed fraction).
@@ -26,7 +26,7 @@ CONFIG = ExecuteConfig(lease=LEASE)
 
 def test_each_beat_extends_the_lease_and_the_message_while_the_target_runs() -> None:
     manual = ManualHeartbeats()
-    world = World.build(heartbeats=manual)
+    world = MemoryCore.build(heartbeats=manual)
     _, dispatch = world.due()
     message = StubMessage()
     beats: list[int] = []
@@ -56,7 +56,7 @@ def test_each_beat_extends_the_lease_and_the_message_while_the_target_runs() -> 
 
 def test_a_beat_that_finds_the_lease_taken_stops_beating_and_the_attempt_writes_nothing() -> None:
     manual = ManualHeartbeats()
-    world = World.build(heartbeats=manual)
+    world = MemoryCore.build(heartbeats=manual)
     _, dispatch = world.due()
     beats: list[int] = []
 
@@ -78,7 +78,7 @@ def test_a_beat_that_finds_the_lease_taken_stops_beating_and_the_attempt_writes_
 
 def test_a_failing_beat_is_retried_next_period() -> None:
     manual = ManualHeartbeats()
-    world = World.build(heartbeats=manual)
+    world = MemoryCore.build(heartbeats=manual)
     _, dispatch = world.due()
     message = StubMessage()
     heartbeat = world.ledger.heartbeat
@@ -107,7 +107,7 @@ def test_a_failing_beat_is_retried_next_period() -> None:
     assert message.extensions == [62]  # the first beat failed before extending anything; the second went through
 
 
-def test_an_executor_whose_config_asks_for_a_heartbeat_needs_heartbeats(world: World) -> None:
+def test_an_executor_whose_config_asks_for_a_heartbeat_needs_heartbeats(world: MemoryCore) -> None:
     # A worker wired without them would never extend its leases: refused when it is built, not when it runs
     with pytest.raises(ValueError, match="heartbeat"):
         Executor(world.jobs, world.ledger, world.queue, {}, world.clock, CONFIG, world.metrics, "worker-1")

@@ -7,7 +7,7 @@ import re
 
 from scheduler.core.ids import RandomIds
 from scheduler.core.timefmt import to_ms
-from tests.unit.fixtures import TENANT, StubMessage, World, at
+from tests.unit.fixtures import TENANT, MemoryCore, StubMessage, at
 
 
 class CountingIds:
@@ -37,7 +37,7 @@ def test_random_ids_have_the_production_formats() -> None:
 
 def test_jobs_attempt_owners_and_backfills_take_their_ids_from_the_port() -> None:
     ids = CountingIds()
-    world = World.build(ids=ids)
+    world = MemoryCore.build(ids=ids)
 
     # A job's id
     job, dispatch = world.due()

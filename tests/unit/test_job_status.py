@@ -9,18 +9,18 @@ from datetime import timedelta
 from scheduler.core.job_status import QUEUED
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobState
-from tests.unit.fixtures import TENANT, FakeTarget, World, retryable
+from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, retryable
 
 AT = "2026-01-05T09:03:00+00:00"
 
 
-def shown(world: World, job_id: str) -> tuple[str, str | None]:
+def shown(world: MemoryCore, job_id: str) -> tuple[str, str | None]:
     status = world.service.status(world.job(job_id))
     return status.state.value, status.last_run_state
 
 
 def test_a_one_shot_reads_dispatched_until_its_occurrence_has_finished() -> None:
-    world = World.build()
+    world = MemoryCore.build()
     job = world.create({"type": "once", "at": AT})
     key = occurrence_key(job.job_id, job.next_run_at)  # type: ignore[arg-type]
     assert shown(world, job.job_id) == ("ACTIVE", None)
@@ -44,7 +44,7 @@ def test_a_one_shot_reads_dispatched_until_its_occurrence_has_finished() -> None
 
 
 def test_a_running_occurrence_is_dispatched_and_other_states_need_no_ledger_read() -> None:
-    world = World.build()
+    world = MemoryCore.build()
     job = world.create({"type": "once", "at": AT})
     world.sweep()
     world.set_time(job.next_run_at)  # type: ignore[arg-type]
@@ -67,7 +67,7 @@ def test_a_running_occurrence_is_dispatched_and_other_states_need_no_ledger_read
 
 
 def test_the_list_filters_on_the_shown_state() -> None:
-    world = World.build()
+    world = MemoryCore.build()
     done = world.create({"type": "once", "at": AT})
     waiting = world.create({"type": "once", "at": "2026-01-05T09:04:00+00:00"})
     world.sweep()

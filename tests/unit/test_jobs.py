@@ -13,26 +13,26 @@ from scheduler.core import errors
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import MAX_PAYLOAD_BYTES, JobState, RunState
-from tests.unit.fixtures import TENANT, FakeTarget, World, ambiguous, at, job_spec, spec_body
+from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, ambiguous, at, job_spec, spec_body
 
 HOURLY = {"type": "cron", "expression": "0 * * * *"}
 
 
-def sweep_at(world: World, *times: str) -> None:
+def sweep_at(world: MemoryCore, *times: str) -> None:
     """A sweep at each of `times`, in turn."""
     for when in times:
         world.set_time(at(when))
         world.sweep()
 
 
-def stored_nothing(world: World) -> bool:
+def stored_nothing(world: MemoryCore) -> bool:
     return not world.jobs.jobs and not world.pending_timers() and not world.timers.late and not world.jobs.idempotency
 
 
 # -- create -------------------------------------------------------------------------------------------------
 
 
-def test_create_returns_version_1_active_with_first_occurrence(world: World) -> None:
+def test_create_returns_version_1_active_with_first_occurrence(world: MemoryCore) -> None:
     # When a daily 09:30 job is created at 09:00
     job = world.create({"type": "cron", "expression": "30 9 * * *"}, name="report")
 
@@ -47,7 +47,7 @@ def test_create_returns_version_1_active_with_first_occurrence(world: World) -> 
     assert world.timers.bucket_of(timer).minute == at("2026-01-05T09:30")
 
 
-def test_create_with_the_same_idempotency_key_and_body_returns_the_same_job(world: World) -> None:
+def test_create_with_the_same_idempotency_key_and_body_returns_the_same_job(world: MemoryCore) -> None:
     body = spec_body(HOURLY, name="a")
     first = world.service.create(TENANT, job_spec(HOURLY, name="a"), "key-1", body)
 
@@ -63,7 +63,7 @@ def test_create_with_the_same_idempotency_key_and_body_returns_the_same_job(worl
     assert len(world.pending_timers()) == 1
 
 
-def test_create_with_the_same_key_and_a_different_body_conflicts(world: World) -> None:
+def test_create_with_the_same_key_and_a_different_body_conflicts(world: MemoryCore) -> None:
     world.service.create(TENANT, job_spec(HOURLY, name="a"), "key-1", spec_body(HOURLY, name="a"))
 
     with pytest.raises(errors.IdempotencyConflict):
@@ -73,7 +73,7 @@ def test_create_with_the_same_key_and_a_different_body_conflicts(world: World) -
     assert len(world.pending_timers()) == 1
 
 
-def test_idempotency_key_expires_after_24_hours(world: World) -> None:
+def test_idempotency_key_expires_after_24_hours(world: MemoryCore) -> None:
     body = spec_body(HOURLY)
     first = world.service.create(TENANT, job_spec(HOURLY), "key-1", body)
 
@@ -87,7 +87,7 @@ def test_idempotency_key_expires_after_24_hours(world: World) -> None:
     assert len(world.jobs.jobs) == 2
 
 
-def test_idempotency_keys_are_per_tenant(world: World) -> None:
+def test_idempotency_keys_are_per_tenant(world: MemoryCore) -> None:
     body = spec_body(HOURLY)
     mine = world.service.create("acme", job_spec(HOURLY), "key-1", body)
     theirs = world.service.create("globex", job_spec(HOURLY), "key-1", body)
@@ -98,7 +98,7 @@ def test_idempotency_keys_are_per_tenant(world: World) -> None:
 
 
 def test_quota_exceeded_stores_nothing() -> None:
-    world = World.build(max_active_jobs=2)
+    world = MemoryCore.build(max_active_jobs=2)
     world.create(HOURLY)
     world.create(HOURLY)
     before_jobs, before_timers = dict(world.jobs.jobs), list(world.pending_timers())
@@ -113,7 +113,7 @@ def test_quota_exceeded_stores_nothing() -> None:
 
 
 def test_replay_is_answered_even_at_quota() -> None:
-    world = World.build(max_active_jobs=1)
+    world = MemoryCore.build(max_active_jobs=1)
     body = spec_body(HOURLY)
     first = world.service.create(TENANT, job_spec(HOURLY), "key-1", body)
 
@@ -123,7 +123,7 @@ def test_replay_is_answered_even_at_quota() -> None:
 
 
 def test_quota_counts_only_jobs_that_can_still_fire() -> None:
-    world = World.build(max_active_jobs=1)
+    world = MemoryCore.build(max_active_jobs=1)
     job = world.create(HOURLY)
     with pytest.raises(errors.QuotaExceeded):
         world.create(HOURLY)
@@ -135,13 +135,13 @@ def test_quota_counts_only_jobs_that_can_still_fire() -> None:
 
 
 def test_quota_is_per_tenant() -> None:
-    world = World.build(max_active_jobs=1)
+    world = MemoryCore.build(max_active_jobs=1)
     world.create(HOURLY, tenant="acme")
 
     assert world.create(HOURLY, tenant="globex").tenant == "globex"
 
 
-def test_payload_over_64_kib_is_refused_and_stores_nothing(world: World) -> None:
+def test_payload_over_64_kib_is_refused_and_stores_nothing(world: MemoryCore) -> None:
     # A JSON string of n characters is n + 2 bytes of JSON
     too_big = "x" * (MAX_PAYLOAD_BYTES - 1)
 
@@ -151,13 +151,13 @@ def test_payload_over_64_kib_is_refused_and_stores_nothing(world: World) -> None
     assert stored_nothing(world)
 
 
-def test_payload_of_exactly_64_kib_is_accepted(world: World) -> None:
+def test_payload_of_exactly_64_kib_is_accepted(world: MemoryCore) -> None:
     job = world.create(HOURLY, payload="x" * (MAX_PAYLOAD_BYTES - 2))
 
     assert world.job(job.job_id).spec.payload == "x" * (MAX_PAYLOAD_BYTES - 2)
 
 
-def test_schedule_without_a_future_occurrence_is_refused(world: World) -> None:
+def test_schedule_without_a_future_occurrence_is_refused(world: MemoryCore) -> None:
     with pytest.raises(errors.InvalidRequest) as caught:
         world.create({"type": "cron", "expression": "0 * * * *", "end_at": "2026-01-05T08:00:00Z"})
 
@@ -165,7 +165,7 @@ def test_schedule_without_a_future_occurrence_is_refused(world: World) -> None:
     assert stored_nothing(world)
 
 
-def test_another_tenants_job_is_not_found(world: World) -> None:
+def test_another_tenants_job_is_not_found(world: MemoryCore) -> None:
     job = world.create(HOURLY, tenant="acme")
 
     with pytest.raises(errors.JobNotFound):
@@ -175,7 +175,7 @@ def test_another_tenants_job_is_not_found(world: World) -> None:
     assert world.job(job.job_id).state == JobState.ACTIVE
 
 
-def test_next_runs_previews_the_coming_occurrences(world: World) -> None:
+def test_next_runs_previews_the_coming_occurrences(world: MemoryCore) -> None:
     job = world.create(HOURLY)
 
     assert world.service.next_runs(job, 3) == [at("2026-01-05T10:00"), at("2026-01-05T11:00"), at("2026-01-05T12:00")]
@@ -184,7 +184,7 @@ def test_next_runs_previews_the_coming_occurrences(world: World) -> None:
 # -- update -------------------------------------------------------------------------------------------------
 
 
-def test_update_with_a_stale_if_match_conflicts_and_changes_nothing(world: World) -> None:
+def test_update_with_a_stale_if_match_conflicts_and_changes_nothing(world: MemoryCore) -> None:
     job = world.create(HOURLY, payload={"n": 1})
     world.service.update(TENANT, job.job_id, {"payload": {"n": 2}}, if_match=1)
 
@@ -195,7 +195,7 @@ def test_update_with_a_stale_if_match_conflicts_and_changes_nothing(world: World
     assert world.job(job.job_id).spec.payload == {"n": 2}
 
 
-def test_update_bumps_the_version_and_applies_to_the_next_occurrence(world: World) -> None:
+def test_update_bumps_the_version_and_applies_to_the_next_occurrence(world: MemoryCore) -> None:
     job = world.create(HOURLY, payload={"n": 1})
 
     # When the payload changes before 10:00
@@ -209,7 +209,7 @@ def test_update_bumps_the_version_and_applies_to_the_next_occurrence(world: Worl
     assert (dispatch.scheduled_for, dispatch.version) == (at("2026-01-05T10:00"), 2)
 
 
-def test_update_of_the_schedule_skips_the_old_timer(world: World) -> None:
+def test_update_of_the_schedule_skips_the_old_timer(world: MemoryCore) -> None:
     job = world.create(HOURLY)
 
     # When the schedule moves to half past the hour
@@ -227,7 +227,7 @@ def test_update_of_the_schedule_skips_the_old_timer(world: World) -> None:
     assert world.metrics.counts["OccurrencesSkipped"] == 1
 
 
-def _edit_after_a_look_ahead_dispatch(world: World, expression: str, minutes: int) -> Any:
+def _edit_after_a_look_ahead_dispatch(world: MemoryCore, expression: str, minutes: int) -> Any:
     """An hourly job whose 10:00 the sweeper dispatched ahead of time (at 09:56), moved to `expression` at 09:57,
     then swept every minute for `minutes` minutes."""
     job = world.create(HOURLY)
@@ -239,7 +239,7 @@ def _edit_after_a_look_ahead_dispatch(world: World, expression: str, minutes: in
     return job
 
 
-def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: World) -> None:
+def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: MemoryCore) -> None:
     # Given 10:00 was dispatched ahead of time, when the schedule moves to a quarter past
     job = _edit_after_a_look_ahead_dispatch(world, "15 * * * *", 120)
 
@@ -249,7 +249,7 @@ def test_update_of_the_schedule_right_after_a_look_ahead_dispatch(world: World) 
     assert [d.version for d in world.sent(job.job_id)] == [1, 2, 2]
 
 
-def test_update_to_an_earlier_minute_after_a_look_ahead_dispatch_keeps_the_chain(world: World) -> None:
+def test_update_to_an_earlier_minute_after_a_look_ahead_dispatch_keeps_the_chain(world: MemoryCore) -> None:
     # Given 10:00 was dispatched ahead of time, when the schedule moves to :58 - its next run (09:58) is before it
     job = _edit_after_a_look_ahead_dispatch(world, "58 * * * *", 150)
 
@@ -259,7 +259,7 @@ def test_update_to_an_earlier_minute_after_a_look_ahead_dispatch_keeps_the_chain
     assert at("2026-01-05T11:58") in sent
 
 
-def test_an_invalid_update_changes_nothing(world: World) -> None:
+def test_an_invalid_update_changes_nothing(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     timers_before = world.pending_timers(job.job_id)
 
@@ -282,7 +282,7 @@ def test_an_invalid_update_changes_nothing(world: World) -> None:
     ],
 )
 def test_update_to_a_schedule_that_never_runs_again_is_refused_and_changes_nothing(
-    world: World, schedule: dict[str, Any]
+    world: MemoryCore, schedule: dict[str, Any]
 ) -> None:
     job = world.create(HOURLY)
     timers_before = world.pending_timers(job.job_id)
@@ -295,7 +295,7 @@ def test_update_to_a_schedule_that_never_runs_again_is_refused_and_changes_nothi
     assert world.pending_timers(job.job_id) == timers_before
 
 
-def test_update_of_the_payload_of_a_finished_cron_job_is_not_refused(world: World) -> None:
+def test_update_of_the_payload_of_a_finished_cron_job_is_not_refused(world: MemoryCore) -> None:
     # Given a cron job whose window is over
     job = world.create({**HOURLY, "end_at": "2026-01-05T10:30:00Z"})
     world.run(at("2026-01-05T11:00"), world.executor(FakeTarget(world.clock)))
@@ -307,7 +307,7 @@ def test_update_of_the_payload_of_a_finished_cron_job_is_not_refused(world: Worl
     assert (changed.spec.payload, changed.state) == ({"n": 2}, JobState.COMPLETED)
 
 
-def test_update_of_a_cancelled_job_is_refused(world: World) -> None:
+def test_update_of_a_cancelled_job_is_refused(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     world.service.cancel(TENANT, job.job_id)
 
@@ -318,7 +318,7 @@ def test_update_of_a_cancelled_job_is_refused(world: World) -> None:
 # -- cancel -------------------------------------------------------------------------------------------------
 
 
-def test_cancel_is_idempotent(world: World) -> None:
+def test_cancel_is_idempotent(world: MemoryCore) -> None:
     job = world.create(HOURLY)
 
     first = world.service.cancel(TENANT, job.job_id)
@@ -329,7 +329,7 @@ def test_cancel_is_idempotent(world: World) -> None:
     assert first.next_run_at is None
 
 
-def test_a_cancelled_job_cannot_be_paused_resumed_or_triggered(world: World) -> None:
+def test_a_cancelled_job_cannot_be_paused_resumed_or_triggered(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     world.service.cancel(TENANT, job.job_id)
 
@@ -339,7 +339,7 @@ def test_a_cancelled_job_cannot_be_paused_resumed_or_triggered(world: World) -> 
     assert world.job(job.job_id).version == 2
 
 
-def test_a_cancelled_job_never_fires(world: World) -> None:
+def test_a_cancelled_job_never_fires(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     world.service.cancel(TENANT, job.job_id)
 
@@ -351,7 +351,7 @@ def test_a_cancelled_job_never_fires(world: World) -> None:
 # -- pause / resume -----------------------------------------------------------------------------------------
 
 
-def test_pause_stops_dispatch_and_resume_restarts_it(world: World) -> None:
+def test_pause_stops_dispatch_and_resume_restarts_it(world: MemoryCore) -> None:
     job = world.create(HOURLY)
 
     paused = world.service.pause(TENANT, job.job_id)
@@ -372,9 +372,9 @@ def test_pause_stops_dispatch_and_resume_restarts_it(world: World) -> None:
     assert world.sent_for(job.job_id) == [at("2026-01-05T10:00"), at("2026-01-05T11:00")]
 
 
-def paused_through_three_hours(policy: str, catchup: timedelta = timedelta(days=1)) -> tuple[World, str]:
+def paused_through_three_hours(policy: str, catchup: timedelta = timedelta(days=1)) -> tuple[MemoryCore, str]:
     """An hourly job paused at 09:30 (next run 10:00) and resumed at 13:20, sweeps running meanwhile."""
-    world = World.build(catchup_window=catchup)
+    world = MemoryCore.build(catchup_window=catchup)
     job = world.create(HOURLY, misfire_policy=policy)
     world.set_time(at("2026-01-05T09:30"))
     world.service.pause(TENANT, job.job_id)
@@ -436,7 +436,7 @@ def test_resumed_misfire_runs_are_executed_once() -> None:
 EVERY_2S = {"type": "rate", "every_seconds": 2}
 
 
-def test_pause_resume_and_cancel_of_a_dispatched_chain_cost_no_message_again(world: World) -> None:
+def test_pause_resume_and_cancel_of_a_dispatched_chain_cost_no_message_again(world: MemoryCore) -> None:
     # Given a job every 2 s whose look-ahead (5 min, ~160 occurrences) the sweeper has dispatched
     job = world.create(EVERY_2S)
     world.sweep()
@@ -459,7 +459,7 @@ def test_pause_resume_and_cancel_of_a_dispatched_chain_cost_no_message_again(wor
     assert "PlanResent" not in world.metrics.counts
 
 
-def paused_inside_the_look_ahead(world: World, policy: str) -> tuple[str, FakeTarget]:
+def paused_inside_the_look_ahead(world: MemoryCore, policy: str) -> tuple[str, FakeTarget]:
     """A job every 2 s, run by a worker for 8 s, paused for a minute and a half and resumed: its messages for the
     pause were queued before it."""
     job = world.create(EVERY_2S, misfire_policy=policy)
@@ -475,7 +475,7 @@ def paused_inside_the_look_ahead(world: World, policy: str) -> tuple[str, FakeTa
     return job.job_id, target
 
 
-def test_a_pause_racing_a_sweep_that_advances_the_chain_keeps_that_advance(world: World) -> None:
+def test_a_pause_racing_a_sweep_that_advances_the_chain_keeps_that_advance(world: MemoryCore) -> None:
     # Given a job every 2 s, and a pause whose write comes after a sweep advanced the chain past what it read
     job = world.create(EVERY_2S)
     world.sweep()
@@ -507,7 +507,9 @@ def test_a_pause_racing_a_sweep_that_advances_the_chain_keeps_that_advance(world
 
 
 @pytest.mark.parametrize("policy", ["run_all", "run_once", "skip"])
-def test_resume_applies_the_misfire_policy_to_occurrences_queued_before_the_pause(world: World, policy: str) -> None:
+def test_resume_applies_the_misfire_policy_to_occurrences_queued_before_the_pause(
+    world: MemoryCore, policy: str
+) -> None:
     job_id, target = paused_inside_the_look_ahead(world, policy)
     job = world.job(job_id)
     assert job.paused_at is not None and job.resumed_at is not None
@@ -531,7 +533,7 @@ def test_resume_applies_the_misfire_policy_to_occurrences_queued_before_the_paus
 # -- trigger ------------------------------------------------------------------------------------------------
 
 
-def test_trigger_fires_an_extra_occurrence_with_its_own_key(world: World) -> None:
+def test_trigger_fires_an_extra_occurrence_with_its_own_key(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     world.set_time(at("2026-01-05T09:20:00.500"))
 
@@ -551,7 +553,7 @@ def test_trigger_fires_an_extra_occurrence_with_its_own_key(world: World) -> Non
     assert len({d.key for d in sent}) == 2
 
 
-def test_trigger_into_a_sealed_bucket_is_dispatched_at_once(world: World) -> None:
+def test_trigger_into_a_sealed_bucket_is_dispatched_at_once(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     world.sweep()  # seals the buckets up to 09:05
 
@@ -562,7 +564,7 @@ def test_trigger_into_a_sealed_bucket_is_dispatched_at_once(world: World) -> Non
     assert not world.timers.late
 
 
-def test_a_paused_job_cannot_be_triggered(world: World) -> None:
+def test_a_paused_job_cannot_be_triggered(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     world.service.pause(TENANT, job.job_id)
 
@@ -570,7 +572,7 @@ def test_a_paused_job_cannot_be_triggered(world: World) -> None:
         world.service.trigger(TENANT, job.job_id)
 
 
-def test_trigger_at_the_instant_of_a_pending_occurrence_does_not_end_the_chain(world: World) -> None:
+def test_trigger_at_the_instant_of_a_pending_occurrence_does_not_end_the_chain(world: MemoryCore) -> None:
     # Given an hourly job whose 10:00 timer has not been swept yet (the sweeper is behind)
     job = world.create(HOURLY)
     world.set_time(at("2026-01-05T10:00"))
@@ -589,7 +591,7 @@ def test_trigger_at_the_instant_of_a_pending_occurrence_does_not_end_the_chain(w
 # -- resolve (RECONCILING) ----------------------------------------------------------------------------------
 
 
-def reconciling(world: World) -> tuple[str, str]:
+def reconciling(world: MemoryCore) -> tuple[str, str]:
     """An at-most-once job whose only occurrence ended RECONCILING (ambiguous failure)."""
     job = world.create({"type": "once", "delay_seconds": 10}, delivery="at_most_once")
     world.sweep()
@@ -601,7 +603,7 @@ def reconciling(world: World) -> tuple[str, str]:
     return job.job_id, key
 
 
-def test_resolve_as_succeeded_closes_the_occurrence(world: World) -> None:
+def test_resolve_as_succeeded_closes_the_occurrence(world: MemoryCore) -> None:
     job_id, key = reconciling(world)
 
     resolved = world.service.resolve(TENANT, job_id, key, RunState.SUCCEEDED, "checked the bank statement")
@@ -611,14 +613,14 @@ def test_resolve_as_succeeded_closes_the_occurrence(world: World) -> None:
         world.service.resolve(TENANT, job_id, key, RunState.SUCCEEDED, "again")
 
 
-def test_resolve_of_another_tenants_occurrence_is_not_found(world: World) -> None:
+def test_resolve_of_another_tenants_occurrence_is_not_found(world: MemoryCore) -> None:
     job_id, key = reconciling(world)
 
     with pytest.raises(errors.JobNotFound):
         world.service.resolve("globex", job_id, key, RunState.SUCCEEDED, "nope")
 
 
-def test_resolve_to_retry_survives_a_failed_send(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolve_to_retry_survives_a_failed_send(world: MemoryCore, monkeypatch: pytest.MonkeyPatch) -> None:
     job_id, key = reconciling(world)
 
     # When the queue refuses the message once
@@ -641,7 +643,7 @@ def test_resolve_to_retry_survives_a_failed_send(world: World, monkeypatch: pyte
 # -- near-term jobs and the seal ----------------------------------------------------------------------------
 
 
-def test_near_term_job_into_a_sealed_bucket_is_dispatched_by_the_api(world: World) -> None:
+def test_near_term_job_into_a_sealed_bucket_is_dispatched_by_the_api(world: MemoryCore) -> None:
     # Given a sweep has already sealed (and swept) the buckets up to 09:05
     world.sweep()
 
@@ -659,7 +661,7 @@ def test_near_term_job_into_a_sealed_bucket_is_dispatched_by_the_api(world: Worl
     assert len(world.queue.history) == 1
 
 
-def test_near_term_job_into_an_unsealed_bucket_is_left_to_the_sweeper(world: World) -> None:
+def test_near_term_job_into_an_unsealed_bucket_is_left_to_the_sweeper(world: MemoryCore) -> None:
     # Given no sweep has sealed the current bucket
     job = world.create({"type": "once", "delay_seconds": 5})
     assert world.queue.history == []
@@ -673,7 +675,7 @@ def test_near_term_job_into_an_unsealed_bucket_is_left_to_the_sweeper(world: Wor
     assert world.job(job.job_id).state == JobState.COMPLETED
 
 
-def test_near_term_job_runs_once_end_to_end(world: World) -> None:
+def test_near_term_job_runs_once_end_to_end(world: MemoryCore) -> None:
     world.sweep()
     job = world.create({"type": "once", "delay_seconds": 5})
     target = FakeTarget(world.clock)
@@ -691,7 +693,7 @@ def submission(sched: dict[str, Any], key: str | None = None, **fields: Any) -> 
     return Submission(job_spec(sched, **fields), key, body)
 
 
-def test_a_batch_answers_each_item_in_order_and_stores_the_valid_ones_together(world: World) -> None:
+def test_a_batch_answers_each_item_in_order_and_stores_the_valid_ones_together(world: MemoryCore) -> None:
     # Given a batch of a valid job, one whose payload is too large, and one with a key used before
     world.create({"type": "once", "delay_seconds": 60}, key="used")
     batch = [
@@ -714,7 +716,7 @@ def test_a_batch_answers_each_item_in_order_and_stores_the_valid_ones_together(w
     assert len(world.jobs.jobs) == 3
 
 
-def test_a_near_term_job_of_a_batch_into_a_sealed_bucket_is_dispatched_by_the_api(world: World) -> None:
+def test_a_near_term_job_of_a_batch_into_a_sealed_bucket_is_dispatched_by_the_api(world: MemoryCore) -> None:
     # Given a sweep has already sealed the buckets up to 09:05
     world.sweep()
 
@@ -729,7 +731,7 @@ def test_a_near_term_job_of_a_batch_into_a_sealed_bucket_is_dispatched_by_the_ap
 
 def test_job_in_the_last_sealed_minute_is_not_lost() -> None:
     # Given a sweep at 09:00:05 with a 5-minute look-ahead: it sealed and finished the 09:05 bucket (to 09:05:59)
-    world = World.build(start=at("2026-01-05T09:00:05"))
+    world = MemoryCore.build(start=at("2026-01-05T09:00:05"))
     world.sweep()
 
     # When a job due at 09:05:50 is created (inside that bucket, but 45 s past now + look-ahead)
@@ -746,12 +748,12 @@ def test_job_in_the_last_sealed_minute_is_not_lost() -> None:
 # -- signing key rotation -----------------------------------------------------------------------------------
 
 
-def test_a_job_starts_at_key_version_1(world: World) -> None:
+def test_a_job_starts_at_key_version_1(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     assert (job.key_version, job.previous_key_until) == (1, None)
 
 
-def test_rotating_bumps_the_key_version_and_lets_the_old_one_overlap(world: World) -> None:
+def test_rotating_bumps_the_key_version_and_lets_the_old_one_overlap(world: MemoryCore) -> None:
     job = world.create(HOURLY)
 
     rotated = world.service.rotate_signing_key(TENANT, job.job_id, timedelta(hours=2), if_match=1)
@@ -764,13 +766,13 @@ def test_rotating_bumps_the_key_version_and_lets_the_old_one_overlap(world: Worl
     assert (again.key_version, again.previous_key_until) == (3, world.now() + DEFAULT_KEY_OVERLAP)
 
 
-def test_a_revoke_leaves_no_overlap(world: World) -> None:
+def test_a_revoke_leaves_no_overlap(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     revoked = world.service.rotate_signing_key(TENANT, job.job_id, timedelta(0))
     assert (revoked.key_version, revoked.previous_key_until) == (2, None)
 
 
-def test_a_rotation_keeps_the_schedule_going(world: World) -> None:
+def test_a_rotation_keeps_the_schedule_going(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     world.service.rotate_signing_key(TENANT, job.job_id)
 
@@ -780,7 +782,7 @@ def test_a_rotation_keeps_the_schedule_going(world: World) -> None:
 
 
 @pytest.mark.parametrize("overlap", [timedelta(seconds=-1), MAX_KEY_OVERLAP + timedelta(seconds=1)])
-def test_an_overlap_out_of_range_is_refused_and_changes_nothing(world: World, overlap: timedelta) -> None:
+def test_an_overlap_out_of_range_is_refused_and_changes_nothing(world: MemoryCore, overlap: timedelta) -> None:
     job = world.create(HOURLY)
     with pytest.raises(errors.InvalidRequest) as refused:
         world.service.rotate_signing_key(TENANT, job.job_id, overlap)
@@ -788,7 +790,7 @@ def test_an_overlap_out_of_range_is_refused_and_changes_nothing(world: World, ov
     assert world.job(job.job_id) == job
 
 
-def test_a_rotation_with_a_stale_if_match_or_of_a_cancelled_or_foreign_job_is_refused(world: World) -> None:
+def test_a_rotation_with_a_stale_if_match_or_of_a_cancelled_or_foreign_job_is_refused(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     with pytest.raises(errors.JobNotFound):
         world.service.rotate_signing_key("someone-else", job.job_id)

@@ -11,7 +11,7 @@ from scheduler.adapters.file_pollers import FilePollerControl
 from scheduler.core.forecast import ForecastService
 from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler_local.prescale import FILE_NAME, forecast_workers
-from tests.unit.fixtures import World, at
+from tests.unit.fixtures import MemoryCore, at
 
 
 def test_the_file_starts_at_the_floor_and_keeps_every_lane(tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_concurrent_writers_never_lose_a_lane(tmp_path: Path) -> None:
 
 def test_a_herd_scheduled_ahead_grows_the_pool_before_it_and_shrinks_it_after(tmp_path: Path) -> None:
     # Given 200 jobs due at 10:00:00 and a pre-scaler writing the local state file
-    world = World.build(shard_count=2, max_active_jobs=1000)
+    world = MemoryCore.build(shard_count=2, max_active_jobs=1000)
     for _ in range(200):
         world.create({"type": "once", "at": "2026-01-05T10:00:00Z"})
     forecasts = ForecastService(world.timers, world.clock, timedelta(minutes=7), world.metrics)

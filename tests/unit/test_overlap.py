@@ -11,12 +11,12 @@ import pytest
 from scheduler.core.model import RunState
 from scheduler.core.ports import TargetCall
 from scheduler.core.records import Execution
-from tests.unit.fixtures import TENANT, FakeTarget, World
+from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore
 
 EVERY_2S = {"type": "rate", "every_seconds": 2}
 
 
-def test_buffer_one_parks_one_run_and_starts_it_when_the_running_one_finishes(world: World) -> None:
+def test_buffer_one_parks_one_run_and_starts_it_when_the_running_one_finishes(world: MemoryCore) -> None:
     # Given a job every 2 s with buffer_one whose first run takes 30 s (15 later occurrences fall due meanwhile,
     # more than the 10 recent runs the policy used to look at)
     job = world.create(EVERY_2S, overlap_policy="buffer_one")
@@ -58,7 +58,7 @@ HOURLY = {"type": "cron", "expression": "0 * * * *"}
 
 
 def paused_and_resumed(
-    world: World, schedule: dict[str, object], pause: timedelta, **fields: object
+    world: MemoryCore, schedule: dict[str, object], pause: timedelta, **fields: object
 ) -> tuple[str, list[datetime]]:
     """Create the job, run it 21 s, pause it for `pause` (the sweeper running meanwhile), resume it and sweep: the
     job and what the resume sent (the occurrences that fell due while it was paused, as its policy says)."""
@@ -92,7 +92,7 @@ def paused_and_resumed(
     ids=["run_all-skip", "run_all-buffer_one", "within-grace-skip"],
 )
 def test_a_catch_up_runs_every_occurrence_it_sends_one_after_another(
-    world: World, schedule: dict[str, object], pause: timedelta, policy: str, overlap: str
+    world: MemoryCore, schedule: dict[str, object], pause: timedelta, policy: str, overlap: str
 ) -> None:
     # Given a job paused through several occurrences, then resumed: what fell due goes out at once
     job_id, missed = paused_and_resumed(world, schedule, pause, misfire_policy=policy, overlap_policy=overlap)
@@ -125,7 +125,7 @@ def test_a_catch_up_runs_every_occurrence_it_sends_one_after_another(
     assert world.metrics.counts["OverlapDetected"] >= 3
 
 
-def test_an_occurrence_that_finds_a_parked_run_about_to_start_does_not_start_beside_it(world: World) -> None:
+def test_an_occurrence_that_finds_a_parked_run_about_to_start_does_not_start_beside_it(world: MemoryCore) -> None:
     # Given a buffer_one job every 2 s whose first run takes 5 s: the next one is parked behind it
     job = world.create(EVERY_2S, overlap_policy="buffer_one")
     world.sweep()
@@ -175,7 +175,7 @@ class StaleRuns:
         return getattr(self._ledger, name)
 
 
-def test_a_run_parked_just_after_its_holder_finished_is_not_left_waiting_for_the_lease(world: World) -> None:
+def test_a_run_parked_just_after_its_holder_finished_is_not_left_waiting_for_the_lease(world: MemoryCore) -> None:
     # Given a buffer_one job every 2 s whose first run takes 3 s, and a worker that reads the run history as it
     # was while that run was going: the first run's worker finished and looked for parked runs before the next one
     # was parked (found none), so nobody will send it
@@ -231,7 +231,9 @@ class CountedRuns:
 
 
 @pytest.mark.parametrize("skipped_before", [0, 3])
-def test_the_overlap_check_reads_only_the_runs_back_to_the_holder_candidate(world: World, skipped_before: int) -> None:
+def test_the_overlap_check_reads_only_the_runs_back_to_the_holder_candidate(
+    world: MemoryCore, skipped_before: int
+) -> None:
     # Given a job every 2 s with a long history: 20 runs that finished, then `skipped_before` skipped for overlap
     job = world.create(EVERY_2S)
     world.sweep()

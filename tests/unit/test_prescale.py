@@ -10,7 +10,7 @@ import pytest
 from scheduler.adapters.memory import MemoryPollerControl, RecordingMetrics
 from scheduler.core.forecast import Forecast, ForecastService, MinuteForecast
 from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity, pollers_for, target_pollers
-from tests.unit.fixtures import World, at
+from tests.unit.fixtures import MemoryCore, at
 
 CAPACITY = WorkerCapacity(seconds_per_occurrence=0.034, ceiling_pollers=100)
 CONFIG = PrescaleConfig(CAPACITY, lead=timedelta(minutes=5))
@@ -109,7 +109,7 @@ def test_lowering_after_the_peak_is_counted_too() -> None:
 
 def test_from_stored_jobs_to_pollers() -> None:
     # Given 300 jobs due at 10:00:00 in the normal lane, created an hour ahead
-    world = World.build(shard_count=4, max_active_jobs=1000)
+    world = MemoryCore.build(shard_count=4, max_active_jobs=1000)
     for _ in range(300):
         world.create({"type": "once", "at": "2026-01-05T10:00:00Z"})
     forecasts = ForecastService(world.timers, world.clock, timedelta(minutes=7), world.metrics)

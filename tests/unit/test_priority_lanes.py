@@ -12,13 +12,13 @@ from scheduler.adapters.dispatch_message import dispatch_from_body, dispatch_to_
 from scheduler.core.ports import Dispatch
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.worker_poller import LaneScheduler, serve_round
-from tests.unit.fixtures import TENANT, World, at
+from tests.unit.fixtures import TENANT, MemoryCore, at
 
 EVERY_MINUTE = {"type": "cron", "expression": "* * * * *"}
 
 
 @pytest.mark.parametrize("priority", ["high", "normal", "low"])
-def test_every_message_of_a_job_carries_its_priority(world: World, priority: str) -> None:
+def test_every_message_of_a_job_carries_its_priority(world: MemoryCore, priority: str) -> None:
     job = world.create(EVERY_MINUTE, priority=priority)
     world.service.trigger(TENANT, job.job_id)
     world.set_time(at("2026-01-05T09:03"))
@@ -32,12 +32,12 @@ def test_every_message_of_a_job_carries_its_priority(world: World, priority: str
     assert {t.priority for t in world.pending_timers(job.job_id)} == {priority}
 
 
-def test_the_default_priority_is_normal(world: World) -> None:
+def test_the_default_priority_is_normal(world: MemoryCore) -> None:
     job = world.create(EVERY_MINUTE)
     assert job.spec.priority == "normal"
 
 
-def test_an_edit_of_the_priority_applies_to_occurrences_not_yet_dispatched(world: World) -> None:
+def test_an_edit_of_the_priority_applies_to_occurrences_not_yet_dispatched(world: MemoryCore) -> None:
     job = world.create(EVERY_MINUTE, priority="low")
     world.sweep()
     dispatched_before = {d.scheduled_for for d in world.sent(job.job_id)}
@@ -50,7 +50,7 @@ def test_an_edit_of_the_priority_applies_to_occurrences_not_yet_dispatched(world
     assert later and {d.priority for d in later} == {"high"}
 
 
-def test_backfilled_occurrences_go_to_the_jobs_lane(world: World) -> None:
+def test_backfilled_occurrences_go_to_the_jobs_lane(world: MemoryCore) -> None:
     job = world.create(EVERY_MINUTE, priority="low")
     world.set_time(at("2026-01-05T12:00"))
     world.backfill.start(TENANT, job.job_id, at("2026-01-05T10:00"), at("2026-01-05T10:10"))

@@ -137,8 +137,8 @@ def test_a_redrive_runs_each_dead_letter_present_at_its_start_once_even_when_it_
     assert len(again) == 2 and worker.runs == 4
 
 
-def dead_envelope(ledger: MemoryLedger, dlq: Dlq, key: bytes = KEY) -> list[Dispatch]:
-    """Three occurrences that died, in the DLQ as one ready-queue message (an envelope SQS moved there)."""
+def dead_packed_message(ledger: MemoryLedger, dlq: Dlq, key: bytes = KEY) -> list[Dispatch]:
+    """Three occurrences that died, in the DLQ as one ready-queue message (a packed message SQS moved there)."""
     dead = [Dispatch(f"job-{i}", TENANT, T0, T0, 1) for i in (1, 2, 3)]
     for dispatch in dead:
         die(ledger, dispatch, T0)
@@ -146,11 +146,11 @@ def dead_envelope(ledger: MemoryLedger, dlq: Dlq, key: bytes = KEY) -> list[Disp
     return dead
 
 
-def test_a_redrive_splits_an_envelope_and_redrives_each_of_its_occurrences() -> None:
-    # Given an envelope of three dead occurrences in the DLQ (a poison ready-queue message)
+def test_a_redrive_splits_an_packed_message_and_redrives_each_of_its_occurrences() -> None:
+    # Given a packed message of three dead occurrences in the DLQ (a poison ready-queue message)
     clock = FakeClock(T0)
     ledger, dlq, queue = MemoryLedger(), Dlq(clock), RecordingQueue()
-    dead = dead_envelope(ledger, dlq)
+    dead = dead_packed_message(ledger, dlq)
     clock.advance(5)
 
     # When the DLQ is redriven
@@ -166,11 +166,11 @@ def test_a_redrive_splits_an_envelope_and_redrives_each_of_its_occurrences() -> 
     assert not dlq.messages and not dlq.hidden
 
 
-def test_a_dry_run_lists_each_occurrence_of_an_envelope_and_changes_nothing() -> None:
-    # Given an envelope of three dead occurrences in the DLQ
+def test_a_dry_run_lists_each_occurrence_of_an_packed_message_and_changes_nothing() -> None:
+    # Given a packed message of three dead occurrences in the DLQ
     clock = FakeClock(T0)
     ledger, dlq, queue = MemoryLedger(), Dlq(clock), RecordingQueue()
-    dead = dead_envelope(ledger, dlq)
+    dead = dead_packed_message(ledger, dlq)
     before = dict(dlq.messages)
 
     # When the DLQ is listed (a dry run)
@@ -180,17 +180,17 @@ def test_a_dry_run_lists_each_occurrence_of_an_envelope_and_changes_nothing() ->
     assert [(line.occurrence_key, line.ledger_state, line.action) for line in lines] == [
         (d.key, "DEAD", "would redrive") for d in dead
     ]
-    # And the DLQ still holds the one envelope, visible, and nothing was sent anywhere
+    # And the DLQ still holds the one packed message, visible, and nothing was sent anywhere
     assert dlq.messages == before and not dlq.hidden
     assert dlq.sent == 1 and not queue.sent
     assert len(dispatches_from_body(next(iter(dlq.messages.values()))[0], KEY)) == 3
 
 
-def test_an_envelope_with_a_bad_hmac_is_left_in_the_dlq_as_unreadable() -> None:
-    # Given an envelope signed with another key (forged, or planted in the DLQ)
+def test_an_packed_message_with_a_bad_hmac_is_left_in_the_dlq_as_unreadable() -> None:
+    # Given a packed message signed with another key (forged, or planted in the DLQ)
     clock = FakeClock(T0)
     ledger, dlq, queue = MemoryLedger(), Dlq(clock), RecordingQueue()
-    dead = dead_envelope(ledger, dlq, key=b"not-the-message-key")
+    dead = dead_packed_message(ledger, dlq, key=b"not-the-message-key")
     before = dict(dlq.messages)
 
     # When the DLQ is redriven
@@ -204,8 +204,8 @@ def test_an_envelope_with_a_bad_hmac_is_left_in_the_dlq_as_unreadable() -> None:
     assert all(ledger.get(d.key).state == RunState.DEAD for d in dead)  # type: ignore[union-attr]
 
 
-def test_an_envelope_an_older_worker_dead_lettered_as_malformed_is_redriven() -> None:
-    # Given an envelope a worker of a version before envelopes could not read (during an upgrade, or after a
+def test_an_packed_message_an_older_worker_dead_lettered_as_malformed_is_redriven() -> None:
+    # Given a packed message a worker of a version before packed messages could not read (during an upgrade, or after a
     # rollback): it put it in the DLQ as malformed, wrapped with the error; its occurrences never ran
     clock = FakeClock(T0)
     ledger, dlq, queue = MemoryLedger(), Dlq(clock), RecordingQueue()

@@ -15,7 +15,7 @@ from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.core.keys import shard_of
 from scheduler.core.sweep import SweepConfig, Sweeper
 from scheduler.core.timefmt import rfc3339
-from tests.unit.fixtures import T0, World
+from tests.unit.fixtures import T0, MemoryCore
 
 SHARDS = 4
 
@@ -98,18 +98,18 @@ class OverlapTimers(TimersProxy):
                 self.releasing -= 1
 
 
-def config(world: World) -> SweepConfig:
+def config(world: MemoryCore) -> SweepConfig:
     return SweepConfig(SHARDS, world.lookahead, timedelta(minutes=2), 10_000, timedelta(seconds=5))
 
 
-def herd(world: World, count: int = 200) -> set[str]:
+def herd(world: MemoryCore, count: int = 200) -> set[str]:
     """`count` one-shot jobs due in the same second, spread over the shards."""
     at = rfc3339(T0 + timedelta(seconds=30))
     return {world.create({"type": "once", "at": at}).job_id for _ in range(count)}
 
 
 def test_the_buckets_of_a_minute_are_swept_at_once_and_each_occurrence_sent_once() -> None:
-    world = World.build(shard_count=SHARDS, max_active_jobs=1000)
+    world = MemoryCore.build(shard_count=SHARDS, max_active_jobs=1000)
     ids = herd(world)
     minute = T0.replace(second=0)
     timers = BarrierTimers(world.timers, SHARDS, minute)
@@ -127,7 +127,7 @@ def test_the_buckets_of_a_minute_are_swept_at_once_and_each_occurrence_sent_once
 
 
 def test_a_bucket_that_fails_holds_the_watermark_and_the_next_sweep_finishes_it_without_resending_the_others() -> None:
-    world = World.build(shard_count=SHARDS, max_active_jobs=1000)
+    world = MemoryCore.build(shard_count=SHARDS, max_active_jobs=1000)
     ids = herd(world)
     minute = T0.replace(second=0)
     failing = FailingTimers(world.timers, failing_shard=2)
@@ -158,7 +158,7 @@ def test_a_bucket_that_fails_holds_the_watermark_and_the_next_sweep_finishes_it_
 def test_checkpoints_that_release_a_tenants_quota_are_written_one_at_a_time() -> None:
     # Given one tenant's one-shot herd over four buckets swept at once: each page's checkpoint releases the quota of
     # the jobs it completed, a transaction on the tenant's counter that DynamoDB would cancel if another held it
-    world = World.build(shard_count=SHARDS, max_active_jobs=1000)
+    world = MemoryCore.build(shard_count=SHARDS, max_active_jobs=1000)
     ids = herd(world)
     timers = OverlapTimers(world.timers)
     sweeper = Sweeper(timers, world.dispatcher, world.clock, config(world), world.metrics, "s", pool=ThreadTaskPool(8))

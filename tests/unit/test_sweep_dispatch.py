@@ -15,7 +15,7 @@ from scheduler.core.keys import occurrence_key, shard_of
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId
 from scheduler.core.schedules import preview
-from tests.unit.fixtures import TENANT, FakeTarget, GivenJobIds, World, at
+from tests.unit.fixtures import TENANT, FakeTarget, GivenJobIds, MemoryCore, at
 
 EVERY_10_MIN = {"type": "cron", "expression": "*/10 * * * *"}
 HOURLY = {"type": "cron", "expression": "0 * * * *"}
@@ -29,7 +29,7 @@ def once_in(seconds: int) -> dict[str, object]:
 
 
 def test_first_sweep_claims_and_completes_every_bucket_up_to_the_lookahead() -> None:
-    world = World.build(shard_count=4)
+    world = MemoryCore.build(shard_count=4)
 
     report = world.sweep()
 
@@ -43,7 +43,7 @@ def test_first_sweep_claims_and_completes_every_bucket_up_to_the_lookahead() -> 
 
 
 def test_next_sweep_starts_at_the_watermark() -> None:
-    world = World.build(shard_count=2)
+    world = MemoryCore.build(shard_count=2)
     world.sweep()
 
     world.clock.advance(60)
@@ -54,7 +54,7 @@ def test_next_sweep_starts_at_the_watermark() -> None:
     assert report.watermark == at("2026-01-05T09:07")
 
 
-def test_a_bucket_held_by_another_live_claim_stops_the_watermark(world: World) -> None:
+def test_a_bucket_held_by_another_live_claim_stops_the_watermark(world: MemoryCore) -> None:
     # Given another sweeper holds the 09:02 bucket (it is alive: its lease runs to 09:02)
     job = world.create(once_in(150))  # due 09:02:30, in that bucket
     held = world.timers.claim_bucket(BucketId(at("2026-01-05T09:02"), 0), "other", world.now(), at("2026-01-05T09:02"))
@@ -77,7 +77,7 @@ def test_a_bucket_held_by_another_live_claim_stops_the_watermark(world: World) -
     assert report.watermark == at("2026-01-05T09:08")
 
 
-def test_dispatch_lag_is_reported_while_a_bucket_is_stuck(world: World) -> None:
+def test_dispatch_lag_is_reported_while_a_bucket_is_stuck(world: MemoryCore) -> None:
     world.sweep()  # the watermark is at 09:06
     world.timers.claim_bucket(BucketId(at("2026-01-05T09:07"), 0), "other", world.now(), at("2026-01-05T09:30"))
     world.set_time(at("2026-01-05T09:20"))
@@ -89,7 +89,7 @@ def test_dispatch_lag_is_reported_while_a_bucket_is_stuck(world: World) -> None:
     assert world.metrics.counts["DispatchLagSeconds"] == 13 * 60
 
 
-def test_a_done_bucket_is_never_claimed_again(world: World) -> None:
+def test_a_done_bucket_is_never_claimed_again(world: MemoryCore) -> None:
     world.sweep()
 
     again = world.timers.claim_bucket(BucketId(at("2026-01-05T09:00"), 0), "late", world.now(), at("2026-01-05T10:00"))
@@ -97,7 +97,7 @@ def test_a_done_bucket_is_never_claimed_again(world: World) -> None:
     assert again == BucketBusy(done=True)
 
 
-def test_first_sweep_reaches_back_for_timers_written_by_a_lagging_clock(world: World) -> None:
+def test_first_sweep_reaches_back_for_timers_written_by_a_lagging_clock(world: MemoryCore) -> None:
     # Given a job due 5 minutes ago (e.g. written by an API whose clock lags), before any sweep ran
     job = world.create({"type": "once", "at": "2026-01-05T08:55:00Z"})
 
@@ -107,7 +107,7 @@ def test_first_sweep_reaches_back_for_timers_written_by_a_lagging_clock(world: W
     assert world.sent_for(job.job_id) == [at("2026-01-05T08:55")]
 
 
-def test_late_lane_left_by_a_crashed_api_is_drained(world: World) -> None:
+def test_late_lane_left_by_a_crashed_api_is_drained(world: MemoryCore) -> None:
     # Given an API that wrote a near-term timer and its late-lane copy, then crashed before settling it, into a
     # bucket that was already swept
     world.sweep()
@@ -128,7 +128,7 @@ def test_late_lane_left_by_a_crashed_api_is_drained(world: World) -> None:
 # -- budgets and checkpoints --------------------------------------------------------------------------------
 
 
-def test_dispatch_budget_stops_a_sweep_and_the_next_resumes_without_loss_or_repeat(world: World) -> None:
+def test_dispatch_budget_stops_a_sweep_and_the_next_resumes_without_loss_or_repeat(world: MemoryCore) -> None:
     # Given five jobs due one per minute, 09:01 to 09:05, and a budget of 2 per sweep
     jobs = [world.create(once_in(60 * m)) for m in range(1, 6)]
 
@@ -151,7 +151,7 @@ def test_dispatch_budget_stops_a_sweep_and_the_next_resumes_without_loss_or_repe
 
 def test_budget_inside_one_bucket_resumes_from_the_checkpoint_cursor() -> None:
     # Given 250 jobs due in the same minute (more than two pages of 100) and a budget of 100
-    world = World.build(max_active_jobs=1000)
+    world = MemoryCore.build(max_active_jobs=1000)
     jobs = [world.create(once_in(270)) for _ in range(250)]
 
     first = world.sweep(budget=100)
@@ -179,7 +179,7 @@ def job_ids_one_per_shard(shard_count: int) -> list[str]:
 
 def test_a_sweep_that_spent_its_budget_claims_no_further_bucket() -> None:
     # Given four jobs due in the same minute, one in each of four shards, and a budget of one
-    world = World.build(shard_count=4, ids=GivenJobIds(job_ids_one_per_shard(4)))
+    world = MemoryCore.build(shard_count=4, ids=GivenJobIds(job_ids_one_per_shard(4)))
     for _ in range(4):
         world.create(once_in(150))
 
@@ -191,7 +191,7 @@ def test_a_sweep_that_spent_its_budget_claims_no_further_bucket() -> None:
 
 
 def test_a_sweep_over_budget_still_loses_and_repeats_nothing() -> None:
-    world = World.build(shard_count=4, ids=GivenJobIds(job_ids_one_per_shard(4)))
+    world = MemoryCore.build(shard_count=4, ids=GivenJobIds(job_ids_one_per_shard(4)))
     jobs = [world.create(once_in(150)) for _ in range(4)]
 
     # Four sweeps each dispatch one occurrence; the budget stops each before it claims another bucket, so a
@@ -203,7 +203,7 @@ def test_a_sweep_over_budget_still_loses_and_repeats_nothing() -> None:
     assert world.timers.watermark() == at("2026-01-05T09:06")
 
 
-def test_sweep_stops_before_its_deadline(world: World) -> None:
+def test_sweep_stops_before_its_deadline(world: MemoryCore) -> None:
     world.create(once_in(60))
     sweeper = world.sweeper()
 
@@ -215,7 +215,7 @@ def test_sweep_stops_before_its_deadline(world: World) -> None:
     assert world.timers.watermark() == at("2026-01-05T08:50")
 
 
-def test_bucket_re_swept_after_a_crash_dispatches_again_but_writes_no_second_chain(world: World) -> None:
+def test_bucket_re_swept_after_a_crash_dispatches_again_but_writes_no_second_chain(world: MemoryCore) -> None:
     # Given sweeper A claimed the 09:10 bucket, dispatched its page, and died before marking it done
     job = world.create(EVERY_10_MIN)
     world.set_time(at("2026-01-05T09:06"))
@@ -240,7 +240,7 @@ def test_bucket_re_swept_after_a_crash_dispatches_again_but_writes_no_second_cha
     assert [c.scheduled_for for c in target.calls] == [at("2026-01-05T09:10")]
 
 
-def crash_after_dispatch(world: World, minute: str, lease: timedelta) -> None:
+def crash_after_dispatch(world: MemoryCore, minute: str, lease: timedelta) -> None:
     """Sweeper A claims the bucket of `minute` (shard 0), dispatches its timers, and dies before marking it done."""
     bucket = BucketId(at(minute), 0)
     claim = world.timers.claim_bucket(bucket, "A", world.now(), world.now() + lease)
@@ -249,7 +249,7 @@ def crash_after_dispatch(world: World, minute: str, lease: timedelta) -> None:
         world.dispatcher.dispatch(page, world.dispatcher.horizon_end(world.now()))
 
 
-def test_re_sweep_after_the_chain_moved_on_keeps_the_chain_and_runs_each_occurrence_once(world: World) -> None:
+def test_re_sweep_after_the_chain_moved_on_keeps_the_chain_and_runs_each_occurrence_once(world: MemoryCore) -> None:
     # Given sweeper A dispatched 09:10 and died holding the bucket for 10 minutes, while other sweeps went on
     # and already dispatched 09:20 from its own bucket
     job = world.create(EVERY_10_MIN)
@@ -277,7 +277,7 @@ def test_re_sweep_after_the_chain_moved_on_keeps_the_chain_and_runs_each_occurre
 
 def test_re_sweep_of_a_completed_once_job_frees_its_quota_slot_only_once() -> None:
     # Given a tenant with a quota of one, whose once job was dispatched by a sweeper that then died
-    world = World.build(max_active_jobs=1)
+    world = MemoryCore.build(max_active_jobs=1)
     world.create(once_in(150))
     crash_after_dispatch(world, "2026-01-05T09:02", lease=timedelta(minutes=1))
 
@@ -294,7 +294,7 @@ def test_re_sweep_of_a_completed_once_job_frees_its_quota_slot_only_once() -> No
 # -- chains -------------------------------------------------------------------------------------------------
 
 
-def test_recurring_chain_advances_and_writes_the_next_timer(world: World) -> None:
+def test_recurring_chain_advances_and_writes_the_next_timer(world: MemoryCore) -> None:
     job = world.create(EVERY_10_MIN)
     world.set_time(at("2026-01-05T09:06"))
 
@@ -308,7 +308,7 @@ def test_recurring_chain_advances_and_writes_the_next_timer(world: World) -> Non
     assert at("2026-01-05T09:20") in [t.scheduled_for for t in world.pending_timers(job.job_id)]
 
 
-def test_recurring_job_fires_every_occurrence_once_over_two_hours(world: World) -> None:
+def test_recurring_job_fires_every_occurrence_once_over_two_hours(world: MemoryCore) -> None:
     job = world.create(EVERY_10_MIN)
     target = FakeTarget(world.clock)
 
@@ -321,7 +321,7 @@ def test_recurring_job_fires_every_occurrence_once_over_two_hours(world: World) 
     assert all(world.ledger.get(c.key).state == RunState.SUCCEEDED for c in target.calls)  # type: ignore[union-attr]
 
 
-def test_fast_rate_is_dispatched_ahead_with_no_gap_or_repeat(world: World) -> None:
+def test_fast_rate_is_dispatched_ahead_with_no_gap_or_repeat(world: MemoryCore) -> None:
     # Given a 30-second rate: one sweep dispatches every occurrence in its horizon, and chains beyond it
     job = world.create({"type": "rate", "every_seconds": 30})
 
@@ -343,7 +343,7 @@ def test_fast_rate_is_dispatched_ahead_with_no_gap_or_repeat(world: World) -> No
         {"type": "cron", "expression": "* * * * *", "end_at": "2026-01-05T09:03:00Z"},
     ],
 )
-def test_bounded_chain_stops_at_end_at_and_completes(world: World, sched: dict[str, object]) -> None:
+def test_bounded_chain_stops_at_end_at_and_completes(world: MemoryCore, sched: dict[str, object]) -> None:
     job = world.create(sched)
 
     for _ in range(10):
@@ -355,7 +355,7 @@ def test_bounded_chain_stops_at_end_at_and_completes(world: World, sched: dict[s
     assert world.job(job.job_id).next_run_at is None
 
 
-def test_once_job_completes_after_dispatch(world: World) -> None:
+def test_once_job_completes_after_dispatch(world: MemoryCore) -> None:
     job = world.create(once_in(120))
 
     world.sweep()
@@ -365,7 +365,7 @@ def test_once_job_completes_after_dispatch(world: World) -> None:
 
 
 @pytest.mark.parametrize("change", ["pause", "cancel"])
-def test_paused_or_cancelled_jobs_timer_is_skipped_and_stops_the_chain(world: World, change: str) -> None:
+def test_paused_or_cancelled_jobs_timer_is_skipped_and_stops_the_chain(world: MemoryCore, change: str) -> None:
     job = world.create(HOURLY)
     getattr(world.service, change)(TENANT, job.job_id)
 
@@ -379,7 +379,7 @@ def test_paused_or_cancelled_jobs_timer_is_skipped_and_stops_the_chain(world: Wo
     assert world.job(job.job_id).last_dispatched_for is None
 
 
-def test_edited_jobs_old_timer_is_skipped_and_its_chain_stops(world: World) -> None:
+def test_edited_jobs_old_timer_is_skipped_and_its_chain_stops(world: MemoryCore) -> None:
     job = world.create(HOURLY, jitter_seconds=0)
     # A schedule and jitter change puts the new timer in another slot, so the version-1 10:00 timer stays behind
     world.service.update(TENANT, job.job_id, {"jitter_seconds": 20, "schedule": {"expression": "5 * * * *"}}, None)
@@ -400,7 +400,7 @@ def test_edited_jobs_old_timer_is_skipped_and_its_chain_stops(world: World) -> N
 
 def test_every_15_minutes_in_new_york_through_fall_back_runs_each_occurrence_once() -> None:
     # Given a 15-minute New York job across the night the clocks go back (2026-11-01, 01:00-02:00 repeats)
-    world = World.build(start=at("2026-11-01T03:00"))
+    world = MemoryCore.build(start=at("2026-11-01T03:00"))
     job = world.create({"type": "cron", "expression": "*/15 * * * *", "timezone": "America/New_York"})
     target = FakeTarget(world.clock)
 
@@ -415,7 +415,7 @@ def test_every_15_minutes_in_new_york_through_fall_back_runs_each_occurrence_onc
 
 
 def test_daily_0230_in_berlin_runs_at_0300_on_the_spring_forward_night_end_to_end() -> None:
-    world = World.build(start=at("2026-03-27T12:00"))
+    world = MemoryCore.build(start=at("2026-03-27T12:00"))
     world.create({"type": "cron", "expression": "30 2 * * *", "timezone": "Europe/Berlin"})
     target = FakeTarget(world.clock)
 
@@ -431,9 +431,9 @@ def test_daily_0230_in_berlin_runs_at_0300_on_the_spring_forward_night_end_to_en
 # -- misfire ------------------------------------------------------------------------------------------------
 
 
-def jump_an_hour(policy: str, catchup: timedelta = timedelta(days=1)) -> tuple[World, str]:
+def jump_an_hour(policy: str, catchup: timedelta = timedelta(days=1)) -> tuple[MemoryCore, str]:
     """A 10-minute job; the sweeper is down from 09:00 to 10:15 (the clock jumps forward)."""
-    world = World.build(catchup_window=catchup)
+    world = MemoryCore.build(catchup_window=catchup)
     job = world.create(EVERY_10_MIN, misfire_policy=policy)
     world.sweep()
     assert world.sent() == []
@@ -479,7 +479,7 @@ def test_misfire_run_all_is_bounded_by_the_catchup_window() -> None:
 
 
 def test_lateness_within_the_grace_is_not_a_misfire() -> None:
-    world = World.build(misfire_grace=timedelta(minutes=2))
+    world = MemoryCore.build(misfire_grace=timedelta(minutes=2))
     job = world.create(EVERY_10_MIN, misfire_policy="skip")
     world.set_time(at("2026-01-05T09:11:30"))  # the sweeper is 90 s late for 09:10
 
@@ -492,7 +492,7 @@ def test_lateness_within_the_grace_is_not_a_misfire() -> None:
 # -- delays and jitter --------------------------------------------------------------------------------------
 
 
-def test_delay_seconds_never_make_a_message_visible_more_than_a_second_early(world: World) -> None:
+def test_delay_seconds_never_make_a_message_visible_more_than_a_second_early(world: MemoryCore) -> None:
     # Given 40 jobs at 09:03 with up to 30 s of millisecond jitter, swept at 09:00
     for _ in range(40):
         world.create({"type": "cron", "expression": "3 9 * * *"}, jitter_seconds=30)
@@ -506,7 +506,7 @@ def test_delay_seconds_never_make_a_message_visible_more_than_a_second_early(wor
         assert sent.dispatch.fire_at - timedelta(seconds=1) < sent.visible_at <= sent.dispatch.fire_at
 
 
-def test_no_occurrence_starts_before_its_fire_time(world: World) -> None:
+def test_no_occurrence_starts_before_its_fire_time(world: MemoryCore) -> None:
     for _ in range(40):
         world.create({"type": "cron", "expression": "3 9 * * *"}, jitter_seconds=30)
     world.sweep()
@@ -520,7 +520,7 @@ def test_no_occurrence_starts_before_its_fire_time(world: World) -> None:
         assert fire_at[call.key] <= call.at < fire_at[call.key] + timedelta(seconds=1)
 
 
-def test_jitter_spreads_fire_at_but_the_key_uses_the_nominal_instant(world: World) -> None:
+def test_jitter_spreads_fire_at_but_the_key_uses_the_nominal_instant(world: MemoryCore) -> None:
     jobs = [world.create({"type": "cron", "expression": "3 9 * * *"}, jitter_seconds=30) for _ in range(40)]
 
     world.sweep()
@@ -534,7 +534,7 @@ def test_jitter_spreads_fire_at_but_the_key_uses_the_nominal_instant(world: Worl
     assert len(set(fire)) > 35
 
 
-def test_jittered_redispatch_lands_on_the_same_instant(world: World) -> None:
+def test_jittered_redispatch_lands_on_the_same_instant(world: MemoryCore) -> None:
     job = world.create({"type": "cron", "expression": "3 9 * * *"}, jitter_seconds=300)
 
     timer = timer_for(world.job(job.job_id), at("2026-01-05T09:03"))

@@ -210,8 +210,8 @@ def listed_job_ids(item: Item) -> list[str] | None:
 
 
 def timer_sk(timer: Timer) -> str:
-    """The sort key of a timer in its bucket (and in the late lane): its slot."""
-    return timer.slot
+    """The sort key of a timer in its bucket (and in the late lane): its place."""
+    return timer.place
 
 
 def timer_attributes(timer: Timer) -> Item:

@@ -10,9 +10,9 @@ readable, because an upgrade and its rollback run old and new functions side by 
 - **the job copy** (optional, in a version-1 body): `job`, the job's definition at `version`, and `job_mac` over the
   nine fields and the copy. `mac` covers exactly what it covered before copies existed, so a worker of that version
   authenticates a message with a copy, ignores the copy and reads the job.
-- **version 2, the envelope**: `{"v": 2, "occurrences": [version-1 bodies]}`, each occurrence under its own `mac`;
+- **version 2, the packed message**: `{"v": 2, "occurrences": [version-1 bodies]}`, each occurrence under its own `mac`;
   one that fails makes the whole message unreadable (its sender signs them all at once). A worker of a version
-  before envelopes dead-letters one unrun, and redrive splits it into a message per occurrence.
+  before packed messages dead-letters one unrun, and redrive splits it into a message per occurrence.
 
 Changing this format means adding a version that the previous release can at least dead-letter without running,
 and reading every older one: tests/adapters/test_dispatch_message.py holds the compatibility cases.
@@ -61,17 +61,18 @@ def dispatch_to_body(dispatch: Dispatch, key: bytes) -> str:
     return json.dumps(_dispatch_raw(dispatch, key), separators=(",", ":"))
 
 
-#: The body version of a message that carries several occurrences (scheduler.core.envelope): `{"v": 2,
-#: "occurrences": [...]}`, each a version-1 body with its own HMAC. A worker of a version before envelopes reads such
-#: a message as malformed and dead-letters it unrun (redrive sends its occurrences back one a message).
-ENVELOPE_VERSION = 2
+#: The body version of a packed message, one that carries several occurrences (scheduler.core.packing): `{"v": 2,
+#: "occurrences": [...]}`, each a version-1 body with its own HMAC. A worker of a version before packed messages
+#: reads such a message as malformed and dead-letters it unrun (redrive sends its occurrences back one a message).
+PACKED_VERSION = 2
 
 
 def message_to_body(dispatches: Sequence[Dispatch], key: bytes) -> str:
-    """The body of a ready-queue message that carries `dispatches`: a version-1 body for one, an envelope for more."""
+    """The body of a ready-queue message that carries `dispatches`: a version-1 body for one, a packed message's
+    for more."""
     if len(dispatches) == 1:
         return dispatch_to_body(dispatches[0], key)
-    raw = {"v": ENVELOPE_VERSION, "occurrences": [_dispatch_raw(d, key) for d in dispatches]}
+    raw = {"v": PACKED_VERSION, "occurrences": [_dispatch_raw(d, key) for d in dispatches]}
     return json.dumps(raw, separators=(",", ":"))
 
 
@@ -111,14 +112,14 @@ def dispatch_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = 
 
 
 def dispatches_from_body(body: str, key: bytes | None, *, accept_unsigned: bool = False) -> list[Dispatch]:
-    """The occurrences a ready-queue message carries: one for a version-1 body, each of an envelope's (every one
+    """The occurrences a ready-queue message carries: one for a version-1 body, each of a packed message's (every one
     authenticated as `dispatch_from_body` does; one that fails makes the whole message unreadable: the sender
     signs them all at once, so a message with one bad occurrence was tampered with)."""
     raw = _json_of(body)
-    if isinstance(raw, dict) and raw.get("v") == ENVELOPE_VERSION:
+    if isinstance(raw, dict) and raw.get("v") == PACKED_VERSION:
         occurrences = raw.get("occurrences")
         if not isinstance(occurrences, list) or not occurrences:
-            raise MalformedMessage("an envelope without occurrences")
+            raise MalformedMessage("a packed message without occurrences")
         return [_dispatch_from_raw(one, key, accept_unsigned) for one in occurrences]
     return [_dispatch_from_raw(raw, key, accept_unsigned)]
 

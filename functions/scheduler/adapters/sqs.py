@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from scheduler.adapters.dispatch_message import dispatch_to_body, message_to_body
-from scheduler.core.envelope import EnvelopeConfig, pack
+from scheduler.core.packing import PackingConfig, pack
 from scheduler.core.ports import Dispatch, Execution
 from scheduler.core.timefmt import rfc3339
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MAX_DELAY_SECONDS = 900
 BATCH = 10
 #: The largest body of a message that carries several occurrences: 10 of them stay under SQS's 256 KiB a request.
-MAX_ENVELOPE_BYTES = 24 * 1024
+MAX_PACKED_BYTES = 24 * 1024
 SEND_ATTEMPTS = 4
 
 
@@ -68,11 +68,11 @@ class SqsReadyQueue:
         lanes: Mapping[str, str] | None = None,
         *,
         message_key: bytes,
-        envelope: EnvelopeConfig | None = None,
+        packing: PackingConfig | None = None,
     ) -> None:
         self.queue_url = queue_url
-        #: How occurrences share messages (scheduler.core.envelope; one a message with `occurrences=1`).
-        self.envelope = envelope or EnvelopeConfig()
+        #: How occurrences share messages (scheduler.core.packing; one a message with `occurrences=1`).
+        self.packing = packing or PackingConfig()
         #: Every body sent carries an HMAC under this key (scheduler.adapters.dispatch_message.dispatch_to_body).
         self.message_key = message_key
         self.dlq_url = dlq_url
@@ -92,16 +92,16 @@ class SqsReadyQueue:
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
         by_lane: dict[str, list[tuple[list[Dispatch], str]]] = {}
-        for message in pack(dispatches, self.envelope):
+        for message in pack(dispatches, self.packing):
             by_lane.setdefault(self.lane_url(message[0].priority), []).extend(self._bodies(message))
         for url, lane in by_lane.items():
             self._send(url, lane, now)
 
     def _bodies(self, message: list[Dispatch]) -> list[tuple[list[Dispatch], str]]:
-        """`message` as it is sent, each part with its body: halved until each body is at most MAX_ENVELOPE_BYTES
+        """`message` as it is sent, each part with its body: halved until each body is at most MAX_PACKED_BYTES
         (job copies can be 4 KiB), so that 10 of them fit one request."""
         body = message_to_body(message, self.message_key)
-        if len(message) == 1 or len(body) <= MAX_ENVELOPE_BYTES:
+        if len(message) == 1 or len(body) <= MAX_PACKED_BYTES:
             return [(message, body)]
         half = len(message) // 2
         return self._bodies(message[:half]) + self._bodies(message[half:])

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 #: Bound on the occurrences one timer can expand into (misfire catch-up, look-ahead of 1 s rates).
 MAX_EXPANSION = 10_000
-#: `release_by` of the jobs a bucket sweep completes: their quota slots go with the sweep's page checkpoint.
+#: `release_by` of the jobs a bucket sweep completes: their shares of the quota go with the sweep's page checkpoint.
 RELEASE_BY_CHECKPOINT = "checkpoint"
 #: A one-shot job at most this big (as JSON) travels with its occurrence's message (`Dispatch.job_copy`), so that
 #: its worker need not read it; a bigger one is read (ten copies keep a SendMessageBatch far below its 256 KiB, and
@@ -59,7 +59,7 @@ class DispatchConfig:
     job_copy_max_bytes: int = COPY_MAX_BYTES
 
 
-def _travels(job: Job, max_bytes: int) -> bool:
+def _message_carries_copy_of(job: Job, max_bytes: int) -> bool:
     """Whether a one-shot job's occurrence carries a copy of it (see `Dispatch.job_copy`): its changes void the
     copy (`JobService`), which only a one-shot job's single occurrence can be named by. A job with a secret (a secret
     header, sealed or not, or a URL with credentials or a query) is read instead, so that no secret travels in a
@@ -188,7 +188,7 @@ class Dispatcher:
         the sends, the chain can never move past a plan whose messages were not sent.
 
         With `releases` (a bucket sweep), a job that completes is completed with a plain write and its tenant is
-        counted in `releases`: the caller releases those quota slots with its page checkpoint. Without it (the
+        counted in `releases`: the caller releases those shares of the quota with its page checkpoint. Without it (the
         late lane, the API), the completing write releases the slot itself (a transaction).
 
         `land_on_time` (the sweeper's pages): step 2 times each send so the message lands just before its fire
@@ -296,7 +296,7 @@ class Dispatcher:
             plan = self.plan(timer, *result.replay)  # the run that advanced this chain may have died before sending
         elif (
             result.job is not None
-            and _travels(result.job, self.config.job_copy_max_bytes)
+            and _message_carries_copy_of(result.job, self.config.job_copy_max_bytes)
             and len(plan.dispatches) == 1
         ):
             plan = replace(plan, dispatches=[replace(plan.dispatches[0], job_copy=result.job)])

@@ -78,21 +78,21 @@ def reserve(
     clock-skew allowance before `now` dropped)."""
     size = budget.window_ms
     kept = to_ms(now - CLOCK_SKEW) // size
-    slots: dict[int, int] = {}
+    booked: dict[int, int] = {}
     if calendar is not None and calendar.window_ms == size:  # a changed budget starts a new calendar
-        slots = {w: n for w, n in calendar.slots.items() if w >= kept}
+        booked = {w: n for w, n in calendar.booked.items() if w >= kept}
     releases: list[datetime] = []
     for instant in wanted:
         window = to_ms(instant) // size
-        while slots.get(window, 0) >= budget.capacity:
+        while booked.get(window, 0) >= budget.capacity:
             window += 1
         release = max(instant, from_ms(window * size))
         if release > latest:
             break
-        slots[window] = slots.get(window, 0) + 1
+        booked[window] = booked.get(window, 0) + 1
         releases.append(release)
     version = calendar.version + 1 if calendar is not None else 1
-    return releases, BudgetCalendar(version, size, slots)
+    return releases, BudgetCalendar(version, size, booked)
 
 
 @dataclass

@@ -74,7 +74,7 @@ class Timer(Occurrence):
         return self.defer_until if self.defer_until is not None else self.fire_at
 
     @property
-    def slot(self) -> str:
+    def place(self) -> str:
         """The timer's place (and cursor) in its bucket: ordered by fire_at; job, scheduled instant, kind and version
         make it unique, so neither a manual trigger at the instant of a pending scheduled run nor an older version's
         timer written late (a sweep racing an edit) overwrites a chain's only link to its next occurrence."""
@@ -165,7 +165,7 @@ class Advance:
     #: When, and up to which horizon, the step was planned: a replay re-plans with them to send exactly that.
     planned_at: datetime | None = None
     planned_horizon: datetime | None = None
-    #: Completing releases the job's quota slot with the caller's progress record (see JobStore.advance).
+    #: Completing releases the job's share of the quota with the caller's progress record (see JobStore.advance).
     release_by: str | None = None
 
 
@@ -179,7 +179,7 @@ class AdvanceResult:
     #: (planned_at, planned_horizon) when this timer's advance happened in an earlier run that may have died before
     #: sending: re-plan with these to send exactly what it planned.
     replay: tuple[datetime, datetime] | None = None
-    #: This timer's advance completed the job without releasing its quota slot (`release_by`): the caller must
+    #: This timer's advance completed the job without releasing its share of the quota (`release_by`): the caller must
     #: release it with its progress record (a bucket sweep: in the page checkpoint). True on a replay too.
     release: bool = False
     #: The job as this advance wrote it, when it completed the chain with a plain write (`step.release_by`): what a
@@ -390,7 +390,7 @@ class BudgetCalendar:
 
     version: int
     window_ms: int
-    slots: dict[int, int]
+    booked: dict[int, int]
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ class JobStore(Protocol):
         `step.next_run_at=None` completes the chain (the job becomes COMPLETED). A job that was paused, cancelled or
         changed since the timer was written is not touched and `proceed` is False.
 
-        Completing releases the job's quota slot in the same write (a transaction with the tenant's counter),
+        Completing releases the job's share of the quota in the same write (a transaction with the tenant's counter),
         unless `step.release_by` names the caller's progress record: then the write is a plain conditional update that
         marks the job (Job.completed_by_checkpoint), and `release` in the result tells the caller to release it
         with that record (also when the advance is replayed from an earlier run that died before recording).
@@ -134,7 +134,7 @@ class TimerStore(Protocol):
         self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
     ) -> None:
         """Record progress through the bucket and extend the lease, if the claim still holds (else ClaimLost).
-        `releases` (tenant -> jobs) are the quota slots of the jobs the page completed: released in the same
+        `releases` (tenant -> jobs) are the shares of the quota of the jobs the page completed: released in the same
         atomic write, so a page re-run after a crash (its cursor not moved) releases them exactly once."""
         ...
 

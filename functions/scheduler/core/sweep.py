@@ -166,7 +166,7 @@ class Sweeper:
             if self._spent(report, stop_at):  # before taking on another page: give the rest to the next sweep
                 self.timers.release(claim)
                 return False
-            # The quota slots of the jobs this page completes are released with its checkpoint (one atomic
+            # The shares of the quota of the jobs this page completes are released with its checkpoint (one atomic
             # write): a crash before it re-runs the page, whose replayed advances owe the same releases.
             releases: Counter[str] = Counter()
             sent = self.dispatcher.dispatch(page, horizon_end, releases, land_on_time=True)

@@ -42,7 +42,7 @@ from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.adapters.threads import ThreadTaskPool
-from scheduler.composition import Configs, Container, Stores, compose, envelope_of
+from scheduler.composition import Configs, Container, Stores, compose, packing_of
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
@@ -131,28 +131,60 @@ class Clients:
         return cls(make("dynamodb"), make("sqs"), make("events") if events else None)
 
 
+def sealer_of(settings: Settings, message_key: bytes) -> SecretSealer:
+    """What seals jobs' secret header values: KMS when the stack names a key, else a key derived from the message
+    secret (through the message key: no second read of the secret)."""
+    if settings.header_key_id:
+        return KmsSealer(settings.header_key_id, boto3.client("kms", config=_BOTO_CONFIG))
+    return LocalSealer(message_key.hex())
+
+
+@dataclass(frozen=True)
+class TargetChecks:
+    """Submit-time checks of a target (the core's `check_target`): the SSRF guard, the target policy (the
+    scheduler's own resources, the tenant's allow-list), and that a handler target names a registered handler."""
+
+    settings: Settings
+
+    @functools.cached_property
+    def policy(self) -> TargetPolicy:
+        """The target policy (made once per container; the executor's targets are policed by it too)."""
+        return TargetPolicy.of(self.settings)
+
+    @property
+    def guard(self) -> AddressGuard:
+        return AddressGuard.of(self.settings)
+
+    def __call__(self, tenant: str, spec: JobSpec) -> None:
+        self.guard.check_spec(spec)
+        check_headers(spec)
+        limit = self.settings.max_target_timeout_seconds
+        if isinstance(spec.target, HttpTarget) and spec.target.timeout_seconds > limit:
+            raise InvalidRequest(
+                f"timeout_seconds may be at most {limit} (the worker must outlive the call to record its outcome)",
+                field="target.timeout_seconds",
+            )
+        self.policy.check_spec(tenant, spec)
+        register_handler_modules(self.settings.handler_modules)
+        if isinstance(spec.target, HandlerTarget) and registry.lookup(spec.target.name) is None:
+            known = ", ".join(sorted(registry.names())) or "none"
+            raise InvalidRequest(
+                f"no handler named '{spec.target.name}' is registered in the worker (registered: {known})",
+                field="target.name",
+            )
+
+
 @dataclass
 class AwsContainer:
-    """The deployed services: the core's, composed over DynamoDB and SQS (`core`), and what only a deployment on AWS
-    has: the SQS ready queue itself (its client, its message key), the functions' secrets, the targets they call,
-    the worker mappings' pollers."""
+    """The deployed services: the core's, composed over DynamoDB and SQS (`core`, with `checks` as its submit-time
+    target checks), and what only a deployment on AWS has: the SQS ready queue itself (its client, its message key),
+    the functions' secrets, the targets they call, the worker mappings' pollers."""
 
     core: Container
     queue: SqsReadyQueue
+    checks: TargetChecks
     #: The worker mappings' pollers (pre-scaling); None: built on first use from the settings.
     poller_control: PollerControl | None = None
-
-    def __post_init__(self) -> None:
-        self.core.check_target = self.check_target
-        self.core.sealer = self._new_sealer()
-
-    def _new_sealer(self) -> SecretSealer:
-        """What seals jobs' secret header values: KMS when the stack names a key, else a key derived from the message
-        secret (through the message key: no second read of the secret)."""
-        s = self.core.settings
-        if s.header_key_id:
-            return KmsSealer(s.header_key_id, boto3.client("kms", config=_BOTO_CONFIG))
-        return LocalSealer(self.queue.message_key.hex())
 
     @property
     def message_key(self) -> bytes:
@@ -164,33 +196,13 @@ class AwsContainer:
         """The signature v2 root keys (resolved once per container)."""
         return KeyRing.parse(resolve_secret(self.core.settings, "signing_keys"))
 
-    @functools.cached_property
+    @property
     def target_policy(self) -> TargetPolicy:
-        return TargetPolicy.of(self.core.settings)
+        return self.checks.policy
 
     @property
     def guard(self) -> AddressGuard:
-        return AddressGuard.of(self.core.settings)
-
-    def check_target(self, tenant: str, spec: JobSpec) -> None:
-        """Submit-time checks of a target: the SSRF guard, the target policy (the scheduler's own resources, the
-        tenant's allow-list), and that a handler target names a registered handler."""
-        self.guard.check_spec(spec)
-        check_headers(spec)
-        limit = self.core.settings.max_target_timeout_seconds
-        if isinstance(spec.target, HttpTarget) and spec.target.timeout_seconds > limit:
-            raise InvalidRequest(
-                f"timeout_seconds may be at most {limit} (the worker must outlive the call to record its outcome)",
-                field="target.timeout_seconds",
-            )
-        self.target_policy.check_spec(tenant, spec)
-        register_handler_modules(self.core.settings.handler_modules)
-        if isinstance(spec.target, HandlerTarget) and registry.lookup(spec.target.name) is None:
-            known = ", ".join(sorted(registry.names())) or "none"
-            raise InvalidRequest(
-                f"no handler named '{spec.target.name}' is registered in the worker (registered: {known})",
-                field="target.name",
-            )
+        return self.checks.guard
 
     def prescaler(self) -> Prescaler:
         """The pre-scaler of the worker mappings named in the settings (Lambda's API unless a control was given)."""
@@ -262,17 +274,19 @@ def build(
     clock: Clock | None = None,
     sleep: Callable[[float], None] | None = None,
     configs: Configs | None = None,
+    checks: TargetChecks | None = None,
 ) -> AwsContainer:
     """Every service, from `settings`, on DynamoDB and SQS: on the default AWS clients, the system clock and real
     sleeps unless given others (the benchmarks meter their clients and run on a virtual clock, whose sleeps must
     move it; `sleep` is the sweeper's, the executor's is `AwsContainer.new_executor`'s). `configs` (default:
-    `Configs.of(settings)`) lets the benchmark turn off a mechanism that has no setting."""
+    `Configs.of(settings)`) lets the benchmark turn off a mechanism that has no setting; `checks` (default:
+    `TargetChecks(settings)`) are the submit-time checks of a target."""
     clients = clients or Clients.default(events=settings.completion_events)
     dynamodb, sqs = clients.dynamodb, clients.sqs
     lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
     key = message_key(resolve_secret(settings, "message_secret"))
     queue = SqsReadyQueue(
-        settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key, envelope=envelope_of(settings)
+        settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key, packing=packing_of(settings)
     )
     stores = Stores(
         jobs=DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb),
@@ -287,6 +301,7 @@ def build(
         events=EventBridgePublisher(settings.event_bus_name, clients.events) if settings.completion_events else None,
     )
     port_metrics: PortMetrics = PowertoolsMetrics(metrics) if isinstance(metrics, Metrics) else metrics
+    checks = checks or TargetChecks(settings)
     core = compose(
         settings,
         stores,
@@ -297,8 +312,10 @@ def build(
         heartbeats=ThreadHeartbeats(),
         pool=ThreadTaskPool(min(settings.sweep_concurrency, settings.shard_count), name="bucket"),
         configs=configs,
+        check_target=checks,
+        sealer=sealer_of(settings, key),
     )
-    return AwsContainer(core, queue)
+    return AwsContainer(core, queue, checks)
 
 
 @functools.cache

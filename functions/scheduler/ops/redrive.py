@@ -13,16 +13,16 @@ per command. A redriven occurrence that dies again comes back to the DLQ as a ne
 after the pass started, or of a key this pass already redrove) is left in the DLQ for the next command, so a
 redrive never loops on an occurrence that keeps failing.
 
-A message of several occurrences (an envelope, `scheduler.core.envelope`: a ready-queue message SQS moved here after
-maxReceiveCount) is split first, as it is received: each occurrence is sent back to the DLQ as a message of its own
-(its version-1 body, with the `occurrence_key` attribute a dead occurrence's message has), then the envelope is
-deleted. Sent first, deleted second: a crash between the two leaves duplicates, which the ledger and the pass's set
-of redriven keys absorb. The same pass then receives those messages and handles each as above (sent after it
-started, but by it: they are not occurrences that died again). An envelope that fails authentication is unreadable
-and left in the DLQ as it is. An envelope that a worker of a version before envelopes dead-lettered as malformed
-(during an upgrade, or after a rollback past them) is read from its `{"malformed": ...}` wrapper and, if it
-authenticates, split and redriven the same way. A dry run splits nothing: it lists each occurrence of an envelope
-(the message is only made visible again).
+A message of several occurrences (a packed message, `scheduler.core.packing`: a ready-queue message SQS moved here
+after maxReceiveCount) is split first, as it is received: each occurrence is sent back to the DLQ as a message of
+its own (its version-1 body, with the `occurrence_key` attribute a dead occurrence's message has), then the packed
+message is deleted. Sent first, deleted second: a crash between the two leaves duplicates, which the ledger and the
+pass's set of redriven keys absorb. The same pass then receives those messages and handles each as above (sent after
+it started, but by it: they are not occurrences that died again). A packed message that fails authentication is
+unreadable and left in the DLQ as it is. A packed message that a worker of a version before packed messages
+dead-lettered as malformed (during an upgrade, or after a rollback past them) is read from its `{"malformed": ...}`
+wrapper and, if it authenticates, split and redriven the same way. A dry run splits nothing: it lists each
+occurrence of a packed message (the message is only made visible again).
 """
 
 from __future__ import annotations
@@ -71,14 +71,14 @@ def parse_dead_letters(
 ) -> list[DeadLetter]:
     """The occurrences a DLQ message carries, a letter each (all of the message's id and receipt), or one unreadable
     letter. DLQ bodies are either our wrapper (`{"dispatch": {...}, "history": ...}`, written when an occurrence
-    died) or a raw ready-queue body moved by SQS after maxReceiveCount (a poison message): one occurrence, or an
-    envelope of several. Either way every occurrence must carry a valid HMAC under `message_key`: a message planted
-    in the DLQ is unreadable, never redriven."""
+    died) or a raw ready-queue body moved by SQS after maxReceiveCount (a poison message): one occurrence, or a
+    packed message of several. Either way every occurrence must carry a valid HMAC under `message_key`: a message
+    planted in the DLQ is unreadable, never redriven."""
     try:
         raw = json.loads(body)
         ready_body = body  # a poison message: the ready-queue body as SQS moved it
         if isinstance(raw, dict) and isinstance(raw.get("malformed"), str):
-            # A worker that could not read it dead-lettered it (a worker of a version before envelopes, during an
+            # A worker that could not read it dead-lettered it (a worker of a version before packed messages, during an
             # upgrade or after a rollback): redriven if it authenticates, as any ready-queue body.
             ready_body = raw["malformed"]
         elif isinstance(raw, dict) and "dispatch" in raw:
@@ -98,18 +98,18 @@ def _sent_at(message: Any) -> datetime | None:
 
 
 class SqsDeadLetters:
-    """Reads and deletes DLQ messages (long enough visibility to finish each one), and splits envelopes."""
+    """Reads and deletes DLQ messages (long enough visibility to finish each one), and splits packed messages."""
 
     def __init__(self, dlq_url: str, client: Any | None = None, *, message_key: bytes) -> None:
         self.url = dlq_url
         self.client = client or boto3.client("sqs")
         self.message_key = message_key
-        #: The ids of the messages `messages` sent, splitting envelopes: sent after the pass started, but no
+        #: The ids of the messages `messages` sent, splitting packed messages: sent after the pass started, but no
         #: occurrences that died again (`redrive` does not leave them for the next command).
         self.split_ids: set[str] = set()
 
     def messages(self, limit: int, visibility_seconds: int = 300, *, split: bool = True) -> Iterator[DeadLetter]:
-        """Each DLQ message once (hidden while we work on it); stops when a receive brings nothing new. An envelope
+        """Each DLQ message once (hidden while we work on it); stops when a receive brings nothing new. A packed message
         of several occurrences is split (see the module's docstring) and its occurrences come in a later receive,
         as messages of their own; with `split=False` (a dry run: nothing changes) it comes as a letter per
         occurrence, all of the one message (to release, never to delete)."""
@@ -136,8 +136,8 @@ class SqsDeadLetters:
                 yield from letters
 
     def _split(self, receipt_handle: str, dispatches: list[Dispatch]) -> None:
-        """Send each occurrence of an envelope to the DLQ as a message of its own, then delete the envelope. Raises
-        QueueSendFailed (the envelope left in place) if SQS does not accept every one."""
+        """Send each occurrence of a packed message to the DLQ as a message of its own, then delete the packed
+        message. Raises QueueSendFailed (the packed message left in place) if SQS does not accept every one."""
         for start in range(0, len(dispatches), BATCH):
             pending: dict[str, Any] = {
                 str(i): {
@@ -192,7 +192,7 @@ def redrive(
             lines.append(line)
             progress(line)
     finally:
-        released: set[str] = set()  # an envelope's occurrences (a dry run) are letters of one message
+        released: set[str] = set()  # a packed message's occurrences (a dry run) are letters of one message
         for letter in untouched:  # only looked at: visible again at once
             if letter.receipt_handle not in released:
                 released.add(letter.receipt_handle)

@@ -95,8 +95,9 @@ class _Recorded:
         return result
 
 
-class _TestContainer(wiring.AwsContainer):
-    """The deployed container, with the test's SSRF guard (no DNS) and handler registry."""
+@dataclass(frozen=True)
+class _TestChecks(wiring.TargetChecks):
+    """The deployed submit-time checks of a target, with the test's SSRF guard (no DNS) and handler registry."""
 
     handlers: HandlerRegistry
 
@@ -104,7 +105,7 @@ class _TestContainer(wiring.AwsContainer):
     def guard(self) -> Any:
         return test_guard()
 
-    def check_target(self, tenant: str, spec: JobSpec) -> None:
+    def __call__(self, tenant: str, spec: JobSpec) -> None:
         if isinstance(spec.target, HandlerTarget) and self.handlers.lookup(spec.target.name) is None:
             from scheduler.core.errors import InvalidRequest
 
@@ -115,7 +116,7 @@ class _TestContainer(wiring.AwsContainer):
                 field="target.name",
             )
         if not isinstance(spec.target, HandlerTarget):
-            super().check_target(tenant, spec)
+            super().__call__(tenant, spec)
 
 
 class TestScheduler:
@@ -221,9 +222,10 @@ class TestScheduler:
         if settings.completion_events:
             raise InvalidArgument("completion_events cannot be on in the test scheduler (there is no EventBridge)")
         clients = wiring.Clients(self.moto.dynamodb, self.moto.sqs, None)
-        built = wiring.build(settings, NullMetrics(), clients=clients, clock=self.clock, sleep=self.clock.sleep)
-        self.container = _TestContainer(built.core, built.queue)
-        self.container.handlers = self.handlers
+        checks = _TestChecks(settings, self.handlers)
+        self.container = wiring.build(
+            settings, NullMetrics(), clients=clients, clock=self.clock, sleep=self.clock.sleep, checks=checks
+        )
         self.settings = settings
         keys = KeyRing.parse(settings.signing_keys)
         self.http = InProcessHttp(self._apps, keys, settings.signing_secret if settings.signature_v1 else None)

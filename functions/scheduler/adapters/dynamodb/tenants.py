@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 class DynamoTenantBudgets:
     """Each tenant's dispatch-budget calendar in the jobs table: `PK=TENANT#{tenant}`, `SK=BUDGET`, next to the
-    tenant's quota counter; `slots` maps a window index to the releases booked in it. Replaced with a conditional
-    write on `version`, so concurrent sweepers never both fill the same window; an idle tenant's item expires."""
+    tenant's quota counter; its `slots` attribute maps a window index to the releases booked in it
+    (`BudgetCalendar.booked`). Replaced with a conditional write on `version`, so concurrent sweepers never both fill
+    the same window; an idle tenant's item expires."""
 
     def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
         self.table = table_name
@@ -35,15 +36,15 @@ class DynamoTenantBudgets:
         item = self.client.get_item(TableName=self.table, Key=self._key(tenant), ConsistentRead=True).get("Item")
         if not item:
             return None
-        slots = {int(window): int(count["N"]) for window, count in item.get("slots", {}).get("M", {}).items()}
-        return BudgetCalendar(int(item["version"]["N"]), int(item["window_ms"]["N"]), slots)
+        booked = {int(window): int(count["N"]) for window, count in item.get("slots", {}).get("M", {}).items()}
+        return BudgetCalendar(int(item["version"]["N"]), int(item["window_ms"]["N"]), booked)
 
     def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
         item = {
             **self._key(tenant),
             "version": n(calendar.version),
             "window_ms": n(calendar.window_ms),
-            "slots": {"M": {str(window): n(count) for window, count in calendar.slots.items()}},
+            "slots": {"M": {str(window): n(count) for window, count in calendar.booked.items()}},
             "expires_at": epoch_seconds(expires),
         }
         request: dict[str, Any] = {"TableName": self.table, "Item": item}

@@ -292,7 +292,7 @@ class DynamoTimerStore:
                 if not response.get("LastEvaluatedKey"):
                     break
                 request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return sorted(found, key=lambda t: t.slot)[:limit]
+        return sorted(found, key=lambda t: t.place)[:limit]
 
     def remove_late(self, timer: Timer) -> None:
         key = late_item(timer, self.shard_count)

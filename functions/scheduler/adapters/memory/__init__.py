@@ -11,7 +11,7 @@ from scheduler.adapters.memory.doubles import (
     RecordingMetrics,
 )
 from scheduler.adapters.memory.jobs import MemoryJobStore
-from scheduler.adapters.memory.ledger import MemoryLedger
+from scheduler.adapters.memory.ledger import MemoryLedger, Snapshot
 from scheduler.adapters.memory.operations import MemoryOperationStore
 from scheduler.adapters.memory.queue import MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
 from scheduler.adapters.memory.tenants import MemoryRequestWindows, MemoryTenantBudgets, MemoryTenantSlots
@@ -36,4 +36,5 @@ __all__ = [
     "MemoryTimerStore",
     "QueuedMessage",
     "RecordingMetrics",
+    "Snapshot",
 ]

@@ -22,18 +22,17 @@ from scheduler.core.timefmt import to_ms
 
 
 class MemoryJobStore:
-    def __init__(self) -> None:
+    """Jobs and timers share one table in DynamoDB, and creates write both atomically: the store writes its jobs'
+    timers into `timers`, which in turn releases the quota of the jobs its sweeps complete here."""
+
+    def __init__(self, timers: MemoryTimerStore) -> None:
         self.jobs: dict[str, Job] = {}
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         self.active: dict[str, int] = {}
         #: (tenant, external id) -> the job that has it (kept while the job is, cancelled too).
         self.external_ids: dict[tuple[str, str], str] = {}
-        self.timers: MemoryTimerStore | None = None
-        self.lock = threading.RLock()
-
-    def attach(self, timers: MemoryTimerStore) -> None:
-        """Jobs and timers share one table in DynamoDB; creates write both atomically."""
         self.timers = timers
+        self.lock = threading.RLock()
         timers.quota = self
 
     def create(
@@ -92,7 +91,6 @@ class MemoryJobStore:
         if idempotency is not None:
             self.idempotency[(idempotency.tenant, idempotency.key)] = idempotency
         if timer is not None:
-            assert self.timers is not None
             self.timers.put_timer(timer)
             if late:
                 self.timers.put_late(timer)
@@ -142,7 +140,6 @@ class MemoryJobStore:
             self.active[job.tenant] = self.active.get(job.tenant, 0) + active_delta(current, job)
             self.jobs[job.job_id] = job
             if timer is not None:
-                assert self.timers is not None
                 self.timers.put_timer(timer)
                 if late:
                     self.timers.put_late(timer)

@@ -6,15 +6,26 @@ import copy
 import threading
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.events import outbox_entry
 from scheduler.core.model import RunState
 from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatch, Execution, HistoryEntry, OutboxEntry
 
+_T = TypeVar("_T")
+
+
+class Snapshot(Protocol):
+    """How the ledger copies what it hands out, so that no caller holds its items: `copy.deepcopy` unless given a
+    cheaper copy that is the same snapshot of an `Execution` (the simulator's)."""
+
+    def __call__(self, value: _T, /) -> _T: ...
+
 
 class MemoryLedger:
-    def __init__(self) -> None:
+    def __init__(self, snapshot: Snapshot = copy.deepcopy) -> None:
+        self.snapshot = snapshot
         self.items: dict[str, Execution] = {}
         #: The occurrences whose copies of their job are void (`void_copies`), kept apart from their items.
         self.copies_void: set[str] = set()
@@ -42,9 +53,9 @@ class MemoryLedger:
                 )
             )
             if attempt.on_copy and dispatch.key in self.copies_void:
-                raise ClaimRefused(copy.deepcopy(item), void_copy=True)
+                raise ClaimRefused(self.snapshot(item), void_copy=True)
             if not claimable:
-                raise ClaimRefused(copy.deepcopy(item))
+                raise ClaimRefused(self.snapshot(item))
             if item is None:
                 item = Execution.unstarted(dispatch, RunState.RUNNING, now)
                 self.items[dispatch.key] = item
@@ -56,7 +67,7 @@ class MemoryLedger:
             item.next_attempt_at = None
             item.overlapped = None
             item.updated_at = now
-            return copy.deepcopy(item)
+            return self.snapshot(item)
 
     def void_copies(self, key: str, now: datetime) -> None:
         with self.lock:
@@ -65,7 +76,7 @@ class MemoryLedger:
     def get(self, key: str) -> Execution | None:
         with self.lock:
             item = self.items.get(key)
-            return copy.deepcopy(item) if item else None
+            return self.snapshot(item) if item else None
 
     def _held(self, key: str, owner: str, epoch: int) -> Execution | None:
         item = self.items.get(key)
@@ -102,7 +113,7 @@ class MemoryLedger:
                 if end.announce:
                     item.outbox.append(outbox_entry(key, epoch, end.state, now, error=end.error, result=end.result))
             item.history.append(HistoryEntry.of(epoch, end.state, now, end.error))
-            return copy.deepcopy(item)
+            return self.snapshot(item)
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
         with self.lock:
@@ -181,7 +192,7 @@ class MemoryLedger:
         start = 0
         if cursor:
             start = next((n + 1 for n, e in enumerate(mine) if e.key == cursor), len(mine))
-        page = [copy.deepcopy(e) for e in mine[start : start + limit]]
+        page = [self.snapshot(e) for e in mine[start : start + limit]]
         more = start + limit < len(mine)
         return page, (page[-1].key if more and page else None)
 
@@ -189,7 +200,7 @@ class MemoryLedger:
         with self.lock:
             item = self.items.get(key)
             if item is None or item.state != RunState.RECONCILING:
-                raise ClaimRefused(copy.deepcopy(item))
+                raise ClaimRefused(self.snapshot(item))
             item.state = state
             item.updated_at = now
             item.next_attempt_at = now if state == RunState.RETRY_WAIT else None
@@ -197,12 +208,12 @@ class MemoryLedger:
             item.history.append(HistoryEntry.of(item.epoch, state, now, note))
             if state.terminal:
                 item.outbox.append(outbox_entry(key, item.epoch, state, now, error=note))
-            return copy.deepcopy(item)
+            return self.snapshot(item)
 
     def pending_outbox(self, limit: int) -> list[Execution]:
         with self.lock:
             pending = sorted((i for i in self.items.values() if i.outbox), key=lambda e: e.outbox[-1].at)
-            return [copy.deepcopy(e) for e in pending[:limit]]
+            return [self.snapshot(e) for e in pending[:limit]]
 
     def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
         with self.lock:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.core.envelope import EnvelopeConfig, pack
+from scheduler.core.packing import PackingConfig, pack
 from scheduler.core.ports import Dispatch, Execution
 
 
@@ -22,7 +22,7 @@ class QueuedMessage:
     visible_at: datetime
     receive_count: int = 0
     receipt: str | None = None
-    #: The other occurrences it carries (scheduler.core.envelope).
+    #: The other occurrences it carries (scheduler.core.packing).
     more: tuple[Dispatch, ...] = ()
 
     @property
@@ -42,11 +42,11 @@ class MemoryQueue:
     sent: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
     #: How occurrences share messages (a message each unless told; the simulator packs as deployed).
-    envelope: EnvelopeConfig = field(default_factory=lambda: EnvelopeConfig(occurrences=1))
+    packing: PackingConfig = field(default_factory=lambda: PackingConfig(occurrences=1))
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
         with self.lock:
-            for first, *more in pack(dispatches, self.envelope):
+            for first, *more in pack(dispatches, self.packing):
                 self.sent += 1
                 delay = min(900, max(0, math.floor((first.send_at - now).total_seconds())))
                 mid = f"m{self.sent}"

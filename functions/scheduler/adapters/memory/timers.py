@@ -48,7 +48,7 @@ class MemoryTimerStore:
 
     def put_timer(self, timer: Timer) -> None:
         with self.lock:
-            self.timer_items.setdefault(self.bucket_of(timer), {})[timer.slot] = timer
+            self.timer_items.setdefault(self.bucket_of(timer), {})[timer.place] = timer
 
     def claim_bucket(
         self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
@@ -75,7 +75,7 @@ class MemoryTimerStore:
 
     def has_timer(self, timer: Timer) -> bool:
         with self.lock:
-            return timer.slot in self.timer_items.get(self.bucket_of(timer), {})
+            return timer.place in self.timer_items.get(self.bucket_of(timer), {})
 
     def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
         while True:
@@ -151,7 +151,7 @@ class MemoryTimerStore:
 
     def put_late(self, timer: Timer) -> None:
         with self.lock:
-            self.late[timer.slot] = timer
+            self.late[timer.place] = timer
 
     def late_timers(self, limit: int) -> list[Timer]:
         with self.lock:
@@ -159,4 +159,4 @@ class MemoryTimerStore:
 
     def remove_late(self, timer: Timer) -> None:
         with self.lock:
-            self.late.pop(timer.slot, None)
+            self.late.pop(timer.place, None)

@@ -1,4 +1,4 @@
-"""Several occurrences in one ready-queue message (docs/design.md §3.4).
+"""Packing several occurrences into one ready-queue message, and running a packed message (docs/design.md §3.4).
 
 SQS bills every request, and a message is the unit of each: the sweeper's send, the event source mapping's receive
 and delete, and the worker's batch hold are one request per 10 messages each, 0.4 a fire when every message
@@ -7,7 +7,7 @@ divides all four by how many it carries: a herd's 500 fires in one second are 50
 
 Sending (`pack`, used by every ReadyQueue adapter): the occurrences of one send are grouped by lane and tenant (the
 message group of SQS fair queues), ordered by when each is to be released (`Dispatch.send_at`), and cut into
-messages of at most `EnvelopeConfig.occurrences`, each spanning at most `EnvelopeConfig.spread` from its first. A
+messages of at most `PackingConfig.occurrences`, each spanning at most `PackingConfig.spread` from its first. A
 message is delayed to its first occurrence (rounded down, as any message): the others land at most the spread
 before their own time, and the worker waits that out, as it does the rounding's remainder.
 
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class EnvelopeConfig:
+class PackingConfig:
     #: The most occurrences one ready-queue message carries (1: a message each).
     occurrences: int = 10
     #: Occurrences share a message only if each is released at most this long after the message's first: what the
@@ -56,7 +56,7 @@ class EnvelopeConfig:
             raise ValueError("a message carries at least one occurrence")
 
 
-def pack(dispatches: Sequence[Dispatch], config: EnvelopeConfig) -> list[list[Dispatch]]:
+def pack(dispatches: Sequence[Dispatch], config: PackingConfig) -> list[list[Dispatch]]:
     """The messages that carry `dispatches`: per lane and tenant, by release instant, at most `config.occurrences`
     each, spanning at most `config.spread`. Each message's first occurrence is its earliest (its delay is that
     one's). Messages come out in the order of their first occurrence's release."""

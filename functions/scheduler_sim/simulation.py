@@ -18,17 +18,15 @@ from datetime import datetime, timedelta
 
 from scheduler.adapters.memory import (
     FakeClock,
-    MemoryBackfillStore,
     MemoryJobStore,
     MemoryLedger,
-    MemoryTenantBudgets,
-    MemoryTenantSlots,
     MemoryTimerStore,
     RecordingMetrics,
 )
+from scheduler.composition import memory_stores
 from scheduler.core.concurrency import ConcurrencyConfig
-from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.jobs import JobService
+from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
 from scheduler.core.timefmt import rfc3339, truncate_ms
 from scheduler.settings import Settings
@@ -36,7 +34,7 @@ from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, 
 from scheduler_sim.bad_input import invalid_request, stored_state
 from scheduler_sim.bus import SimEventBus
 from scheduler_sim.checker import check
-from scheduler_sim.determinism import SeededIds, cheap_core
+from scheduler_sim.determinism import SeededIds, quiet_logging, snapshot
 from scheduler_sim.faults import Crash, Exposure, FaultProfile, Throttled
 from scheduler_sim.quiescence import quiesce
 from scheduler_sim.records import (
@@ -87,27 +85,33 @@ class Simulation:
         self.clock = FakeClock(self.workload.start)
         cfg = self.config
         shards = self.rng.randint(1, 3)
-        self.jobs = variant.jobs() if variant is not None else MemoryJobStore()
-        self.timers = variant.timers(shards) if variant is not None else MemoryTimerStore(shards)
-        self.jobs.attach(self.timers)
-        self.ledger = variant.ledger() if variant is not None else MemoryLedger()
         # Occurrences share messages as deployed (up to 10 of one tenant and instant).
-        self.envelope = EnvelopeConfig()
-        self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng, self.envelope)
+        self.packing = PackingConfig()
+        self.queue = SimQueue(self.clock, cfg.visibility_timeout, self.rng, self.packing)
+        stores = memory_stores(
+            self.clock,
+            shards,
+            queue=self.queue,
+            timers=variant.timers if variant is not None else MemoryTimerStore,
+            jobs=variant.jobs if variant is not None else MemoryJobStore,
+            ledger=variant.ledger if variant is not None else MemoryLedger,
+            snapshot=snapshot,
+        )
+        self.jobs, self.timers, self.ledger = stores.jobs, stores.timers, stores.ledger
         self.sink = SinkTarget(self)
         self.metrics = RecordingMetrics()
         self.bus = SimEventBus(self)
-        self.backfills = variant.backfills() if variant is not None else MemoryBackfillStore()
+        self.backfills = variant.backfills() if variant is not None else stores.backfills
         # Per-tenant execution budgets, small enough that workers racing on one tenant hit them.
-        self.tenant_slots = variant.slots() if variant is not None else MemoryTenantSlots()
+        self.tenant_slots = variant.slots() if variant is not None else stores.tenant_slots
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
         # Per-tenant dispatch budgets in half the runs: the burst's tenant far below its burst (deferred timers).
-        self.tenant_budgets = variant.budgets() if variant is not None else MemoryTenantBudgets()
+        self.tenant_budgets = variant.budgets() if variant is not None else stores.tenant_budgets
         self.fairness = draw_fairness(random.Random(f"punctual-sim/budgets/{seed}"))
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say
         # that completion events are on (the outbox), the configuration is the run's own.
         self.settings = Settings(completion_events=True, tenant_dispatch_rate=0)
-        self.configs = cfg.core(shards, self.exposure.seal_margin, self.envelope, self.fairness, self.concurrency)
+        self.configs = cfg.core(shards, self.exposure.seal_margin, self.packing, self.fairness, self.concurrency)
         self.dispatch_config = self.configs.dispatch
         self.sweep_config = self.configs.sweep
         self.execute_config = self.configs.execute
@@ -158,7 +162,7 @@ class Simulation:
 
     def run(self) -> SimResult:
         """Run the active phase, then quiesce, then check the invariants."""
-        with cheap_core():
+        with quiet_logging():
             self.trace("sim", f"seed {self.seed}: faults {self.profile.describe()}")
             offsets = ", ".join(f"{a.name} {a.clock.offset.total_seconds():+.3f}s" for a in self.actors.values())
             self.trace("sim", f"actors and clock offsets: {offsets}; {self.timers.shard_count} shard(s)")

@@ -1,4 +1,4 @@
-"""Several occurrences in one ready-queue message (scheduler.core.envelope): how a send packs them, and how the
+"""Several occurrences in one ready-queue message (scheduler.core.packing): how a send packs them, and how the
 worker settles such a message. The body that carries them is the adapter's (tests/adapters/test_dispatch_message.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.adapters.memory import FakeClock, MemoryMessage, MemoryQueue, RecordingMetrics
-from scheduler.core.envelope import EnvelopeConfig, MessageRunner, pack
 from scheduler.core.execute import Outcome, Why
+from scheduler.core.packing import MessageRunner, PackingConfig, pack
 from scheduler.core.ports import Dispatch
 from scheduler.core.tasks import InOrder
 
@@ -22,20 +22,20 @@ def herd(count: int, at: datetime = NOW, tenant: str = "acme", priority: str = "
 
 
 def test_a_herd_of_one_tenant_and_instant_is_packed_ten_to_a_message() -> None:
-    messages = pack(herd(25), EnvelopeConfig())
+    messages = pack(herd(25), PackingConfig())
     assert [len(m) for m in messages] == [10, 10, 5]
     assert sorted(d.job_id for m in messages for d in m) == sorted(d.job_id for d in herd(25))
 
 
 def test_one_occurrence_a_message_when_configured_so() -> None:
-    assert [len(m) for m in pack(herd(3), EnvelopeConfig(occurrences=1))] == [1, 1, 1]
+    assert [len(m) for m in pack(herd(3), PackingConfig(occurrences=1))] == [1, 1, 1]
     with pytest.raises(ValueError):
-        EnvelopeConfig(occurrences=0)
+        PackingConfig(occurrences=0)
 
 
 def test_tenants_and_lanes_never_share_a_message() -> None:
     mixed = herd(3) + herd(2, tenant="other") + herd(2, priority="high")
-    messages = pack(mixed, EnvelopeConfig())
+    messages = pack(mixed, PackingConfig())
     assert sorted(len(m) for m in messages) == [2, 2, 3]
     assert all(len({(d.tenant, d.priority) for d in m}) == 1 for m in messages)
 
@@ -44,13 +44,13 @@ def test_a_message_spans_at_most_the_spread_from_its_first_and_is_delayed_for_it
     # Release instants 0, 60, 100, 101 and 150 ms: the first three share a message, the rest start another
     offsets = [150, 0, 101, 60, 100]
     dispatches = [replace(d, fire_at=NOW + timedelta(milliseconds=ms)) for d, ms in zip(herd(5), offsets, strict=True)]
-    messages = pack(dispatches, EnvelopeConfig())
+    messages = pack(dispatches, PackingConfig())
     assert [[int((d.fire_at - NOW).total_seconds() * 1000) for d in m] for m in messages] == [[0, 60, 100], [101, 150]]
 
 
 def test_a_budgets_later_release_decides_where_an_occurrence_goes() -> None:
     on_time, held_back = herd(2)
-    messages = pack([on_time, held_back.deferred_to(NOW + timedelta(seconds=5))], EnvelopeConfig())
+    messages = pack([on_time, held_back.deferred_to(NOW + timedelta(seconds=5))], PackingConfig())
     assert [[d.job_id for d in m] for m in messages] == [[on_time.job_id], [held_back.job_id]]
 
 

@@ -1,4 +1,4 @@
-"""Messages that carry several occurrences (scheduler.core.envelope), against both backends: a sweep packs the
+"""Messages that carry several occurrences (scheduler.core.packing), against both backends: a sweep packs the
 occurrences one tenant has due in the same instant into one message; the worker runs each, sends again on its own
 any it keeps (here: one whose target failed retryably, so it waits for its backoff), and only then acknowledges
 the message. A worker that dies before or after any step - a claim, a target call, a finish, the send of what it
@@ -11,31 +11,31 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from crashable import SHARDS, Crash, CrashableCore, CrashAt
 from test_execute_protocol import due_occurrences
-from world import SHARDS, Crash, CrashAt, World
 
 from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
-from scheduler.core.envelope import EnvelopeConfig
 from scheduler.core.execute import Why
 from scheduler.core.keys import shard_of
 from scheduler.core.model import RunState
+from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import TargetCall, TargetFailure
 
 OCCURRENCES = 4
 
 
-def herd(world: World) -> list[str]:
+def herd(world: CrashableCore) -> list[str]:
     """Four one-shot jobs of one tenant due at the same instant, swept, their time come: one message per bucket
     (shard) that has any, since this sweep sends each bucket's page at once; a sweep that lands its pages sends a
     minute's buckets' messages together)."""
-    world.queue.envelope = EnvelopeConfig()  # as deployed
+    world.queue.packing = PackingConfig()  # as deployed
     return due_occurrences(world, OCCURRENCES)
 
 
 class FailsOnce:
     """The sink, failing the first call for `key` retryably (the occurrence waits for its backoff)."""
 
-    def __init__(self, world: World, key: str) -> None:
+    def __init__(self, world: CrashableCore, key: str) -> None:
         self.world, self.key, self.failed = world, key, False
 
     def invoke(self, call: TargetCall) -> str | None:
@@ -45,7 +45,7 @@ class FailsOnce:
         return self.world.sink.invoke(call)
 
 
-def drain(world: World, target: Any, until: float = 900) -> None:
+def drain(world: CrashableCore, target: Any, until: float = 900) -> None:
     """Fault-free workers poll every second until the queue is empty (or `until` seconds have passed)."""
     end = world.clock.now() + timedelta(seconds=until)
     while world.clock.now() < end and world.queue.messages:
@@ -55,7 +55,7 @@ def drain(world: World, target: Any, until: float = 900) -> None:
             world.work_batch(world.runner("rescuer", target=target), messages)
 
 
-def test_a_sweep_sends_one_tenants_occurrences_of_one_instant_in_one_message(world: World) -> None:
+def test_a_sweep_sends_one_tenants_occurrences_of_one_instant_in_one_message(world: CrashableCore) -> None:
     keys = herd(world)
 
     messages = world.queue.receive(10)
@@ -69,7 +69,9 @@ def test_a_sweep_sends_one_tenants_occurrences_of_one_instant_in_one_message(wor
     assert not world.queue.messages
 
 
-def test_an_occurrence_the_worker_keeps_is_sent_again_alone_before_the_message_is_acknowledged(world: World) -> None:
+def test_an_occurrence_the_worker_keeps_is_sent_again_alone_before_the_message_is_acknowledged(
+    world: CrashableCore,
+) -> None:
     keys = herd(world)
     messages = world.queue.receive(10)
     message = max(messages, key=lambda m: len(m.dispatches))
@@ -104,7 +106,7 @@ CRASHES = [
 
 @pytest.mark.parametrize(("port", "method", "when", "nth"), CRASHES)
 def test_a_worker_that_dies_at_any_step_of_a_message_loses_nothing_and_repeats_nothing(
-    world: World, port: str, method: str, when: str, nth: int
+    world: CrashableCore, port: str, method: str, when: str, nth: int
 ) -> None:
     keys = herd(world)
     messages = world.queue.receive(10)

@@ -1,4 +1,4 @@
-"""A small world for protocol tests: the real core services over either backend (in memory, or DynamoDB
+"""The core for protocol tests (`CrashableCore`): the real core services over either backend (in memory, or DynamoDB
 Local), a fake clock, a MemoryQueue, a cooperating sink target, and crash injection at any port call."""
 
 from __future__ import annotations
@@ -16,24 +16,21 @@ from scheduler.adapters.memory import (
     FakeClock,
     MemoryBatchVisibility,
     MemoryEventPublisher,
-    MemoryJobStore,
-    MemoryLedger,
     MemoryMessage,
     MemoryQueue,
-    MemoryTimerStore,
     QueuedMessage,
     RecordingMetrics,
 )
 from scheduler.adapters.threads import ThreadTaskPool
-from scheduler.composition import Configs, Container, Stores, compose
+from scheduler.composition import Configs, Container, Stores, compose, memory_stores
 from scheduler.core.chain import counts_as_active
 from scheduler.core.dispatch import Dispatcher
-from scheduler.core.envelope import MessageRunner
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
 from scheduler.core.keys import occurrence_key
 from scheduler.core.model import JobSpec, RunState
+from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import TargetCall
 from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.schedules import unindexed_occurrence
@@ -139,7 +136,10 @@ class Sink:
 
 
 @dataclass
-class World:
+class CrashableCore:
+    """The real core over one backend's stores, each of its services composed over crash proxies given in place of
+    the stores (`Crash`, `CrashAt`), with the sink target that counts effects."""
+
     backend: str
     clock: FakeClock
     jobs: Any
@@ -152,12 +152,11 @@ class World:
     events: MemoryEventPublisher = field(default_factory=MemoryEventPublisher)
 
     @classmethod
-    def build(cls, backend: str, resources: Any = None, dynamodb: Any = None, start: datetime = T0) -> World:
+    def build(cls, backend: str, resources: Any = None, dynamodb: Any = None, start: datetime = T0) -> CrashableCore:
         clock = FakeClock(start)
         if backend == "memory":
-            jobs, timers = MemoryJobStore(), MemoryTimerStore(SHARDS)
-            jobs.attach(timers)
-            ledger: Any = MemoryLedger()
+            memory = memory_stores(clock, SHARDS)
+            jobs, timers, ledger = memory.jobs, memory.timers, memory.ledger
         else:
             jobs = DynamoJobStore(resources.jobs_table, SHARDS, dynamodb)
             timers = DynamoTimerStore(resources.jobs_table, SHARDS, dynamodb)
@@ -292,7 +291,7 @@ class World:
         return found
 
 
-def effects_by_job(world: World) -> dict[str, set[str]]:
+def effects_by_job(world: CrashableCore) -> dict[str, set[str]]:
     grouped: dict[str, set[str]] = defaultdict(set)
     for key in world.sink.effects:
         grouped[key.split(":")[0]].add(key)
