@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -193,7 +194,13 @@ class Browser:
 def browser() -> Browser:
     """The console tests' browser, installed first when missing (`ensure_browser` in scripts/lib/bootstrap.sh)."""
     script = 'source scripts/lib/bootstrap.sh && ensure_browser && echo "$CHROMIUM" && echo "$BROWSER_PYTHON"'
-    result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    # One install at a time: each xdist worker that runs a console test asks, and two installing into the same
+    # .local/browser at once would break each other's venv (and apt-get takes one caller at a time).
+    lock = ROOT / ".local" / "browser.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900)
     if result.returncode != 0:
         pytest.fail(f"could not install the browser test's tools:\n{result.stderr}")
     chromium, python = result.stdout.split()[-2:]
