@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -39,10 +40,30 @@ def scenario(page: Page, given: dict[str, Any], shots: Path) -> None:
     page.goto(f"{base}/console/")
     page.get_by_role("textbox", name="Token").fill(given["token"])
     shoot(page, shots, "sign-in")
+    # The first list load is held until a label has been typed: its answer must not wipe what was typed.
+    held: list[Route] = []
+    listing = re.compile(r"/v1/jobs\?")
+
+    def hold(route: Route) -> None:  # the first list request waits; any later one goes on at once
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route(listing, hold)
     page.get_by_role("button", name="Sign in").click()
+    typed = "customer:1 kind:typed-while-loading"
+    if given["label"]:
+        page.get_by_label("Label (key:value)").fill(typed)
+    while not held:
+        page.wait_for_timeout(50)
+    held[0].continue_()
+    page.unroute(listing)
     jobs = page.get_by_role("table", name="jobs")
     expect(jobs.get_by_role("link", name=given["report_name"])).to_be_visible()
-    step("signed in")
+    if given["label"]:
+        expect(page.get_by_label("Label (key:value)")).to_have_value(typed)
+    step("signed in; what was typed outlived the list's load")
 
     # Find the job: by its label where the API filters by label, else by name.
     if given["label"]:
@@ -182,7 +203,7 @@ def bulk_pause(page: Page, bulk: dict[str, Any], shots: Path) -> None:
     # A selector the API refuses: its problem's detail shows, and a 4xx is not sent again.
     sent = len(keys)
     page.route("**/v1/jobs/bulk", lambda route: (keys.append("refused"), route.continue_()))
-    page.get_by_label("Label (key:value)").fill(bulk["label"] + " and more")
+    page.get_by_label("Label (key:value)").fill(bulk["label"] + "-")  # a value may not end with "-"
     page.get_by_role("button", name="Apply").click()
     page.get_by_role("button", name="Pause all matching").click()
     expect(page.locator("section.bulk .error")).to_contain_text("the value must be")

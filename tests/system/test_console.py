@@ -91,7 +91,7 @@ def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
         "failing_name": failing,
         "rate_name": rate,
         "rate_id": rate_id,
-        "label": "customer:42" if has_labels else None,
+        "label": "customer:42 kind:report" if has_labels else None,
         "screenshots": str(shots),
         "bulk": {"label": fleet, "names": fleet_names, "cancelled_id": cancelled_id, "other_name": elsewhere},
     }

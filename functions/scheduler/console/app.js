@@ -1,5 +1,5 @@
 // The punctual console: Preact + htm (vendored, no build step), hash routes, every number from the tenant API.
-import { html, render, useState, useEffect, useCallback } from "./vendor/htm-preact-standalone-3.1.1.mjs";
+import { html, render, useState, useEffect, useCallback, useRef } from "./vendor/htm-preact-standalone-3.1.1.mjs";
 import { call, features, loadCredentials, saveCredentials, enc, fill, ApiError } from "./api.js";
 import { BulkBar } from "./bulk.js";
 import { Operator } from "./operator.js";
@@ -134,6 +134,10 @@ function Jobs({ features: f, query }) {
   const [error, setError] = useState(null);
   const [loading, setLoading] = useState(true);
   const [search, setSearch] = useState(params.get("name") || "");
+  // What the label field shows: what was typed, kept across the list's re-renders, until the URL's filter changes.
+  const [labelText, setLabelText] = useState(params.getAll("label").join(" "));
+  const loads = useRef(0);
+  useEffect(() => setLabelText(params.getAll("label").join(" ")), [query]);
 
   const url = (next) => {
     const q = new URLSearchParams({ limit: "50" });
@@ -144,14 +148,18 @@ function Jobs({ features: f, query }) {
     if (next) q.set("cursor", next);
     return `/v1/jobs?${q}`;
   };
+  // Only the newest load's answer is shown: one for an older filter that arrives late is dropped.
   const load = async (next) => {
+    const mine = ++loads.current;
     setLoading(true);
     try {
       const page = await call("GET", url(next));
+      if (mine !== loads.current) return;
       setJobs((old) => (next ? [...old, ...page.jobs] : page.jobs));
       setCursor(page.next_cursor || null);
       setError(null);
     } catch (e) {
+      if (mine !== loads.current) return;
       setError(e);
     }
     setLoading(false);
@@ -162,7 +170,11 @@ function Jobs({ features: f, query }) {
     event.preventDefault();
     const fd = new FormData(event.target);
     const q = new URLSearchParams();
-    for (const [k, v] of fd.entries()) if (String(v).trim()) q.append(k, String(v).trim());
+    for (const [k, v] of fd.entries()) {
+      // Several label selectors (ANDed) are typed apart by spaces or commas: one `label` parameter each.
+      const values = k === "label" ? String(v).split(/[\s,]+/) : [String(v).trim()];
+      values.filter(Boolean).forEach((value) => q.append(k, value));
+    }
     location.hash = `#/jobs?${q}`;
   };
   // Without a server-side name filter, the search narrows the jobs loaded so far (and says so).
@@ -171,8 +183,8 @@ function Jobs({ features: f, query }) {
     <h1>Jobs</h1>
     <form class="filters" onSubmit=${apply} role="search" aria-label="filter jobs">
       ${f.labelFilter
-        ? html`<label>Label (key:value) <input name="label" id="label-filter" placeholder="customer:42"
-            value=${params.getAll("label").join(" ")} /></label>`
+        ? html`<label>Label (key:value) <input name="label" id="label-filter" placeholder="customer:42 kind:report"
+            value=${labelText} onInput=${(e) => setLabelText(e.target.value)} /></label>`
         : null}
       <label>State
         <select name="state" value=${params.get("state") || ""}>
