@@ -8,12 +8,12 @@ failed (a timeout, a restarted API) is simply sent again, since the key names th
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from punctual_cli.client import ApiError, TransportError
 from punctual_cli.context import EXIT_OK, EXIT_REFUSED, Context
 from punctual_cli.definition import UsageError
 from punctual_cli.progress import Progress
+from punctual_sdk.models import BulkOperation
 
 #: Failed requests in a row (a lost connection, a 5xx) the command retries before it gives up.
 RETRIES = 10
@@ -55,35 +55,30 @@ def cmd_bulk(ctx: Context) -> int:
             continue
         failures = 0
         if progress is None:
-            progress = Progress(VERBS[args.action], ctx.err, int(report.get("matched", 0)))
+            progress = Progress(VERBS[args.action], ctx.err, report.matched)
         _advance(progress, counted, report)
-        if report.get("state") == "DONE":
+        if report.state == "DONE":
             break
     progress.finish()
     return _summary(ctx, report)
 
 
-def _advance(progress: Progress, counted: dict[str, int], report: dict[str, Any]) -> None:
-    now = {
-        "changed": int(report.get("changed", 0)),
-        "unchanged": int(report.get("unchanged", 0)),
-        "failed": len(report.get("failed") or []),
-    }
+def _advance(progress: Progress, counted: dict[str, int], report: BulkOperation) -> None:
+    now = {"changed": report.changed, "unchanged": report.unchanged, "failed": len(report.failed)}
     for outcome, count in now.items():
         if count > counted[outcome]:
             progress.advance(outcome, count - counted[outcome])
             counted[outcome] = count
 
 
-def _summary(ctx: Context, report: dict[str, Any]) -> int:
-    failed = report.get("failed") or []
+def _summary(ctx: Context, report: BulkOperation) -> int:
     if ctx.as_json:
-        ctx.emit(report)
+        ctx.emit(report.raw)
     else:
         ctx.say(
-            f"{report['action']} {report['operation_id']}: {report['matched']} matched, {report['changed']} changed, "
-            f"{report['unchanged']} already so, {len(failed)} failed"
+            f"{report.action} {report.operation_id}: {report.matched} matched, {report.changed} changed, "
+            f"{report.unchanged} already so, {len(report.failed)} failed"
         )
-        for failure in failed:
-            ctx.say(f"  {failure['job_id']}: {failure['reason']}")
-    return EXIT_REFUSED if failed else EXIT_OK
+        for failure in report.failed:
+            ctx.say(f"  {failure.job_id}: {failure.reason}")
+    return EXIT_REFUSED if report.failed else EXIT_OK

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 
@@ -72,16 +71,6 @@ class SchedulerClient(Client):
         except ValidationError as exc:
             raise definition_problem(exc) from None
         return super().start_backfill(job_id, request.range_from, request.to)
-
-    def bulk_action(self, action: str, labels: Mapping[str, str], idempotency_key: str) -> dict[str, Any]:
-        """`POST /v1/jobs/bulk`: one request's work on the operation the key names; its progress (`state` DONE or
-        RUNNING: send it again). Retried on a 5xx or a lost connection: the same key is the same operation."""
-        body = {"action": action, "selector": {"labels": dict(labels)}}
-        return self._call("POST", "/v1/jobs/bulk", body=body, headers={"Idempotency-Key": idempotency_key}, retry=True)
-
-    def operation(self, operation_id: str) -> dict[str, Any]:
-        """`GET /v1/operations/{id}`: a bulk operation's progress."""
-        return self._call("GET", f"/v1/operations/{quote(operation_id, safe='')}")
 
 
 __all__ = [

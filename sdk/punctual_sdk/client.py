@@ -40,9 +40,11 @@ from punctual_sdk.errors import problem_error as _problem_error
 from punctual_sdk.models import (
     ApiModel,
     Backfill,
+    BulkOperation,
     Forecast,
     Job,
     JobState,
+    OperatorStatus,
     Page,
     Run,
     SigningKeys,
@@ -58,6 +60,7 @@ MAX_BATCH = 25
 #: A job definition: a `JobDefinition` (or any pydantic model of one, such as the core's `JobSpec`) or a mapping.
 Definition = BaseModel | Mapping[str, Any]
 Outcome = Literal["succeeded", "retry"]
+BulkAction = Literal["pause", "resume", "cancel"]
 M = TypeVar("M", bound=ApiModel)
 
 
@@ -294,6 +297,31 @@ class Client:
     def forecast(self, minutes: int = 60) -> Forecast:
         """`GET /v1/forecast`: your occurrences due per minute over the next `minutes` (1-180)."""
         return Forecast.from_json(self._call("GET", "/v1/forecast", query={"minutes": str(minutes)}))
+
+    def bulk_action(self, action: BulkAction, labels: Mapping[str, str], idempotency_key: str) -> BulkOperation:
+        """`POST /v1/jobs/bulk`: one request's work (up to about 20 s) on the operation the key names, for every job
+        with all of `labels`. Its progress: RUNNING means send it again with the same key to go on; DONE is the final
+        report. A 5xx or a lost connection is retried: the same key is the same operation, never a second one."""
+        body = {"action": action, "selector": {"labels": dict(labels)}}
+        headers = {"Idempotency-Key": idempotency_key}
+        return BulkOperation.from_json(self._call("POST", "/v1/jobs/bulk", body=body, headers=headers, retry=True))
+
+    def bulk(self, action: BulkAction, labels: Mapping[str, str], idempotency_key: str | None = None) -> BulkOperation:
+        """Pause, resume or cancel every job with all of `labels`, as one operation, until it is DONE (its report)."""
+        key = idempotency_key or _new_key()
+        operation = self.bulk_action(action, labels, key)
+        while operation.state != "DONE":
+            operation = self.bulk_action(action, labels, key)
+        return operation
+
+    def operation(self, operation_id: str) -> BulkOperation:
+        """`GET /v1/operations/{id}`: a bulk operation's progress."""
+        return BulkOperation.from_json(self._call("GET", f"/v1/operations/{_segment(operation_id)}"))
+
+    def operator_status(self) -> OperatorStatus:
+        """`GET /v1/operator/status`: every lane's load and the dispatch lag (for the tenants a deployment names as
+        operators; any other gets a 403 ApiError whose detail says so)."""
+        return OperatorStatus.from_json(self._call("GET", "/v1/operator/status"))
 
     def health(self) -> dict[str, Any]:
         """`GET /v1/health` (no auth needed)."""

@@ -198,6 +198,10 @@ class JobDefinition(ApiModel):
     #: high | normal | low
     priority: str | None = None
     events: bool | None = None
+    #: Up to the API's limit of labels, keys and values as Kubernetes labels; find and act on jobs by them.
+    labels: dict[str, str] | None = None
+    #: Your own id for the job, unique per tenant: `get_by_external_id`, and a create with it is done once.
+    external_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The request body: the fields that were set, as JSON."""
@@ -230,6 +234,8 @@ class Job(ApiModel):
     overlap_policy: str | None = None
     delivery: str | None = None
     priority: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    external_id: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
     next_run_at: datetime | None = None
@@ -332,6 +338,61 @@ class Forecast(ApiModel):
     timers_read: int = 0
 
 
+class BulkFailure(ApiModel):
+    """A job a bulk action could not change, and why."""
+
+    job_id: str
+    reason: str
+
+
+class BulkOperation(ApiModel):
+    """A bulk action's progress: `state` RUNNING (send the same request, with the same key, again to go on) or DONE
+    (the final report: each matched job changed, already so, or in `failed` with its reason)."""
+
+    operation_id: str
+    action: str
+    state: str
+    selector: dict[str, Any] = Field(default_factory=dict)
+    matched: int = 0
+    processed: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    failed: list[BulkFailure] = Field(default_factory=list)
+
+
+class QueueLoad(ApiModel):
+    """One queue's messages (SQS's approximate counts)."""
+
+    visible: int = 0
+    in_flight: int = 0
+    delayed: int = 0
+    oldest_age_seconds: float | None = None
+
+
+class LaneLoad(QueueLoad):
+    """A priority lane's ready queue."""
+
+    lane: str
+    queue: str = ""
+
+
+class OperatorStatus(ApiModel):
+    """Every lane's load and the dispatch lag (`GET /v1/operator/status`, for operators): no job of any tenant."""
+
+    checked_at: datetime
+    watermark: datetime | None = None
+    dispatch_lag_seconds: float | None = None
+    largest_lag_seconds: float | None = None
+    lanes: list[LaneLoad] = Field(default_factory=list)
+    ready_queue: QueueLoad | None = None
+    dead_letter_queue: QueueLoad | None = None
+    recent: dict[str, float] = Field(default_factory=dict)
+    recent_source: str = ""
+    window_seconds: int = 0
+    notes: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
 T = TypeVar("T")
 
 
@@ -347,6 +408,8 @@ __all__ = [
     "ApiModel",
     "Backfill",
     "BackfillState",
+    "BulkFailure",
+    "BulkOperation",
     "CronSchedule",
     "EventBridgeTarget",
     "Forecast",
@@ -357,9 +420,12 @@ __all__ = [
     "JobDefinition",
     "JobState",
     "LambdaTarget",
+    "LaneLoad",
     "LastRun",
     "OnceSchedule",
+    "OperatorStatus",
     "Page",
+    "QueueLoad",
     "RateSchedule",
     "RetryPolicy",
     "Run",

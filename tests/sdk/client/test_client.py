@@ -520,3 +520,61 @@ def test_sigv4_without_credentials_says_how_to_get_them() -> None:
 )
 def test_the_region_comes_from_an_execute_api_url(url: str, region: str | None) -> None:
     assert region_of(url) == region
+
+
+def bulk_report(state: str, processed: int, failed: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {"operation_id": "op-1", "action": "pause", "selector": {"labels": {"customer": "42"}}, "state": state,
+            "matched": 3, "processed": processed, "changed": processed, "unchanged": 0,
+            "failed": failed or []}  # fmt: skip
+
+
+def test_a_bulk_action_goes_on_with_one_key_through_a_5xx_until_it_is_done(api: Any, problem: Problem) -> None:
+    # Given an API that answers RUNNING, then a 503 (the work may have been done), then the final report
+    failed = [{"job_id": "job-3", "reason": "only an ACTIVE job can be paused; this one is CANCELLED"}]
+    api.answers["POST /v1/jobs/bulk"] = [
+        (202, bulk_report("RUNNING", 1)),
+        problem(503, "Service Unavailable", "try again"),
+        (200, bulk_report("DONE", 3, failed)),
+    ]
+    client = api.client()
+
+    # When a tenant pauses every job of a label
+    report = client.bulk("pause", {"customer": "42"})
+
+    # Then one operation was driven to its end: every request carried the same key and the same selector
+    assert (report.state, report.matched, report.processed) == ("DONE", 3, 3)
+    assert [(f.job_id, f.reason.startswith("only an ACTIVE")) for f in report.failed] == [("job-3", True)]
+    sent = [api.sent(i) for i in range(len(api.requests))]
+    assert len(sent) == 3
+    assert {headers["Idempotency-Key"] for *_, headers in sent} == {sent[0][4]["Idempotency-Key"]}
+    assert {(method, path) for method, path, *_ in sent} == {("POST", "/v1/jobs/bulk")}
+    assert all(body == {"action": "pause", "selector": {"labels": {"customer": "42"}}} for *_, body, _ in sent)
+
+
+def test_a_refused_bulk_action_is_not_sent_again(api: Any, problem: Problem) -> None:
+    api.answers["POST /v1/jobs/bulk"] = problem(422, "Unprocessable Content", "label 'customer': the value must be ...")
+    client = api.client()
+
+    with pytest.raises(errors.ApiError) as raised:
+        client.bulk_action("cancel", {"customer": "4 2"}, "key-1")
+
+    assert raised.value.status == 422 and "the value must be" in raised.value.detail
+    assert len(api.requests) == 1
+
+
+def test_an_operation_and_the_operator_status_are_typed(api: Any) -> None:
+    api.answers["GET /v1/operations/op%2F1"] = (200, bulk_report("DONE", 3))
+    lane = {"lane": "normal", "queue": "punctual-ready", "visible": 2, "in_flight": 1, "delayed": 6,
+            "oldest_age_seconds": None}  # fmt: skip
+    status = {"checked_at": "2026-12-06T15:00:00Z", "watermark": "2026-12-06T15:01:00Z", "dispatch_lag_seconds": 0,
+              "largest_lag_seconds": 1.5, "lanes": [lane], "ready_queue": None, "dead_letter_queue": None,
+              "recent": {"DeadLetters": 0.0}, "recent_source": "CloudWatch", "window_seconds": 3600,
+              "notes": [], "problems": []}  # fmt: skip
+    api.answers["GET /v1/operator/status"] = (200, status)
+    client = api.client()
+
+    assert client.operation("op/1").changed == 3
+    assert api.sent()[1] == "/v1/operations/op%2F1"
+    shown = client.operator_status()
+    assert (shown.lanes[0].lane, shown.lanes[0].delayed, shown.largest_lag_seconds) == ("normal", 6, 1.5)
+    assert shown.watermark == datetime(2026, 12, 6, 15, 1, tzinfo=UTC)

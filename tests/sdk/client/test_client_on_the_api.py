@@ -117,3 +117,30 @@ def test_invalid_definitions_and_bad_tokens_raise_typed_errors_with_the_apis_det
 
     with pytest.raises(errors.Unauthorized):
         Client.local(api_url, "t-nobody", retries=0).list_jobs()
+
+
+def test_a_bulk_pause_by_label_and_the_operator_view_through_the_api(api_url: str) -> None:
+    # Given two jobs with a label and one without it
+    client = Client.local(api_url, "t-alice", retries=1)
+    fleet = f"f{datetime.now(UTC):%H%M%S%f}"
+
+    def job(labels: dict[str, str]) -> str:
+        schedule, target = CronSchedule(expression="0 3 * * *"), HandlerTarget(name="payments.charge")
+        created = client.create(JobDefinition(schedule=schedule, target=target, labels=labels))
+        assert created.labels == labels
+        return created.job_id
+
+    labelled, other = [job({"fleet": fleet}), job({"fleet": fleet})], job({"fleet": f"{fleet}x"})
+
+    # When the tenant pauses every job of the label, as one operation
+    report = client.bulk("pause", {"fleet": fleet})
+
+    # Then exactly the labelled jobs are paused, and the operation reads back as it ended
+    assert (report.state, report.matched, report.changed, report.failed) == ("DONE", 2, 2, [])
+    assert [client.get(job_id).state for job_id in labelled] == [JobState.PAUSED, JobState.PAUSED]
+    assert client.get(other).state == JobState.ACTIVE
+    assert client.operation(report.operation_id).changed == 2
+    # and a tenant that is not an operator is refused the operator's view with the reason
+    with pytest.raises(errors.ApiError) as refused:
+        client.operator_status()
+    assert refused.value.status == 403 and "not an operator" in refused.value.detail
