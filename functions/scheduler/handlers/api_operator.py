@@ -10,7 +10,6 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, Field
 
@@ -92,12 +91,11 @@ def operator_status() -> Response[str]:
     settings = container.core.settings
     if who not in settings.operators:
         raise Problem(403, "Forbidden", NOT_AN_OPERATOR.format(tenant=who))
-    dynamodb, sqs, cloudwatch = _clients()
     status = lane_status.collect(
         queues_of(settings),
-        dynamodb=dynamodb,
-        sqs=sqs,
-        metrics=metrics_source(settings, cloudwatch),
+        dynamodb=container.clients.dynamodb,
+        sqs=container.clients.sqs,
+        metrics=metrics_source(settings),
         now=container.core.clock.now(),
         source=settings.stack_name or "this deployment",
     )
@@ -113,18 +111,17 @@ def queues_of(settings: Settings) -> Queues:
     return Queues(settings.jobs_table, {lane: url for lane, url in lanes.items() if url}, settings.dlq_url)
 
 
-def metrics_source(settings: Settings, cloudwatch: Any) -> MetricsSource:
+def metrics_source(settings: Settings) -> MetricsSource:
     """The local stack's logs where the settings name them, else CloudWatch."""
     if settings.metrics_log_dir:
         return LogMetrics(Path(settings.metrics_log_dir))
-    return CloudWatchMetrics(cloudwatch)
+    return CloudWatchMetrics(_cloudwatch())
 
 
 @functools.cache
-def _clients() -> tuple[Any, Any, Any]:
-    """DynamoDB, SQS and CloudWatch clients (made once per container, on the first operator request)."""
-    clients = wiring.Clients.default(events=False)
-    return clients.dynamodb, clients.sqs, boto3.client("cloudwatch")
+def _cloudwatch() -> Any:
+    """The CloudWatch client, made on the first operator request and kept for the container's life."""
+    return wiring.aws_client("cloudwatch")
 
 
 def _load(depth: QueueDepth | None) -> QueueLoad | None:

@@ -125,17 +125,19 @@ class Clients:
 
     @classmethod
     def default(cls, events: bool) -> Clients:
-        def make(service: str) -> Any:
-            return boto3.client(service, config=_BOTO_CONFIG)  # type: ignore[call-overload]
+        return cls(aws_client("dynamodb"), aws_client("sqs"), aws_client("events") if events else None)
 
-        return cls(make("dynamodb"), make("sqs"), make("events") if events else None)
+
+def aws_client(service: str) -> Any:
+    """A client of `service` with the functions' timeouts and retries (endpoints from AWS_ENDPOINT_URL_*)."""
+    return boto3.client(service, config=_BOTO_CONFIG)  # type: ignore[call-overload]
 
 
 def sealer_of(settings: Settings, message_key: bytes) -> SecretSealer:
     """What seals jobs' secret header values: KMS when the stack names a key, else a key derived from the message
     secret (through the message key: no second read of the secret)."""
     if settings.header_key_id:
-        return KmsSealer(settings.header_key_id, boto3.client("kms", config=_BOTO_CONFIG))
+        return KmsSealer(settings.header_key_id, aws_client("kms"))
     return LocalSealer(message_key.hex())
 
 
@@ -183,6 +185,8 @@ class AwsContainer:
     core: Container
     queue: SqsReadyQueue
     checks: TargetChecks
+    #: The AWS clients the stores use (the operator's view reads the queues and the jobs table through them too).
+    clients: Clients
     #: The worker mappings' pollers (pre-scaling); None: built on first use from the settings.
     poller_control: PollerControl | None = None
 
@@ -315,7 +319,7 @@ def build(
         check_target=checks,
         sealer=sealer_of(settings, key),
     )
-    return AwsContainer(core, queue, checks)
+    return AwsContainer(core, queue, checks, clients)
 
 
 @functools.cache
