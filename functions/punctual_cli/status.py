@@ -24,7 +24,6 @@ from scheduler.adapters.lane_status import (
     Queues,
     Status,
     dispatch_lag_seconds,
-    emf_totals,
     queue_depth,
 )
 from scheduler.adapters.lane_status import collect as collect_lanes
@@ -40,7 +39,6 @@ __all__ = [
     "Status",
     "collect",
     "dispatch_lag_seconds",
-    "emf_totals",
     "queue_depth",
     "render",
 ]

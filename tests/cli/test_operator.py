@@ -13,7 +13,8 @@ import pytest
 from punctual_cli.client import BearerAuth, SigV4Auth
 from punctual_cli.config import connection, read_stack_file, resolve_api_url
 from punctual_cli.progress import Progress
-from punctual_cli.status import RECENT_METRICS, QueueDepth, Status, dispatch_lag_seconds, emf_totals, render
+from punctual_cli.status import RECENT_METRICS, QueueDepth, Status, dispatch_lag_seconds, render
+from scheduler.adapters.lane_status import LogMetrics
 
 pytestmark = pytest.mark.usefixtures("no_network")
 
@@ -123,7 +124,7 @@ def emf(at: datetime, namespace: str = "Punctual", **values: float | list[float]
     })  # fmt: skip
 
 
-def test_recent_counts_are_summed_from_emf_lines_within_the_window() -> None:
+def test_recent_counts_are_summed_from_emf_lines_within_the_window(tmp_path: Path) -> None:
     lines = [
         "worker polling http://127.0.0.1:1/q",
         emf(NOW - timedelta(hours=2), DeadLetters=5.0),  # outside the window
@@ -134,7 +135,9 @@ def test_recent_counts_are_summed_from_emf_lines_within_the_window() -> None:
         '{"_aws": broken',
     ]
 
-    totals = emf_totals(lines, RECENT_METRICS, NOW - timedelta(hours=1))
+    (tmp_path / "worker-1.log").write_text("\n".join(lines) + "\n")
+
+    totals = LogMetrics(tmp_path).figures({}, NOW).recent
 
     assert totals == {"OccurrencesDispatched": 0.0, "Retries": 2.0, "TargetFailures": 2.0, "DeadLetters": 1.0,
                       "FencedWrites": 1.0, "LeaseLost": 0.0}  # fmt: skip

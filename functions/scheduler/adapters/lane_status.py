@@ -171,11 +171,6 @@ def emf_values(lines: Iterable[str], names: Iterable[str], since: datetime) -> d
     return found
 
 
-def emf_totals(lines: Iterable[str], names: Iterable[str], since: datetime) -> dict[str, float]:
-    """Sum the values of the named metrics in EMF lines stamped at or after `since`."""
-    return {name: float(sum(values)) for name, values in emf_values(lines, names, since).items()}
-
-
 def log_lines(log_dir: Path) -> Iterator[str]:
     for pattern in LOG_PATTERNS:
         for path in sorted(log_dir.glob(pattern)):
