@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, Field
 
 from scheduler.adapters import lane_status
-from scheduler.adapters.lane_status import CloudWatchMetrics, LogMetrics, MetricsSource, QueueDepth, Queues, Status
+from scheduler.adapters.lane_status import CloudWatchMetrics, LogMetrics, MetricsSource, Queues, Status
 from scheduler.handlers import wiring
 from scheduler.handlers.api_caller import metrics, tenant
 from scheduler.handlers.api_problems import Problem
@@ -124,27 +124,11 @@ def _cloudwatch() -> Any:
     return wiring.aws_client("cloudwatch")
 
 
-def _load(depth: QueueDepth | None) -> QueueLoad | None:
-    return QueueLoad(**vars(depth)) if depth is not None else None
-
-
 def view(status: Status) -> dict[str, Any]:
+    """The snapshot as the API shows it: each lane a row with its queue's name (the snapshot's other fields map
+    one to one; what the model does not name, such as the deployment's name, is left out)."""
     body = status.to_json()
-    shown = OperatorStatus(
-        checked_at=body["checked_at"],
-        watermark=body["watermark"],
-        dispatch_lag_seconds=status.dispatch_lag_seconds,
-        largest_lag_seconds=status.largest_lag_seconds,
-        lanes=[
-            LaneLoad(lane=lane, queue=status.queues.get(lane, ""), **vars(depth))
-            for lane, depth in status.lanes.items()
-        ],
-        ready_queue=_load(status.ready_queue),
-        dead_letter_queue=_load(status.dead_letter_queue),
-        recent=status.recent,
-        recent_source=status.recent_source,
-        window_seconds=body["window_seconds"],
-        notes=status.notes,
-        problems=status.problems,
-    )
-    return shown.model_dump(mode="json")
+    body["lanes"] = [
+        {"lane": lane, "queue": status.queues.get(lane, ""), **depth} for lane, depth in body["lanes"].items()
+    ]
+    return OperatorStatus.model_validate(body).model_dump(mode="json")
