@@ -21,6 +21,7 @@ from scheduler.core.execution.overlap import Overlap
 from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.slots import ExecutionSlots
 from scheduler.core.execution.source import MessageCopy, StoredJob, source_of
+from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model import JobState, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, Execution, TargetCall
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, StubMessage, permanent
@@ -38,17 +39,21 @@ class CountingJobs:
         return self.world.jobs.get(job_id)
 
 
+def ports(world: MemoryCore) -> StepPorts:
+    return StepPorts(world.ledger, world.queue, world.clock, CONFIG, world.metrics)
+
+
 def recorder(world: MemoryCore) -> Recorder:
-    return Recorder(world.ledger, world.queue, world.clock, CONFIG, world.metrics, None)
+    return Recorder(ports(world), None)
 
 
 def slots(world: MemoryCore, gate: ConcurrencyGate | None = None) -> ExecutionSlots:
-    return ExecutionSlots(world.queue, CONFIG, world.metrics, gate)
+    return ExecutionSlots(ports(world), gate)
 
 
 def claim(world: MemoryCore, dispatch: Dispatch, message: StubMessage | None = None) -> Claimed:
     job = world.job(dispatch.job_id)
-    taken = Claim(world.ledger, world.queue, world.clock, CONFIG, world.metrics, recorder(world)).take(
+    taken = Claim(ports(world), recorder(world)).take(
         job, dispatch, OWNER, Permit.unlimited(TENANT, OWNER), message or StubMessage(), StoredJob(world.jobs)
     )
     assert isinstance(taken, Claimed)
@@ -56,7 +61,7 @@ def claim(world: MemoryCore, dispatch: Dispatch, message: StubMessage | None = N
 
 
 def lease(world: MemoryCore, claimed: Claimed) -> Lease:
-    return Lease(claimed, world.ledger, world.clock, CONFIG, world.metrics, slots(world))
+    return Lease(claimed, ports(world), slots(world))
 
 
 # -- the job's source ---------------------------------------------------------------------------------------
@@ -82,7 +87,7 @@ def test_a_dispatch_with_a_copy_of_its_job_reads_nothing_and_one_without_reads_t
 def test_on_time_hides_an_early_message_and_waits_out_a_sub_second_one(world: MemoryCore) -> None:
     _, dispatch = world.due()
     slept: list[float] = []
-    guards = Guards(world.ledger, world.clock, CONFIG, world.metrics, recorder(world), slept.append)
+    guards = Guards(ports(world), recorder(world), slept.append)
 
     world.clock.advance(-5)
     early = guards.on_time(dispatch)
@@ -134,7 +139,7 @@ def test_a_claim_bumps_the_epoch_and_a_second_one_is_told_to_wait_for_the_live_l
     claimed = claim(world, dispatch)
     assert (claimed.execution.epoch, claimed.at) == (1, world.now())
 
-    step = Claim(world.ledger, world.queue, world.clock, CONFIG, world.metrics, recorder(world))
+    step = Claim(ports(world), recorder(world))
     job = world.job(dispatch.job_id)
     again = step.take(job, dispatch, "worker-2/x", Permit.unlimited(TENANT, "worker-2/x"), StubMessage(), MessageCopy())
     assert isinstance(again, Outcome) and again.why is Why.RUNNING_ELSEWHERE
@@ -143,7 +148,7 @@ def test_a_claim_bumps_the_epoch_and_a_second_one_is_told_to_wait_for_the_live_l
 
 def test_a_refused_claim_without_an_item_looks_again_in_a_second(world: MemoryCore) -> None:
     _, dispatch = world.due()
-    step = Claim(world.ledger, world.queue, world.clock, CONFIG, world.metrics, recorder(world))
+    step = Claim(ports(world), recorder(world))
     assert step.not_claimed(dispatch, None, world.now(), False) == Outcome.hide(1, Why.CLAIM_REFUSED)
 
 
@@ -212,9 +217,7 @@ def test_a_lease_another_attempt_took_is_not_called_on(world: MemoryCore) -> Non
 def test_the_call_passes_key_and_fencing_token_and_returns_the_result(world: MemoryCore) -> None:
     _, dispatch = world.due()
     target = FakeTarget(world.clock, "200 OK")
-    called = Call({"handler": target}, world.clock, CONFIG, world.metrics, None).run(
-        lease(world, claim(world, dispatch))
-    )
+    called = Call(ports(world), {"handler": target}, None).run(lease(world, claim(world, dispatch)))
 
     assert called == Called(result="200 OK")
     [call] = target.calls
@@ -225,14 +228,14 @@ def test_a_call_without_an_adapter_fails_permanently_and_one_that_loses_its_leas
     _, dispatch = world.due()
     held = lease(world, claim(world, dispatch))
 
-    missing = Call({}, world.clock, CONFIG, world.metrics, None).run(held)
+    missing = Call(ports(world), {}, None).run(held)
     assert isinstance(missing, Called) and missing.failure is not None and missing.failure.kind == "permanent"
 
     class Losing:
         def invoke(self, call: TargetCall) -> str | None:
             raise LeaseLost(call.occurrence_key)
 
-    lost = Call({"handler": Losing()}, world.clock, CONFIG, world.metrics, None).run(held)
+    lost = Call(ports(world), {"handler": Losing()}, None).run(held)
     assert isinstance(lost, Outcome) and lost.why is Why.LEASE_LOST
 
 
@@ -278,7 +281,7 @@ def test_an_occurrence_of_a_recurring_job_waits_behind_a_running_one_under_buffe
     second = Dispatch(
         job.job_id, TENANT, first.scheduled_for + timedelta(seconds=60), world.now(), job.version, "scheduled"
     )
-    step = Overlap(world.ledger, world.queue, world.clock, CONFIG, world.metrics, recorder(world))
+    step = Overlap(ports(world), recorder(world))
 
     outcome = step.check(claim(world, second))
 

@@ -36,6 +36,7 @@ from scheduler.core.execution.overlap import OVERLAP_FIRST_PAGE, OVERLAP_PAGE, O
 from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.slots import ExecutionSlots
 from scheduler.core.execution.source import CopyVoid, JobSource, StoredJob, copy_voided, source_of
+from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model import RunState
 from scheduler.core.ports import (
@@ -61,6 +62,7 @@ log = logging.getLogger(__name__)
 class _Steps:
     """The protocol's steps, built from the executor's ports as they are when a message comes."""
 
+    ports: StepPorts
     guards: Guards
     slots: ExecutionSlots
     claim: Claim
@@ -145,7 +147,7 @@ class Executor:
             return overlapped
         self._started(claimed)
 
-        lease = Lease(claimed, self.ledger, self.clock, self.config, self.metrics, steps.slots)
+        lease = Lease(claimed, steps.ports, steps.slots)
         renewed = lease.renew_before_call()
         if renewed is not None:
             return renewed
@@ -182,13 +184,14 @@ class Executor:
         )
 
     def _steps(self) -> _Steps:
-        recorder = Recorder(self.ledger, self.queue, self.clock, self.config, self.metrics, self.outbox)
-        slots = ExecutionSlots(self.queue, self.config, self.metrics, self.gate)
+        ports = StepPorts(self.ledger, self.queue, self.clock, self.config, self.metrics)
+        recorder = Recorder(ports, self.outbox)
         return _Steps(
-            guards=Guards(self.ledger, self.clock, self.config, self.metrics, recorder, self.sleep),
-            slots=slots,
-            claim=Claim(self.ledger, self.queue, self.clock, self.config, self.metrics, recorder),
-            overlap=Overlap(self.ledger, self.queue, self.clock, self.config, self.metrics, recorder),
-            call=Call(self.targets, self.clock, self.config, self.metrics, self.heartbeats),
+            ports=ports,
+            guards=Guards(ports, recorder, self.sleep),
+            slots=ExecutionSlots(ports, self.gate),
+            claim=Claim(ports, recorder),
+            overlap=Overlap(ports, recorder),
+            call=Call(ports, self.targets, self.heartbeats),
             recorder=recorder,
         )

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 from scheduler.core.errors import LeaseLost
 from scheduler.core.execution.lease import Lease
-from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.outcome import Outcome, Why
+from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.heartbeat import Heartbeat
-from scheduler.core.ports import Clock, Heartbeats, Metrics, TargetCall, TargetFailure, TargetInvoker
+from scheduler.core.ports import Heartbeats, TargetCall, TargetFailure, TargetInvoker
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +27,8 @@ class Called:
 
 @dataclass(frozen=True)
 class Call:
+    ports: StepPorts
     targets: Mapping[str, TargetInvoker]
-    clock: Clock
-    config: ExecuteConfig
-    metrics: Metrics
     #: Extends the lease in the background while a target that cannot heartbeat itself runs.
     heartbeats: Heartbeats | None
 
@@ -46,10 +45,10 @@ class Call:
             attempt=execution.attempts,
             fencing_token=execution.epoch,
             heartbeat=lease.beat,
-            deadline=self.clock.now() + self.config.lease,
+            deadline=self.ports.clock.now() + self.ports.config.lease,
         )
-        lease_s = self.config.lease.total_seconds()
-        interval = lease_s * self.config.heartbeat_fraction if self.config.heartbeat_fraction else None
+        lease_s = self.ports.config.lease.total_seconds()
+        interval = lease_s * self.ports.config.heartbeat_fraction if self.ports.config.heartbeat_fraction else None
         called = Called()
         with Heartbeat(self.heartbeats, lease.beat, interval) as beat:
             try:
@@ -66,7 +65,7 @@ class Call:
                 log.exception("target raised", extra={"job_id": job.job_id, "occurrence_key": claimed.key})
                 called = Called(failure=TargetFailure("ambiguous", f"{type(exc).__name__}: {exc}"))
         if beat.lost:
-            self.metrics.count("LeaseLost")
+            self.ports.metrics.count("LeaseLost")
             log.warning("lease lost; aborting", extra={"job_id": job.job_id, "occurrence_key": claimed.key})
             return Outcome.hide(lease_s, Why.LEASE_LOST)
         return called

@@ -10,21 +10,18 @@ from datetime import datetime
 from scheduler.core.concurrency import Permit
 from scheduler.core.errors import ClaimRefused
 from scheduler.core.execution.claimed import Claimed
-from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.source import CopyVoid, JobSource
+from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model import Job, RunState
-from scheduler.core.ports import Attempt, Clock, Dispatch, Execution, Ledger, MessageControl, Metrics, ReadyQueue
+from scheduler.core.ports import Attempt, Dispatch, Execution, MessageControl
 from scheduler.core.schedules import unindexed_occurrence
 
 
 @dataclass(frozen=True)
 class Claim:
-    ledger: Ledger
-    queue: ReadyQueue
-    clock: Clock
-    config: ExecuteConfig
-    metrics: Metrics
+    ports: StepPorts
     recorder: Recorder
 
     def take(
@@ -32,11 +29,13 @@ class Claim:
     ) -> Claimed | Outcome:
         """Step 1: claim the occurrence, its lease starting now (whatever taking the slot took). Raises CopyVoid
         when the claim on the message's copy of the job is refused because the job changed since."""
-        now = self.clock.now()
+        now = self.ports.clock.now()
         take_over = job.spec.delivery == "at_least_once"
         try:
-            attempt = Attempt(owner, now, now + self.config.lease, take_over, indexed(job, dispatch), source.on_copy)
-            execution = self.ledger.claim(dispatch, attempt)
+            attempt = Attempt(
+                owner, now, now + self.ports.config.lease, take_over, indexed(job, dispatch), source.on_copy
+            )
+            execution = self.ports.ledger.claim(dispatch, attempt)
         except ClaimRefused as refused:
             if refused.void_copy:
                 raise CopyVoid() from refused
@@ -54,17 +53,17 @@ class Claim:
                 self.recorder.announce(current.key, current)
             if current.state == RunState.DEAD and not current.dead_lettered:
                 # The holder recorded DEAD but may have died before the DLQ send: finish its job.
-                self.queue.dead_letter(dispatch, current)
-                self.ledger.mark_dead_lettered(current.key)
+                self.ports.queue.dead_letter(dispatch, current)
+                self.ports.ledger.mark_dead_lettered(current.key)
             return Outcome.acknowledge(Why.ALREADY, current.state.value)
         if current.state == RunState.RUNNING:
             assert current.lease_until is not None
             if current.lease_until > now:
                 # Maybe the holder's own message redelivered: keep it, look again when the lease has ended.
-                wait = (current.lease_until - now).total_seconds() + self.config.lease_margin_seconds
+                wait = (current.lease_until - now).total_seconds() + self.ports.config.lease_margin_seconds
                 return Outcome.hide(wait, Why.RUNNING_ELSEWHERE)
             # Expired lease on an at-most-once job: the outcome of the lost attempt is unknown.
-            if self.ledger.expire_to(
+            if self.ports.ledger.expire_to(
                 current.key,
                 current.epoch,
                 RunState.RECONCILING,
@@ -72,7 +71,7 @@ class Claim:
                 "worker lost mid-run; outcome unknown",
                 announce=announce,
             ):
-                self.metrics.count("Reconciling")
+                self.ports.metrics.count("Reconciling")
                 self.recorder.announce(current.key)
                 return Outcome.acknowledge(Why.RECONCILING)
             return Outcome.hide(1, Why.RACED)

@@ -10,10 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.record import Recorder
+from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model import Job, JobState, RunState
-from scheduler.core.ports import Clock, Dispatch, Ledger, Metrics
+from scheduler.core.ports import Dispatch
 from scheduler.core.schedules import is_occurrence
 
 log = logging.getLogger(__name__)
@@ -21,28 +22,25 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Guards:
-    ledger: Ledger
-    clock: Clock
-    config: ExecuteConfig
-    metrics: Metrics
+    ports: StepPorts
     recorder: Recorder
     sleep: Callable[[float], None] = field(default=time.sleep)
 
     def on_time(self, dispatch: Dispatch) -> datetime | Outcome:
         """Never start before the fire time: wait out a sub-second remainder (and return the instant it is then),
         hide anything earlier."""
-        now = self.clock.now()
+        now = self.ports.clock.now()
         early = (dispatch.fire_at - now).total_seconds()
         if early > 0:
-            if early > self.config.early_wait_max.total_seconds():
+            if early > self.ports.config.early_wait_max.total_seconds():
                 return Outcome.hide(early, Why.EARLY)
             self.sleep(early)
-            now = self.clock.now()
+            now = self.ports.clock.now()
         return now
 
     def no_such_job(self, dispatch: Dispatch, now: datetime) -> Outcome:
         """The job does not exist (or is another tenant's): the occurrence is recorded cancelled, unclaimed."""
-        if self.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
+        if self.ports.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
             self.recorder.announce(dispatch.key)
         return Outcome.acknowledge(Why.NO_SUCH_JOB)
 
@@ -53,10 +51,10 @@ class Guards:
         if not (
             dispatch.kind == "scheduled"
             and job.left_to_resume(dispatch.scheduled_for, dispatch.version)
-            and self.ledger.get(dispatch.key) is None
+            and self.ports.ledger.get(dispatch.key) is None
         ):
             return None
-        self.metrics.count("PausedOccurrences")
+        self.ports.metrics.count("PausedOccurrences")
         log.info(
             "occurrence left to the resume's misfire policy",
             extra={"job_id": dispatch.job_id, "occurrence_key": dispatch.key, "job_state": job.state.value},

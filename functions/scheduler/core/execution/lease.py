@@ -11,10 +11,11 @@ from datetime import datetime
 
 from scheduler.core.errors import Fenced, LeaseLost
 from scheduler.core.execution.claimed import Claimed
-from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.slots import ExecutionSlots
+from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model import RunState
-from scheduler.core.ports import AttemptEnd, Clock, Ledger, Metrics
+from scheduler.core.ports import AttemptEnd
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +28,7 @@ class Lease:
     """The claimed occurrence's lease, held by this attempt (one per attempt: it remembers its last renewal)."""
 
     claimed: Claimed
-    ledger: Ledger
-    clock: Clock
-    config: ExecuteConfig
-    metrics: Metrics
+    ports: StepPorts
     slots: ExecutionSlots
     #: Until when the ledger's lease was last extended.
     held_until: datetime | None = field(init=False)
@@ -42,11 +40,11 @@ class Lease:
         """Extend the lease (conditional on owner and epoch: LeaseLost if another attempt took it), the execution
         slot and the message's visibility. Returns whether the slot is still this attempt's."""
         claimed = self.claimed
-        lease_until = self.clock.now() + self.config.lease
-        self.ledger.heartbeat(claimed.key, claimed.owner, claimed.execution.epoch, lease_until)
+        lease_until = self.ports.clock.now() + self.ports.config.lease
+        self.ports.ledger.heartbeat(claimed.key, claimed.owner, claimed.execution.epoch, lease_until)
         self.held_until = lease_until
         kept = claimed.permit.extend(lease_until)
-        visible = math.ceil(self.config.lease.total_seconds()) + self.config.lease_margin_seconds
+        visible = math.ceil(self.ports.config.lease.total_seconds()) + self.ports.config.lease_margin_seconds
         claimed.message.extend_visibility(visible)
         return kept
 
@@ -64,16 +62,16 @@ class Lease:
             if renewals == RENEWALS_BEFORE_CALL:
                 return self._give_back("lease kept ageing")
             renewals += 1
-            self.metrics.count("LeaseRenewedBeforeCall")
+            self.ports.metrics.count("LeaseRenewedBeforeCall")
             try:
                 kept = self.renew()
             except LeaseLost:
-                self.metrics.count("LeaseLost")
+                self.ports.metrics.count("LeaseLost")
                 log.warning(
                     "lease lost before the call: not called",
                     extra={"job_id": self.claimed.job.job_id, "occurrence_key": self.claimed.key},
                 )
-                return Outcome.hide(self.config.lease.total_seconds(), Why.LEASE_LOST)
+                return Outcome.hide(self.ports.config.lease.total_seconds(), Why.LEASE_LOST)
             if not kept:
                 return self._give_back("execution slot lost")
         return None
@@ -81,24 +79,24 @@ class Lease:
     def _aged(self) -> bool:
         """Whether a heartbeat would have been due by now had the target been called when the lease was last
         renewed: less of it (or of the slot's) is left than what the background heartbeat keeps."""
-        fraction = self.config.heartbeat_fraction or 0.5
-        keeps = self.config.lease * (1 - fraction)
+        fraction = self.ports.config.heartbeat_fraction or 0.5
+        keeps = self.ports.config.lease * (1 - fraction)
         ends = [end for end in (self.held_until, self.claimed.permit.lease_until) if end is not None]
-        return bool(ends) and min(ends) - self.clock.now() < keeps
+        return bool(ends) and min(ends) - self.ports.clock.now() < keeps
 
     def _give_back(self, why: str) -> Outcome:
         """The claim is still this attempt's but its execution slot may not be (another attempt took it while this
         one was paused, or the renewals kept ageing): give the attempt back, uncalled, and wait for a slot like a
         throttled attempt."""
         claimed = self.claimed
-        now = self.clock.now()
+        now = self.ports.clock.now()
         log.warning(f"{why} before the call: not called", extra={"occurrence_key": claimed.key})
         try:
             refund = AttemptEnd(
                 RunState.RETRY_WAIT, error=f"{why} before the call", next_attempt_at=now, refund_attempt=True
             )
-            self.ledger.finish(claimed.key, claimed.owner, claimed.execution.epoch, now, refund)
+            self.ports.ledger.finish(claimed.key, claimed.owner, claimed.execution.epoch, now, refund)
         except Fenced:
-            self.metrics.count("FencedWrites")
-            return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
+            self.ports.metrics.count("FencedWrites")
+            return Outcome.hide(self.ports.config.lease.total_seconds(), Why.FENCED)
         return self.slots.throttled(claimed.dispatch, claimed.message, now)

@@ -16,10 +16,11 @@ from datetime import datetime, timedelta
 from scheduler.core.dispatch import fire_at
 from scheduler.core.errors import Fenced
 from scheduler.core.execution.claimed import Claimed
-from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.record import Recorder
+from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model import Job, RunState
-from scheduler.core.ports import AttemptEnd, Between, Clock, Dispatch, Execution, Ledger, Metrics, ReadyQueue
+from scheduler.core.ports import AttemptEnd, Between, Dispatch, Execution
 from scheduler.core.schedules import is_recurring
 
 log = logging.getLogger(__name__)
@@ -33,11 +34,7 @@ OVERLAP_PAGE = 50
 
 @dataclass(frozen=True)
 class Overlap:
-    ledger: Ledger
-    queue: ReadyQueue
-    clock: Clock
-    config: ExecuteConfig
-    metrics: Metrics
+    ports: StepPorts
     recorder: Recorder
 
     def check(self, claimed: Claimed) -> Outcome | None:
@@ -51,19 +48,19 @@ class Overlap:
         running = [r for r in earlier if r.leased(now)]
         # A parked run is about to start (the run it waited for has finished and sent it): it holds the place too,
         # or this one would start beside it. One not parked again for two leases has lost its message: ignored.
-        stale = now - 2 * self.config.lease
+        stale = now - 2 * self.ports.config.lease
         parked = [r for r in earlier if r.buffered and (r.updated_at is None or r.updated_at > stale)]
         if not running and not parked:
             return None
-        margin = timedelta(seconds=self.config.lease_margin_seconds)
+        margin = timedelta(seconds=self.ports.config.lease_margin_seconds)
         if running:
             holder, why = running[0], f"{running[0].key} is still running"
             assert holder.lease_until is not None
             fallback = holder.lease_until + margin
         else:
             holder, why = parked[-1], f"{parked[-1].key} is about to run"
-            fallback = now + self.config.lease + margin
-        self.metrics.count("OverlapDetected")
+            fallback = now + self.ports.config.lease + margin
+        self.ports.metrics.count("OverlapDetected")
         # A catch-up (what a resume or a `run_all` misfire sends goes out together) is never skipped for overlap:
         # each waits behind the one before it, so they run one after another, oldest first - never side by side,
         # as `skip` and `buffer_one` mean, and none lost to the others' lateness.
@@ -79,10 +76,12 @@ class Overlap:
             # Claimable at once (a duplicate delivery re-checks the overlap and parks it again); its message is
             # hidden until the holder's lease ends (a parked holder: a lease from now), in case the holder's worker
             # dies before it can release it.
-            self.ledger.finish(execution.key, claimed.owner, execution.epoch, now, AttemptEnd.buffered(holder.key, now))
+            self.ports.ledger.finish(
+                execution.key, claimed.owner, execution.epoch, now, AttemptEnd.buffered(holder.key, now)
+            )
         except Fenced:
-            self.metrics.count("FencedWrites")
-            return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
+            self.ports.metrics.count("FencedWrites")
+            return Outcome.hide(self.ports.config.lease.total_seconds(), Why.FENCED)
         log.info(
             "occurrence buffered behind a running one",
             extra={"job_id": claimed.job.job_id, "occurrence_key": execution.key, "holder": holder.key},
@@ -91,21 +90,21 @@ class Overlap:
             # The holder finished (or lost its lease) between the read above and the park: its worker may have
             # looked for parked runs before this one was parked, and then nobody would send it before the
             # fallback, a lease later. Look again in a second instead (a lost wake-up, closed from this side).
-            self.metrics.count("BufferedRecheck")
+            self.ports.metrics.count("BufferedRecheck")
             return Outcome.hide(1, Why.BUFFERED, "the holder finished while this one was parked")
         return Outcome.hide((fallback - now).total_seconds(), Why.BUFFERED)
 
     def parks(self, job: Job, dispatch: Dispatch) -> bool:
         """Whether an occurrence of `job` may have a run parked behind it (so its end releases one)."""
         return job.spec.overlap_policy == "buffer_one" or (
-            job.spec.overlap_policy == "skip" and self.catching_up(job, dispatch, self.clock.now())
+            job.spec.overlap_policy == "skip" and self.catching_up(job, dispatch, self.ports.clock.now())
         )
 
     def _still_holds(self, key: str, now: datetime) -> bool:
         """Whether the run `key` still holds the place (read consistently, after the park was written): running
         with a live lease, or parked itself. Its worker then reads the parked runs after it finishes, so it sees
         the park just written (within the run index's lag)."""
-        holder = self.ledger.get(key)
+        holder = self.ports.ledger.get(key)
         return holder is not None and (holder.leased(now) or holder.buffered)
 
     def catching_up(self, job: Job, dispatch: Dispatch, now: datetime) -> bool:
@@ -119,7 +118,7 @@ class Overlap:
         if job.spec.misfire_policy != "run_all":
             return False
         due = fire_at(job.job_id, dispatch.scheduled_for, job.spec.jitter_seconds)
-        return now - due > self.config.misfire_grace
+        return now - due > self.ports.config.misfire_grace
 
     def _window(self, job_id: str, before: datetime, exclude: str) -> list[Execution]:
         """The runs scheduled before `before`, newest first, down to the first that is neither skipped for overlap
@@ -129,7 +128,7 @@ class Overlap:
         cursor: str | None = None
         size = OVERLAP_FIRST_PAGE
         while True:
-            page, cursor = self.ledger.runs(job_id, size, cursor, within=Between(before=before))
+            page, cursor = self.ports.ledger.runs(job_id, size, cursor, within=Between(before=before))
             size = min(OVERLAP_PAGE, 4 * size)
             for run in page:
                 if run.key == exclude or run.scheduled_for >= before:
@@ -146,18 +145,18 @@ class Overlap:
         try:
             cursor: str | None = None
             while True:
-                page, cursor = self.ledger.runs(
+                page, cursor = self.ports.ledger.runs(
                     job.job_id, OVERLAP_PAGE, cursor, within=Between(after=finished.scheduled_for)
                 )
                 newer = [r for r in page if r.scheduled_for > finished.scheduled_for]
                 parked = [r for r in newer if r.buffered]
                 if parked:
                     run = parked[-1]  # the oldest parked one (one, or a run_all catch-up's queue of them)
-                    now = self.clock.now()
+                    now = self.ports.clock.now()
                     again = Dispatch(
                         job.job_id, job.tenant, run.scheduled_for, now, job.version, "scheduled", job.spec.priority
                     )
-                    self.queue.send([again], now)
+                    self.ports.queue.send([again], now)
                     log.info(
                         "buffered occurrence released",
                         extra={"job_id": job.job_id, "occurrence_key": run.key, "behind": finished.key},

@@ -12,9 +12,10 @@ from scheduler.core.dispatch import fire_at
 from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox
 from scheduler.core.execution.claimed import Claimed
-from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.outcome import Outcome, Why
+from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model import Job, RunState
-from scheduler.core.ports import AttemptEnd, Clock, Execution, Ledger, Metrics, ReadyQueue, TargetFailure
+from scheduler.core.ports import AttemptEnd, Execution, TargetFailure
 from scheduler.core.retry import backoff, may_retry
 
 log = logging.getLogger(__name__)
@@ -22,11 +23,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Recorder:
-    ledger: Ledger
-    queue: ReadyQueue
-    clock: Clock
-    config: ExecuteConfig
-    metrics: Metrics
+    ports: StepPorts
     #: Publishes completion events right after the write that records a terminal outcome (None: the sweeper's
     #: outbox drain publishes them all).
     outbox: Outbox | None
@@ -36,17 +33,17 @@ class Recorder:
         A terminal outcome is then announced (its outbox entry was recorded by the same write)."""
         job, execution, state = claimed.job, claimed.execution, end.state
         try:
-            recorded = self.ledger.finish(
+            recorded = self.ports.ledger.finish(
                 execution.key,
                 claimed.owner,
                 execution.epoch,
-                self.clock.now(),
+                self.ports.clock.now(),
                 replace(end, announce=self.announces(job)),
             )
         except Fenced:
-            self.metrics.count("FencedWrites")
+            self.ports.metrics.count("FencedWrites")
             log.warning("fenced write rejected", extra={"occurrence_key": execution.key, "epoch": execution.epoch})
-            return Outcome.hide(self.config.lease.total_seconds(), Why.FENCED)
+            return Outcome.hide(self.ports.config.lease.total_seconds(), Why.FENCED)
         recorded_as: dict[str, Any] = {
             "job_id": job.job_id,
             "occurrence_key": execution.key,
@@ -67,8 +64,8 @@ class Recorder:
     def failed(self, claimed: Claimed, failure: TargetFailure) -> Outcome:
         """Step 6: classify and record: RETRY_WAIT with backoff, DEAD, or RECONCILING."""
         job, execution = claimed.job, claimed.execution
-        self.metrics.count("TargetFailures")
-        now = self.clock.now()
+        self.ports.metrics.count("TargetFailures")
+        now = self.ports.clock.now()
         error = f"attempt {execution.attempts}: {failure.kind}: {failure.message}"[:1000]
         if failure.kind == "ambiguous" and job.spec.delivery == "at_most_once":
             return self.record(claimed, AttemptEnd(RunState.RECONCILING, error=error))
@@ -78,17 +75,17 @@ class Recorder:
             if may_retry(job.spec.retry, execution.attempts, claimed.dispatch.scheduled_for, retry_at):
                 outcome = self.record(claimed, AttemptEnd(RunState.RETRY_WAIT, error=error, next_attempt_at=retry_at))
                 if outcome.why is Why.RECORDED:
-                    self.metrics.count("Retries")
+                    self.ports.metrics.count("Retries")
                     log.info("retry scheduled", extra={"occurrence_key": execution.key, "in_s": delay.seconds})
                     return Outcome.hide(delay.total_seconds(), Why.RETRY)
                 return outcome
         outcome = self.record(claimed, AttemptEnd(RunState.DEAD, error=error))
         if outcome.why is not Why.RECORDED:
             return outcome
-        dead = self.ledger.get(execution.key) or execution
-        self.queue.dead_letter(claimed.dispatch, dead)
-        self.ledger.mark_dead_lettered(execution.key)
-        self.metrics.count("DeadLetters")
+        dead = self.ports.ledger.get(execution.key) or execution
+        self.ports.queue.dead_letter(claimed.dispatch, dead)
+        self.ports.ledger.mark_dead_lettered(execution.key)
+        self.ports.metrics.count("DeadLetters")
         log.error("occurrence dead", extra={"job_id": job.job_id, "occurrence_key": execution.key, "error": error})
         return Outcome.acknowledge(Why.DEAD)
 
@@ -97,7 +94,7 @@ class Recorder:
         outbox. Nothing is written to the outbox for the others: no event, no index write, no clear."""
         if self.outbox is None:
             return False
-        return job.spec.events if job.spec.events is not None else self.config.events_by_default
+        return job.spec.events if job.spec.events is not None else self.ports.config.events_by_default
 
     def announce(self, key: str, recorded: Execution | None = None) -> None:
         """Publish the outcome just recorded for `key`. Never fails the occurrence: whatever is not published
@@ -105,6 +102,6 @@ class Recorder:
         if self.outbox is None:
             return
         try:
-            self.outbox.flush(recorded if recorded is not None else self.ledger.get(key))
+            self.outbox.flush(recorded if recorded is not None else self.ports.ledger.get(key))
         except Exception:
             log.exception("completion event left to the outbox drain", extra={"occurrence_key": key})

@@ -8,17 +8,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
-from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
-from scheduler.core.ports import Dispatch, MessageControl, Metrics, ReadyQueue
+from scheduler.core.execution.outcome import Outcome, Why
+from scheduler.core.execution.step_ports import StepPorts
+from scheduler.core.ports import Dispatch, MessageControl
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ExecutionSlots:
-    queue: ReadyQueue
-    config: ExecuteConfig
-    metrics: Metrics
+    ports: StepPorts
     #: Per-tenant execution slots (None: no execution budgets).
     gate: ConcurrencyGate | None
 
@@ -26,13 +25,13 @@ class ExecutionSlots:
         """One of the tenant's slots for this attempt, leased as long as its claim; None while all are held."""
         if self.gate is None:
             return Permit.unlimited(dispatch.tenant, owner)
-        return self.gate.enter(dispatch.tenant, owner, now, now + self.config.lease)
+        return self.gate.enter(dispatch.tenant, owner, now, now + self.ports.config.lease)
 
     def throttled(self, dispatch: Dispatch, message: MessageControl, now: datetime) -> Outcome:
         """The tenant is at its execution concurrency limit: the occurrence waits (never dropped). After a few
         receives it goes back as a fresh message, so the ready queue's maxReceiveCount never dead-letters it."""
         wait = throttle_wait(message.receive_count, dispatch.key)
-        self.metrics.count("TenantConcurrencyDelaySeconds", wait, unit="Seconds")
+        self.ports.metrics.count("TenantConcurrencyDelaySeconds", wait, unit="Seconds")
         log.info(
             "tenant at its execution concurrency limit: delayed",
             extra={
@@ -44,7 +43,7 @@ class ExecutionSlots:
         )
         if message.receive_count >= RESEND_AFTER:
             try:
-                self.queue.send([dispatch.deferred_to(now + timedelta(seconds=wait))], now)
+                self.ports.queue.send([dispatch.deferred_to(now + timedelta(seconds=wait))], now)
             except Exception:  # keep this message instead; the next receive tries again
                 log.exception("throttled occurrence not sent again", extra={"occurrence_key": dispatch.key})
                 return Outcome.hide(wait, Why.THROTTLED)
