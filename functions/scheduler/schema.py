@@ -85,9 +85,9 @@ WORKER_OCCURRENCE_THREADS = 20
 
 #: Memory of each deployed function, MB (infra/ deploys these; the benchmark prices Lambda time at them). Lambda
 #: gives a function CPU in proportion to its memory, one vCPU at 1,769 MB. The sweeper is one Python process whose
-#: bucket chains share that CPU: at 512 MB a sweep dispatches about a third as fast as at 1,769 MB, enough for
-#: about 20,000 occurrences of one minute within the look-ahead; a deployment that expects larger herds raises
-#: `sweeper_memory_mb` (infra/config.py, docs/capacity.md). Below that, 512 MB is the cheapest: the sweep's landing
+#: bucket chains share that CPU: at 512 MB a sweep dispatches about a third as fast as at 1,769 MB; a deployment
+#: whose herds one sweep at 512 MB cannot dispatch within the look-ahead (docs/capacity.md says how large that is)
+#: raises `sweeper_memory_mb` (infra/config.py). Below that, 512 MB is the cheapest: the sweep's landing
 #: waits are billed at its memory, and its CPU-bound work costs the same GB-seconds at any size.
 FUNCTION_MEMORY_MB: dict[str, int] = {"api": 512, "sweeper": 512, "worker": 512}
 
