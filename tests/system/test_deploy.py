@@ -426,6 +426,7 @@ def _resource_created(cloudformation: Any, resource_type: str) -> datetime:
 class Tenants:
     a: SchedulerClient
     b: SchedulerClient
+    id_a: str
     queue_a: str
     queue_b: str
     job_a: str
@@ -445,17 +446,22 @@ def _tenant(aws: Callable[[str], Any], deployment: Deployment, name: str) -> tup
 
 def _set_allow_lists(aws: Callable[[str], Any], allow: dict[str, Any]) -> None:
     """What a redeploy with `tenant_targets` sets: the allow-lists of the api (submit) and the worker (call)."""
+    _set_function_env(aws, ("Api", "Worker"), "SCHEDULER_TENANT_TARGETS", json.dumps(allow))
+
+
+def _set_function_env(aws: Callable[[str], Any], functions: tuple[str, ...], name: str, value: str) -> None:
+    """What a redeploy with a changed setting does: the variable set on the named functions of the stack."""
     lambda_ = aws("lambda")
     resources = aws("cloudformation").describe_stack_resources(StackName=STACK_NAME)["StackResources"]
     for resource in resources:
         if resource["ResourceType"] != "AWS::Lambda::Function":
             continue
-        if not resource["LogicalResourceId"].startswith(("Api", "Worker")):
+        if not resource["LogicalResourceId"].startswith(functions):
             continue
-        name = resource["PhysicalResourceId"]
-        variables = lambda_.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
-        variables["SCHEDULER_TENANT_TARGETS"] = json.dumps(allow)
-        lambda_.update_function_configuration(FunctionName=name, Environment={"Variables": variables})
+        function = resource["PhysicalResourceId"]
+        variables = lambda_.get_function_configuration(FunctionName=function)["Environment"]["Variables"]
+        variables[name] = value
+        lambda_.update_function_configuration(FunctionName=function, Environment={"Variables": variables})
 
 
 @pytest.fixture(scope="module")
@@ -476,7 +482,7 @@ def tenants(jobs: Jobs, deployment: Deployment, aws: Callable[[str], Any]) -> Te
     job = client_a.create(
         {"schedule": {"type": "once", "at": rfc3339(due)}, "target": {"type": "sqs", "queue_url": queue_a}}
     )
-    return Tenants(client_a, client_b, queue_a, queue_b, job.job_id, due)
+    return Tenants(client_a, client_b, tenant_a, queue_a, queue_b, job.job_id, due)
 
 
 def test_a_tenant_is_refused_another_tenants_queue_and_reaches_its_own(
@@ -505,6 +511,28 @@ def test_a_tenant_is_refused_another_tenants_queue_and_reaches_its_own(
     key = messages[0]["MessageAttributes"]
     assert tenants.job_a in json.dumps(key), key
     assert not sqs.receive_message(QueueUrl=tenants.queue_b, WaitTimeSeconds=1).get("Messages")
+
+
+def test_an_operator_reads_the_lanes_through_the_deployed_api_and_a_tenant_is_refused(
+    tenants: Tenants, aws: Callable[[str], Any]
+) -> None:
+    # Given tenant A named in the `operators` setting of the deployed api function
+    _set_function_env(aws, ("Api",), "SCHEDULER_OPERATORS", json.dumps([tenants.id_a]))
+    # When A asks for the operator's view, SigV4-signed through API Gateway (until the sweeper has run: A's job is due)
+    deadline = time.monotonic() + _until(tenants.due) + FIRE_TIMEOUT
+    status = tenants.a.operator_status()
+    while status.watermark is None and time.monotonic() < deadline:
+        time.sleep(2)
+        status = tenants.a.operator_status()
+    # Then every lane's queue and the DLQ were read with the api function's own grants, and the sweeper's watermark
+    assert {lane.lane for lane in status.lanes} >= {"normal"}, status
+    assert status.ready_queue is not None and status.dead_letter_queue is not None, status
+    assert status.watermark is not None, f"no watermark after the job fell due\n{_function_logs(aws)}"
+    assert not [p for p in status.problems if "queue" in p or "jobs table" in p], status.problems
+    # And B, not an operator, gets a 403 whose detail names the setting
+    with pytest.raises(ApiError) as refused:
+        tenants.b.operator_status()
+    assert refused.value.status == 403 and "operators" in str(refused.value), refused.value
 
 
 def test_the_deployed_api_serves_the_console_without_credentials(deployment: Deployment) -> None:
