@@ -244,7 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
         _add_global_options(sub, on_subcommand=True)
         sub.add_argument("--limit", type=_positive, default=1000, help="messages to look at (default 1000)")
 
-    command("status", cmd_status, "dispatch lag, queue depths, dead letters and recent failures")
+    status = command("status", cmd_status, "dispatch lag, queue depths, dead letters and recent failures")
+    status.add_argument(
+        "--via-api",
+        action="store_true",
+        help="read them through the API's operator view (GET /v1/operator/status: your principal must be in the "
+        "deployment's operators setting) instead of from AWS with your own credentials",
+    )
     command("health", cmd_health, "is the API up?")
     return parser
 

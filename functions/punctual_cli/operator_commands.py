@@ -9,7 +9,7 @@ from punctual_cli.context import EXIT_OK, EXIT_UNAVAILABLE, Context
 from punctual_cli.dead_letters import dead_letter_count, outcome_of, run_redrive
 from punctual_cli.forecast import chart as forecast_chart
 from punctual_cli.progress import Progress
-from punctual_cli.status import collect, render
+from punctual_cli.status import collect, from_operator_view, render
 
 
 def _redrive(ctx: Context, dry_run: bool) -> int:
@@ -49,7 +49,11 @@ def cmd_dlq_redrive(ctx: Context) -> int:
 
 
 def cmd_status(ctx: Context) -> int:
-    status = collect(ctx.deployment())
+    if ctx.args.via_api:
+        client = ctx.client()
+        status = from_operator_view(client.operator_status(), source=client.base_url)
+    else:
+        status = collect(ctx.deployment())
     if ctx.as_json:
         ctx.emit(status.to_json())
     else:

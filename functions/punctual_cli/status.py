@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from punctual_cli.config import Deployment
+from punctual_sdk.models import OperatorStatus, QueueLoad
 from scheduler.adapters.lane_status import (
     LAG_METRIC,
     NAMESPACE,
@@ -39,6 +40,7 @@ __all__ = [
     "Status",
     "collect",
     "dispatch_lag_seconds",
+    "from_operator_view",
     "queue_depth",
     "render",
 ]
@@ -60,6 +62,30 @@ def collect(deployment: Deployment, now: datetime | None = None) -> Status:
         metrics=metrics,
         now=now or datetime.now(UTC),
         source=deployment.description,
+    )
+
+
+def from_operator_view(view: OperatorStatus, source: str) -> Status:
+    """The API's operator view (`GET /v1/operator/status`, read by `punctual status --via-api`) as the snapshot
+    `collect` makes: the same figures, read by the api function with its own grants."""
+
+    def depth(load: QueueLoad) -> QueueDepth:
+        return QueueDepth(load.visible, load.in_flight, load.delayed, load.oldest_age_seconds)
+
+    return Status(
+        source=source,
+        checked_at=view.checked_at,
+        watermark=view.watermark,
+        dispatch_lag_seconds=view.dispatch_lag_seconds,
+        largest_lag_seconds=view.largest_lag_seconds,
+        ready_queue=depth(view.ready_queue) if view.ready_queue else None,
+        lanes={lane.lane: depth(lane) for lane in view.lanes},
+        queues={lane.lane: lane.queue for lane in view.lanes},
+        dead_letter_queue=depth(view.dead_letter_queue) if view.dead_letter_queue else None,
+        recent=dict(view.recent),
+        recent_source=view.recent_source,
+        notes=list(view.notes),
+        problems=list(view.problems),
     )
 
 
