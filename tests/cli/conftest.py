@@ -3,6 +3,7 @@ PUNCTUAL_* settings, and (for the system tests) a local stack of their own, as t
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,5 +31,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def stack(aws_endpoints: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    """A local stack (as scripts/dev runs it) for the CLI's system tests, tokens t-alice, t-bob, t-fuzz."""
-    yield from serve(LocalStack(Path(tmp_path_factory.mktemp("cli-stack")), aws_endpoints))
+    """A local stack (as scripts/dev runs it) for the CLI's system tests, tokens t-alice, t-bob, t-fuzz; bob is its
+    operator."""
+    env = {**aws_endpoints, "SCHEDULER_OPERATORS": json.dumps(["bob"])}
+    yield from serve(LocalStack(Path(tmp_path_factory.mktemp("cli-stack")), env))

@@ -217,7 +217,17 @@ def test_status_for_people(stack: LocalStack) -> None:
     assert "last hour" in result.out
     assert "could not read" not in result.out
     # every priority lane's queue is read (a message waiting in the low lane counts as waiting)
-    assert set(cli(stack, "--json", "status").json()["lanes"]) == {"high", "normal", "low"}
+    direct = cli(stack, "--json", "status").json()
+    assert set(direct["lanes"]) == {"high", "normal", "low"}
+
+    # The same view through the API's operator route, over real HTTP, for the stack's operator; not for a tenant
+    via_api = cli(stack, "--json", "status", "--via-api", token="t-bob")
+    assert via_api.code == 0, via_api.err
+    refused = cli(stack, "status", "--via-api")
+    assert refused.code == 1 and "not an operator" in refused.err and refused.out == ""
+    assert via_api.json().keys() == direct.keys()
+    assert set(via_api.json()["lanes"]) == {"high", "normal", "low"} and via_api.json()["problems"] == []
+    assert via_api.json()["queues"] == direct["queues"] and via_api.json()["source"] == stack.base
 
 
 def test_health_an_unknown_token_and_an_unreachable_api(stack: LocalStack) -> None:
