@@ -24,6 +24,7 @@ from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
 from scheduler.core.records import Attempt
 from scheduler.examples import payments
 from scheduler.targets_registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker, registry
+from scheduler_local.provision import EXAMPLE_TABLE, create_table
 
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past.
 T0 = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
@@ -246,15 +247,10 @@ def test_the_example_handlers_are_registered_only_where_configured() -> None:
 
 @pytest.fixture
 def payments_table(dynamodb_client: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh payments table in DynamoDB Local, named in the environment as the worker would have it."""
+    """A fresh payments table in DynamoDB Local, as the local stack provisions it, named in the environment as the
+    worker would have it."""
     name = f"payments-{uuid.uuid4().hex[:10]}"
-    dynamodb_client.create_table(
-        TableName=name,
-        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    dynamodb_client.get_waiter("table_exists").wait(TableName=name)
+    create_table(dynamodb_client, EXAMPLE_TABLE, name)
     monkeypatch.setenv(payments.TABLE_ENV, name)
     monkeypatch.setattr(payments, "dynamodb_client", lambda: dynamodb_client)
     return name

@@ -20,6 +20,7 @@ from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.settings import LOCAL_SIGNING_KEYS
 from scheduler.signing import KeyRing
+from tests.sdk.http_server import serving
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -72,11 +73,8 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def target() -> Iterator[Target]:
     server = Target()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(server):
+        yield server
 
 
 def call(url: str, delivery: str = "at_least_once") -> TargetCall:

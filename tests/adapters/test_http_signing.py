@@ -4,7 +4,6 @@ too: a receiver holding either key verifies a call sent during the overlap, and 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +16,7 @@ from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall
 from scheduler.signing import SIGNATURE_HEADER, InvalidSignature, KeyRing, verify_v2
+from tests.sdk.http_server import serving
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 RING = KeyRing.parse('{"current": "k1", "k1": "root-one-0123456789"}')
@@ -51,10 +51,8 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     server = Receiver()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(server):
+        yield server
 
 
 def rotated_job(url: str, previous_until: datetime | None) -> TargetCall:

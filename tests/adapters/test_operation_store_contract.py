@@ -10,15 +10,7 @@ import pytest
 
 from scheduler.adapters.dynamodb import DynamoOperationStore
 from scheduler.adapters.memory import MemoryOperationStore
-from scheduler.core.bulk import (
-    BulkAction,
-    BulkOperation,
-    JobFailure,
-    OperationState,
-    PendingJob,
-    PendingPage,
-    operation_id,
-)
+from scheduler.core import bulk
 from scheduler.core.model import JobState
 from tests.adapters.conftest import BACKENDS, jobs_table_store
 
@@ -31,9 +23,9 @@ def operations(request: pytest.FixtureRequest) -> Any:
     return jobs_table_store(request, MemoryOperationStore, DynamoOperationStore)
 
 
-def new(tenant: str = "tenant-a", key: str = "k") -> BulkOperation:
-    return BulkOperation(
-        operation_id(tenant, key), tenant, BulkAction.PAUSE, {"customer": "42", "x": ""}, "h", T0, T0, 9
+def new(tenant: str = "tenant-a", key: str = "k") -> bulk.BulkOperation:
+    return bulk.BulkOperation(
+        bulk.operation_id(tenant, key), tenant, bulk.BulkAction.PAUSE, {"customer": "42", "x": ""}, "h", T0, T0, 9
     )
 
 
@@ -42,17 +34,19 @@ def test_an_operation_reads_back_whole_and_for_its_tenant_only(operations: Any) 
     assert operations.create(operation) == operation
     worked = replace(
         operation,
-        pending=PendingPage((PendingJob("j1", JobState.ACTIVE), PendingJob("j2", JobState.PAUSED)), "cursor-2"),
+        pending=bulk.PendingPage(
+            (bulk.PendingJob("j1", JobState.ACTIVE), bulk.PendingJob("j2", JobState.PAUSED)), "cursor-2"
+        ),
         cursor="cursor-1",
         changed=3,
         unchanged=1,
-        failed=(JobFailure("j0", "only an ACTIVE job can be paused; this one is CANCELLED"),),
+        failed=(bulk.JobFailure("j0", "only an ACTIVE job can be paused; this one is CANCELLED"),),
         version=2,
     )
     assert operations.save(worked, 1)
     assert operations.get("tenant-a", operation.operation_id) == worked
     assert operations.get("tenant-b", operation.operation_id) is None
-    done = replace(worked, pending=None, cursor=None, state=OperationState.DONE, version=3)
+    done = replace(worked, pending=None, cursor=None, state=bulk.OperationState.DONE, version=3)
     assert operations.save(done, 2)
     assert operations.get("tenant-a", operation.operation_id) == done
 

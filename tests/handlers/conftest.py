@@ -7,7 +7,6 @@ Test modules cannot import each other under `--import-mode=importlib`, so shared
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +18,7 @@ from scheduler.handlers import api, sweeper, wiring, worker
 from scheduler_local.api_server import to_event
 from scheduler_local.lambda_context import LocalContext
 from scheduler_local.provision import Resources
+from tests.sdk.http_server import serving
 
 TENANT_A = "arn:aws:iam::111111111111:user/alice"
 TENANT_B = "arn:aws:iam::222222222222:user/bob"
@@ -40,13 +40,8 @@ def hook() -> Iterator[tuple[str, list[str]]]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", calls
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as url:
+        yield f"{url}/hook", calls
 
 
 @pytest.fixture

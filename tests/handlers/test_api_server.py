@@ -14,6 +14,7 @@ import pytest
 
 from scheduler_local import api_server
 from scheduler_local.api_server import BoundedServer, make_handler
+from tests.sdk.http_server import serving
 
 
 class BlockingHandler:
@@ -38,14 +39,9 @@ def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[BlockingHandler, i
     monkeypatch.setattr(api_server, "SOCKET_TIMEOUT", 1.0)
     handler = BlockingHandler()
     server = BoundedServer(("127.0.0.1", 0), make_handler(handler, {"t": "tenant"}), workers=3)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield handler, server.server_address[1]
-    finally:
         handler.release.set()
-        server.shutdown()
-        server.server_close()
 
 
 def request(port: int, method: str, path: str) -> tuple[int, dict[str, Any]]:

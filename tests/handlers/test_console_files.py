@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import pytest
 
 from scheduler.console_files import CONSOLE_DIR, console_file
 from scheduler_local.api_server import BoundedServer, make_handler
+from tests.sdk.http_server import serving
 
 
 def no_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -21,12 +21,8 @@ def no_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @pytest.fixture
 def port() -> Iterator[int]:
     server = BoundedServer(("127.0.0.1", 0), make_handler(no_handler, {"t": "tenant"}), workers=2)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(server):
         yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:

@@ -26,6 +26,7 @@ from scheduler.signing import InvalidSignature, KeyRing, tenant_key, verify, ver
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext
 from scheduler_local.worker_poller import to_event
+from tests.sdk.http_server import serving
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
@@ -78,15 +79,9 @@ def receiver() -> Iterator[Receiver]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as url:
+        state.url = url
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def create_job(api_call: Any, url: str, at: datetime, delivery: str = "at_least_once") -> str:

@@ -15,7 +15,6 @@ captures the requests to `/v1/` and answers them itself.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import datetime
 from functools import partial
@@ -31,6 +30,7 @@ from botocore.credentials import Credentials
 from harness import Browser
 
 from scheduler_local.emulators import ROOT
+from tests.sdk.http_server import serving
 
 pytestmark = pytest.mark.system
 
@@ -75,14 +75,8 @@ class ConsoleFiles(SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def console_files() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(ConsoleFiles, directory=str(CONSOLE)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), partial(ConsoleFiles, directory=str(CONSOLE)))) as url:
+        yield url
 
 
 def signed_by_botocore(sent: dict[str, Any], headers: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +21,7 @@ import pytest
 from harness import LocalStack, wait_for_run
 
 from scheduler.core.timefmt import rfc3339
+from tests.sdk.http_server import serving
 
 pytestmark = pytest.mark.system
 
@@ -85,11 +85,8 @@ def receiver_url(stack: LocalStack) -> Iterator[tuple[str, list[dict[str, Any]],
     server = make_server(
         "127.0.0.1", 0, network, server_class=example.ThreadingServer, handler_class=example.QuietHandler
     )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", charges, network
-    finally:
-        server.shutdown()
+    with serving(server) as url:
+        yield url, charges, network
 
 
 def send(url: str, call: Captured, **changed_headers: str) -> tuple[int, dict[str, Any] | None]:

@@ -3,7 +3,6 @@ api Lambda handler on DynamoDB Local and the SQS emulator. Every operation a use
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from punctual_sdk import errors
 from punctual_sdk.client import Client
 from punctual_sdk.models import CronSchedule, HandlerTarget, JobDefinition, JobState, RateSchedule
+from tests.sdk.http_server import serving
 
 pytestmark = pytest.mark.emulator
 
@@ -32,14 +32,9 @@ def api_url(resources: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setattr(api.metrics.provider, "namespace", "PunctualTest")
     wiring.container.cache_clear()
     server = BoundedServer(("127.0.0.1", 0), make_handler(api.lambda_handler, {"t-alice": TENANT}), workers=2)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        wiring.container.cache_clear()
+    with serving(server) as url:
+        yield url
+    wiring.container.cache_clear()
 
 
 def test_every_operation_round_trips_through_the_api(api_url: str) -> None:

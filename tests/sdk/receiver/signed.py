@@ -6,20 +6,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.signing import (
-    ATTEMPT_HEADER,
-    FENCING_TOKEN_HEADER,
-    OCCURRENCE_KEY_HEADER,
-    SCHEDULED_FOR_HEADER,
-    SIGNATURE_HEADER,
-    KeyRing,
-    SignedCall,
-    sign_v2,
-)
+from scheduler import signing
 
 NOW = 1_796_112_000
 JOB_ID = "job-1"
-RING = KeyRing.parse('{"current": "k1", "k1": "root-secret-number-one"}')
+RING = signing.KeyRing.parse('{"current": "k1", "k1": "root-secret-number-one"}')
 KEYS = RING.job_keys(JOB_ID)
 
 
@@ -47,15 +38,15 @@ def signed_request(
 ) -> Request:
     """A request as the worker sends it, signed with `keys` (the job's keys under the test ring by default)."""
     data = json.dumps({"amount": 5} if body is None else body).encode()
-    call = SignedCall("POST", host, path, key, token, "2026-12-01T08:00:00Z", attempt)
+    call = signing.SignedCall("POST", host, path, key, token, "2026-12-01T08:00:00Z", attempt)
     headers = {
         "Content-Type": "application/json",
         "Host": host,
-        OCCURRENCE_KEY_HEADER: key,
-        FENCING_TOKEN_HEADER: str(token),
-        SCHEDULED_FOR_HEADER: call.scheduled_for,
-        ATTEMPT_HEADER: str(attempt),
+        signing.OCCURRENCE_KEY_HEADER: key,
+        signing.FENCING_TOKEN_HEADER: str(token),
+        signing.SCHEDULED_FOR_HEADER: call.scheduled_for,
+        signing.ATTEMPT_HEADER: str(attempt),
         "X-Scheduler-Job-Id": job_id,
-        SIGNATURE_HEADER: sign_v2(keys if keys is not None else KEYS, call, data, timestamp=timestamp),
+        signing.SIGNATURE_HEADER: signing.sign_v2(keys if keys is not None else KEYS, call, data, timestamp=timestamp),
     }
     return Request("POST", host, path, headers, data)
