@@ -33,6 +33,17 @@ def _problem(description: str) -> dict[str, Any]:
     }
 
 
+def _page_of(model: str, key: str) -> dict[str, Any]:
+    """A page of a list: its items under `key`, and the cursor of the next page (null on the last)."""
+    return {
+        "type": "object",
+        "properties": {
+            key: {"type": "array", "items": {"$ref": REF.format(model=model)}},
+            "next_cursor": {"type": ["string", "null"]},
+        },
+    }
+
+
 def _job_schema(spec_schema: dict[str, Any]) -> dict[str, Any]:
     properties = dict(spec_schema.get("properties", {}))
     properties.update(
@@ -78,13 +89,7 @@ def document(operations: list[Operation] | None = None) -> dict[str, Any]:
             "type": "object",
             "description": "A JSON merge patch (RFC 7386) of JobSpec: present fields replace, null removes.",
         },
-        "JobList": {
-            "type": "object",
-            "properties": {
-                "jobs": {"type": "array", "items": {"$ref": REF.format(model="Job")}},
-                "next_cursor": {"type": ["string", "null"]},
-            },
-        },
+        "JobList": _page_of("Job", "jobs"),
         "Run": {
             "type": "object",
             "properties": {
@@ -147,13 +152,7 @@ def document(operations: list[Operation] | None = None) -> dict[str, Any]:
                 },
             },
         },
-        "RunList": {
-            "type": "object",
-            "properties": {
-                "runs": {"type": "array", "items": {"$ref": REF.format(model="Run")}},
-                "next_cursor": {"type": ["string", "null"]},
-            },
-        },
+        "RunList": _page_of("Run", "runs"),
         "Trigger": {
             "type": "object",
             "properties": {
@@ -234,13 +233,7 @@ def document(operations: list[Operation] | None = None) -> dict[str, Any]:
                 },
             },
         },
-        "BackfillList": {
-            "type": "object",
-            "properties": {
-                "backfills": {"type": "array", "items": {"$ref": REF.format(model="Backfill")}},
-                "next_cursor": {"type": ["string", "null"]},
-            },
-        },
+        "BackfillList": _page_of("Backfill", "backfills"),
         "JobBatch": {
             "type": "object",
             "required": ["items"],

@@ -3,7 +3,6 @@ its client, each running the real protocol code one step at a time."""
 
 from __future__ import annotations
 
-import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -18,7 +17,7 @@ from scheduler.composition import Container, Stores, compose
 from scheduler.core.errors import SchedulerError
 from scheduler.core.jobs import Submission
 from scheduler.core.model import Job, JobSpec
-from scheduler.core.packing import PackingConfig, pack
+from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import Dispatch, JobStore, Ledger
 from scheduler.core.recovery import HeldBatch
 from scheduler.core.timefmt import parse_rfc3339, rfc3339
@@ -59,12 +58,8 @@ class SimQueue(MemoryQueue):
         #: How many occurrences each message put on the queue carried, in the order they were put.
         self.carried: list[int] = []
 
-    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
-        arrival = self.clock.now()
-        with self.lock:
-            for message in pack(dispatches, self.packing):
-                delay = max(0, min(900, math.floor((message[0].send_at - now).total_seconds())))
-                self._put(message, arrival + timedelta(seconds=delay))
+    def _arrival(self, now: datetime) -> datetime:
+        return self.clock.now()  # the true time: the sender's `now` is its own, maybe skewed, clock
 
     def inject(self, dispatches: Sequence[Dispatch], visible_at: datetime) -> str:
         """A copy of a message (its occurrences), delivered (again) from `visible_at`."""
@@ -72,33 +67,23 @@ class SimQueue(MemoryQueue):
             return self._put(dispatches, visible_at)
 
     def _put(self, dispatches: Sequence[Dispatch], visible_at: datetime) -> str:
-        self.sent += 1
-        message_id = f"m{self.sent}"
-        first, *more = dispatches
-        self.messages[message_id] = QueuedMessage(message_id, first, visible_at, more=tuple(more))
         self.carried.append(len(dispatches))
-        return message_id
+        return super()._put(dispatches, visible_at)
 
     def receive(self, max_messages: int = 10) -> list[QueuedMessage]:
-        now = self.clock.now()
         with self.lock:
-            visible = [m for m in self.messages.values() if m.visible_at <= now]
-            self.rng.shuffle(visible)
-            out: list[QueuedMessage] = []
-            for message in visible:
-                if len(out) == max_messages:
-                    break
-                self.receives.setdefault(message.message_id, []).append(now)
-                message.receive_count += 1
-                if message.receive_count > self.max_receive_count:
-                    del self.messages[message.message_id]
-                    self.dead.extend((dispatch, None) for dispatch in message.dispatches)
-                    continue
-                message.visible_at = now + timedelta(seconds=self.visibility_timeout)
-                message.receipt = f"{message.message_id}#{message.receive_count}"
-                out.append(replace(message))
-            self.polls.append((now, len(out) == max_messages))
+            out = super().receive(max_messages)
+            self.polls.append((self.clock.now(), len(out) == max_messages))
             return out
+
+    def _delivery_order(self, now: datetime) -> list[QueuedMessage]:
+        visible = [m for m in self.messages.values() if m.visible_at <= now]
+        self.rng.shuffle(visible)
+        return visible
+
+    def _receive_one(self, message: QueuedMessage, now: datetime) -> QueuedMessage | None:
+        self.receives.setdefault(message.message_id, []).append(now)
+        return super()._receive_one(message, now)
 
     def earliest_visible(self) -> datetime | None:
         return min((m.visible_at for m in self.messages.values()), default=None)

@@ -10,7 +10,8 @@ happened, the caller never learns). A `Crash` is a `BaseException`, as a killed 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -161,6 +162,14 @@ class Gate:
         roll -= profile.throttle
         if roll < profile.preempt:
             host.preempt(self.actor)
+
+    @contextmanager
+    def call(self, op: str, *detail: object) -> Iterator[None]:
+        """The port call made in the block, passing the gate before it and after it; an error the block raises
+        (the call's own, or a fault the block injects) passes on without the after."""
+        self.before(op, *detail)
+        yield
+        self.after(op)
 
     def result(self, op: str, value: object) -> None:
         """Trace what a call returned (only when tracing port calls)."""

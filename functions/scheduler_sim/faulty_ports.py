@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from scheduler.core.labels import ALL_JOBS, JobQuery
 from scheduler.core.model import BackfillState, Job, JobState, RunState
@@ -39,13 +39,22 @@ from scheduler.core.ports import (
 )
 from scheduler_sim.faults import Gate, Throttled
 
+Port = TypeVar("Port")
 
-class FaultyJobStore:
+
+class Gated(Generic[Port]):
+    """A port as one actor sees it: the shared `inner` one, each call through the actor's `gate`."""
+
+    def __init__(self, inner: Port, gate: Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+
+
+class FaultyJobStore(Gated[JobStore]):
     """JobStore (and JobReader) of one actor, through its gate."""
 
     def __init__(self, inner: JobStore, gate: Gate, clock: _TrueClock) -> None:
-        self.inner = inner
-        self.gate = gate
+        super().__init__(inner, gate)
         self.clock = clock
 
     def __getattr__(self, name: str) -> Any:
@@ -54,23 +63,20 @@ class FaultyJobStore:
     def create(
         self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int
     ) -> None:
-        self.gate.before("jobs.create", job, timer, late)
-        self.inner.create(job, timer, idempotency, late, quota)
-        self.gate.after("jobs.create")
+        with self.gate.call("jobs.create", job, timer, late):
+            self.inner.create(job, timer, idempotency, late, quota)
 
     def create_all(self, new: Sequence[NewJob], quota: int) -> int:
-        self.gate.before("jobs.create_all", [item.job for item in new])
-        stored = self.inner.create_all(new, quota)
-        self.gate.result("jobs.create_all", stored)
-        self.gate.after("jobs.create_all")
+        with self.gate.call("jobs.create_all", [item.job for item in new]):
+            stored = self.inner.create_all(new, quota)
+            self.gate.result("jobs.create_all", stored)
         return stored
 
     def get(self, job_id: str) -> Job | None:
-        self.gate.before("jobs.get", job_id)
-        job = self.inner.get(job_id)
-        self.gate.result("jobs.get", job)
-        self.gate.host.job_read(self.gate.actor)
-        self.gate.after("jobs.get")
+        with self.gate.call("jobs.get", job_id):
+            job = self.inner.get(job_id)
+            self.gate.result("jobs.get", job)
+            self.gate.host.job_read(self.gate.actor)
         return job
 
     def list(
@@ -84,26 +90,23 @@ class FaultyJobStore:
         return self.inner.get_by_external_id(tenant, external_id)
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
-        self.gate.before("jobs.replace", job, timer, late)
-        self.inner.replace(job, previous, timer, late)
-        self.gate.after("jobs.replace")
+        with self.gate.call("jobs.replace", job, timer, late):
+            self.inner.replace(job, previous, timer, late)
 
     def advance(self, timer: Timer, step: Advance) -> AdvanceResult:
-        self.gate.before("jobs.advance", timer, step.next_run_at, step.dispatched_for, step.skipped)
-        result = self.inner.advance(timer, step)
-        self.gate.result("jobs.advance", result)
-        self.gate.host.advanced(timer, step.dispatched_for, step.skipped, result, self.clock.now())
-        self.gate.in_chain_window = True
-        self.gate.after("jobs.advance")
+        with self.gate.call("jobs.advance", timer, step.next_run_at, step.dispatched_for, step.skipped):
+            result = self.inner.advance(timer, step)
+            self.gate.result("jobs.advance", result)
+            self.gate.host.advanced(timer, step.dispatched_for, step.skipped, result, self.clock.now())
+            self.gate.in_chain_window = True
         return result
 
 
-class FaultyTimerStore:
+class FaultyTimerStore(Gated[TimerStore]):
     """TimerStore of one actor, through its gate."""
 
     def __init__(self, inner: TimerStore, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
+        super().__init__(inner, gate)
         self.shard_count = inner.shard_count
 
     def __getattr__(self, name: str) -> Any:
@@ -113,18 +116,16 @@ class FaultyTimerStore:
         return self.inner.bucket_of(timer)
 
     def put_timer(self, timer: Timer) -> None:
-        self.gate.before("timers.put_timer", timer)
-        self.inner.put_timer(timer)
-        self.gate.host.timer_stored(timer)
-        self.gate.after("timers.put_timer")
+        with self.gate.call("timers.put_timer", timer):
+            self.inner.put_timer(timer)
+            self.gate.host.timer_stored(timer)
 
     def claim_bucket(
         self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
     ) -> BucketClaim | BucketBusy:
-        self.gate.before("timers.claim_bucket", bucket, owner, lease_until)
-        claim = self.inner.claim_bucket(bucket, owner, now, lease_until)
-        self.gate.result("timers.claim_bucket", claim)
-        self.gate.after("timers.claim_bucket")
+        with self.gate.call("timers.claim_bucket", bucket, owner, lease_until):
+            claim = self.inner.claim_bucket(bucket, owner, now, lease_until)
+            self.gate.result("timers.claim_bucket", claim)
         return claim
 
     def is_sealed(self, bucket: BucketId) -> bool:
@@ -148,129 +149,106 @@ class FaultyTimerStore:
     def checkpoint(
         self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
     ) -> None:
-        self.gate.before("timers.checkpoint", claim, cursor)
-        self.inner.checkpoint(claim, cursor, lease_until, releases)
-        self.gate.after("timers.checkpoint")
+        with self.gate.call("timers.checkpoint", claim, cursor):
+            self.inner.checkpoint(claim, cursor, lease_until, releases)
 
     def finish_bucket(
         self, claim: BucketClaim, cursor: str, expire_after: datetime, releases: Mapping[str, int] | None = None
     ) -> None:
-        self.gate.before("timers.finish_bucket", claim, cursor)
-        self.inner.finish_bucket(claim, cursor, expire_after, releases)
-        self.gate.after("timers.finish_bucket")
+        with self.gate.call("timers.finish_bucket", claim, cursor):
+            self.inner.finish_bucket(claim, cursor, expire_after, releases)
 
     def release(self, claim: BucketClaim) -> None:
-        self.gate.before("timers.release", claim)
-        self.inner.release(claim)
-        self.gate.after("timers.release")
+        with self.gate.call("timers.release", claim):
+            self.inner.release(claim)
 
     def complete_bucket(self, claim: BucketClaim, expire_after: datetime) -> None:
-        self.gate.before("timers.complete_bucket", claim)
-        self.inner.complete_bucket(claim, expire_after)
-        self.gate.after("timers.complete_bucket")
+        with self.gate.call("timers.complete_bucket", claim):
+            self.inner.complete_bucket(claim, expire_after)
 
     def watermark(self) -> datetime | None:
         self.gate.before("timers.watermark")
         return self.inner.watermark()
 
     def init_watermark(self, minute: datetime) -> datetime:
-        self.gate.before("timers.init_watermark")
-        result = self.inner.init_watermark(minute)
-        self.gate.after("timers.init_watermark")
-        return result
+        with self.gate.call("timers.init_watermark"):
+            return self.inner.init_watermark(minute)
 
     def advance_watermark(self, minute: datetime) -> None:
-        self.gate.before("timers.advance_watermark", minute)
-        self.inner.advance_watermark(minute)
-        self.gate.after("timers.advance_watermark")
+        with self.gate.call("timers.advance_watermark", minute):
+            self.inner.advance_watermark(minute)
 
     def put_late(self, timer: Timer) -> None:
-        self.gate.before("timers.put_late", timer)
-        self.inner.put_late(timer)
-        self.gate.after("timers.put_late")
+        with self.gate.call("timers.put_late", timer):
+            self.inner.put_late(timer)
 
     def late_timers(self, limit: int) -> list[Timer]:
         self.gate.before("timers.late_timers")
         return self.inner.late_timers(limit)
 
     def remove_late(self, timer: Timer) -> None:
-        self.gate.before("timers.remove_late", timer)
-        self.inner.remove_late(timer)
-        self.gate.after("timers.remove_late")
+        with self.gate.call("timers.remove_late", timer):
+            self.inner.remove_late(timer)
 
 
-class FaultyLedger:
+class FaultyLedger(Gated[Ledger]):
     """Ledger of one actor, through its gate. It also reports every accepted write to the host, which keeps
     the highest epoch claimed per occurrence: a write accepted from a lower epoch breaks invariant 3.
     Methods it does not wrap go straight through."""
-
-    def __init__(self, inner: Ledger, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
-        self.gate.before("ledger.claim", dispatch, attempt.owner, attempt.lease_until)
-        execution = self.inner.claim(dispatch, attempt)
-        self.gate.result("ledger.claim", execution)
-        self.gate.host.ledger_claimed(execution.key, execution.epoch)
-        if attempt.on_copy:
-            # A claim on the message's copy of the job is where its worker learns that the job did not change (no
-            # change voided the copy before it): for invariant 4 it checks the job here, as a read would.
-            self.gate.host.job_read(self.gate.actor)
-        self.gate.after("ledger.claim")
+        with self.gate.call("ledger.claim", dispatch, attempt.owner, attempt.lease_until):
+            execution = self.inner.claim(dispatch, attempt)
+            self.gate.result("ledger.claim", execution)
+            self.gate.host.ledger_claimed(execution.key, execution.epoch)
+            if attempt.on_copy:
+                # A claim on the message's copy of the job is where its worker learns that the job did not change
+                # (no change voided the copy before it): for invariant 4 it checks the job here, as a read would.
+                self.gate.host.job_read(self.gate.actor)
         return execution
 
     def void_copies(self, key: str, now: datetime) -> None:
-        self.gate.before("ledger.void_copies", key)
-        self.inner.void_copies(key, now)
-        self.gate.after("ledger.void_copies")
+        with self.gate.call("ledger.void_copies", key):
+            self.inner.void_copies(key, now)
 
     def get(self, key: str) -> Execution | None:
         self.gate.before("ledger.get", key)
         return self.inner.get(key)
 
     def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
-        self.gate.before("ledger.heartbeat", key, owner, epoch)
-        self.inner.heartbeat(key, owner, epoch, lease_until)
-        self.gate.host.ledger_write("heartbeat", key, epoch, owner)
-        self.gate.after("ledger.heartbeat")
+        with self.gate.call("ledger.heartbeat", key, owner, epoch):
+            self.inner.heartbeat(key, owner, epoch, lease_until)
+            self.gate.host.ledger_write("heartbeat", key, epoch, owner)
 
     def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Execution:
-        self.gate.before("ledger.finish", key, owner, epoch, end.state.value)
-        recorded = self.inner.finish(key, owner, epoch, now, end)
-        self.gate.host.ledger_write(f"finish {end.state.value}", key, epoch, owner)
-        self.gate.after("ledger.finish")
+        with self.gate.call("ledger.finish", key, owner, epoch, end.state.value):
+            recorded = self.inner.finish(key, owner, epoch, now, end)
+            self.gate.host.ledger_write(f"finish {end.state.value}", key, epoch, owner)
         return recorded
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:
-        self.gate.before("ledger.record_unclaimed", dispatch, state.value, reason)
-        created = self.inner.record_unclaimed(dispatch, state, now, reason)
-        self.gate.after("ledger.record_unclaimed")
-        return created
+        with self.gate.call("ledger.record_unclaimed", dispatch, state.value, reason):
+            return self.inner.record_unclaimed(dispatch, state, now, reason)
 
     def expire_to(
         self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
     ) -> bool:
-        self.gate.before("ledger.expire_to", key, epoch, state.value)
-        done = self.inner.expire_to(key, epoch, state, now, reason, announce=announce)
-        if done:
-            self.gate.host.ledger_write(f"expire_to {state.value}", key, epoch, None)
-        self.gate.after("ledger.expire_to")
+        with self.gate.call("ledger.expire_to", key, epoch, state.value):
+            done = self.inner.expire_to(key, epoch, state, now, reason, announce=announce)
+            if done:
+                self.gate.host.ledger_write(f"expire_to {state.value}", key, epoch, None)
         return done
 
     def mark_dead_lettered(self, key: str) -> None:
-        self.gate.before("ledger.mark_dead_lettered")
-        self.inner.mark_dead_lettered(key)
-        self.gate.after("ledger.mark_dead_lettered")
+        with self.gate.call("ledger.mark_dead_lettered"):
+            self.inner.mark_dead_lettered(key)
 
     def revive(self, key: str, now: datetime, note: str) -> bool:
-        self.gate.before("ledger.revive")
-        revived = self.inner.revive(key, now, note)
-        self.gate.after("ledger.revive")
-        return revived
+        with self.gate.call("ledger.revive"):
+            return self.inner.revive(key, now, note)
 
     def runs(
         self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None, within: Between = ALL_RUNS
@@ -285,94 +263,68 @@ class FaultyLedger:
         return pending
 
     def clear_outbox(self, key: str, published: Sequence[OutboxEntry]) -> bool:
-        self.gate.before("ledger.clear_outbox", key, len(published))
-        cleared = self.inner.clear_outbox(key, published)
-        self.gate.result("ledger.clear_outbox", cleared)
-        self.gate.after("ledger.clear_outbox")
+        with self.gate.call("ledger.clear_outbox", key, len(published)):
+            cleared = self.inner.clear_outbox(key, published)
+            self.gate.result("ledger.clear_outbox", cleared)
         return cleared
 
     def resolve(self, key: str, state: RunState, now: datetime, note: str) -> Execution:
-        self.gate.before("ledger.resolve")
-        execution = self.inner.resolve(key, state, now, note)
-        self.gate.after("ledger.resolve")
-        return execution
+        with self.gate.call("ledger.resolve"):
+            return self.inner.resolve(key, state, now, note)
 
 
-class FaultyQueue:
+class FaultyQueue(Gated[ReadyQueue]):
     """The ready queue as one actor sends to it. A throttled send may deliver part of the batch first (as a
     SendMessageBatch with some failed entries does); the duplicates and late copies are added by the host."""
 
-    def __init__(self, inner: ReadyQueue, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
-        self.gate.before("queue.send", list(dispatches))
-        part = self.gate.throttled_part("queue.send", len(dispatches))
-        if part is not None:
-            self.gate.host.queue_send(self.gate.actor, dispatches[:part], now)
-            raise Throttled(f"queue.send: {len(dispatches) - part} of {len(dispatches)} messages not accepted")
-        self.gate.host.queue_send(self.gate.actor, dispatches, now)
-        self.gate.in_chain_window = False
-        self.gate.after("queue.send")
+        with self.gate.call("queue.send", list(dispatches)):
+            part = self.gate.throttled_part("queue.send", len(dispatches))
+            if part is not None:
+                self.gate.host.queue_send(self.gate.actor, dispatches[:part], now)
+                raise Throttled(f"queue.send: {len(dispatches) - part} of {len(dispatches)} messages not accepted")
+            self.gate.host.queue_send(self.gate.actor, dispatches, now)
+            self.gate.in_chain_window = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
-        self.gate.before("queue.dead_letter")
-        self.inner.dead_letter(dispatch, execution)
-        self.gate.after("queue.dead_letter")
+        with self.gate.call("queue.dead_letter"):
+            self.inner.dead_letter(dispatch, execution)
 
 
-class FaultyTenantSlots:
+class FaultyTenantSlots(Gated[TenantSlots]):
     """A worker's execution slots (per-tenant execution budgets), through its gate."""
 
-    def __init__(self, inner: TenantSlots, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
     def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
-        self.gate.before("slots.acquire", tenant)
-        slot = self.inner.acquire(tenant, limit, holder, now, lease_until)
-        self.gate.result("slots.acquire", slot)
-        self.gate.after("slots.acquire")
+        with self.gate.call("slots.acquire", tenant):
+            slot = self.inner.acquire(tenant, limit, holder, now, lease_until)
+            self.gate.result("slots.acquire", slot)
         return slot
 
     def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
-        self.gate.before("slots.extend", tenant)
-        extended = self.inner.extend(tenant, slot, holder, lease_until)
-        self.gate.after("slots.extend")
-        return extended
+        with self.gate.call("slots.extend", tenant):
+            return self.inner.extend(tenant, slot, holder, lease_until)
 
     def release(self, tenant: str, slot: int, holder: str) -> None:
-        self.gate.before("slots.release", tenant)
-        self.inner.release(tenant, slot, holder)
-        self.gate.after("slots.release")
+        with self.gate.call("slots.release", tenant):
+            self.inner.release(tenant, slot, holder)
 
 
-class FaultyPublisher:
+class FaultyPublisher(Gated[EventPublisher]):
     """The completion-event bus as one actor publishes to it, through its gate: a crash before the publish (the
     outcome stays in the outbox) or after it (published, not cleared: published again), or a throttled PutEvents
     (refused; the drain publishes it later)."""
 
-    def __init__(self, inner: EventPublisher, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
-
     def publish(self, events: Sequence[OutcomeEvent]) -> None:
-        self.gate.before("events.publish", [e.event_id for e in events])
-        self.inner.publish(events)
-        self.gate.after("events.publish")
+        with self.gate.call("events.publish", [e.event_id for e in events]):
+            self.inner.publish(events)
 
 
-class FaultyTenantBudgets:
+class FaultyTenantBudgets(Gated[TenantBudgetStore]):
     """The tenants' dispatch-budget calendars as one actor books them, through its gate (a pause between the load
     and the conditional save lets another actor book first: the save is refused and the admission reads again)."""
-
-    def __init__(self, inner: TenantBudgetStore, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
 
     def load(self, tenant: str) -> BudgetCalendar | None:
         self.gate.before("budgets.load", tenant)
@@ -381,10 +333,9 @@ class FaultyTenantBudgets:
         return calendar
 
     def save(self, tenant: str, calendar: BudgetCalendar, expected: int | None, expires: datetime) -> bool:
-        self.gate.before("budgets.save", tenant, f"v{calendar.version}", expected)
-        saved = self.inner.save(tenant, calendar, expected, expires)
-        self.gate.result("budgets.save", saved)
-        self.gate.after("budgets.save")
+        with self.gate.call("budgets.save", tenant, f"v{calendar.version}", expected):
+            saved = self.inner.save(tenant, calendar, expected, expires)
+            self.gate.result("budgets.save", saved)
         return saved
 
 
@@ -403,21 +354,16 @@ class _TrueClock(Protocol):
     def now(self) -> datetime: ...
 
 
-class FaultyBackfills:
+class FaultyBackfills(Gated[BackfillStore]):
     """The backfill store as one actor uses it, through its gate: the API's create, the sweeper's waves (a crash
     between a wave's send and its cursor's conditional advance sends the wave again)."""
-
-    def __init__(self, inner: BackfillStore, gate: Gate) -> None:
-        self.inner = inner
-        self.gate = gate
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def create(self, backfill: Backfill) -> None:
-        self.gate.before("backfills.create", backfill.backfill_id)
-        self.inner.create(backfill)
-        self.gate.after("backfills.create")
+        with self.gate.call("backfills.create", backfill.backfill_id):
+            self.inner.create(backfill)
 
     def running(self, limit: int) -> list[Backfill]:
         self.gate.before("backfills.running")
@@ -426,14 +372,11 @@ class FaultyBackfills:
         return found
 
     def advance(self, backfill: Backfill, cursor: datetime, dispatched: int, done: bool, now: datetime) -> bool:
-        self.gate.before("backfills.advance", backfill.backfill_id, cursor, dispatched, done)
-        advanced = self.inner.advance(backfill, cursor, dispatched, done, now)
-        self.gate.result("backfills.advance", advanced)
-        self.gate.after("backfills.advance")
+        with self.gate.call("backfills.advance", backfill.backfill_id, cursor, dispatched, done):
+            advanced = self.inner.advance(backfill, cursor, dispatched, done, now)
+            self.gate.result("backfills.advance", advanced)
         return advanced
 
     def finish(self, backfill: Backfill, state: BackfillState, now: datetime) -> Backfill | None:
-        self.gate.before("backfills.finish", backfill.backfill_id, state.value)
-        finished = self.inner.finish(backfill, state, now)
-        self.gate.after("backfills.finish")
-        return finished
+        with self.gate.call("backfills.finish", backfill.backfill_id, state.value):
+            return self.inner.finish(backfill, state, now)

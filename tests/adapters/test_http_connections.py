@@ -16,6 +16,7 @@ import pytest
 from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker, TargetConnections
 from scheduler.adapters.memory.doubles import RecordingMetrics
+from scheduler.core.metrics import NullMetrics
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.settings import LOCAL_SIGNING_KEYS
@@ -88,7 +89,9 @@ def call(url: str, delivery: str = "at_least_once") -> TargetCall:
 
 def invoker(connections: TargetConnections | None = None, metrics: RecordingMetrics | None = None) -> HttpTargetInvoker:
     keys = KeyRing.parse(LOCAL_SIGNING_KEYS)
-    return HttpTargetInvoker(AddressGuard(True), keys, connections=connections, metrics=metrics)
+    return HttpTargetInvoker(
+        AddressGuard(True), keys, connections=connections or TargetConnections(), metrics=metrics or NullMetrics()
+    )
 
 
 def test_calls_to_one_host_reuse_one_connection(target: Target) -> None:

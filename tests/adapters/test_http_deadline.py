@@ -154,7 +154,8 @@ def call(url: str, timeout: int = TIMEOUT, delivery: str = "at_least_once") -> T
 
 
 def invoker(guard: AddressGuard | None = None, connections: TargetConnections | None = None) -> HttpTargetInvoker:
-    return HttpTargetInvoker(guard or AddressGuard(True), KeyRing.parse(LOCAL_SIGNING_KEYS), connections=connections)
+    keys = KeyRing.parse(LOCAL_SIGNING_KEYS)
+    return HttpTargetInvoker(guard or AddressGuard(True), keys, connections=connections or TargetConnections())
 
 
 def timed_failure(invoke: Callable[[], object]) -> tuple[TargetFailure, float]:

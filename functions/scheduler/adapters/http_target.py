@@ -16,6 +16,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -175,37 +176,26 @@ class _StaleConnection(Exception):
     """A reused connection was closed by the server before the request reached it."""
 
 
+@dataclass(eq=False)
 class HttpTargetInvoker:
     """Signs with signature v2 under every key of the job (`keys`: every root, at the job's key version and, during
     a rotation's overlap, the version it replaced), and with v1 under the tenant's key derived from `v1_secret` when
     that is given (the migration window). `now` is the wall clock the signature's timestamp and the overlap's end
     are read on."""
 
-    def __init__(
-        self,
-        guard: AddressGuard,
-        keys: KeyRing,
-        v1_secret: str | None = None,
-        max_timeout: float = 900,
-        connections: TargetConnections | None = None,
-        metrics: Metrics | None = None,
-        sealer: SecretSealer | None = None,
-        now: Callable[[], float] = time.time,
-        deadlines: CallDeadlines | None = None,
-    ) -> None:
-        self.now = now
-        self.guard = guard
-        #: Opens the job's sealed header values to send them (scheduler.core.secrecy).
-        self.sealer = sealer
-        self.keys = keys
-        self.v1_secret = v1_secret
-        #: A call may not outlast the worker's own deadline (so its outcome is always recorded).
-        self.max_timeout = max_timeout
-        self.connections = connections or TargetConnections()
-        #: `TargetConnectionsOpened` (a call that reused none) and `TargetConnectionsStale` (one the server had
-        #: closed while idle, replaced): with the fires, how well connections are reused.
-        self.metrics = metrics or NullMetrics()
-        self.deadlines = deadlines or CallDeadlines()
+    guard: AddressGuard
+    keys: KeyRing
+    v1_secret: str | None = None
+    #: A call may not outlast the worker's own deadline (so its outcome is always recorded).
+    max_timeout: float = 900
+    connections: TargetConnections = field(default_factory=TargetConnections)
+    #: `TargetConnectionsOpened` (a call that reused none) and `TargetConnectionsStale` (one the server had
+    #: closed while idle, replaced): with the fires, how well connections are reused.
+    metrics: Metrics = field(default_factory=NullMetrics)
+    #: Opens the job's sealed header values to send them (scheduler.core.secrecy).
+    sealer: SecretSealer | None = None
+    now: Callable[[], float] = time.time
+    deadlines: CallDeadlines = field(default_factory=CallDeadlines)
 
     def invoke(self, call: TargetCall) -> str | None:
         target = call.job.spec.target

@@ -106,7 +106,7 @@ def create_job() -> Response[str]:
     spec = validated(JobSpec, body)
     key = header("Idempotency-Key")
     if key is not None and not (1 <= len(key) <= 255):
-        raise Problem(422, "Unprocessable Content", "Idempotency-Key must be 1-255 characters")
+        raise Problem.unprocessable("Idempotency-Key must be 1-255 characters")
     svc = service()
     created = svc.create(who, spec, key, body)
     view = job_view(created.job, svc)
@@ -120,13 +120,13 @@ def create_job() -> Response[str]:
 def _submission(item: Any) -> Submission:
     """One item of a batch as a job to create; a malformed item raises its problem (and stores nothing)."""
     if not isinstance(item, dict) or not isinstance(item.get("job"), dict):
-        raise Problem(422, "Unprocessable Content", "each item is an object with a 'job' definition")
+        raise Problem.unprocessable("each item is an object with a 'job' definition")
     unknown = set(item) - {"job", "idempotency_key"}
     if unknown:
-        raise Problem(422, "Unprocessable Content", f"unknown item field(s): {', '.join(sorted(unknown))}")
+        raise Problem.unprocessable(f"unknown item field(s): {', '.join(sorted(unknown))}")
     key = item.get("idempotency_key")
     if key is not None and not (isinstance(key, str) and 1 <= len(key) <= 255):
-        raise Problem(422, "Unprocessable Content", "idempotency_key must be a string of 1-255 characters")
+        raise Problem.unprocessable("idempotency_key must be a string of 1-255 characters")
     spec = validated(JobSpec, item["job"])
     return Submission(spec, key, item["job"])
 
@@ -151,11 +151,9 @@ def create_jobs() -> Response[str]:
     body = json_body(max_bytes=MAX_BATCH_BYTES)
     items = body.get("items")
     if set(body) - {"items"} or not isinstance(items, list) or not items:
-        raise Problem(422, "Unprocessable Content", 'send {"items": [{"job": {...}, "idempotency_key": ...}]}')
+        raise Problem.unprocessable('send {"items": [{"job": {...}, "idempotency_key": ...}]}')
     if len(items) > MAX_BATCH:
-        raise Problem(
-            422, "Unprocessable Content", f"a batch holds at most {MAX_BATCH} items; this one has {len(items)}"
-        )
+        raise Problem.unprocessable(f"a batch holds at most {MAX_BATCH} items; this one has {len(items)}")
     svc = service()
     answers: list[Created | Exception | None] = [None] * len(items)
     submissions: list[tuple[int, Submission]] = []
@@ -228,11 +226,9 @@ def list_jobs() -> Response[str]:
         try:
             state = JobState(state_raw.upper())
         except ValueError:
-            raise Problem(
-                422,
-                "Unprocessable Content",
+            raise Problem.unprocessable(
                 f"state must be one of {', '.join(s.value for s in JobState)}, not '{state_raw}'",
-                errors=[{"field": "state", "message": "unknown state"}],
+                ("state", "unknown state"),
             ) from None
     query = _job_query()
     svc = service()
@@ -247,38 +243,30 @@ def _job_query() -> JobQuery:
     event = app.current_event
     raw_labels = (event.multi_value_query_string_parameters or {}).get("label") or []
     if len(raw_labels) > MAX_SELECTORS:
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             f"a list takes at most {MAX_SELECTORS} label selectors; this one has {len(raw_labels)}",
-            errors=[{"field": "label", "message": f"at most {MAX_SELECTORS}"}],
+            ("label", f"at most {MAX_SELECTORS}"),
         )
     selectors = []
     for raw in raw_labels:
         try:
             selectors.append(LabelSelector.parse(raw))
         except ValueError as exc:
-            raise Problem(
-                422,
-                "Unprocessable Content",
+            raise Problem.unprocessable(
                 f"{exc}; a selector is label=key:value (that value) or label=key: (any value)",
-                errors=[{"field": "label", "message": str(exc)}],
+                ("label", str(exc)),
             ) from None
     target_type = event.get_query_string_value("target_type", None)
     if target_type is not None and target_type not in TARGET_TYPES:
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             f"target_type must be one of {', '.join(TARGET_TYPES)}, not '{target_type[:80]}'",
-            errors=[{"field": "target_type", "message": "unknown target type"}],
+            ("target_type", "unknown target type"),
         )
     name_prefix = event.get_query_string_value("name_prefix", None)
     if name_prefix is not None and not 1 <= len(name_prefix) <= MAX_NAME_PREFIX:
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             f"name_prefix must be 1-{MAX_NAME_PREFIX} characters",
-            errors=[{"field": "name_prefix", "message": f"must be 1-{MAX_NAME_PREFIX} characters"}],
+            ("name_prefix", f"must be 1-{MAX_NAME_PREFIX} characters"),
         )
     return JobQuery(tuple(dict.fromkeys(selectors)), target_type, name_prefix)
 

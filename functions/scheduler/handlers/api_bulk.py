@@ -37,15 +37,13 @@ def _time_left() -> timedelta:
 def _request(body: Any) -> tuple[BulkAction, dict[str, str]]:
     if not isinstance(body, dict) or set(body) - {"action", "selector"}:
         unknown = sorted(set(body) - {"action", "selector"}) if isinstance(body, dict) else []
-        raise Problem(422, "Unprocessable Content", f"unknown field(s): {', '.join(unknown)}; {_SHAPE}")
+        raise Problem.unprocessable(f"unknown field(s): {', '.join(unknown)}; {_SHAPE}")
     try:
         action = BulkAction(str(body.get("action")))
     except ValueError:
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             f"action must be 'pause', 'resume' or 'cancel'; {_SHAPE}",
-            errors=[{"field": "action", "message": "must be 'pause', 'resume' or 'cancel'"}],
+            ("action", "must be 'pause', 'resume' or 'cancel'"),
         ) from None
     selector = body.get("selector")
     labels = selector.get("labels") if isinstance(selector, dict) else None
@@ -55,11 +53,9 @@ def _request(body: Any) -> tuple[BulkAction, dict[str, str]]:
         or not isinstance(labels, dict)
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
     ):
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             f"selector is an object with 'labels', a map of label keys to string values; {_SHAPE}",
-            errors=[{"field": "selector.labels", "message": "must be a map of strings to strings"}],
+            ("selector.labels", "must be a map of strings to strings"),
         )
     return action, labels
 

@@ -36,6 +36,13 @@ class Problem(Exception):
         self.detail = detail
         self.extra = extra
 
+    @classmethod
+    def unprocessable(cls, detail: str, *errors: tuple[str, str]) -> Problem:
+        """The 422 for content that is refused: `detail` says what to fix, `errors` name each field refused (field,
+        message) for a client to show beside it."""
+        fields = [{"field": field, "message": message} for field, message in errors]
+        return cls(422, "Unprocessable Content", detail, **({"errors": fields} if fields else {}))
+
 
 def problem_response(status: int, title: str, detail: str, **extra: Any) -> Response[str]:
     body = {
@@ -63,12 +70,7 @@ def validated(model: type[Model], body: Any) -> Model:
 
 def validation_problem(exc: ValidationError) -> Problem:
     errors = field_errors(exc)
-    return Problem(
-        422,
-        "Unprocessable Content",
-        summary(errors),
-        errors=[{"field": field, "message": message} for field, message in errors],
-    )
+    return Problem.unprocessable(summary(errors), *errors)
 
 
 # -- routes -----------------------------------------------------------------------------------------------
@@ -117,13 +119,11 @@ def on_external_id_taken(exc: ExternalIdTaken) -> Response[str]:
 
 
 def on_invalid(exc: InvalidRequest) -> Response[str]:
-    return problem_response(
-        422, "Unprocessable Content", exc.detail, errors=[{"field": exc.field or "body", "message": exc.detail}]
-    )
+    return on_problem(Problem.unprocessable(exc.detail, (exc.field or "body", exc.detail)))
 
 
 def on_invalid_schedule(exc: InvalidSchedule) -> Response[str]:
-    return problem_response(422, "Unprocessable Content", str(exc), errors=[{"field": "schedule", "message": str(exc)}])
+    return on_problem(Problem.unprocessable(str(exc), ("schedule", str(exc))))
 
 
 def on_invalid_state(exc: InvalidState) -> Response[str]:

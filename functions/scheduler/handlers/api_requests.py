@@ -89,11 +89,9 @@ def int_query(name: str, default: int, low: int, high: int) -> int:
     if raw is None:
         return default  # an empty value is not a number either: 422 below, as the OpenAPI schema says
     if not is_number(raw) or not low <= int(raw) <= high:
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             f"query parameter '{name}' must be a whole number {low}-{high}",
-            errors=[{"field": name, "message": f"must be {low}-{high}"}],
+            (name, f"must be {low}-{high}"),
         )
     return int(raw)
 
@@ -119,9 +117,7 @@ def page_of(fetch: Callable[[int, str | None], tuple[list[T], str | None]]) -> t
     try:
         return fetch(limit, cursor)
     except ValueError as exc:
-        raise Problem(
-            422, "Unprocessable Content", str(exc), errors=[{"field": "cursor", "message": str(exc)}]
-        ) from None
+        raise Problem.unprocessable(str(exc), ("cursor", str(exc))) from None
 
 
 def header(name: str) -> str | None:

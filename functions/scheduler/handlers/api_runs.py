@@ -41,19 +41,15 @@ def resolve_run(job_id: str, occurrence_key: str) -> Response[str]:
     body = json_body()
     outcome = {"succeeded": RunState.SUCCEEDED, "retry": RunState.RETRY_WAIT}.get(str(body.get("outcome")))
     if outcome is None or set(body) - {"outcome", "note"}:
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             'send {"outcome": "succeeded" | "retry", "note"?: "..."}',
-            errors=[{"field": "outcome", "message": "must be 'succeeded' or 'retry'"}],
+            ("outcome", "must be 'succeeded' or 'retry'"),
         )
     note = body.get("note", "resolved by operator")
     if not isinstance(note, str) or not 1 <= len(note) <= MAX_NOTE:
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             f"note, when given, is a string of 1-{MAX_NOTE} characters saying why the operator resolved the run",
-            errors=[{"field": "note", "message": f"must be a string of 1-{MAX_NOTE} characters"}],
+            ("note", f"must be a string of 1-{MAX_NOTE} characters"),
         )
     run = service().resolve(who, job_id, unquote(occurrence_key), outcome, note)
     return json_response(200, run_view(run))
@@ -83,12 +79,10 @@ def retry_run(job_id: str, scheduled_for: str) -> Response[str]:
     try:
         at = parse_rfc3339(named)
     except (ValueError, OverflowError):
-        raise Problem(
-            422,
-            "Unprocessable Content",
+        raise Problem.unprocessable(
             f"name the run by its scheduled_for instant in RFC 3339 with an offset (e.g. 2026-01-05T09:00:00Z), "
             f"not '{named[:80]}'",
-            errors=[{"field": "scheduled_for", "message": "must be an RFC 3339 instant with an offset"}],
+            ("scheduled_for", "must be an RFC 3339 instant with an offset"),
         ) from None
     run = run_retry.retry_run(service(), who, job_id, at)
     return json_response(202, run_view(run))

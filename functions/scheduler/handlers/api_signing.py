@@ -59,17 +59,15 @@ def rotate_signing_key(job_id: str) -> Response[str]:
     unknown = set(body) - {"overlap_seconds"}
     if unknown:
         detail = f'unknown field(s): {", ".join(sorted(unknown))}; send {{"overlap_seconds": n}} or no body'
-        errors = [{"field": name, "message": "unknown field"} for name in sorted(unknown)]
-        raise Problem(422, "Unprocessable Content", detail, errors=errors)
+        raise Problem.unprocessable(detail, *((name, "unknown field") for name in sorted(unknown)))
     overlap = body.get("overlap_seconds", int(DEFAULT_KEY_OVERLAP.total_seconds()))
     limit = int(MAX_KEY_OVERLAP.total_seconds())
     if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap <= limit:
-        raise Problem(
-            422, "Unprocessable Content",
+        raise Problem.unprocessable(
             f"overlap_seconds is a whole number of seconds 0-{limit} (7 days; 0 revokes the old key at once), "
             f"not {json.dumps(overlap)}",
-            errors=[{"field": "overlap_seconds", "message": f"must be an integer 0-{limit}"}],
-        )  # fmt: skip
+            ("overlap_seconds", f"must be an integer 0-{limit}"),
+        )
     job = service().rotate_signing_key(who, job_id, timedelta(seconds=overlap), if_match())
     return _signing_keys_response(job, 200)
 

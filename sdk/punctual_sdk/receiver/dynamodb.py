@@ -93,58 +93,51 @@ class DynamoDBDedupeStore:
         return None
 
     def raise_token(self, occurrence_key: str, fencing_token: int) -> None:
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": occurrence_key}},
-                UpdateExpression="SET fencing_token = :token",
-                ConditionExpression="attribute_exists(pk) AND fencing_token < :token",
-                ExpressionAttributeValues={":token": {"N": str(fencing_token)}},
-            )
-        except Exception as exc:
-            if not _conditional_failure(exc):
-                raise
+        self._update_if(
+            occurrence_key,
+            UpdateExpression="SET fencing_token = :token",
+            ConditionExpression="attribute_exists(pk) AND fencing_token < :token",
+            ExpressionAttributeValues={":token": {"N": str(fencing_token)}},
+        )
 
     def complete(self, occurrence_key: str, owner: str, result: str) -> bool:
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": occurrence_key}},
-                UpdateExpression="SET #state = :completed, #result = :result REMOVE lease_expires_at",
-                ConditionExpression="#state = :in_progress AND #owner = :owner",
-                ExpressionAttributeNames={"#state": "state", "#result": "result", "#owner": "owner"},
-                ExpressionAttributeValues={
-                    ":completed": {"S": COMPLETED},
-                    ":in_progress": {"S": IN_PROGRESS},
-                    ":owner": {"S": owner},
-                    ":result": {"S": result},
-                },
-            )
-        except Exception as exc:
-            if not _conditional_failure(exc):
-                raise
-            return False
-        return True
+        return self._update_if(
+            occurrence_key,
+            UpdateExpression="SET #state = :completed, #result = :result REMOVE lease_expires_at",
+            ConditionExpression="#state = :in_progress AND #owner = :owner",
+            ExpressionAttributeNames={"#state": "state", "#result": "result", "#owner": "owner"},
+            ExpressionAttributeValues={
+                ":completed": {"S": COMPLETED},
+                ":in_progress": {"S": IN_PROGRESS},
+                ":owner": {"S": owner},
+                ":result": {"S": result},
+            },
+        )
 
     def release(self, occurrence_key: str, owner: str) -> None:
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": occurrence_key}},
-                UpdateExpression="SET lease_expires_at = :zero",
-                ConditionExpression="#state = :in_progress AND #owner = :owner",
-                ExpressionAttributeNames={"#state": "state", "#owner": "owner"},
-                ExpressionAttributeValues={
-                    ":zero": {"N": "0"},
-                    ":in_progress": {"S": IN_PROGRESS},
-                    ":owner": {"S": owner},
-                },
-            )
-        except Exception as exc:
-            if not _conditional_failure(exc):
-                raise
+        self._update_if(
+            occurrence_key,
+            UpdateExpression="SET lease_expires_at = :zero",
+            ConditionExpression="#state = :in_progress AND #owner = :owner",
+            ExpressionAttributeNames={"#state": "state", "#owner": "owner"},
+            ExpressionAttributeValues={
+                ":zero": {"N": "0"},
+                ":in_progress": {"S": IN_PROGRESS},
+                ":owner": {"S": owner},
+            },
+        )
 
     def get(self, occurrence_key: str) -> DeliveryRecord | None:
         answer = self.client.get_item(TableName=self.table_name, Key={"pk": {"S": occurrence_key}}, ConsistentRead=True)
         item = answer.get("Item")
         return _record(item) if item is not None else None
+
+    def _update_if(self, occurrence_key: str, **request: Any) -> bool:
+        """A conditional update of the occurrence's item: whether it took effect (its condition held)."""
+        try:
+            self.client.update_item(TableName=self.table_name, Key={"pk": {"S": occurrence_key}}, **request)
+        except Exception as exc:
+            if not _conditional_failure(exc):
+                raise
+            return False
+        return True

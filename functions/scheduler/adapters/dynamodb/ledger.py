@@ -230,10 +230,8 @@ class DynamoLedger:
         self, key: str, epoch: int, state: RunState, now: datetime, reason: str, *, announce: bool = True
     ) -> bool:
         outbox = _outbox_values(outbox_entry(key, epoch, state, now, error=reason), key) if announce else {}
-        return conditionally(
-            self.client.update_item,
-            TableName=self.table,
-            Key={"PK": s(key)},
+        return self._update_if(
+            key,
             UpdateExpression=(
                 "SET #state = :state, last_error = :reason, updated_ms = :now, finished_ms = :now, "
                 "history = list_append(if_not_exists(history, :empty), :entry)"
@@ -255,25 +253,18 @@ class DynamoLedger:
         )
 
     def mark_dead_lettered(self, key: str) -> None:
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"PK": s(key)},
-                UpdateExpression="SET dead_lettered = :t",
-                ConditionExpression="attribute_exists(PK)",
-                ExpressionAttributeValues={":t": {"BOOL": True}},
-            )
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise  # an unknown key has nothing to mark
+        self._update_if(  # an unknown key has nothing to mark
+            key,
+            UpdateExpression="SET dead_lettered = :t",
+            ConditionExpression="attribute_exists(PK)",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )
 
     def revive(self, key: str, now: datetime, note: str) -> bool:
         current = self.get(key)
         epoch = current.epoch if current else 0
-        return conditionally(
-            self.client.update_item,
-            TableName=self.table,
-            Key={"PK": s(key)},
+        return self._update_if(
+            key,
             UpdateExpression=(
                 "SET #state = :retry, attempts = :zero, next_ms = :now, updated_ms = :now, dead_lettered = :f, "
                 "history = list_append(if_not_exists(history, :empty), :entry) REMOVE finished_ms"
@@ -405,12 +396,14 @@ class DynamoLedger:
         if not published:
             return False
         last = len(published) - 1
-        return conditionally(
-            self.client.update_item,
-            TableName=self.table,
-            Key={"PK": s(key)},
+        return self._update_if(
+            key,
             UpdateExpression="REMOVE #ob, event_pending, event_ms",
             ConditionExpression=f"size(#ob) = :n AND #ob[{last}].#eid = :eid",
             ExpressionAttributeNames={"#ob": "outbox", "#eid": "eid"},
             ExpressionAttributeValues={":n": n(len(published)), ":eid": s(published[-1].event_id)},
         )
+
+    def _update_if(self, key: str, **request: Any) -> bool:
+        """A conditional update of the item of `key`: whether it took effect (its condition held)."""
+        return conditionally(self.client.update_item, TableName=self.table, Key={"PK": s(key)}, **request)

@@ -8,10 +8,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from scheduler.core.packing import PackingConfig, pack
-from scheduler.core.ports import Dispatch, Execution
+from scheduler.core.ports import Clock, Dispatch, Execution
 
 
 @dataclass
@@ -34,7 +33,7 @@ class QueuedMessage:
 class MemoryQueue:
     """An SQS-like queue: per-message delay, visibility timeouts, receive counts, a DLQ."""
 
-    clock: Any
+    clock: Clock
     visibility_timeout: float = 720
     max_receive_count: int = 50
     messages: dict[str, QueuedMessage] = field(default_factory=dict)
@@ -46,11 +45,21 @@ class MemoryQueue:
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> None:
         with self.lock:
-            for first, *more in pack(dispatches, self.packing):
-                self.sent += 1
-                delay = min(900, max(0, math.floor((first.send_at - now).total_seconds())))
-                mid = f"m{self.sent}"
-                self.messages[mid] = QueuedMessage(mid, first, now + timedelta(seconds=delay), more=tuple(more))
+            for message in pack(dispatches, self.packing):
+                delay = min(900, max(0, math.floor((message[0].send_at - now).total_seconds())))
+                self._put(message, self._arrival(now) + timedelta(seconds=delay))
+
+    def _arrival(self, now: datetime) -> datetime:
+        """The queue's time when a message sent at the sender's `now` arrives (its delay counts from then)."""
+        return now
+
+    def _put(self, dispatches: Sequence[Dispatch], visible_at: datetime) -> str:
+        """One message carrying `dispatches` (the first is the one its delay is for), visible from `visible_at`."""
+        self.sent += 1
+        message_id = f"m{self.sent}"
+        first, *more = dispatches
+        self.messages[message_id] = QueuedMessage(message_id, first, visible_at, more=tuple(more))
+        return message_id
 
     def dead_letter(self, dispatch: Dispatch, execution: Execution) -> None:
         with self.lock:
@@ -60,20 +69,29 @@ class MemoryQueue:
         now = self.clock.now()
         out: list[QueuedMessage] = []
         with self.lock:
-            for msg in sorted(self.messages.values(), key=lambda m: m.visible_at):
+            for message in self._delivery_order(now):
                 if len(out) == max_messages:
                     break
-                if msg.visible_at > now:
-                    continue
-                msg.receive_count += 1
-                if msg.receive_count > self.max_receive_count:
-                    del self.messages[msg.message_id]
-                    self.dead.extend((dispatch, None) for dispatch in msg.dispatches)
-                    continue
-                msg.visible_at = now + timedelta(seconds=self.visibility_timeout)
-                msg.receipt = f"{msg.message_id}#{msg.receive_count}"
-                out.append(replace(msg))
+                received = self._receive_one(message, now)
+                if received is not None:
+                    out.append(received)
         return out
+
+    def _delivery_order(self, now: datetime) -> list[QueuedMessage]:
+        """The messages visible at `now`, in the order a receive takes them: the longest visible first."""
+        return sorted((m for m in self.messages.values() if m.visible_at <= now), key=lambda m: m.visible_at)
+
+    def _receive_one(self, message: QueuedMessage, now: datetime) -> QueuedMessage | None:
+        """One receive of a visible message: the copy handed out, with a new receipt, while the message is hidden
+        for the visibility timeout; or None when this receive is one too many (the message goes to the DLQ)."""
+        message.receive_count += 1
+        if message.receive_count > self.max_receive_count:
+            del self.messages[message.message_id]
+            self.dead.extend((dispatch, None) for dispatch in message.dispatches)
+            return None
+        message.visible_at = now + timedelta(seconds=self.visibility_timeout)
+        message.receipt = f"{message.message_id}#{message.receive_count}"
+        return replace(message)
 
     def delete(self, message: QueuedMessage) -> None:
         with self.lock:
