@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from punctual_sdk.errors import InvalidArgument
 from scheduler.adapters.address_guard import AddressGuard
+from scheduler.adapters.call_deadlines import CallWatch
 from scheduler.adapters.http_target import HttpTargetInvoker, host_header
 from scheduler.core.ports import TargetFailure
 from scheduler.signing import KeyRing
@@ -254,10 +255,10 @@ class InProcessHttp(HttpTargetInvoker):
         matches = [prefix for prefix in self.apps if url.startswith(prefix)]
         return self.apps[max(matches, key=len)] if matches else None
 
-    def _exchange(  # type: ignore[override]
+    def _exchange(
         self,
         connection: http.client.HTTPConnection,
-        timeout: float,
+        watch: CallWatch,
         method: str,
         path: str,
         body: bytes,
@@ -265,6 +266,7 @@ class InProcessHttp(HttpTargetInvoker):
         *,
         fresh: bool,
     ) -> http.client.HTTPResponse:
+        """The request handed to the receiver app in this thread: no socket, so no deadline (`watch`) to enforce."""
         port = connection.port
         scheme = "https" if isinstance(connection, http.client.HTTPSConnection) else "http"
         default = 443 if scheme == "https" else 80
