@@ -134,7 +134,7 @@ def _dispatch_budgets(sim: Simulation) -> list[Violation]:
     if sim.fairness is None:
         return found
     for tenant, releases in sorted(sim.releases.items()):
-        budget = sim.fairness.budget(tenant)
+        budget = sim.fairness.of(tenant)
         windows: dict[int, list[str]] = {}
         for release, key in releases:
             windows.setdefault(to_ms(release) // budget.window_ms, []).append(key)

@@ -71,7 +71,7 @@ class SinkTarget:
         # Others still inside their lease (with a margin for the actors' clock skew): a worker frozen past its
         # lease has lost its slot as it has lost its claim, so it does not count.
         live = [key for key, until in running if until - SKEW_MARGIN > now]
-        limit = self.sim.concurrency.limit(tenant)
+        limit = self.sim.concurrency.of(tenant)
         if limit > 0 and len(live) >= limit:
             self.over_limit.append(
                 f"tenant {tenant}: {call.occurrence_key} started at {now.isoformat()} while {len(live)} "

@@ -51,8 +51,8 @@ def test_settings_become_the_cores_configuration() -> None:
     assert configs.execute.heartbeat_fraction == 1 / 3  # the deployed heartbeat
     assert configs.backfill.wave_size == 25
     assert configs.fairness is not None
-    assert (configs.fairness.budget("anyone"), configs.fairness.budget("big")) == (Budget(2, 10), Budget(20, 10))
-    assert configs.concurrency is not None and configs.concurrency.limit("big") == 5
+    assert (configs.fairness.of("anyone"), configs.fairness.of("big")) == (Budget(2, 10), Budget(20, 10))
+    assert configs.concurrency is not None and configs.concurrency.of("big") == 5
     assert configs.forecast_lookback == timedelta(seconds=120 + 60 + 30)
 
 

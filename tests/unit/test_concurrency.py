@@ -36,7 +36,7 @@ def due_now(world: MemoryCore, count: int, tenant: str = TENANT, **fields: objec
 
 
 def test_limits_per_tenant_with_a_default_and_zero_for_unlimited() -> None:
-    assert (LIMITED.limit("acme"), LIMITED.limit("big"), LIMITED.limit("free")) == (2, 5, 0)
+    assert (LIMITED.of("acme"), LIMITED.of("big"), LIMITED.of("free")) == (2, 5, 0)
 
 
 def test_the_throttle_wait_doubles_per_receive_up_to_its_cap_with_jitter_fixed_by_the_key() -> None:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.core.ports import Metrics, TenantSlots
+from scheduler.core.tenancy import PerTenant
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +32,8 @@ RESEND_AFTER = 5
 MAX_THROTTLE_WAIT = 16.0
 
 
-@dataclass(frozen=True)
-class ConcurrencyConfig:
-    """Execution slots per tenant: `default` for everyone, `overrides` by tenant id; 0 means unlimited."""
-
-    default: int
-    overrides: Mapping[str, int] = field(default_factory=dict)
-
-    def limit(self, tenant: str) -> int:
-        return self.overrides.get(tenant, self.default)
+#: Execution slots per tenant: `default` for everyone, `overrides` by tenant id; 0 means unlimited.
+ConcurrencyConfig = PerTenant[int]
 
 
 def throttle_wait(receive_count: int, key: str) -> float:
@@ -106,7 +99,7 @@ class ConcurrencyGate:
 
     def enter(self, tenant: str, holder: str, now: datetime, lease_until: datetime) -> Permit | None:
         """A permit for one attempt, or None when the tenant is at its limit."""
-        limit = self.config.limit(tenant)
+        limit = self.config.of(tenant)
         if limit <= 0:
             return Permit.unlimited(tenant, holder)
         slot = self.slots.acquire(tenant, limit, holder, now, lease_until)

@@ -24,11 +24,12 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.ports import BudgetCalendar, Clock, Dispatch, Metrics, TenantBudgetStore
+from scheduler.core.tenancy import PerTenant
 from scheduler.core.timefmt import from_ms, to_ms, truncate_ms
 
 log = logging.getLogger(__name__)
@@ -60,14 +61,8 @@ class Budget:
         return max(self.burst, math.ceil(self.rate * self.window_ms / 1000))
 
 
-@dataclass(frozen=True)
-class FairnessConfig:
-    default: Budget
-    #: Budgets of particular tenants (by tenant id); everyone else gets `default`.
-    overrides: Mapping[str, Budget] = field(default_factory=dict)
-
-    def budget(self, tenant: str) -> Budget:
-        return self.overrides.get(tenant, self.default)
+#: Dispatch budgets: `default` for everyone, `overrides` by tenant id.
+FairnessConfig = PerTenant[Budget]
 
 
 def reserve(
@@ -135,7 +130,7 @@ class TenantAdmission:
             return self._tenant_locks.setdefault(tenant, threading.Lock())
 
     def _admit_tenant(self, tenant: str, dispatches: list[Dispatch], into: Admitted) -> None:
-        budget = self.config.budget(tenant)
+        budget = self.config.of(tenant)
         releases: list[datetime] = []
         for _ in range(WRITE_ATTEMPTS):
             current = self.budgets.load(tenant)
