@@ -55,23 +55,22 @@ def job_pk(job_id: str) -> str:
     return f"JOB#{job_id}"
 
 
+#: The job's instants that may be None, by the item attribute each is kept in (as milliseconds; absent: None).
+JOB_INSTANTS = {
+    "next_run_at": "next_ms",
+    "last_dispatched_for": "last_ms",
+    "advanced_from": "adv_ms",
+    "planned_at": "plan_ms",
+    "planned_horizon": "horizon_ms",
+    "paused_at": "paused_ms",
+    "resumed_at": "resumed_ms",
+    "previous_key_until": "prev_key_ms",
+}
+#: The job's versions that may be None, likewise.
+JOB_VERSIONS = {"planned_version": "plan_v", "paused_version": "paused_v"}
 #: The job item's attributes that only some jobs have (`job_to_item` leaves out what is None or empty): a
 #: replace (an UpdateItem, so that the job's list entry stays as it is) removes those the new version lacks.
-JOB_OPTIONAL_ATTRIBUTES = (
-    "next_ms",
-    "last_ms",
-    "plan_v",
-    "paused_v",
-    "rel_done",
-    "adv_ms",
-    "plan_ms",
-    "horizon_ms",
-    "paused_ms",
-    "resumed_ms",
-    "sealed",
-    "key_v",
-    "prev_key_ms",
-)
+JOB_OPTIONAL_ATTRIBUTES = (*JOB_INSTANTS.values(), *JOB_VERSIONS.values(), "rel_done", "sealed", "key_v")
 #: The job item's attributes that a replace leaves as they are: its key, and its entry in the job list (the
 #: by_tenant index) or the batch entry it is listed under instead (`listed_in`).
 JOB_LISTING_ATTRIBUTES = ("PK", "SK", "tenant_pk", "tenant_sk", "listed_in")
@@ -127,28 +126,16 @@ def job_to_item(job: Job, listed_in: str | None = None) -> Item:
         item["tenant_pk"], item["tenant_sk"] = s(f"TENANT#{job.tenant}"), s(f"{created:015d}#{job.job_id}")
     else:
         item["listed_in"] = s(listed_in)
-    if job.next_run_at is not None:
-        item["next_ms"] = n(to_ms(job.next_run_at))
-    if job.last_dispatched_for is not None:
-        item["last_ms"] = n(to_ms(job.last_dispatched_for))
-    if job.planned_version is not None:
-        item["plan_v"] = n(job.planned_version)
-    if job.paused_version is not None:
-        item["paused_v"] = n(job.paused_version)
+    for field, attribute in JOB_INSTANTS.items():
+        if (instant := getattr(job, field)) is not None:
+            item[attribute] = n(to_ms(instant))
+    for field, attribute in JOB_VERSIONS.items():
+        if (version := getattr(job, field)) is not None:
+            item[attribute] = n(version)
     if job.completed_by_checkpoint:
         item["rel_done"] = {"SS": sorted(job.completed_by_checkpoint)}
     if job.key_version != 1:  # a job whose key was never rotated has no attribute: version 1
         item["key_v"] = n(job.key_version)
-    for name, value in (
-        ("adv_ms", job.advanced_from),
-        ("plan_ms", job.planned_at),
-        ("horizon_ms", job.planned_horizon),
-        ("paused_ms", job.paused_at),
-        ("resumed_ms", job.resumed_at),
-        ("prev_key_ms", job.previous_key_until),
-    ):
-        if value is not None:
-            item[name] = n(to_ms(value))
     if job.sealed_headers is not None:  # the secret header values, sealed (the spec holds placeholders)
         item["sealed"] = s(job.sealed_headers)
     return item
@@ -158,6 +145,8 @@ def job_from_item(item: Item) -> Job:
     created = get_ms(item, "created_ms")
     updated = get_ms(item, "updated_ms")
     assert created is not None and updated is not None
+    optional: dict[str, Any] = {field: get_ms(item, attribute) for field, attribute in JOB_INSTANTS.items()}
+    optional |= {field: get_n(item, attribute) for field, attribute in JOB_VERSIONS.items()}
     return Job(
         job_id=item["job_id"]["S"],
         tenant=item["tenant"]["S"],
@@ -166,20 +155,11 @@ def job_from_item(item: Item) -> Job:
         state=JobState(item["state"]["S"]),
         created_at=created,
         updated_at=updated,
-        next_run_at=get_ms(item, "next_ms"),
-        last_dispatched_for=get_ms(item, "last_ms"),
         misfire_skipped=get_n(item, "misfire_skipped") or 0,
-        advanced_from=get_ms(item, "adv_ms"),
-        planned_at=get_ms(item, "plan_ms"),
-        planned_horizon=get_ms(item, "horizon_ms"),
-        planned_version=get_n(item, "plan_v"),
-        paused_at=get_ms(item, "paused_ms"),
-        resumed_at=get_ms(item, "resumed_ms"),
-        paused_version=get_n(item, "paused_v"),
         completed_by_checkpoint=frozenset(item.get("rel_done", {}).get("SS", [])),
         sealed_headers=get_s(item, "sealed"),
         key_version=get_n(item, "key_v") or 1,
-        previous_key_until=get_ms(item, "prev_key_ms"),
+        **optional,
     )
 
 
