@@ -9,7 +9,6 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
@@ -21,7 +20,7 @@ from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.settings import LOCAL_SIGNING_KEYS
 from scheduler.signing import KeyRing
-from tests.sdk.http_server import serving
+from tests.sdk.http_server import Quiet, serving
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -44,7 +43,7 @@ class Target(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/hook"
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Quiet, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: Target
 
@@ -66,9 +65,6 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         if self.server.mode == "drop":
             self.close_connection = True
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,7 @@ from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.model import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall
 from scheduler.signing import SIGNATURE_HEADER, InvalidSignature, KeyRing, verify_v2
-from tests.sdk.http_server import serving
+from tests.sdk.http_server import Quiet, serving
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 RING = KeyRing.parse('{"current": "k1", "k1": "root-one-0123456789"}')
@@ -34,7 +33,7 @@ class Receiver(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/hook"
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Quiet, BaseHTTPRequestHandler):
     server: Receiver
 
     def do_POST(self) -> None:
@@ -43,9 +42,6 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from scheduler.handlers import api, sweeper, wiring, worker
 from scheduler_local.api_server import to_event
 from scheduler_local.lambda_context import LocalContext
 from scheduler_local.provision import Resources
-from tests.sdk.http_server import serving
+from tests.sdk.http_server import Quiet, serving
 
 TENANT_A = "arn:aws:iam::111111111111:user/alice"
 TENANT_B = "arn:aws:iam::222222222222:user/bob"
@@ -29,10 +29,7 @@ def hook() -> Iterator[tuple[str, list[str]]]:
     """A webhook on 127.0.0.1 that answers 200 and records each call's Idempotency-Key."""
     calls: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            return None
-
+    class Handler(Quiet, BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             calls.append(self.headers["Idempotency-Key"])

@@ -26,7 +26,7 @@ from scheduler.signing import InvalidSignature, KeyRing, tenant_key, verify, ver
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext
 from scheduler_local.worker_poller import to_event
-from tests.sdk.http_server import serving
+from tests.sdk.http_server import Quiet, serving
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
@@ -51,10 +51,7 @@ def receiver() -> Iterator[Receiver]:
     state = Receiver("")
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            return None
-
+    class Handler(Quiet, BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             status = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/status/") else 200

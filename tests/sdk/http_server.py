@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from socketserver import TCPServer
+from typing import Any
 
 
 @contextmanager
@@ -23,3 +24,11 @@ def serving(server: TCPServer) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class Quiet:
+    """Mixed into a request handler (`class Handler(Quiet, BaseHTTPRequestHandler)`): keeps the server's access log
+    out of the test's output."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -24,6 +24,7 @@ import pytest
 from scheduler_bench.receiver import ReceiverServer
 from scheduler_local.emulators import ROOT, free_port
 from scheduler_local.process import StackProcess
+from tests.sdk.http_server import Quiet
 
 
 @dataclass
@@ -43,10 +44,7 @@ class Receiver:
     def start(self) -> Receiver:
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(Quiet, BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 headers = {k.lower(): v for k, v in self.headers.items()}
