@@ -64,6 +64,7 @@ from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.request_limits import RequestGate, RequestLimitConfig, RequestWindows
 from scheduler.core.sweep import SweepConfig, Sweeper
 from scheduler.core.tasks import InOrder
+from scheduler.core.tenancy import PerTenant
 from scheduler.settings import Settings
 
 
@@ -151,7 +152,8 @@ def request_limits_of(settings: Settings) -> RequestLimitConfig | None:
     per_tenant = {tenant: b.requests for tenant, b in settings.tenant_budgets.items() if b.requests is not None}
     if settings.tenant_request_rate <= 0 and not any(per_tenant.values()):
         return None
-    return RequestLimitConfig(settings.tenant_request_rate, settings.tenant_request_window_seconds, per_tenant)
+    rates = PerTenant(settings.tenant_request_rate, per_tenant)
+    return RequestLimitConfig(rates, settings.tenant_request_window_seconds)
 
 
 def packing_of(settings: Settings) -> PackingConfig:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from scheduler.adapters.memory import MemoryRequestWindows
 from scheduler.adapters.memory.doubles import FakeClock, RecordingMetrics
 from scheduler.core.request_limits import RequestGate, RequestLimitConfig
+from scheduler.core.tenancy import PerTenant
 
 T0 = datetime(2026, 12, 4, 12, 0, 0, tzinfo=UTC)
 
@@ -18,7 +19,7 @@ def _gate(config: RequestLimitConfig) -> tuple[RequestGate, FakeClock, Recording
 
 
 def test_a_tenant_over_its_window_waits_for_the_next_and_the_others_are_served() -> None:
-    gate, clock, metrics = _gate(RequestLimitConfig(rate=2, window_seconds=10))
+    gate, clock, metrics = _gate(RequestLimitConfig(PerTenant(2.0), window_seconds=10))
     clock.advance(3)
     assert [gate.admit("greedy") for _ in range(20)] == [None] * 20
     refused = gate.admit("greedy")
@@ -30,12 +31,12 @@ def test_a_tenant_over_its_window_waits_for_the_next_and_the_others_are_served()
 
 
 def test_a_tenant_of_its_own_has_its_own_rate_and_zero_means_no_limit() -> None:
-    gate, _, _ = _gate(RequestLimitConfig(rate=1, window_seconds=10, per_tenant={"big": 5, "free": 0}))
+    gate, _, _ = _gate(RequestLimitConfig(PerTenant(1.0, {"big": 5, "free": 0}), window_seconds=10))
     assert sum(gate.admit("big") is None for _ in range(60)) == 50
     assert all(gate.admit("free") is None for _ in range(1000))
     assert sum(gate.admit("small") is None for _ in range(20)) == 10
 
 
 def test_no_rate_admits_everything() -> None:
-    gate, _, _ = _gate(RequestLimitConfig(rate=0))
+    gate, _, _ = _gate(RequestLimitConfig(PerTenant(0.0)))
     assert all(gate.admit("t") is None for _ in range(1000))

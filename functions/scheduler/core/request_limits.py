@@ -9,12 +9,12 @@ increment, so every API instance counts against the same number; a window's coun
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
 from scheduler.core.ports import Clock, Metrics
+from scheduler.core.tenancy import PerTenant
 
 
 class RequestWindows(Protocol):
@@ -28,15 +28,14 @@ class RequestWindows(Protocol):
 
 @dataclass(frozen=True)
 class RequestLimitConfig:
-    #: Requests a second a tenant may make on average; 0: no limit.
-    rate: float
+    #: Requests a second a tenant may make on average (the default, and tenants with a rate of their own); 0: no
+    #: limit.
+    rates: PerTenant[float]
     window_seconds: int = 10
-    #: Tenants with a rate of their own.
-    per_tenant: Mapping[str, float] = field(default_factory=dict)
 
     def limit(self, tenant: str) -> int:
         """Requests `tenant` may make in one window (0: no limit)."""
-        rate = self.per_tenant.get(tenant, self.rate)
+        rate = self.rates.of(tenant)
         return math.ceil(rate * self.window_seconds) if rate > 0 else 0
 
 
