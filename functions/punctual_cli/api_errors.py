@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from punctual_sdk.errors import ApiError, AuthError, FieldError, TransportError
-from scheduler.core.validation import field_errors, summary
+from scheduler.core.model.validation import field_errors, summary
 
 
 class InvalidDefinition(ApiError):

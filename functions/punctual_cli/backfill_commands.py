@@ -11,7 +11,7 @@ from punctual_cli import output
 from punctual_cli.client import Backfill, SchedulerClient
 from punctual_cli.context import EXIT_OK, Context, listing
 from punctual_cli.definition import UsageError, parse_instant
-from scheduler.core.timefmt import rfc3339, truncate_ms
+from scheduler.core.model.timefmt import rfc3339, truncate_ms
 
 #: How `backfill status --watch` waits between polls (tests replace it to poll at once).
 sleep: Callable[[float], None] = time.sleep

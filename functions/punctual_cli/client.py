@@ -1,5 +1,5 @@
 """The CLI's API client: the SDK's `punctual_sdk.client.Client`, with job definitions and backfill ranges checked
-here with the core's own models (`scheduler.core.model`) before they are sent, so a mistake fails with the
+here with the core's own models (`scheduler.core.model.job`) before they are sent, so a mistake fails with the
 messages the server would give and nothing is sent.
 
 Requests, auth (a bearer token locally, SigV4 on AWS), retries, pagination, the typed answers and errors are the
@@ -20,7 +20,7 @@ from punctual_sdk.client import Client, Definition, Outcome
 from punctual_sdk.errors import ApiError, AuthError, FieldError, TransportError
 from punctual_sdk.models import Backfill, Job, Page, Run, Triggered
 from punctual_sdk.transport import HttpRequest, HttpResponse, Transport, urllib_transport
-from scheduler.core.model import MAX_PAYLOAD_BYTES, BackfillRequest, JobSpec, merge_patch, payload_size
+from scheduler.core.model.job import MAX_PAYLOAD_BYTES, BackfillRequest, JobSpec, merge_patch, payload_size
 
 USER_AGENT = "punctual-cli/0.1"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from scheduler.core.cron import InvalidSchedule, zone
+from scheduler.core.model.cron import InvalidSchedule, zone
 
 
 class UsageError(Exception):

@@ -35,9 +35,9 @@ from punctual_cli.definition import (
     schedule_from_args,
 )
 from punctual_cli.progress import Progress
-from scheduler.core.keys import split_occurrence_key
-from scheduler.core.schedules import Schedule, preview
-from scheduler.core.timefmt import rfc3339, truncate_ms
+from scheduler.core.model.keys import split_occurrence_key
+from scheduler.core.model.schedules import Schedule, preview
+from scheduler.core.model.timefmt import rfc3339, truncate_ms
 
 
 def _job_line(verb: str, job: Job) -> str:

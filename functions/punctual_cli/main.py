@@ -49,7 +49,7 @@ from punctual_cli.job_commands import (
     state_change,
 )
 from punctual_cli.operator_commands import cmd_dlq_list, cmd_dlq_redrive, cmd_forecast, cmd_health, cmd_status
-from scheduler.core.model import TARGET_TYPES, JobState
+from scheduler.core.model.job import TARGET_TYPES, JobState
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from punctual_cli.client import ApiError, Backfill, Job, Run
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.ops.redrive import RedriveLine
 
 _DASH = "-"

@@ -28,7 +28,7 @@ from scheduler.adapters.lane_status import (
     queue_depth,
 )
 from scheduler.adapters.lane_status import collect as collect_lanes
-from scheduler.core.timefmt import minute_of, rfc3339
+from scheduler.core.model.timefmt import minute_of, rfc3339
 
 __all__ = [
     "LAG_METRIC",

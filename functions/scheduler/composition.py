@@ -39,7 +39,7 @@ from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
-from scheduler.core.model import JobSpec
+from scheduler.core.model.job import JobSpec
 from scheduler.core.packing import MessageRunner, PackingConfig
 from scheduler.core.ports import (
     BackfillStore,

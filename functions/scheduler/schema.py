@@ -91,7 +91,7 @@ WORKER_OCCURRENCE_THREADS = 20
 #: waits are billed at its memory, and its CPU-bound work costs the same GB-seconds at any size.
 FUNCTION_MEMORY_MB: dict[str, int] = {"api": 512, "sweeper": 512, "worker": 512}
 
-#: One ready queue per priority lane (scheduler.core.model.Priority), all sharing the one DLQ. `normal` is the
+#: One ready queue per priority lane (scheduler.core.model.job.Priority), all sharing the one DLQ. `normal` is the
 #: original ready queue, so a deployment from before lanes keeps its queue (and the messages in it).
 READY_LANES: dict[str, QueueSchema] = {
     "high": QueueSchema(logical_name="ReadyHigh"),

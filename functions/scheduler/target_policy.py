@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import (
+from scheduler.core.model.job import (
     EventBridgeTarget,
     HandlerTarget,
     HttpTarget,

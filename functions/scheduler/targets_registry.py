@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from scheduler.core.model import HandlerTarget
+from scheduler.core.model.job import HandlerTarget
 from scheduler.core.ports import TargetCall, TargetFailure
 
 #: The names a `handler` target may carry (the same pattern as `HandlerTarget.name`).

@@ -20,10 +20,10 @@ from typing import Any
 
 from scheduler.composition import Configs
 from scheduler.core.jobs import Created, Submission
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import JobSpec, RunState
-from scheduler.core.schedules import next_occurrence
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.job import JobSpec, RunState
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.schedules import next_occurrence
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.settings import Settings
 from scheduler_bench import prices
 from scheduler_bench.cloudwatch import LogLines

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 from scheduler_bench.environment import create_resources, delete_resources
 from scheduler_bench.services import client
 
@@ -103,7 +103,7 @@ def _store_rate(resources: Any, jobs: int, at: datetime, per_call: int = 1) -> d
     transaction on this machine."""
     from scheduler.adapters.clock import SystemClock
     from scheduler.core.jobs import Created, Submission
-    from scheduler.core.model import JobSpec
+    from scheduler.core.model.job import JobSpec
     from scheduler.settings import Settings
     from scheduler_bench.services import build, settings_for
 

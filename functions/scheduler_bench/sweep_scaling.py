@@ -28,10 +28,10 @@ from scheduler.core.dispatch import timer_for
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs import JobService
 from scheduler.core.metrics import NullMetrics
-from scheduler.core.model import Job, JobSpec
+from scheduler.core.model.job import Job, JobSpec
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import Dispatch
-from scheduler.core.timefmt import rfc3339
 from scheduler.settings import Settings
 from scheduler_bench.environment import create_naive_table, create_resources, delete_resources
 from scheduler_bench.metering import Meter

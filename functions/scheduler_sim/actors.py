@@ -16,11 +16,11 @@ from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryMe
 from scheduler.composition import Container, Stores, compose
 from scheduler.core.errors import SchedulerError
 from scheduler.core.jobs import Submission
-from scheduler.core.model import Job, JobSpec
+from scheduler.core.model.job import Job, JobSpec
+from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import Dispatch, JobStore, Ledger
 from scheduler.core.recovery import HeldBatch
-from scheduler.core.timefmt import parse_rfc3339, rfc3339
 from scheduler_sim.faults import Crash, Gate, Throttled
 from scheduler_sim.faulty_ports import (
     FaultyBackfills,

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from scheduler.core.errors import SchedulerError
-from scheduler.core.model import MAX_PAYLOAD_BYTES, JobSpec, JobState
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.job import MAX_PAYLOAD_BYTES, JobSpec, JobState
+from scheduler.core.model.timefmt import rfc3339
 from scheduler_sim.workload import OTHER_TENANT, SCHEDULE_FIELDS, TENANT, InvalidCall
 
 if TYPE_CHECKING:

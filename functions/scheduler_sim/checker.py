@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from scheduler.core.backfill import occurrences_in
 from scheduler.core.chain import counts_as_active
 from scheduler.core.events import event_id
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import BackfillState, JobState
-from scheduler.core.timefmt import from_ms, to_ms
+from scheduler.core.model.job import BackfillState, JobState
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.timefmt import from_ms, to_ms
 from scheduler_sim.invariants import INVARIANTS, Violation, instant, span
 from scheduler_sim.recurrence import chains, run_all_skips
 

@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TypeVar, cast
 
-from scheduler.core import schedules as schedules_module
+from scheduler.core.model import schedules as schedules_module
+from scheduler.core.model.schedules import Schedule
 from scheduler.core.ports import Execution
-from scheduler.core.schedules import Schedule
 
 _T = TypeVar("_T")
 _next_occurrence = schedules_module.next_occurrence

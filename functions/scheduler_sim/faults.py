@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from scheduler.core.model import Job
+from scheduler.core.model.job import Job
 from scheduler.core.ports import (
     AdvanceResult,
     BucketClaim,

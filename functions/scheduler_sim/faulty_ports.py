@@ -7,8 +7,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
-from scheduler.core.labels import ALL_JOBS, JobQuery
-from scheduler.core.model import BackfillState, Job, JobState, RunState
+from scheduler.core.model.job import BackfillState, Job, JobState, RunState
+from scheduler.core.model.labels import ALL_JOBS, JobQuery
 from scheduler.core.ports import (
     ALL_RUNS,
     Advance,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 
 INVARIANTS: dict[int, str] = {
     0: "the run completes without unexpected errors",

@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import BackfillState, JobState
+from scheduler.core.model.job import BackfillState, JobState
+from scheduler.core.model.keys import occurrence_key
 from scheduler.core.sweep import SweepConfig
 
 if TYPE_CHECKING:

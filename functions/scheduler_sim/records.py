@@ -12,7 +12,7 @@ from scheduler.core.concurrency import ConcurrencyConfig
 from scheduler.core.dispatch import DispatchConfig
 from scheduler.core.execute import ExecuteConfig
 from scheduler.core.fairness import FairnessConfig
-from scheduler.core.model import Job
+from scheduler.core.model.job import Job
 from scheduler.core.packing import PackingConfig
 from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep import SweepConfig

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.model.job import Job, JobState, RunState
+from scheduler.core.model.schedules import Schedule, first_occurrence
 from scheduler.core.ports import Execution
-from scheduler.core.schedules import Schedule, first_occurrence
 from scheduler_sim.determinism import next_occurrence
 from scheduler_sim.invariants import Violation, instant, span
 

@@ -15,7 +15,7 @@ from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox, outcome_events
 from scheduler.core.execute import Outcome, Why
 from scheduler.core.fairness import Admitted, TenantAdmission
-from scheduler.core.model import JobState, RunState
+from scheduler.core.model.job import JobState, RunState
 from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import (
     Advance,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 
 from scheduler.core.fairness import Budget, FairnessConfig
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 
 TENANT = "tenant-a"
 OTHER_TENANT = "tenant-b"

@@ -18,7 +18,7 @@ from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTime
 from scheduler.adapters.memory import FakeClock
 from scheduler.composition import memory_stores
 from scheduler.core.dispatch import timer_for
-from scheduler.core.model import Job, JobSpec, JobState
+from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import Dispatch, Timer
 
 #: Every instant in the contract tests is fixed: the adapters take `now` as an argument, never read a clock.

@@ -28,8 +28,8 @@ from scheduler.adapters.aws_targets import (
     execution_name,
     message_id,
 )
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import Job, JobSpec, JobState
+from scheduler.core.model.job import Job, JobSpec, JobState
+from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.schema import READY_QUEUE
 

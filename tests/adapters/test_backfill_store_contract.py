@@ -13,9 +13,9 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoBackfillStore
 from scheduler.adapters.memory import MemoryBackfillStore
 from scheduler.core.backfill import new_backfill_id
-from scheduler.core.model import BackfillState
+from scheduler.core.model.job import BackfillState
+from scheduler.core.model.schedules import CronSchedule
 from scheduler.core.ports import Backfill, ChainPlan
-from scheduler.core.schedules import CronSchedule
 from tests.adapters.conftest import BACKENDS, jobs_table_store
 
 

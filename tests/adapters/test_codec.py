@@ -25,8 +25,8 @@ from scheduler.adapters.codec import (
 )
 from scheduler.adapters.dynamodb import late_item, timer_item
 from scheduler.core.dispatch import manual_timer, timer_for
-from scheduler.core.model import Job, JobSpec, JobState, RunState
-from scheduler.core.timefmt import to_ms
+from scheduler.core.model.job import Job, JobSpec, JobState, RunState
+from scheduler.core.model.timefmt import to_ms
 
 T0 = datetime(2026, 3, 29, 0, 30, 15, 123000, tzinfo=UTC)
 

@@ -24,7 +24,7 @@ from scheduler.adapters.dispatch_message import (
     dispatches_from_body,
     message_to_body,
 )
-from scheduler.core.model import JobState
+from scheduler.core.model.job import JobState
 from scheduler.core.ports import Dispatch
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from tests.adapters.test_codec import SCHEDULES, T0, job

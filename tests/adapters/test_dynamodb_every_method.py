@@ -15,7 +15,7 @@ import pytest
 
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.core.errors import ClaimLost, ClaimRefused, Fenced, LeaseLost, VersionConflict
-from scheduler.core.model import JobState, RunState
+from scheduler.core.model.job import JobState, RunState
 from scheduler.core.ports import Advance, AttemptEnd, BucketClaim, IdempotencyRecord, NewJob
 from scheduler.core.records import Attempt
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.dynamodb import DynamoLedger
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.records import Attempt, AttemptEnd
 
 pytestmark = pytest.mark.emulator

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.adapters.dynamodb import DynamoJobStore
 from scheduler.adapters.dynamodb.common import decode_cursor, encode_cursor
-from scheduler.core.model import Job, JobState
+from scheduler.core.model.job import Job, JobState
 from scheduler.core.ports import NewJob
 
 pytestmark = pytest.mark.emulator

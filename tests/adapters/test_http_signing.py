@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker
-from scheduler.core.model import Job, JobSpec, JobState
+from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall
 from scheduler.signing import SIGNATURE_HEADER, InvalidSignature, KeyRing, verify_v2
 from tests.sdk.http_server import Quiet, serving

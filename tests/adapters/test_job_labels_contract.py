@@ -1,5 +1,5 @@
-"""JobStore contract for labels and external ids (scheduler.core.labels): the same tests against MemoryJobStore and
-DynamoJobStore (DynamoDB Local) - the label filters of the job list with their pagination, the index kept in step
+"""JobStore contract for labels and external ids (scheduler.core.model.labels): the same tests against MemoryJobStore
+and DynamoJobStore (DynamoDB Local) - the label filters of the job list with their pagination, the index kept in step
 with a job's labels on a change, and an external id unique per tenant."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from scheduler.core.errors import ExternalIdTaken, IdempotentReplay
-from scheduler.core.labels import JobQuery, LabelSelector
-from scheduler.core.model import Job, JobState
+from scheduler.core.model.job import Job, JobState
+from scheduler.core.model.labels import JobQuery, LabelSelector
 from scheduler.core.ports import IdempotencyRecord, NewJob
 
 QUOTA = 100

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.adapters.sealing import LocalSealer
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
-from scheduler.core.model import HttpTarget, Job, JobState
+from scheduler.core.model.job import HttpTarget, Job, JobState
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob
 from scheduler.core.secrecy import headers_to_send, sealed
 

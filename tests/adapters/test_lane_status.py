@@ -18,7 +18,7 @@ from scheduler.adapters.lane_status import (
     Queues,
     collect,
 )
-from scheduler.core.timefmt import minute_of
+from scheduler.core.model.timefmt import minute_of
 from scheduler_local.provision import Resources
 
 NOW = datetime(2026, 1, 5, 9, 0, 30, tzinfo=UTC)

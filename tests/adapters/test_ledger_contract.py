@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.records import Attempt, AttemptEnd, Between
 
 LEASE = timedelta(seconds=60)

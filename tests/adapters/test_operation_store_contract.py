@@ -11,7 +11,7 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoOperationStore
 from scheduler.adapters.memory import MemoryOperationStore
 from scheduler.core import bulk
-from scheduler.core.model import JobState
+from scheduler.core.model.job import JobState
 from tests.adapters.conftest import BACKENDS, jobs_table_store
 
 # In the future: DynamoDB Local deletes items whose TTL lies in the real past.

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.events import outcome_events
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.records import Attempt, AttemptEnd
 
 LEASE = timedelta(seconds=60)

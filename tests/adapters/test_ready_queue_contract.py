@@ -17,10 +17,10 @@ from scheduler.adapters import sqs
 from scheduler.adapters.dispatch_message import dispatch_from_body, dispatches_from_body
 from scheduler.adapters.memory import FakeClock, MemoryQueue
 from scheduler.adapters.sqs import QueueSendFailed, SqsReadyQueue, delay_seconds
-from scheduler.core.model import Job, RunState
+from scheduler.core.model.job import Job, RunState
+from scheduler.core.model.timefmt import truncate_ms
 from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import Dispatch, Execution, HistoryEntry
-from scheduler.core.timefmt import truncate_ms
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 

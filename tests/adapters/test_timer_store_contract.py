@@ -11,9 +11,9 @@ import pytest
 
 from scheduler.adapters import dynamodb, memory
 from scheduler.core.errors import ClaimLost, QuotaExceeded
-from scheduler.core.keys import shard_of
+from scheduler.core.model.keys import shard_of
+from scheduler.core.model.timefmt import minute_of
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Timer
-from scheduler.core.timefmt import minute_of
 
 LEASE = timedelta(seconds=120)
 

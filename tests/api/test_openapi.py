@@ -10,7 +10,7 @@ import pytest
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from scheduler.core.model import BackfillRequest, JobSpec
+from scheduler.core.model.job import BackfillRequest, JobSpec
 from scheduler.handlers.api_routes import DeclaredResolver, Param, Routes, UndocumentedRoute
 from scheduler.openapi import document, render
 

@@ -20,7 +20,7 @@ from punctual_cli.client import (
     validate_definition,
 )
 from punctual_sdk.models import Job, JobState
-from scheduler.core.model import JobSpec
+from scheduler.core.model.job import JobSpec
 from tests.cli.fakes import BASE, FakeApi, job_json
 
 pytestmark = pytest.mark.usefixtures("no_network")

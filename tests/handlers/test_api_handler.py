@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.model import MAX_PAYLOAD_BYTES
-from scheduler.core.timefmt import parse_rfc3339
+from scheduler.core.model.job import MAX_PAYLOAD_BYTES
+from scheduler.core.model.timefmt import parse_rfc3339
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.dispatch_message import dispatches_from_body
-from scheduler.core.timefmt import minute_of, rfc3339
+from scheduler.core.model.timefmt import minute_of, rfc3339
 from scheduler.handlers import sweeper
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext

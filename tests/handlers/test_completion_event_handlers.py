@@ -16,10 +16,10 @@ import pytest
 
 from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.adapters.dynamodb import DynamoLedger
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
 from scheduler.core.records import Attempt
-from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import sweeper, worker
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext

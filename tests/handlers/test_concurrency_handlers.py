@@ -12,9 +12,9 @@ import pytest
 
 from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.adapters.dynamodb import DynamoTenantSlots
-from scheduler.core.keys import occurrence_key
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
-from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring, worker
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.timefmt import rfc3339, truncate_ms
+from scheduler.core.model.timefmt import rfc3339, truncate_ms
 from scheduler.handlers import sweeper, wiring
 from scheduler_local.lambda_context import LocalContext
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import sweeper
 from scheduler_local.lambda_context import LocalContext
 

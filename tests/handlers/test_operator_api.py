@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.dynamodb import DynamoTimerStore
-from scheduler.core.timefmt import minute_of, rfc3339
+from scheduler.core.model.timefmt import minute_of, rfc3339
 from scheduler.handlers.api_operator import OperatorStatus
 from scheduler_local.provision import Resources
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.memory import MemoryPollerControl
-from scheduler.core.timefmt import minute_of, rfc3339
+from scheduler.core.model.timefmt import minute_of, rfc3339
 from scheduler.handlers import prescaling, sweeper, wiring
 from scheduler_local.lambda_context import LocalContext
 

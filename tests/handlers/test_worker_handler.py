@@ -17,8 +17,8 @@ import pytest
 
 from scheduler.adapters.dispatch_message import dispatch_from_body, dispatch_to_body, message_to_body
 from scheduler.adapters.sqs import SqsReadyQueue
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
-from scheduler.core.timefmt import rfc3339
 from scheduler.handlers import wiring, worker
 from scheduler.ops.redrive import SqsDeadLetters, redrive
 from scheduler.settings import LOCAL_SIGNING_KEYS, Settings

@@ -28,12 +28,12 @@ from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import JobSpec, RunState
+from scheduler.core.model.job import JobSpec, RunState
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.schedules import unindexed_occurrence
 from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import TargetCall
 from scheduler.core.recovery import HeldBatch, HoldConfig
-from scheduler.core.schedules import unindexed_occurrence
 from scheduler.core.sweep import Sweeper
 from scheduler.core.tasks import InOrder
 from tests.unit.fixtures import settings_for

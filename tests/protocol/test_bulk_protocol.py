@@ -15,7 +15,7 @@ from scheduler.adapters.dynamodb import DynamoOperationStore
 from scheduler.adapters.memory import MemoryOperationStore
 from scheduler.core.bulk import BulkAction, BulkOperation, BulkService, OperationState
 from scheduler.core.errors import IdempotencyConflict, InvalidRequest
-from scheduler.core.model import JobState
+from scheduler.core.model.job import JobState
 
 LABEL = {"customer": "42"}
 PAGE = 3

@@ -16,7 +16,7 @@ from scheduler.adapters.dynamodb import DynamoTenantSlots
 from scheduler.adapters.memory import MemoryTenantSlots
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.execute import Executor
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import TargetCall
 
 TENANT = "tenant"  # the protocol world's tenant

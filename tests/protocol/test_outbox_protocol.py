@@ -11,7 +11,7 @@ import pytest
 from crashable import T0, Crash, CrashableCore, CrashAt
 
 from scheduler.core.events import Outbox
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 
 END = T0 + timedelta(minutes=3)
 

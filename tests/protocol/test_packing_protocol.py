@@ -16,8 +16,8 @@ from test_execute_protocol import due_occurrences
 
 from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
 from scheduler.core.execute import Why
-from scheduler.core.keys import shard_of
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
+from scheduler.core.model.keys import shard_of
 from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import TargetCall, TargetFailure
 

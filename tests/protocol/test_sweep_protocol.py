@@ -11,9 +11,9 @@ import pytest
 from crashable import T0, Crash, CrashableCore, CrashAt, effects_by_job
 
 from scheduler.core.jobs import Created, Submission
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import JobSpec
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.job import JobSpec
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.timefmt import rfc3339
 
 END = T0 + timedelta(minutes=4)
 #: How far the fault-free run-on after a crash moves the clock between its sweeps: less than a bucket's lease (20 s),

@@ -9,8 +9,8 @@ import pytest
 
 from scheduler.core.backfill import occurrences_in
 from scheduler.core.events import outbox_entry
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import BackfillState, JobState, RunState
+from scheduler.core.model.job import BackfillState, JobState, RunState
+from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import Backfill
 from scheduler_sim import FaultProfile, Simulation
 from scheduler_sim.bus import Published

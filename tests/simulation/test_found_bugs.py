@@ -29,10 +29,10 @@ from scheduler.composition import Configs, Container, Stores, compose, memory_st
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import JobService
-from scheduler.core.model import Job, JobSpec
+from scheduler.core.model.job import Job, JobSpec
+from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueue, Timer, TimerStore
 from scheduler.core.sweep import Sweeper
-from scheduler.core.timefmt import to_ms
 from scheduler.settings import Settings
 from scheduler_sim.faults import Crash
 from scheduler_sim.faulty_ports import SkewedClock

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from harness import LocalStack, Receiver, local_client
 
-from scheduler.core.timefmt import parse_rfc3339, rfc3339
+from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler_local.emulators import ROOT
 
 pytestmark = pytest.mark.system

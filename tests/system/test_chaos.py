@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 from harness import LocalStack, Receiver, local_client
 
-from scheduler.core.keys import occurrence_key
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.schema import READY_QUEUE
 from scheduler.settings import Settings
 

@@ -13,8 +13,8 @@ import pytest
 from harness import LocalStack, Receiver, local_client, wait_for_run
 
 from scheduler.adapters.dispatch_message import dispatch_to_body
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
-from scheduler.core.timefmt import rfc3339
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.emulators import ROOT
 

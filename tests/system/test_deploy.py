@@ -27,7 +27,7 @@ from infra.bundling import PIP_PLATFORM
 from punctual_cli.client import Run, SchedulerClient, SigV4Auth
 from punctual_sdk.errors import ApiError
 from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.signing import verify_v2
 from scheduler_local.emulated_aws import adjustments
 from scheduler_local.emulated_aws.deploy import STACK_NAME, Deployment, deploy

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from harness import LocalStack, Receiver
 
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 
 pytestmark = pytest.mark.system
 

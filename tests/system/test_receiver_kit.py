@@ -20,7 +20,7 @@ from wsgiref.simple_server import make_server
 import pytest
 from harness import LocalStack, wait_for_run
 
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 from tests.sdk.http_server import serving
 
 pytestmark = pytest.mark.system

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from harness import LocalStack, Receiver, local_client
 
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 
 pytestmark = pytest.mark.system
 

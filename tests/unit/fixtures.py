@@ -39,9 +39,9 @@ from scheduler.core.execute import ExecuteConfig, Executor, Outcome
 from scheduler.core.fairness import FairnessConfig
 from scheduler.core.ids import RANDOM_IDS, RandomIds
 from scheduler.core.jobs import JobService
-from scheduler.core.model import Job, JobSpec
+from scheduler.core.model.job import Job, JobSpec
+from scheduler.core.model.schedules import Schedule
 from scheduler.core.ports import Dispatch, Heartbeats, Ids, TargetCall, TargetFailure
-from scheduler.core.schedules import Schedule
 from scheduler.core.sweep import Sweeper, SweepReport
 from scheduler.settings import Settings
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState, JobNotFound
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import BackfillState, RunState
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.job import BackfillState, RunState
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.timefmt import rfc3339
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, at
 
 EVERY_MINUTE = {"type": "cron", "expression": "* * * * *"}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.events import DETAIL_TYPES, OUTBOX_SETTLE, event_detail
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import Dispatch, OutcomeEvent
 from scheduler.core.records import Attempt, Execution
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, StubMessage, ambiguous, permanent, retryable

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.schedules import CronSchedule, next_occurrence
+from scheduler.core.model.schedules import CronSchedule, next_occurrence
 
 MINUTE = timedelta(minutes=1)
 #: How far the oracle walks from `after`; a schedule whose next run lies beyond must not run inside it.

@@ -14,7 +14,7 @@ import pytest
 
 from scheduler.core.errors import LeaseLost
 from scheduler.core.execute import ExecuteConfig
-from scheduler.core.model import JobSpec, RetryPolicy, RunState
+from scheduler.core.model.job import JobSpec, RetryPolicy, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, TargetCall
 from scheduler.core.records import Attempt, Execution
 from scheduler.core.retry import backoff

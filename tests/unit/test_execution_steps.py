@@ -22,7 +22,7 @@ from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.slots import ExecutionSlots
 from scheduler.core.execution.source import MessageCopy, StoredJob, source_of
 from scheduler.core.execution.step_ports import StepPorts
-from scheduler.core.model import JobState, RunState
+from scheduler.core.model.job import JobState, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, Execution, TargetCall
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, StubMessage, permanent
 

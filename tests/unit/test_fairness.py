@@ -19,8 +19,8 @@ from scheduler.core.fairness import (
     TenantAdmission,
     reserve,
 )
+from scheduler.core.model.timefmt import rfc3339, to_ms
 from scheduler.core.ports import Dispatch
-from scheduler.core.timefmt import rfc3339, to_ms
 from tests.unit.fixtures import T0, FakeTarget, MemoryCore, at
 
 SECOND = timedelta(seconds=1)

@@ -13,7 +13,7 @@ import pytest
 from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.memory import FakeClock, ManualHeartbeats, MemoryBatchVisibility, MemoryQueue, RecordingMetrics
 from scheduler.core.execute import ExecuteConfig, Executor
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import Dispatch, TargetCall
 from scheduler.core.records import Attempt
 from scheduler.core.recovery import HeldBatch, HoldConfig

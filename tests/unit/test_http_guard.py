@@ -11,7 +11,7 @@ import pytest
 from scheduler.adapters.address_guard import AddressGuard, classify, literal_address
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import Job, JobSpec, JobState, header_problem, redact_headers
+from scheduler.core.model.job import Job, JobSpec, JobState, header_problem, redact_headers
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.settings import LOCAL_SIGNING_KEYS
 from scheduler.signing import KeyRing

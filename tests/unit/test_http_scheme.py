@@ -12,7 +12,7 @@ import pytest
 from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import JobSpec
+from scheduler.core.model.job import JobSpec
 from scheduler.core.ports import TargetFailure
 from scheduler.settings import LOCAL_SIGNING_KEYS, Settings
 from scheduler.signing import KeyRing

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from scheduler.core.ids import RandomIds
-from scheduler.core.timefmt import to_ms
+from scheduler.core.model.timefmt import to_ms
 from tests.unit.fixtures import TENANT, MemoryCore, StubMessage, at
 
 

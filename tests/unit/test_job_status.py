@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from scheduler.core.job_status import QUEUED
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import JobState
+from scheduler.core.model.job import JobState
+from scheduler.core.model.keys import occurrence_key
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, retryable
 
 AT = "2026-01-05T09:03:00+00:00"

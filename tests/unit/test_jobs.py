@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from scheduler.core import errors
 from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import MAX_PAYLOAD_BYTES, JobState, RunState
+from scheduler.core.model.job import MAX_PAYLOAD_BYTES, JobState, RunState
+from scheduler.core.model.keys import occurrence_key
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, ambiguous, at, job_spec, spec_body
 
 HOURLY = {"type": "cron", "expression": "0 * * * *"}

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from scheduler.core.keys import jitter_offset, occurrence_key, shard_of, split_occurrence_key
-from scheduler.core.timefmt import truncate_ms
+from scheduler.core.model.keys import jitter_offset, occurrence_key, shard_of, split_occurrence_key
+from scheduler.core.model.timefmt import truncate_ms
 from tests.unit.fixtures import at
 
 

@@ -16,7 +16,7 @@ from scheduler.adapters.dispatch_message import (
     dispatch_to_body,
     message_key,
 )
-from scheduler.core.model import Job, JobSpec, JobState
+from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
 from scheduler.secrets import MissingSecret, resolve_secret
 from scheduler.settings import Settings

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import TargetCall
 from scheduler.core.records import Execution
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore

@@ -11,7 +11,7 @@ from typing import Any
 
 from scheduler.adapters.dispatch_message import dispatch_to_body, dispatches_from_body, message_to_body
 from scheduler.adapters.memory import FakeClock, MemoryLedger
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import AttemptEnd, Dispatch
 from scheduler.core.records import Attempt
 from scheduler.ops.redrive import SqsDeadLetters, redrive

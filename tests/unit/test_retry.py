@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core.model import RetryPolicy
+from scheduler.core.model.job import RetryPolicy
 from scheduler.core.retry import MAX_HIDE_SECONDS, backoff, classify_http_status, may_retry
 from tests.unit.fixtures import at
 

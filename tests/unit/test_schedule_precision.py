@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from scheduler.core.schedules import RateSchedule, preview
+from scheduler.core.model.schedules import RateSchedule, preview
 
 
 def test_a_rate_anchored_at_a_sub_millisecond_instant_still_advances() -> None:

@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from scheduler.core.cron import InvalidSchedule, normalise_cron, zone
-from scheduler.core.schedules import (
+from scheduler.core.model.cron import InvalidSchedule, normalise_cron, zone
+from scheduler.core.model.schedules import (
     first_occurrence,
     is_occurrence,
     next_occurrence,
@@ -526,7 +526,7 @@ def test_instants_outside_1970_to_2200_are_refused_with_a_clear_message(instant:
     # years before 1970 (e.g. 0096) would not survive the stored RFC 3339 form ("96-05-19T12:44:20.552Z")
     from pydantic import ValidationError
 
-    from scheduler.core.model import BackfillRequest, JobSpec
+    from scheduler.core.model.job import BackfillRequest, JobSpec
 
     target = {"type": "http", "url": "https://example.com/x"}
     for body, build in (

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.threads import ThreadTaskPool
-from scheduler.core.keys import shard_of
+from scheduler.core.model.keys import shard_of
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.sweep import SweepConfig, Sweeper
-from scheduler.core.timefmt import rfc3339
 from tests.unit.fixtures import T0, MemoryCore
 
 SHARDS = 4

@@ -11,10 +11,10 @@ import pytest
 
 from scheduler.core.dispatch import timer_for
 from scheduler.core.errors import QuotaExceeded
-from scheduler.core.keys import occurrence_key, shard_of
-from scheduler.core.model import JobState, RunState
+from scheduler.core.model.job import JobState, RunState
+from scheduler.core.model.keys import occurrence_key, shard_of
+from scheduler.core.model.schedules import preview
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId
-from scheduler.core.schedules import preview
 from tests.unit.fixtures import TENANT, FakeTarget, GivenJobIds, MemoryCore, at
 
 EVERY_10_MIN = {"type": "cron", "expression": "*/10 * * * *"}

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 from infra.config import ConfigError, parse_config
 from scheduler.adapters.aws_targets import SqsTargetInvoker, tenant_sessions
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import JobSpec, Target
+from scheduler.core.model.job import JobSpec, Target
 from scheduler.settings import Settings, TenantTargets
 from scheduler.target_policy import OwnResources, TargetPolicy
 from scheduler.target_resources import TENANT_TAG, tenant_session_name, tenant_tag

@@ -31,7 +31,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import HttpTarget, JobSpec
+from scheduler.core.model.job import HttpTarget, JobSpec
 from scheduler.settings import Settings
 
 Resolver = Callable[[str, int], list[str]]

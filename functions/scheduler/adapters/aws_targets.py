@@ -42,9 +42,9 @@ from botocore.exceptions import (
 )
 
 from scheduler.adapters.aws_errors import classify_aws_error, classify_error_code
-from scheduler.core.model import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, StepFunctionsTarget
+from scheduler.core.model.job import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, StepFunctionsTarget
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import TargetCall, TargetFailure, TargetInvoker
-from scheduler.core.timefmt import rfc3339
 from scheduler.target_resources import TENANT_TAG, tenant_session_name, tenant_tag
 
 #: Tenants whose target-role sessions and clients a worker keeps (least recently used dropped first).

@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from scheduler.core.keys import split_occurrence_key
-from scheduler.core.model import BackfillState, Job, JobSpec, JobState, Priority, RunState
+from scheduler.core.model.job import BackfillState, Job, JobSpec, JobState, Priority, RunState
+from scheduler.core.model.keys import split_occurrence_key
+from scheduler.core.model.schedules import Schedule
+from scheduler.core.model.timefmt import from_ms, parse_rfc3339, rfc3339, to_ms
 from scheduler.core.ports import Backfill, ChainPlan, Execution, HistoryEntry, OutboxEntry, Timer, TimerKind
-from scheduler.core.schedules import Schedule
-from scheduler.core.timefmt import from_ms, parse_rfc3339, rfc3339, to_ms
 
 Item = dict[str, Any]  # a DynamoDB item in the low-level client's attribute-value form
 
@@ -77,7 +77,7 @@ JOB_LISTING_ATTRIBUTES = ("PK", "SK", "tenant_pk", "tenant_sk", "listed_in")
 
 
 def label_pk(tenant: str, key: str) -> str:
-    """The partition of the label index that holds the tenant's jobs with label `key` (scheduler.core.labels)."""
+    """The partition of the label index that holds the tenant's jobs with label `key` (scheduler.core.model.labels)."""
     return f"LABEL#{tenant}#{key}"
 
 

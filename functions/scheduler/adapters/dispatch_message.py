@@ -26,9 +26,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from scheduler.core.model import Job, Priority
+from scheduler.core.model.job import Job, Priority
+from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler.core.ports import Dispatch
-from scheduler.core.timefmt import parse_rfc3339, rfc3339
 
 #: The fields of a dispatch message its HMAC covers, in this order (every field but the HMAC itself).
 _MAC_FIELDS = ("v", "occurrence_key", "job_id", "tenant", "scheduled_for", "fire_at", "version", "kind", "priority")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from scheduler.adapters.dynamodb import DynamoTimerStore
-from scheduler.core.timefmt import minute_of, rfc3339
+from scheduler.core.model.timefmt import minute_of, rfc3339
 from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 
 #: Namespace and dimension of the application metrics (what the handlers' Powertools metrics write).

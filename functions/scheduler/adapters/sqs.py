@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from scheduler.adapters.dispatch_message import dispatch_to_body, message_to_body
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.packing import PackingConfig, pack
 from scheduler.core.ports import Dispatch, Execution
-from scheduler.core.timefmt import rfc3339
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -22,10 +22,10 @@ from scheduler.core.dispatch import Dispatcher, fire_at
 from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs import owned_job
-from scheduler.core.model import BackfillState, JobState
+from scheduler.core.model.job import BackfillState, JobState
+from scheduler.core.model.schedules import is_recurring, next_occurrence
+from scheduler.core.model.timefmt import to_ms, truncate_ms
 from scheduler.core.ports import Backfill, BackfillStore, ChainPlan, Clock, Dispatch, Ids, JobReader, Metrics
-from scheduler.core.schedules import is_recurring, next_occurrence
-from scheduler.core.timefmt import to_ms, truncate_ms
 
 log = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ from typing import Protocol
 
 from scheduler.core.errors import IdempotencyConflict, InvalidRequest, InvalidState, JobNotFound, VersionConflict
 from scheduler.core.jobs import JobService, request_hash
-from scheduler.core.labels import MAX_SELECTORS, JobQuery, LabelSelector
-from scheduler.core.model import JobState
+from scheduler.core.model.job import JobState
+from scheduler.core.model.labels import MAX_SELECTORS, JobQuery, LabelSelector
+from scheduler.core.model.timefmt import truncate_ms
 from scheduler.core.ports import Clock
-from scheduler.core.timefmt import truncate_ms
 
 log = logging.getLogger(__name__)
 

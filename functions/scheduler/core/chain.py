@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduler.core.model import Job, JobState
+from scheduler.core.model.job import Job, JobState
+from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import AdvanceResult, Timer
-from scheduler.core.timefmt import to_ms
 
 
 def completion_mark(timer: Timer) -> str:

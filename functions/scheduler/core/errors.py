@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from scheduler.core.model import Job
+    from scheduler.core.model.job import Job
     from scheduler.core.ports import Execution, IdempotencyRecord
 
 

@@ -24,9 +24,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.core.errors import EventPublishFailed
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Clock, EventPublisher, Execution, Ledger, Metrics, OutboxEntry, OutcomeEvent
-from scheduler.core.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from scheduler.core.execution.slots import ExecutionSlots
 from scheduler.core.execution.source import CopyVoid, JobSource, StoredJob, copy_voided, source_of
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.ids import RANDOM_IDS
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import (
     AttemptEnd,
     Clock,

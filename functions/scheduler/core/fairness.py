@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scheduler.core.model.timefmt import from_ms, to_ms, truncate_ms
 from scheduler.core.ports import BudgetCalendar, Clock, Dispatch, Metrics, TenantBudgetStore
 from scheduler.core.tenancy import PerTenant
-from scheduler.core.timefmt import from_ms, to_ms, truncate_ms
 
 log = logging.getLogger(__name__)
 

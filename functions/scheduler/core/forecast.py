@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.core.dispatch import MAX_EXPANSION, fire_at
+from scheduler.core.model.schedules import is_recurring, next_occurrence
+from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, rfc3339
 from scheduler.core.ports import Clock, Metrics, Timer, TimerStore
-from scheduler.core.schedules import is_recurring, next_occurrence
-from scheduler.core.timefmt import ONE_MINUTE, minute_of, rfc3339
 
 MAX_MINUTES = 180
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from scheduler.core.errors import InvalidState
-from scheduler.core.model import Job, JobState
-from scheduler.core.schedules import next_occurrence
+from scheduler.core.model.job import Job, JobState
+from scheduler.core.model.schedules import next_occurrence
 
 Now = Callable[[], datetime]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import Job, JobState
+from scheduler.core.model.job import Job, JobState
+from scheduler.core.model.keys import occurrence_key
 from scheduler.core.stores import Ledger
 
 #: The state shown for an occurrence that was dispatched but has no run yet (it waits in the queue).

@@ -26,9 +26,7 @@ from scheduler.core.events import Outbox
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.job_lifecycle import cancelled, paused, resumed
 from scheduler.core.job_status import JobStatus, shown_status
-from scheduler.core.keys import occurrence_key
-from scheduler.core.labels import ALL_JOBS, JobQuery
-from scheduler.core.model import (
+from scheduler.core.model.job import (
     MAX_PAYLOAD_BYTES,
     REDACTED,
     Job,
@@ -38,6 +36,18 @@ from scheduler.core.model import (
     merge_patch,
     payload_size,
 )
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.labels import ALL_JOBS, JobQuery
+from scheduler.core.model.schedules import (
+    OnceSchedule,
+    first_occurrence,
+    is_occurrence,
+    is_recurring,
+    next_occurrence,
+    preview,
+    unindexed_occurrence,
+)
+from scheduler.core.model.timefmt import truncate_ms
 from scheduler.core.ports import (
     Clock,
     Dispatch,
@@ -51,17 +61,7 @@ from scheduler.core.ports import (
     SecretSealer,
     Timer,
 )
-from scheduler.core.schedules import (
-    OnceSchedule,
-    first_occurrence,
-    is_occurrence,
-    is_recurring,
-    next_occurrence,
-    preview,
-    unindexed_occurrence,
-)
 from scheduler.core.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
-from scheduler.core.timefmt import truncate_ms
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class JobService:
     ) -> tuple[builtins.list[tuple[Job, JobStatus]], str | None]:
         """A page of the tenant's jobs with their shown status. COMPLETED and DISPATCHED are both stored as
         COMPLETED: either filter reads those and keeps the ones shown so (a page may hold fewer than `limit`).
-        `query` filters by labels, target type and name prefix (scheduler.core.labels)."""
+        `query` filters by labels, target type and name prefix (scheduler.core.model.labels)."""
         stored = JobState.COMPLETED if state == JobState.DISPATCHED else state
         jobs, next_cursor = self.jobs.list(tenant, stored, limit, cursor, query)
         shown = [(job, self.status(job)) for job in jobs]

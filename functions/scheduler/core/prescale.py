@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.forecast import Forecast
+from scheduler.core.model.timefmt import ONE_MINUTE, rfc3339
 from scheduler.core.ports import Metrics, PollerControl
-from scheduler.core.timefmt import ONE_MINUTE, rfc3339
 
 log = logging.getLogger(__name__)
 

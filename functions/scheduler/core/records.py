@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import BackfillState, Job, JobState, MisfirePolicy, Priority, RunState
-from scheduler.core.schedules import Schedule
-from scheduler.core.timefmt import rfc3339, to_ms
+from scheduler.core.model.job import BackfillState, Job, JobState, MisfirePolicy, Priority, RunState
+from scheduler.core.model.keys import occurrence_key
+from scheduler.core.model.schedules import Schedule
+from scheduler.core.model.timefmt import rfc3339, to_ms
 
 #: `scheduled`: an occurrence of the job's chain; `manual`: an extra one (trigger); `backfill`: an occurrence of a
 #: past range materialised on request (its key is the normal occurrence key: anything that ran is not run again).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
-from scheduler.core.model import RetryPolicy
+from scheduler.core.model.job import RetryPolicy
 
 #: SQS cannot hide a message for longer than 12 hours.
 MAX_HIDE_SECONDS = 43_200

@@ -20,8 +20,8 @@ from datetime import datetime
 
 from scheduler.core.errors import ClaimRefused, InvalidState, JobNotFound
 from scheduler.core.jobs import JobService
-from scheduler.core.keys import occurrence_key
-from scheduler.core.model import JobState, RunState
+from scheduler.core.model.job import JobState, RunState
+from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import Dispatch, Execution
 
 log = logging.getLogger(__name__)

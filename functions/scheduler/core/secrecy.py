@@ -1,11 +1,12 @@
 """Header secrets kept secret (docs/security.md, "Header secrets"): what a read shows of a target, which secret
 headers a change of a job carries, and how secret header values are sealed at rest and opened to be sent.
 
-Every header value of an http target is a secret unless the header is public (`scheduler.core.model.is_secret_header`).
-A stored job holds REDACTED in the spec in place of each secret value, and the values themselves sealed together in
-`Job.sealed_headers` (a `SecretSealer`, bound to the job). Only the worker opens them, to send them; a change of the
-job opens them to carry them to its next version. A job stored before sealing keeps clear values in its spec: they
-are read and sent as they are, and sealed at its next change (nothing accepted is lost).
+Every header value of an http target is a secret unless the header is public
+(`scheduler.core.model.job.is_secret_header`). A stored job holds REDACTED in the spec in place of each secret value,
+and the values themselves sealed together in `Job.sealed_headers` (a `SecretSealer`, bound to the job). Only the worker
+opens them, to send them; a change of the job opens them to carry them to its next version. A job stored before sealing
+keeps clear values in its spec: they are read and sent as they are, and sealed at its next change (nothing accepted is
+lost).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model import REDACTED, HttpTarget, Job, JobSpec, is_secret_header
+from scheduler.core.model.job import REDACTED, HttpTarget, Job, JobSpec, is_secret_header
 from scheduler.core.ports import SealFailed, SecretSealer
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

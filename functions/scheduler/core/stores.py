@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from scheduler.core.labels import ALL_JOBS, JobQuery
-from scheduler.core.model import BackfillState, Job, JobState, RunState
+from scheduler.core.model.job import BackfillState, Job, JobState, RunState
+from scheduler.core.model.labels import ALL_JOBS, JobQuery
 from scheduler.core.records import (
     ALL_RUNS,
     Advance,
@@ -222,7 +222,7 @@ class Ledger(Protocol):
         self, job_id: str, limit: int, cursor: str | None, unindexed: str | None = None, within: Between = ALL_RUNS
     ) -> tuple[list[Execution], str | None]:
         """Run history of a job, newest first, a page at a time; `unindexed` is the key of the job's occurrence
-        claimed outside the index (scheduler.core.schedules.unindexed_occurrence), merged in at its place.
+        claimed outside the index (scheduler.core.model.schedules.unindexed_occurrence), merged in at its place.
         `within` keeps only the runs scheduled strictly between its instants. Read from an index
         that lists keys only, so each run on the page is read by key, eventually consistent (a page costs a query
         and a read per run: ask for the page the caller needs)."""

@@ -21,9 +21,9 @@ from scheduler.core.backfill import BackfillRunner
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.errors import ClaimLost
 from scheduler.core.events import Outbox
+from scheduler.core.model.timefmt import ONE_MINUTE, minute_of
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, Metrics, TaskPool, TimerStore
 from scheduler.core.tasks import InOrder
-from scheduler.core.timefmt import ONE_MINUTE, minute_of
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import TargetFailure
-from scheduler.core.timefmt import rfc3339
 from scheduler.targets_registry import HandlerContext, register
 
 TABLE_ENV = "SCHEDULER_EXAMPLE_TABLE"

@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from scheduler.core import forecast as forecasting
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs import Created, JobService, Submission
-from scheduler.core.labels import MAX_NAME_PREFIX, MAX_SELECTORS, JobQuery, LabelSelector
-from scheduler.core.model import TARGET_TYPES, Job, JobSpec, JobState
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.job import TARGET_TYPES, Job, JobSpec, JobState
+from scheduler.core.model.labels import MAX_NAME_PREFIX, MAX_SELECTORS, JobQuery, LabelSelector
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import (
     api_bulk,  # noqa: F401  (registers the bulk action routes)
     api_console,  # noqa: F401  (registers the console's files)

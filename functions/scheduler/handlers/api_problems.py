@@ -9,7 +9,6 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ValidationError
 
-from scheduler.core.cron import InvalidSchedule
 from scheduler.core.errors import (
     BackfillNotFound,
     ExternalIdTaken,
@@ -21,7 +20,8 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
-from scheduler.core.validation import field_errors, summary
+from scheduler.core.model.cron import InvalidSchedule
+from scheduler.core.model.validation import field_errors, summary
 
 Model = TypeVar("Model", bound=BaseModel)
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from scheduler.core.model import MAX_PAYLOAD_BYTES
+from scheduler.core.model.job import MAX_PAYLOAD_BYTES
 from scheduler.handlers.api_problems import Problem
 from scheduler.handlers.api_routes import Param
 from scheduler.handlers.api_routes import app as app

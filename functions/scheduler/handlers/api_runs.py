@@ -8,8 +8,8 @@ from aws_lambda_powertools.event_handler import Response
 
 from scheduler.core import run_retry
 from scheduler.core.backfill import BackfillService
-from scheduler.core.model import MAX_NOTE, BackfillRequest, RunState
-from scheduler.core.timefmt import parse_rfc3339
+from scheduler.core.model.job import MAX_NOTE, BackfillRequest, RunState
+from scheduler.core.model.timefmt import parse_rfc3339
 from scheduler.handlers import wiring
 from scheduler.handlers.api_caller import metrics, service, tenant
 from scheduler.handlers.api_problems import Problem, validated

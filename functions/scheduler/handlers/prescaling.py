@@ -10,7 +10,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from scheduler.core.timefmt import minute_of, rfc3339
+from scheduler.core.model.timefmt import minute_of, rfc3339
 from scheduler.handlers.wiring import AwsContainer
 
 log = logging.getLogger(__name__)

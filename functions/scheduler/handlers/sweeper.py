@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scheduler.core.timefmt import rfc3339
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import prescaling, wiring
 
 logger = wiring.handler_logger()

@@ -46,7 +46,7 @@ from scheduler.composition import Configs, Container, Stores, compose, packing_o
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
-from scheduler.core.model import HandlerTarget, HttpTarget, JobSpec
+from scheduler.core.model.job import HandlerTarget, HttpTarget, JobSpec
 from scheduler.core.ports import Clock, PollerControl, SecretSealer, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity

@@ -40,7 +40,7 @@ import boto3
 from scheduler.adapters.dispatch_message import MalformedMessage, dispatch_to_body, dispatches_from_body, message_key
 from scheduler.adapters.dynamodb import DynamoLedger
 from scheduler.adapters.sqs import BATCH, SqsReadyQueue, send_batch
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import Dispatch, Ledger, ReadyQueue
 from scheduler.secrets import resolve_secret
 from scheduler.settings import Settings

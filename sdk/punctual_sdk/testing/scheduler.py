@@ -41,7 +41,7 @@ from punctual_sdk.testing.clock import VirtualClock, aware, sqs_on
 from punctual_sdk.testing.receivers import App, InProcessHttp, Request, test_guard
 from punctual_sdk.testing.world import Moto
 from scheduler.core.metrics import NullMetrics
-from scheduler.core.model import HandlerTarget, JobSpec
+from scheduler.core.model.job import HandlerTarget, JobSpec
 from scheduler.core.ports import TargetCall, TargetInvoker
 from scheduler.handlers import wiring
 from scheduler.settings import Settings

@@ -17,9 +17,9 @@ from scheduler.adapters.codec import BACKFILL_PK, backfill_from_item, timer_from
 from scheduler.adapters.dispatch_message import MalformedMessage, dispatches_from_body
 from scheduler.adapters.sqs import SqsMessage
 from scheduler.core.execute import Executor
-from scheduler.core.model import BackfillState
+from scheduler.core.model.job import BackfillState
+from scheduler.core.model.timefmt import minute_of
 from scheduler.core.packing import MessageRunner
-from scheduler.core.timefmt import minute_of
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
 from scheduler_local.provision import Resources, provision

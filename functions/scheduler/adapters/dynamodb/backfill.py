@@ -20,9 +20,9 @@ from scheduler.adapters.dynamodb.common import (
     query_page,
     query_pages,
 )
-from scheduler.core.model import BackfillState
+from scheduler.core.model.job import BackfillState
+from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import Backfill
-from scheduler.core.timefmt import to_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

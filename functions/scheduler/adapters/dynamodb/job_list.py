@@ -24,8 +24,8 @@ from scheduler.adapters.dynamodb.common import (
     get_many,
     query_from,
 )
-from scheduler.core.labels import ALL_JOBS, JobQuery, LabelSelector
-from scheduler.core.model import Job, JobState
+from scheduler.core.model.job import Job, JobState
+from scheduler.core.model.labels import ALL_JOBS, JobQuery, LabelSelector
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -44,10 +44,10 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
-from scheduler.core.labels import ALL_JOBS, JobQuery, label_entries
-from scheduler.core.model import Job, JobState, payload_size
+from scheduler.core.model.job import Job, JobState, payload_size
+from scheduler.core.model.labels import ALL_JOBS, JobQuery, label_entries
+from scheduler.core.model.timefmt import from_ms, to_ms
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob, Timer
-from scheduler.core.timefmt import from_ms, to_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -19,8 +19,8 @@ from scheduler.core.bulk import (
     PendingJob,
     PendingPage,
 )
-from scheduler.core.model import JobState
-from scheduler.core.timefmt import from_ms, to_ms
+from scheduler.core.model.job import JobState
+from scheduler.core.model.timefmt import from_ms, to_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

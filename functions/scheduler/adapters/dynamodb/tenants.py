@@ -11,8 +11,8 @@ from botocore.exceptions import ClientError
 
 from scheduler.adapters.codec import n, s
 from scheduler.adapters.dynamodb.common import condition_failed, conditionally, epoch_seconds, query_pages
+from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import BudgetCalendar
-from scheduler.core.timefmt import to_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -24,9 +24,9 @@ from scheduler.adapters.dynamodb.common import (
     transact,
 )
 from scheduler.core.errors import ClaimLost
-from scheduler.core.keys import shard_of
+from scheduler.core.model.keys import shard_of
+from scheduler.core.model.timefmt import from_ms, minute_key, minute_of, rfc3339, to_ms
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Timer
-from scheduler.core.timefmt import from_ms, minute_key, minute_of, rfc3339, to_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

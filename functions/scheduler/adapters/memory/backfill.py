@@ -6,7 +6,7 @@ import threading
 from dataclasses import replace
 from datetime import datetime
 
-from scheduler.core.model import BackfillState
+from scheduler.core.model.job import BackfillState
 from scheduler.core.ports import Backfill
 
 

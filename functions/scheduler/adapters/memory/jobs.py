@@ -15,10 +15,10 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
-from scheduler.core.labels import ALL_JOBS, JobQuery
-from scheduler.core.model import Job, JobState
+from scheduler.core.model.job import Job, JobState
+from scheduler.core.model.labels import ALL_JOBS, JobQuery
+from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob, Timer
-from scheduler.core.timefmt import to_ms
 
 
 class MemoryJobStore:

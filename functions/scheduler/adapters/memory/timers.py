@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from scheduler.core.errors import ClaimLost
-from scheduler.core.keys import shard_of
+from scheduler.core.model.keys import shard_of
+from scheduler.core.model.timefmt import minute_of
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Timer
-from scheduler.core.timefmt import minute_of
 
 if TYPE_CHECKING:
     from scheduler.adapters.memory.jobs import MemoryJobStore

@@ -14,9 +14,9 @@ from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.source import CopyVoid, JobSource
 from scheduler.core.execution.step_ports import StepPorts
-from scheduler.core.model import Job, RunState
+from scheduler.core.model.job import Job, RunState
+from scheduler.core.model.schedules import unindexed_occurrence
 from scheduler.core.ports import Attempt, Dispatch, Execution, MessageControl
-from scheduler.core.schedules import unindexed_occurrence
 
 
 @dataclass(frozen=True)

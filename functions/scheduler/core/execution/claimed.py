@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.core.concurrency import Permit
-from scheduler.core.model import Job
+from scheduler.core.model.job import Job
 from scheduler.core.ports import Dispatch, Execution, MessageControl
 
 

@@ -13,9 +13,9 @@ from datetime import datetime
 from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.step_ports import StepPorts
-from scheduler.core.model import Job, JobState, RunState
+from scheduler.core.model.job import Job, JobState, RunState
+from scheduler.core.model.schedules import is_occurrence
 from scheduler.core.ports import Dispatch
-from scheduler.core.schedules import is_occurrence
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from scheduler.core.execution.claimed import Claimed
 from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.slots import ExecutionSlots
 from scheduler.core.execution.step_ports import StepPorts
-from scheduler.core.model import RunState
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import AttemptEnd
 
 log = logging.getLogger(__name__)

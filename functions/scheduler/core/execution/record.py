@@ -14,7 +14,7 @@ from scheduler.core.events import Outbox
 from scheduler.core.execution.claimed import Claimed
 from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.step_ports import StepPorts
-from scheduler.core.model import Job, RunState
+from scheduler.core.model.job import Job, RunState
 from scheduler.core.ports import AttemptEnd, Execution, TargetFailure
 from scheduler.core.retry import backoff, may_retry
 

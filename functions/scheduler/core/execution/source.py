@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from scheduler.core.model import Job
+from scheduler.core.model.job import Job
 from scheduler.core.ports import Dispatch, JobReader, Metrics
 
 log = logging.getLogger(__name__)

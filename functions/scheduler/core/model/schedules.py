@@ -2,7 +2,7 @@
 
 Occurrences are UTC instants. Each next occurrence is computed from the *scheduled* instant of the previous
 one, never from `now`, so a recurring job does not drift. Cron runs in an IANA zone with two DST rules
-(`scheduler.core.cron`): a local time that does not exist (spring forward) runs at the first valid instant
+(`scheduler.core.model.cron`): a local time that does not exist (spring forward) runs at the first valid instant
 after the gap, and a local time that happens twice (fall back) runs once, at its first instant.
 """
 
@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from scheduler.core.cron import next_fire, normalise_cron, zone
-from scheduler.core.timefmt import truncate_ms, utc
+from scheduler.core.model.cron import next_fire, normalise_cron, zone
+from scheduler.core.model.timefmt import truncate_ms, utc
 
 MAX_DELAY_SECONDS = 5 * 365 * 24 * 3600
 MAX_RATE_SECONDS = 366 * 24 * 3600

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from scheduler.core.model import Job, JobState
+    from scheduler.core.model.job import Job, JobState
 
 MAX_LABELS = 20
 MAX_LABEL_NAME = 63

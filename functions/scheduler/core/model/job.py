@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scheduler.core.labels import external_id_problem, labels_problem
-from scheduler.core.schedules import Instant, Schedule
+from scheduler.core.model.labels import external_id_problem, labels_problem
+from scheduler.core.model.schedules import Instant, Schedule
 
 #: The largest payload accepted, in bytes of compact JSON. A DynamoDB item holds 400 KB and an SQS message
 #: 256 KB; the job item also carries the definition, and the payload travels in SNS/EventBridge/Step
@@ -285,7 +285,7 @@ class JobSpec(_Strict):
     #: out: the deployment's default (`SCHEDULER_COMPLETION_EVENTS_DEFAULT`, off), so nobody pays for events
     #: nobody listens to.
     events: bool | None = Field(default=None, strict=True)
-    #: Kubernetes-style labels (scheduler.core.labels): the job list filters by them (`label=key:value`).
+    #: Kubernetes-style labels (scheduler.core.model.labels): the job list filters by them (`label=key:value`).
     labels: dict[str, str] = Field(
         default_factory=dict,
         description="at most 20; key: [DNS-subdomain prefix/]name of 1-63 [A-Za-z0-9-_.]; value: empty or the same",

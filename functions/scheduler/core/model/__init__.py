@@ -1,0 +1,1 @@
+"""What a job is: its definition and states, schedules and cron, occurrence keys and shards, instants, labels."""
