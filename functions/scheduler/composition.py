@@ -31,14 +31,14 @@ from scheduler.adapters.memory import (
     Snapshot,
 )
 from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
-from scheduler.core.bulk import BulkService, OperationStore
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.forecast import ForecastService
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.bulk import BulkService, OperationStore
+from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec
 from scheduler.core.packing import MessageRunner, PackingConfig
 from scheduler.core.ports import (
@@ -83,7 +83,7 @@ class Stores:
     tenant_slots: TenantSlots | None = None
     events: EventPublisher | None = None
     request_windows: RequestWindows | None = None
-    #: Bulk actions' progress (`scheduler.core.bulk`); None: no bulk actions.
+    #: Bulk actions' progress (`scheduler.core.jobs.bulk`); None: no bulk actions.
     operations: OperationStore | None = None
 
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from scheduler.core.bulk import BulkAction, OperationState
 from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
-from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
+from scheduler.core.jobs.bulk import BulkAction, OperationState
+from scheduler.core.jobs.service import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
 from scheduler.core.model.job import MAX_NOTE, BackfillState, JobSpec, JobState, RunState
 from scheduler.core.model.labels import MAX_SELECTORS
 from scheduler.handlers.api_routes import NO_JOB

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.composition import Configs
-from scheduler.core.jobs import Created, Submission
+from scheduler.core.jobs.service import Created, Submission
 from scheduler.core.model.job import JobSpec, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.schedules import next_occurrence

@@ -24,7 +24,7 @@ from scheduler.adapters.threads import SharedTaskPool
 from scheduler.composition import Configs
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor, Outcome
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.service import JobService
 from scheduler.core.metrics import NullMetrics
 from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, MessageControl, Metrics, TimerStore

@@ -102,7 +102,7 @@ def _store_rate(resources: Any, jobs: int, at: datetime, per_call: int = 1) -> d
     process from 8 threads on the same tables (no HTTP, no handler): what DynamoDB Local accepts of the create
     transaction on this machine."""
     from scheduler.adapters.clock import SystemClock
-    from scheduler.core.jobs import Created, Submission
+    from scheduler.core.jobs.service import Created, Submission
     from scheduler.core.model.job import JobSpec
     from scheduler.settings import Settings
     from scheduler_bench.services import build, settings_for

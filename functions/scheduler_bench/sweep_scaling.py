@@ -26,7 +26,7 @@ from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.dispatch import timer_for
 from scheduler.core.forecast import ForecastService
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.service import JobService
 from scheduler.core.metrics import NullMetrics
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import rfc3339

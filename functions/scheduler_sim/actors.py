@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
 from scheduler.composition import Container, Stores, compose
 from scheduler.core.errors import SchedulerError
-from scheduler.core.jobs import Submission
+from scheduler.core.jobs.service import Submission
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler.core.packing import PackingConfig

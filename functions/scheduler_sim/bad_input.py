@@ -16,7 +16,7 @@ from scheduler.core.model.timefmt import rfc3339
 from scheduler_sim.workload import OTHER_TENANT, SCHEDULE_FIELDS, TENANT, InvalidCall
 
 if TYPE_CHECKING:
-    from scheduler.core.jobs import JobService
+    from scheduler.core.jobs.service import JobService
     from scheduler_sim.simulation import Simulation
 
 

@@ -25,7 +25,7 @@ from scheduler.adapters.memory import (
 )
 from scheduler.composition import memory_stores
 from scheduler.core.concurrency import ConcurrencyConfig
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.service import JobService
 from scheduler.core.model.timefmt import rfc3339, truncate_ms
 from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer

@@ -9,9 +9,9 @@ import pytest
 
 from scheduler.adapters.sealing import LocalSealer
 from scheduler.core.errors import IdempotencyConflict, IdempotentReplay, QuotaExceeded, VersionConflict
+from scheduler.core.jobs.secrecy import headers_to_send, sealed
 from scheduler.core.model.job import HttpTarget, Job, JobState
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob
-from scheduler.core.secrecy import headers_to_send, sealed
 
 QUOTA = 100
 SECRET_TARGET = HttpTarget(type="http", url="https://example.com/hook", headers={"Authorization": "Bearer s3cret"})
@@ -470,7 +470,7 @@ def test_replace_of_an_unknown_job_is_a_conflict_without_current(jobs, make) -> 
     assert jobs.get(ghost.job_id) is None
 
 
-# -- advance (scheduler.core.chain) -------------------------------------------------------------------------
+# -- advance (scheduler.core.jobs.chain) -------------------------------------------------------------------------
 
 
 def _recurring(jobs: Any, make: Any) -> tuple[Job, Any, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.adapters.dynamodb import DynamoOperationStore
 from scheduler.adapters.memory import MemoryOperationStore
-from scheduler.core import bulk
+from scheduler.core.jobs import bulk
 from scheduler.core.model.job import JobState
 from tests.adapters.conftest import BACKENDS, jobs_table_store
 

@@ -13,9 +13,9 @@ from moto import mock_aws
 from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sealing import KmsSealer, LocalSealer
+from scheduler.core.jobs.secrecy import sealed
 from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import SealFailed, TargetCall, TargetFailure
-from scheduler.core.secrecy import sealed
 from scheduler.settings import LOCAL_SIGNING_KEYS
 from scheduler.signing import KeyRing
 

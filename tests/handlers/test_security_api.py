@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.secrecy import headers_to_send
+from scheduler.core.jobs.secrecy import headers_to_send
 from scheduler.handlers import api, wiring
 from scheduler.settings import LOCAL_SIGNING_KEYS
 from scheduler.signing import KeyRing

@@ -23,11 +23,11 @@ from scheduler.adapters.memory import (
 )
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose, memory_stores
-from scheduler.core.chain import counts_as_active
 from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.chain import counts_as_active
+from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.schedules import unindexed_occurrence

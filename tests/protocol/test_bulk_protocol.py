@@ -1,4 +1,4 @@
-"""Bulk actions (scheduler.core.bulk) under crashes, against both backends: a request that dies right before or
+"""Bulk actions (scheduler.core.jobs.bulk) under crashes, against both backends: a request that dies right before or
 right after any write of the operation or of a job, then the same request again until DONE, must leave every
 matching job in the requested state or reported, none half-changed, each changed once, no other job touched, and
 count every job once."""
@@ -13,8 +13,8 @@ from crashable import Crash, CrashableCore, CrashAt
 
 from scheduler.adapters.dynamodb import DynamoOperationStore
 from scheduler.adapters.memory import MemoryOperationStore
-from scheduler.core.bulk import BulkAction, BulkOperation, BulkService, OperationState
 from scheduler.core.errors import IdempotencyConflict, InvalidRequest
+from scheduler.core.jobs.bulk import BulkAction, BulkOperation, BulkService, OperationState
 from scheduler.core.model.job import JobState
 
 LABEL = {"customer": "42"}

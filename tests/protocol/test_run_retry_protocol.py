@@ -1,4 +1,4 @@
-"""A tenant's retry of a DEAD or RECONCILING occurrence (scheduler.core.run_retry) under crashes, against both
+"""A tenant's retry of a DEAD or RECONCILING occurrence (scheduler.core.jobs.run_retry) under crashes, against both
 backends: a crash right before or right after its ledger write or its send, then the tenant retrying again, must
 run the occurrence once more under its own key with a higher fencing token, and apply it once at the target."""
 
@@ -12,11 +12,11 @@ from crashable import T0, Crash, CrashableCore, CrashAt
 
 from scheduler.core.errors import InvalidState, JobNotFound
 from scheduler.core.execute import Executor
+from scheduler.core.jobs.run_retry import retry_run
 from scheduler.core.model.job import RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import TargetCall, TargetFailure
-from scheduler.core.run_retry import retry_run
 
 DUE = T0 + timedelta(seconds=10)
 

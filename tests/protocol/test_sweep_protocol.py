@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 from crashable import T0, Crash, CrashableCore, CrashAt, effects_by_job
 
-from scheduler.core.jobs import Created, Submission
+from scheduler.core.jobs.service import Created, Submission
 from scheduler.core.model.job import JobSpec
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.timefmt import rfc3339

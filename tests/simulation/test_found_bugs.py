@@ -28,7 +28,7 @@ from scheduler.adapters.memory import (
 from scheduler.composition import Configs, Container, Stores, compose, memory_stores
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.ids import RANDOM_IDS
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueue, Timer, TimerStore

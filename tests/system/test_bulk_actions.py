@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from harness import LocalStack, Receiver, local_client
 
-from scheduler.core.bulk import operation_id
+from scheduler.core.jobs.bulk import operation_id
 
 pytestmark = pytest.mark.system
 

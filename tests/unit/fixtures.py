@@ -38,7 +38,7 @@ from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor, Outcome
 from scheduler.core.fairness import FairnessConfig
 from scheduler.core.ids import RANDOM_IDS, RandomIds
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.schedules import Schedule
 from scheduler.core.ports import Dispatch, Heartbeats, Ids, TargetCall, TargetFailure

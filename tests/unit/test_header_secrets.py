@@ -14,10 +14,10 @@ from pydantic import ValidationError
 from scheduler.adapters.codec import job_from_item, job_to_item
 from scheduler.adapters.sealing import LocalSealer
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.secrecy import headers_to_send, shown_url, spec_view
+from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import REDACTED, Job, JobSpec, JobState
 from scheduler.core.ports import SealFailed
-from scheduler.core.secrecy import headers_to_send, shown_url, spec_view
 from tests.unit.fixtures import T0, TENANT, MemoryCore
 
 SEALER = LocalSealer("test sealing secret")

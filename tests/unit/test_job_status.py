@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler.core.job_status import QUEUED
+from scheduler.core.jobs.status import QUEUED
 from scheduler.core.model.job import JobState
 from scheduler.core.model.keys import occurrence_key
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, retryable

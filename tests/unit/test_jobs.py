@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.core import errors
-from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
+from scheduler.core.jobs.service import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
 from scheduler.core.model.job import MAX_PAYLOAD_BYTES, JobState, RunState
 from scheduler.core.model.keys import occurrence_key
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, ambiguous, at, job_spec, spec_body

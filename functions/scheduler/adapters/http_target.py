@@ -23,12 +23,12 @@ from urllib.parse import urlsplit
 from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
 from scheduler.adapters.call_deadlines import CallDeadlines, CallWatch
 from scheduler.core.errors import InvalidRequest
+from scheduler.core.jobs.secrecy import headers_to_send
 from scheduler.core.metrics import NullMetrics
 from scheduler.core.model.job import SCHEDULER_HEADERS, HttpTarget, Job, JobSpec, header_problem
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Metrics, SealFailed, SecretSealer, TargetCall, TargetFailure
 from scheduler.core.retry import classify_http_status
-from scheduler.core.secrecy import headers_to_send
 from scheduler.signing import (
     ATTEMPT_HEADER,
     FENCING_TOKEN_HEADER,
@@ -192,7 +192,7 @@ class HttpTargetInvoker:
     #: `TargetConnectionsOpened` (a call that reused none) and `TargetConnectionsStale` (one the server had
     #: closed while idle, replaced): with the fires, how well connections are reused.
     metrics: Metrics = field(default_factory=NullMetrics)
-    #: Opens the job's sealed header values to send them (scheduler.core.secrecy).
+    #: Opens the job's sealed header values to send them (scheduler.core.jobs.secrecy).
     sealer: SecretSealer | None = None
     now: Callable[[], float] = time.time
     deadlines: CallDeadlines = field(default_factory=CallDeadlines)

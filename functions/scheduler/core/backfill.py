@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from scheduler.core.dispatch import Dispatcher, fire_at
 from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState
 from scheduler.core.ids import RANDOM_IDS
-from scheduler.core.jobs import owned_job
+from scheduler.core.jobs.service import owned_job
 from scheduler.core.model.job import BackfillState, JobState
 from scheduler.core.model.schedules import is_recurring, next_occurrence
 from scheduler.core.model.timefmt import to_ms, truncate_ms

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from scheduler.core.fairness import TenantAdmission
+from scheduler.core.jobs.secrecy import carries_secrets
 from scheduler.core.landing import LandingBoard
 from scheduler.core.model.job import Job
 from scheduler.core.model.keys import jitter_offset, occurrence_key
 from scheduler.core.model.schedules import is_recurring, next_occurrence
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, truncate_ms
 from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
-from scheduler.core.secrecy import carries_secrets
 
 log = logging.getLogger(__name__)
 

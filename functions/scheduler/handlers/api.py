@@ -1,8 +1,8 @@
 """The api Lambda: the public REST API (docs/design.md §4) on Powertools' APIGatewayRestResolver.
 
 The job routes live here, each declared once with its OpenAPI description (`api_routes`); the use cases are
-`scheduler.core.jobs`. What a request carries is read in `api_requests`, the responses are shaped in `api_views`, and
-every error is an RFC 9457 problem+json (`api_problems`) with a `detail` a person can act on.
+`scheduler.core.jobs.service`. What a request carries is read in `api_requests`, the responses are shaped in
+`api_views`, and every error is an RFC 9457 problem+json (`api_problems`) with a `detail` a person can act on.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from scheduler.core import forecast as forecasting
 from scheduler.core.errors import BackfillNotFound, JobNotFound
-from scheduler.core.jobs import Created, JobService, Submission
+from scheduler.core.jobs.service import Created, JobService, Submission
 from scheduler.core.model.job import TARGET_TYPES, Job, JobSpec, JobState
 from scheduler.core.model.labels import MAX_NAME_PREFIX, MAX_SELECTORS, JobQuery, LabelSelector
 from scheduler.core.model.timefmt import rfc3339

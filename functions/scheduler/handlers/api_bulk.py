@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from scheduler.core.bulk import BULK_TIME_BUDGET, BulkAction, BulkService, OperationState, progress_view
+from scheduler.core.jobs.bulk import BULK_TIME_BUDGET, BulkAction, BulkService, OperationState, progress_view
 from scheduler.handlers import wiring
 from scheduler.handlers.api_caller import metrics, tenant
 from scheduler.handlers.api_problems import Problem

@@ -10,7 +10,7 @@ import math
 
 from aws_lambda_powertools import Metrics
 
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.service import JobService
 from scheduler.core.request_limits import RequestGate
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import Problem

@@ -6,8 +6,8 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 
-from scheduler.core import run_retry
 from scheduler.core.backfill import BackfillService
+from scheduler.core.jobs import run_retry
 from scheduler.core.model.job import MAX_NOTE, BackfillRequest, RunState
 from scheduler.core.model.timefmt import parse_rfc3339
 from scheduler.handlers import wiring

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from aws_lambda_powertools.event_handler import Response
 
-from scheduler.core.jobs import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
+from scheduler.core.jobs.service import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
 from scheduler.core.model.job import Job
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import wiring

@@ -8,12 +8,12 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from scheduler.core.backfill import BackfillService
-from scheduler.core.job_status import JobStatus
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.secrecy import spec_view
+from scheduler.core.jobs.service import JobService
+from scheduler.core.jobs.status import JobStatus
 from scheduler.core.model.job import Job
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Backfill, Execution
-from scheduler.core.secrecy import spec_view
 
 
 def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:

@@ -36,7 +36,6 @@ from scheduler.adapters.dynamodb.common import (
 )
 from scheduler.adapters.dynamodb.job_list import DynamoJobList
 from scheduler.adapters.dynamodb.timers import late_item, timer_item
-from scheduler.core.chain import active_delta, already_advanced, completion_mark
 from scheduler.core.errors import (
     ExternalIdTaken,
     IdempotencyConflict,
@@ -44,6 +43,7 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
+from scheduler.core.jobs.chain import active_delta, already_advanced, completion_mark
 from scheduler.core.model.job import Job, JobState, payload_size
 from scheduler.core.model.labels import ALL_JOBS, JobQuery, label_entries
 from scheduler.core.model.timefmt import from_ms, to_ms
@@ -263,7 +263,7 @@ class DynamoJobStore:
         return self.listing.list(tenant, state, limit, cursor, query)
 
     def replace(self, job: Job, previous: Job, timer: Timer | None, late: bool) -> None:
-        # scheduler.core.chain.replace_allowed: same version, and the chain has not advanced since the read.
+        # scheduler.core.jobs.chain.replace_allowed: same version, and the chain has not advanced since the read.
         condition, values = "#version = :v AND attribute_not_exists(adv_ms)", {":v": n(previous.version)}
         if previous.advanced_from is not None:
             condition, values[":adv"] = "#version = :v AND adv_ms = :adv", n(to_ms(previous.advanced_from))

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from scheduler.adapters.codec import n, s
 from scheduler.adapters.dynamodb.common import condition_failed, conditionally, epoch_seconds
-from scheduler.core.bulk import (
+from scheduler.core.jobs.bulk import (
     OPERATION_RETENTION,
     BulkAction,
     BulkOperation,

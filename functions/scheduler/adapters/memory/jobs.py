@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler.adapters.memory.timers import MemoryTimerStore
-from scheduler.core.chain import active_delta, advance_allowed, already_advanced, completion_mark, replace_allowed
 from scheduler.core.errors import (
     ExternalIdTaken,
     IdempotencyConflict,
@@ -15,6 +14,7 @@ from scheduler.core.errors import (
     QuotaExceeded,
     VersionConflict,
 )
+from scheduler.core.jobs.chain import active_delta, advance_allowed, already_advanced, completion_mark, replace_allowed
 from scheduler.core.model.job import Job, JobState
 from scheduler.core.model.labels import ALL_JOBS, JobQuery
 from scheduler.core.model.timefmt import to_ms

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from scheduler.core.bulk import BulkOperation
+from scheduler.core.jobs.bulk import BulkOperation
 
 
 class MemoryOperationStore:

@@ -381,7 +381,7 @@ class Job(BaseModel):
     #: The completions a bucket sweep made with a plain write (no transaction with the quota counter), as
     #: `completion_mark(version, scheduled_for)` of the completing timer: that sweep's page checkpoint owes the
     #: tenant's quota release, and a re-run of the page finds the mark and owes it again
-    #: (scheduler.core.chain.already_advanced). A job completes at most once per version, so marks never clash;
+    #: (scheduler.core.jobs.chain.already_advanced). A job completes at most once per version, so marks never clash;
     #: they are never removed (a later completion after an edit must not erase an earlier one's obligation).
     completed_by_checkpoint: frozenset[str] = frozenset()
     #: The last pause: when it took effect, and when the job was resumed (None while still paused). Occurrences
@@ -390,7 +390,7 @@ class Job(BaseModel):
     paused_at: datetime | None = None
     resumed_at: datetime | None = None
     paused_version: int | None = None  # the version the pause wrote
-    #: The values of the secret headers of an http target, sealed together (`scheduler.core.secrecy`); the spec
+    #: The values of the secret headers of an http target, sealed together (`scheduler.core.jobs.secrecy`); the spec
     #: holds REDACTED in their place. None: none sealed (a job stored before sealing keeps its values in the spec).
     sealed_headers: str | None = None
     #: The version of the job's webhook signing key (scheduler.signing.versioned_key_id): 1, the key every job had

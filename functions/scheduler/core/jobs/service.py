@@ -24,8 +24,9 @@ from scheduler.core.errors import (
 )
 from scheduler.core.events import Outbox
 from scheduler.core.ids import RANDOM_IDS
-from scheduler.core.job_lifecycle import cancelled, paused, resumed
-from scheduler.core.job_status import JobStatus, shown_status
+from scheduler.core.jobs.lifecycle import cancelled, paused, resumed
+from scheduler.core.jobs.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
+from scheduler.core.jobs.status import JobStatus, shown_status
 from scheduler.core.model.job import (
     MAX_PAYLOAD_BYTES,
     REDACTED,
@@ -61,7 +62,6 @@ from scheduler.core.ports import (
     SecretSealer,
     Timer,
 )
-from scheduler.core.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class JobService:
     #: Publishes the completion event of an outcome recorded here (an operator's resolve) at once.
     outbox: Outbox | None = None
     ids: Ids = RANDOM_IDS
-    #: Seals secret header values at rest (`scheduler.core.secrecy`); None: they are stored as given.
+    #: Seals secret header values at rest (`scheduler.core.jobs.secrecy`); None: they are stored as given.
     sealer: SecretSealer | None = None
 
     # -- reads -------------------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ class JobService:
         return job
 
     def status(self, job: Job) -> JobStatus:
-        """How the job is shown (`scheduler.core.job_status`)."""
+        """How the job is shown (`scheduler.core.jobs.status`)."""
         return shown_status(job, self.ledger)
 
     def list_shown(

@@ -19,7 +19,7 @@ import logging
 from datetime import datetime
 
 from scheduler.core.errors import ClaimRefused, InvalidState, JobNotFound
-from scheduler.core.jobs import JobService
+from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import Dispatch, Execution

@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from scheduler.core.errors import IdempotencyConflict, InvalidRequest, InvalidState, JobNotFound, VersionConflict
-from scheduler.core.jobs import JobService, request_hash
+from scheduler.core.jobs.service import JobService, request_hash
 from scheduler.core.model.job import JobState
 from scheduler.core.model.labels import MAX_SELECTORS, JobQuery, LabelSelector
 from scheduler.core.model.timefmt import truncate_ms

@@ -1,0 +1,1 @@
+"""The job use cases behind the API: create, read, edit, lifecycle, bulk actions, run retries, header secrets."""
