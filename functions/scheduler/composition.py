@@ -30,9 +30,7 @@ from scheduler.adapters.memory import (
     MemoryTimerStore,
     Snapshot,
 )
-from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
-from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
@@ -40,7 +38,6 @@ from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs.bulk import BulkService, OperationStore
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec
-from scheduler.core.packing import MessageRunner, PackingConfig
 from scheduler.core.ports import (
     BackfillStore,
     BatchVisibility,
@@ -62,7 +59,10 @@ from scheduler.core.ports import (
 )
 from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.request_limits import RequestGate, RequestLimitConfig, RequestWindows
-from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
+from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher
+from scheduler.core.sweep.packing import MessageRunner, PackingConfig
+from scheduler.core.sweep.sweeper import SweepConfig, Sweeper
 from scheduler.core.tasks import InOrder
 from scheduler.core.tenancy import PerTenant
 from scheduler.settings import Settings

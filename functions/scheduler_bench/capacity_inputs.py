@@ -19,7 +19,7 @@ class Rule:
     source: str
 
 
-#: A page's sends wait at most this long to land on time (scheduler.core.dispatch: each is sent when its remaining
+#: A page's sends wait at most this long to land on time (scheduler.core.sweep.dispatch: each is sent when its remaining
 #: delay is just over a whole number of seconds, so a page's waits end within a second of its start).
 LANDING_WAIT_PER_PAGE_SECONDS = 1.0
 
@@ -170,8 +170,8 @@ class Assumptions:
     #: The deployed defaults (scheduler.schema, what infra/config.py deploys): messages per worker invocation, and
     #: the standard-mode mapping's MaximumConcurrency (a pre-scaled deployment's provisioned mapping has none).
     batch_size: int = WORKER_BATCH_SIZE
-    #: Occurrences a message carries (scheduler.core.packing): full messages, the herd's occurrences of each tenant
-    #: being due together.
+    #: Occurrences a message carries (scheduler.core.sweep.packing): full messages, the herd's occurrences of each
+    #: tenant being due together.
     occurrences_per_message: int = Settings().occurrences_per_message
     standard_max_concurrency: int = WORKER_MAX_CONCURRENCY
     lookahead_seconds: int = 300

@@ -22,14 +22,14 @@ from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.adapters.threads import SharedTaskPool
 from scheduler.composition import Configs
-from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs.service import JobService
 from scheduler.core.metrics import NullMetrics
-from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, MessageControl, Metrics, TimerStore
 from scheduler.core.recovery import HeldBatch
-from scheduler.core.sweep import Sweeper
+from scheduler.core.sweep.dispatch import Dispatcher
+from scheduler.core.sweep.packing import MessageRunner
+from scheduler.core.sweep.sweeper import Sweeper
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
 from scheduler.signing import KeyRing
@@ -160,7 +160,7 @@ class Services:
     dynamodb: Any
     #: The handler's batch hold (bounded recovery: one ChangeMessageVisibilityBatch per batch, renewed by a thread).
     held_batch: Callable[[BatchVisibility, Mapping[str, str | None]], HeldBatch]
-    #: What the sweeper's sends waited to land on time (scheduler.core.dispatch), over all its buckets: the sleep
+    #: What the sweeper's sends waited to land on time (scheduler.core.sweep.dispatch), over all its buckets: the sleep
     #: its dispatcher was built with.
     sweeper_waits: WaitTally
     kept: list[str] = field(default_factory=list)

@@ -24,14 +24,14 @@ from scheduler.adapters.codec import job_to_item
 from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
-from scheduler.core.dispatch import timer_for
 from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs.service import JobService
 from scheduler.core.metrics import NullMetrics
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import rfc3339
-from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import Dispatch
+from scheduler.core.sweep.dispatch import timer_for
+from scheduler.core.sweep.packing import PackingConfig
 from scheduler.settings import Settings
 from scheduler_bench.environment import create_naive_table, create_resources, delete_resources
 from scheduler_bench.metering import Meter

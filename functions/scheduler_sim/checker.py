@@ -8,12 +8,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from scheduler.core.backfill import occurrences_in
 from scheduler.core.events import event_id
 from scheduler.core.jobs.chain import counts_as_active
 from scheduler.core.model.job import BackfillState, JobState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.timefmt import from_ms, to_ms
+from scheduler.core.sweep.backfill import occurrences_in
 from scheduler_sim.invariants import INVARIANTS, Violation, instant, span
 from scheduler_sim.recurrence import chains, run_all_skips
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.core.model.job import BackfillState, JobState
 from scheduler.core.model.keys import occurrence_key
-from scheduler.core.sweep import SweepConfig
+from scheduler.core.sweep.sweeper import SweepConfig
 
 if TYPE_CHECKING:
     from scheduler_sim.simulation import Simulation

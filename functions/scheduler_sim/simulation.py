@@ -27,8 +27,8 @@ from scheduler.composition import memory_stores
 from scheduler.core.concurrency import ConcurrencyConfig
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.timefmt import rfc3339, truncate_ms
-from scheduler.core.packing import PackingConfig
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
+from scheduler.core.sweep.packing import PackingConfig
 from scheduler.settings import Settings
 from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, SweeperActor, WorkerActor, brief
 from scheduler_sim.bad_input import invalid_request, stored_state

@@ -16,7 +16,6 @@ from scheduler.core.events import Outbox, outcome_events
 from scheduler.core.execute import Outcome, Why
 from scheduler.core.fairness import Admitted, TenantAdmission
 from scheduler.core.model.job import JobState, RunState
-from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import (
     Advance,
     AdvanceResult,
@@ -30,6 +29,7 @@ from scheduler.core.ports import (
     TaskPool,
     Timer,
 )
+from scheduler.core.sweep.packing import MessageRunner
 from scheduler_sim.actors import SeededOrder
 
 

@@ -17,9 +17,9 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
 from scheduler.adapters.memory import FakeClock
 from scheduler.composition import memory_stores
-from scheduler.core.dispatch import timer_for
 from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import Dispatch, Timer
+from scheduler.core.sweep.dispatch import timer_for
 
 #: Every instant in the contract tests is fixed: the adapters take `now` as an argument, never read a clock.
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past.

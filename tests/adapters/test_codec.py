@@ -24,9 +24,9 @@ from scheduler.adapters.codec import (
     timer_from_item,
 )
 from scheduler.adapters.dynamodb import late_item, timer_item
-from scheduler.core.dispatch import manual_timer, timer_for
 from scheduler.core.model.job import Job, JobSpec, JobState, RunState
 from scheduler.core.model.timefmt import to_ms
+from scheduler.core.sweep.dispatch import manual_timer, timer_for
 
 T0 = datetime(2026, 3, 29, 0, 30, 15, 123000, tzinfo=UTC)
 

@@ -21,8 +21,8 @@ from scheduler.adapters.clock import SystemClock
 from scheduler.adapters.dispatch_message import dispatches_from_body
 from scheduler.adapters.memory import RecordingMetrics
 from scheduler.adapters.sqs import SqsReadyQueue
-from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.ports import Dispatch
+from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher
 
 pytestmark = pytest.mark.emulator
 KEY = b"landing-test-message-key-0123456"

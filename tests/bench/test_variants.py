@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from scheduler.composition import Configs
-from scheduler.core.dispatch import COPY_MAX_BYTES
+from scheduler.core.sweep.dispatch import COPY_MAX_BYTES
 from scheduler.settings import Settings
 from scheduler_bench import cost
 from scheduler_bench.__main__ import parse_args

@@ -23,7 +23,6 @@ from scheduler.adapters.memory import (
 )
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose, memory_stores
-from scheduler.core.dispatch import Dispatcher
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs.chain import counts_as_active
@@ -31,10 +30,11 @@ from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.schedules import unindexed_occurrence
-from scheduler.core.packing import MessageRunner
 from scheduler.core.ports import TargetCall
 from scheduler.core.recovery import HeldBatch, HoldConfig
-from scheduler.core.sweep import Sweeper
+from scheduler.core.sweep.dispatch import Dispatcher
+from scheduler.core.sweep.packing import MessageRunner
+from scheduler.core.sweep.sweeper import Sweeper
 from scheduler.core.tasks import InOrder
 from tests.unit.fixtures import settings_for
 

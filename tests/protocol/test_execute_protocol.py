@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from crashable import LEASE, T0, Crash, CrashableCore, CrashAt
 
-from scheduler.core.dispatch import COPY_MAX_BYTES
 from scheduler.core.execute import Executor
 from scheduler.core.model.job import RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import TargetCall, TargetFailure
+from scheduler.core.sweep.dispatch import COPY_MAX_BYTES
 
 DUE = T0 + timedelta(seconds=10)
 

@@ -14,9 +14,9 @@ import pytest
 from crashable import Crash, CrashableCore, CrashAt
 from test_execute_protocol import DUE, _Message, assert_one_outcome, executor, one_due_occurrence
 
-from scheduler.core.dispatch import COPY_MAX_BYTES
 from scheduler.core.model.job import RunState
 from scheduler.core.model.keys import split_occurrence_key
+from scheduler.core.sweep.dispatch import COPY_MAX_BYTES
 
 TENANT = "tenant"
 

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core.backfill import occurrences_in
 from scheduler.core.events import outbox_entry
 from scheduler.core.model.job import BackfillState, JobState, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import Backfill
+from scheduler.core.sweep.backfill import occurrences_in
 from scheduler_sim import FaultProfile, Simulation
 from scheduler_sim.bus import Published
 from scheduler_sim.checker import check

@@ -32,7 +32,7 @@ from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueue, Timer, TimerStore
-from scheduler.core.sweep import Sweeper
+from scheduler.core.sweep.sweeper import Sweeper
 from scheduler.settings import Settings
 from scheduler_sim.faults import Crash
 from scheduler_sim.faulty_ports import SkewedClock

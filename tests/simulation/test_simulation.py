@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.dispatch import DispatchConfig
+from scheduler.core.sweep.dispatch import DispatchConfig
 from scheduler_sim import FaultProfile, SimResult, Simulation, format_failure, run_seed, run_seeds
 from scheduler_sim.faults import Exposure
 from scheduler_sim.workload import PlannedCall, Workload

@@ -31,9 +31,7 @@ from scheduler.adapters.memory import (
     RecordingMetrics,
 )
 from scheduler.composition import Configs, Container, compose, memory_stores
-from scheduler.core.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
-from scheduler.core.dispatch import Dispatcher, timer_for
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor, Outcome
 from scheduler.core.fairness import FairnessConfig
@@ -42,7 +40,9 @@ from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.schedules import Schedule
 from scheduler.core.ports import Dispatch, Heartbeats, Ids, TargetCall, TargetFailure
-from scheduler.core.sweep import Sweeper, SweepReport
+from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
+from scheduler.core.sweep.dispatch import Dispatcher, timer_for
+from scheduler.core.sweep.sweeper import Sweeper, SweepReport
 from scheduler.settings import Settings
 
 

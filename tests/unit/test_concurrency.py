@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from scheduler.core.concurrency import MAX_THROTTLE_WAIT, RESEND_AFTER, ConcurrencyConfig, throttle_wait
-from scheduler.core.dispatch import timer_for
 from scheduler.core.model.job import RunState
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch, TargetCall
+from scheduler.core.sweep.dispatch import timer_for
 from tests.unit.fixtures import T0, TENANT, FakeTarget, MemoryCore, StubMessage, ambiguous, permanent
 
 LIMITED = ConcurrencyConfig(default=2, overrides={"big": 5, "free": 0})

@@ -14,8 +14,8 @@ import pytest
 from scheduler.adapters.clock import SystemClock
 from scheduler.adapters.memory import FakeClock, MemoryQueue, RecordingMetrics
 from scheduler.composition import Configs
-from scheduler.core.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.ports import Dispatch
+from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher
 from scheduler.settings import Settings
 from tests.unit.fixtures import T0
 

@@ -14,7 +14,7 @@ import pytest
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.core.model.keys import shard_of
 from scheduler.core.model.timefmt import rfc3339
-from scheduler.core.sweep import SweepConfig, Sweeper
+from scheduler.core.sweep.sweeper import SweepConfig, Sweeper
 from tests.unit.fixtures import T0, MemoryCore
 
 SHARDS = 4

@@ -9,12 +9,12 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core.dispatch import timer_for
 from scheduler.core.errors import QuotaExceeded
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.model.keys import occurrence_key, shard_of
 from scheduler.core.model.schedules import preview
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId
+from scheduler.core.sweep.dispatch import timer_for
 from tests.unit.fixtures import TENANT, FakeTarget, GivenJobIds, MemoryCore, at
 
 EVERY_10_MIN = {"type": "cron", "expression": "*/10 * * * *"}

@@ -29,7 +29,8 @@ NAMESPACE = METRICS_NAMESPACE
 SERVICE = SERVICE_NAME
 #: What is counted over the window, in the order the dashboard shows them.
 RECENT_METRICS = ("OccurrencesDispatched", "Retries", "TargetFailures", "DeadLetters", "FencedWrites", "LeaseLost")
-#: The sweeper's lag behind the watermark at each sweep (scheduler.core.sweep): its largest value over the window.
+#: The sweeper's lag behind the watermark at each sweep (scheduler.core.sweep.sweeper): its largest value over the
+#: window.
 LAG_METRIC = "DispatchLagSeconds"
 WINDOW = timedelta(hours=1)
 #: Local log files that carry EMF lines (the api processes, the sweeper and each worker).

@@ -19,7 +19,7 @@ from scheduler.adapters.sqs import SqsMessage
 from scheduler.core.execute import Executor
 from scheduler.core.model.job import BackfillState
 from scheduler.core.model.timefmt import minute_of
-from scheduler.core.packing import MessageRunner
+from scheduler.core.sweep.packing import MessageRunner
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
 from scheduler_local.provision import Resources, provision

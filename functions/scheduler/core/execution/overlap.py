@@ -13,7 +13,6 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduler.core.dispatch import fire_at
 from scheduler.core.errors import Fenced
 from scheduler.core.execution.claimed import Claimed
 from scheduler.core.execution.outcome import Outcome, Why
@@ -22,6 +21,7 @@ from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.schedules import is_recurring
 from scheduler.core.ports import AttemptEnd, Between, Dispatch, Execution
+from scheduler.core.sweep.dispatch import fire_at
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.core.dispatch import fire_at
 from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox
 from scheduler.core.execution.claimed import Claimed
@@ -17,6 +16,7 @@ from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.ports import AttemptEnd, Execution, TargetFailure
 from scheduler.core.retry import backoff, may_retry
+from scheduler.core.sweep.dispatch import fire_at
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.core.dispatch import Dispatcher, manual_timer, timer_for
 from scheduler.core.errors import (
     IdempotentReplay,
     InvalidRequest,
@@ -62,6 +61,7 @@ from scheduler.core.ports import (
     SecretSealer,
     Timer,
 )
+from scheduler.core.sweep.dispatch import Dispatcher, manual_timer, timer_for
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from datetime import datetime, timedelta
 
 from scheduler.core.fairness import TenantAdmission
 from scheduler.core.jobs.secrecy import carries_secrets
-from scheduler.core.landing import LandingBoard
 from scheduler.core.model.job import Job
 from scheduler.core.model.keys import jitter_offset, occurrence_key
 from scheduler.core.model.schedules import is_recurring, next_occurrence
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, truncate_ms
 from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
+from scheduler.core.sweep.landing import LandingBoard
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +258,7 @@ class Dispatcher:
 
     def send_landing(self, dispatches: Sequence[Dispatch]) -> None:
         """Send each message when it will land at most `landing_lead + landing_window` (110 ms) before its time, in
-        requests shared with the other buckets of the sweep (step 2 of a sweep's page; `scheduler.core.landing`).
+        requests shared with the other buckets of the sweep (step 2 of a sweep's page; `scheduler.core.sweep.landing`).
         Waits at most about a second for the page, billed once for the page rather than once per message. A send
         that falls behind (a page bigger than a second of requests) sends what is overdue at once, soonest due
         first: it lands early rather than late, and is counted (`SendsOffWindow`). Crash-safe as any send: a re-run

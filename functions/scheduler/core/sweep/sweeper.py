@@ -17,12 +17,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from scheduler.core.backfill import BackfillRunner
-from scheduler.core.dispatch import Dispatcher
 from scheduler.core.errors import ClaimLost
 from scheduler.core.events import Outbox
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, Metrics, TaskPool, TimerStore
+from scheduler.core.sweep.backfill import BackfillRunner
+from scheduler.core.sweep.dispatch import Dispatcher
 from scheduler.core.tasks import InOrder
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""From timers to ready-queue messages: the sweep over time buckets, dispatch, landing, packing and backfill."""
