@@ -30,11 +30,11 @@ from scheduler.adapters.memory import (
     MemoryTimerStore,
     Snapshot,
 )
+from scheduler.core.capacity.forecast import ForecastService
 from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
 from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
-from scheduler.core.forecast import ForecastService
 from scheduler.core.jobs.bulk import BulkService, OperationStore
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from scheduler.core.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
+from scheduler.core.capacity.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
 from scheduler.core.jobs.bulk import BulkAction, OperationState
 from scheduler.core.jobs.service import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
 from scheduler.core.model.job import MAX_NOTE, BackfillState, JobSpec, JobState, RunState

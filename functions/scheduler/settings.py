@@ -113,10 +113,11 @@ class Settings(BaseSettings):
     tenant_request_window_seconds: int = Field(default=10, ge=1, le=300)
     #: Budgets of particular tenants, overriding the three above (and the request rate).
     tenant_budgets: dict[str, TenantBudgetSetting] = Field(default_factory=dict)
-    #: The sweeper forecasts this many minutes ahead every sweep (scheduler.core.forecast): the metric
+    #: The sweeper forecasts this many minutes ahead every sweep (scheduler.core.capacity.forecast): the metric
     #: ForecastDueOccurrences and the pre-scaler's input. 0 turns it off.
     forecast_minutes: int = Field(default=15, ge=0, le=180)
-    #: Pre-scaling (scheduler.core.prescale): raise the worker mappings' provisioned pollers ahead of forecast peaks.
+    #: Pre-scaling (scheduler.core.capacity.prescale): raise the worker mappings' provisioned pollers ahead of forecast
+    #: peaks.
     prescale_enabled: bool = False
     #: Lane -> event source mapping UUID (the CDK stack sets it).
     prescale_mappings: dict[str, str] = Field(default_factory=dict)

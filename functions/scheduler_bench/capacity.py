@@ -37,7 +37,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from scheduler.core.prescale import WorkerCapacity, pollers_for
+from scheduler.core.capacity.prescale import WorkerCapacity, pollers_for
 from scheduler.schema import FUNCTION_MEMORY_MB
 from scheduler_bench.capacity_inputs import RULES, Assumptions, Measured
 from scheduler_bench.prices import LAMBDA_MB_PER_VCPU

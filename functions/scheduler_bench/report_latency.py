@@ -205,7 +205,7 @@ def _drain_cpu(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def _forecast(sweep: dict[str, Any]) -> list[str]:
-    """What the forecast costs (scheduler.core.forecast), measured in the sweep scenario's rounds."""
+    """What the forecast costs (scheduler.core.capacity.forecast), measured in the sweep scenario's rounds."""
     measured = [r["forecast"] for r in sweep.get("rounds", []) if "forecast" in r]
     if not measured:
         return []

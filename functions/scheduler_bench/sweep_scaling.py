@@ -24,7 +24,7 @@ from scheduler.adapters.codec import job_to_item
 from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
-from scheduler.core.forecast import ForecastService
+from scheduler.core.capacity.forecast import ForecastService
 from scheduler.core.jobs.service import JobService
 from scheduler.core.metrics import NullMetrics
 from scheduler.core.model.job import Job, JobSpec
@@ -129,8 +129,8 @@ def _naive_scan(dynamodb: Any, table: str, now: datetime) -> tuple[int, int]:
 def _forecast_cost(
     services: Any, meter: Meter, clock: VirtualClock, due_at: datetime, lookahead_seconds: int
 ) -> dict[str, Any]:
-    """What the forecast (scheduler.core.forecast) reads: a 60-minute one with the due jobs inside its window, the
-    same window empty (its fixed cost: one query per shard and minute, billed at least half a read unit each), and
+    """What the forecast (scheduler.core.capacity.forecast) reads: a 60-minute one with the due jobs inside its window,
+    the same window empty (its fixed cost: one query per shard and minute, billed at least half a read unit each), and
     the sweeper's own FORECAST_MINUTES window empty (what forecasting every minute costs with nothing due)."""
     lookback = timedelta(seconds=lookahead_seconds + 90)
     forecaster = ForecastService(services.timers, clock, lookback, NullMetrics())

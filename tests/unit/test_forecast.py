@@ -1,4 +1,5 @@
-"""The forecast (scheduler.core.forecast): occurrences due per minute, from stored timers and their schedules."""
+"""The forecast (scheduler.core.capacity.forecast): occurrences due per minute, from stored timers and their
+schedules."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.forecast import ForecastService, forecast
+from scheduler.core.capacity.forecast import ForecastService, forecast
 from scheduler.core.model.timefmt import minute_of
 from tests.unit.fixtures import T0, MemoryCore, at
 

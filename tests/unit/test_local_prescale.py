@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from scheduler.adapters.file_pollers import FilePollerControl
-from scheduler.core.forecast import ForecastService
-from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity
+from scheduler.core.capacity.forecast import ForecastService
+from scheduler.core.capacity.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler_local.prescale import FILE_NAME, forecast_workers
 from tests.unit.fixtures import MemoryCore, at
 

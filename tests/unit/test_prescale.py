@@ -1,5 +1,5 @@
-"""The pre-scaling control loop (scheduler.core.prescale): raise ahead of a forecast peak, lower after it, within
-the ceiling; idempotent, safe with several sweepers, every change logged and counted."""
+"""The pre-scaling control loop (scheduler.core.capacity.prescale): raise ahead of a forecast peak, lower after it,
+within the ceiling; idempotent, safe with several sweepers, every change logged and counted."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from scheduler.adapters.memory import MemoryPollerControl, RecordingMetrics
-from scheduler.core.forecast import Forecast, ForecastService, MinuteForecast
-from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity, pollers_for, target_pollers
+from scheduler.core.capacity.forecast import Forecast, ForecastService, MinuteForecast
+from scheduler.core.capacity.prescale import PrescaleConfig, Prescaler, WorkerCapacity, pollers_for, target_pollers
 from tests.unit.fixtures import MemoryCore, at
 
 CAPACITY = WorkerCapacity(seconds_per_occurrence=0.034, ceiling_pollers=100)

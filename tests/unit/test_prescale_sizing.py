@@ -1,10 +1,10 @@
-"""Sizing provisioned pollers for a forecast peak (scheduler.core.prescale)."""
+"""Sizing provisioned pollers for a forecast peak (scheduler.core.capacity.prescale)."""
 
 from __future__ import annotations
 
 import pytest
 
-from scheduler.core.prescale import WorkerCapacity, concurrency_for, pollers_for
+from scheduler.core.capacity.prescale import WorkerCapacity, concurrency_for, pollers_for
 
 CAPACITY = WorkerCapacity(seconds_per_occurrence=0.03, target_start_seconds=5.0, slack_seconds=2.0)
 

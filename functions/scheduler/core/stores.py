@@ -126,8 +126,8 @@ class TimerStore(Protocol):
 
     def upcoming(self, minute: datetime) -> list[Timer]:
         """Every timer in the minute's buckets (all shards), whether or not they were swept: for forecasts
-        (scheduler.core.forecast), not for dispatch - eventually consistent, so it may miss a timer written a moment
-        ago."""
+        (scheduler.core.capacity.forecast), not for dispatch - eventually consistent, so it may miss a timer written a
+        moment ago."""
         ...
 
     def checkpoint(

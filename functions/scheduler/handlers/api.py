@@ -17,7 +17,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from scheduler.core import forecast as forecasting
+from scheduler.core.capacity import forecast as forecasting
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs.service import Created, JobService, Submission
 from scheduler.core.model.job import TARGET_TYPES, Job, JobSpec, JobState

@@ -1,6 +1,6 @@
 """After a sweep: forecast the next minutes (the metric ForecastDueOccurrences) and, when pre-scaling is on, set
-the worker mappings' provisioned pollers for the peaks ahead (scheduler.core.prescale). At most once a minute per
-execution environment (the local stack sweeps every two seconds; the forecast's reads are per minute). Its failure
+the worker mappings' provisioned pollers for the peaks ahead (scheduler.core.capacity.prescale). At most once a minute
+per execution environment (the local stack sweeps every two seconds; the forecast's reads are per minute). Its failure
 never fails the sweep: the sweep's work is done, and the next minute decides again."""
 
 from __future__ import annotations

@@ -43,13 +43,13 @@ from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose, packing_of
+from scheduler.core.capacity.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import Executor
 from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model.job import HandlerTarget, HttpTarget, JobSpec
 from scheduler.core.ports import Clock, PollerControl, SecretSealer, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
-from scheduler.core.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.recovery import HeldBatch
 from scheduler.secrets import resolve_secret
 from scheduler.settings import Settings

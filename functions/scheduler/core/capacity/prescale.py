@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduler.core.forecast import Forecast
+from scheduler.core.capacity.forecast import Forecast
 from scheduler.core.model.timefmt import ONE_MINUTE, rfc3339
 from scheduler.core.ports import Metrics, PollerControl
 
