@@ -88,7 +88,7 @@ class Worker(Construct):
 
 
 def _grant_tenant_slots(function: lambda_.Function, jobs_table: dynamodb.Table) -> None:
-    """Per-tenant execution slots (scheduler.core.concurrency) are items of the jobs table under `TENANT#...`:
+    """Per-tenant execution slots (scheduler.core.tenancy.concurrency) are items of the jobs table under `TENANT#...`:
     the worker may write those and nothing else there (not a job, not a timer)."""
     function.add_to_role_policy(
         iam.PolicyStatement(

@@ -31,10 +31,8 @@ from scheduler.adapters.memory import (
     Snapshot,
 )
 from scheduler.core.capacity.forecast import ForecastService
-from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor
-from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.jobs.bulk import BulkService, OperationStore
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec
@@ -58,13 +56,15 @@ from scheduler.core.ports import (
     TimerStore,
 )
 from scheduler.core.recovery import HeldBatch, HoldConfig
-from scheduler.core.request_limits import RequestGate, RequestLimitConfig, RequestWindows
 from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.sweep.packing import MessageRunner, PackingConfig
 from scheduler.core.sweep.sweeper import SweepConfig, Sweeper
 from scheduler.core.tasks import InOrder
-from scheduler.core.tenancy import PerTenant
+from scheduler.core.tenancy.concurrency import ConcurrencyConfig, ConcurrencyGate
+from scheduler.core.tenancy.fairness import Budget, FairnessConfig, TenantAdmission
+from scheduler.core.tenancy.per_tenant import PerTenant
+from scheduler.core.tenancy.request_limits import RequestGate, RequestLimitConfig, RequestWindows
 from scheduler.settings import Settings
 
 

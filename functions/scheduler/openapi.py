@@ -329,7 +329,7 @@ ANY_OPERATION = {
 AUTHENTICATED = {
     "401": _problem("no or unknown credentials"),
     "403": _problem("a principal that cannot be a tenant (a federated user)"),
-    # Every authenticated route counts against the caller's request limit (scheduler.core.request_limits).
+    # Every authenticated route counts against the caller's request limit (scheduler.core.tenancy.request_limits).
     "429": _problem("over the tenant's request limit (Retry-After: seconds to wait) or its active-job quota"),
 }
 WITH_INPUT = {

@@ -96,19 +96,20 @@ class Settings(BaseSettings):
     #: Stop starting new buckets this long before the invocation's deadline.
     sweep_safety_seconds: int = Field(default=20, ge=1)
     max_active_jobs_per_tenant: int = Field(default=10_000, ge=1)
-    #: Per-tenant dispatch budget (scheduler.core.fairness): occurrences per second on average; 0 turns budgets off.
+    #: Per-tenant dispatch budget (scheduler.core.tenancy.fairness): occurrences per second on average; 0 turns budgets
+    #: off.
     tenant_dispatch_rate: float = Field(default=100.0, ge=0)
     #: ... and at once: what a tenant may release in one instant before its rate applies.
     tenant_dispatch_burst: int = Field(default=3000, ge=1)
-    #: Per-tenant execution budget (scheduler.core.concurrency): occurrences of one tenant running at once, across
-    #: every lane and worker; 0 (the default) turns it off for the tenants without their own `concurrency` in
+    #: Per-tenant execution budget (scheduler.core.tenancy.concurrency): occurrences of one tenant running at once,
+    #: across every lane and worker; 0 (the default) turns it off for the tenants without their own `concurrency` in
     #: `tenant_budgets`. Each attempt under a budget costs a slot (about 2 write units and 1 read unit), so only
     #: the tenants that configured one pay for it. Keep it below the workers' concurrency, so one tenant's slow
     #: targets cannot take every worker.
     tenant_max_concurrency: int = Field(default=0, ge=0)
-    #: Per-tenant API request limit (scheduler.core.request_limits): requests a second a tenant may make on average,
-    #: counted in fixed windows; one tenant cannot take the stage's whole throttle. 0 turns it off. Each counted
-    #: request costs one write unit.
+    #: Per-tenant API request limit (scheduler.core.tenancy.request_limits): requests a second a tenant may make on
+    #: average, counted in fixed windows; one tenant cannot take the stage's whole throttle. 0 turns it off. Each
+    #: counted request costs one write unit.
     tenant_request_rate: float = Field(default=20.0, ge=0)
     tenant_request_window_seconds: int = Field(default=10, ge=1, le=300)
     #: Budgets of particular tenants, overriding the three above (and the request rate).

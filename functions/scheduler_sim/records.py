@@ -7,15 +7,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.composition import Configs
-from scheduler.core.concurrency import ConcurrencyConfig
 from scheduler.core.execute import ExecuteConfig
-from scheduler.core.fairness import FairnessConfig
 from scheduler.core.model.job import Job
 from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep.backfill import BackfillConfig
 from scheduler.core.sweep.dispatch import DispatchConfig
 from scheduler.core.sweep.packing import PackingConfig
 from scheduler.core.sweep.sweeper import SweepConfig
+from scheduler.core.tenancy.concurrency import ConcurrencyConfig
+from scheduler.core.tenancy.fairness import FairnessConfig
 from scheduler_sim.faults import FaultProfile
 from scheduler_sim.invariants import Violation
 from scheduler_sim.workload import CallKind

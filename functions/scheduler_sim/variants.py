@@ -14,7 +14,6 @@ from scheduler.adapters import memory
 from scheduler.core.errors import Fenced
 from scheduler.core.events import Outbox, outcome_events
 from scheduler.core.execute import Outcome, Why
-from scheduler.core.fairness import Admitted, TenantAdmission
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.ports import (
     Advance,
@@ -30,6 +29,7 @@ from scheduler.core.ports import (
     Timer,
 )
 from scheduler.core.sweep.packing import MessageRunner
+from scheduler.core.tenancy.fairness import Admitted, TenantAdmission
 from scheduler_sim.actors import SeededOrder
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 
-from scheduler.core.fairness import Budget, FairnessConfig
 from scheduler.core.model.timefmt import rfc3339
+from scheduler.core.tenancy.fairness import Budget, FairnessConfig
 
 TENANT = "tenant-a"
 OTHER_TENANT = "tenant-b"

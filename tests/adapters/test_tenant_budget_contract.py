@@ -11,8 +11,8 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoTenantBudgets
 from scheduler.adapters.memory import MemoryTenantBudgets
 from scheduler.adapters.memory.doubles import FakeClock, RecordingMetrics
-from scheduler.core.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.ports import BudgetCalendar, Dispatch
+from scheduler.core.tenancy.fairness import Budget, FairnessConfig, TenantAdmission
 from tests.adapters.conftest import BACKENDS, jobs_table_store
 
 
@@ -49,7 +49,7 @@ def test_tenants_have_their_own_calendars(budgets, make) -> None:
     assert budgets.load("tenant-b") == b
 
 
-# -- a booking that crashes around its save (scheduler.core.fairness.TenantAdmission) ----------------------------
+# -- a booking that crashes around its save (scheduler.core.tenancy.fairness.TenantAdmission) --------------------------
 
 
 class Crashing:

@@ -31,10 +31,8 @@ from scheduler.adapters.memory import (
     RecordingMetrics,
 )
 from scheduler.composition import Configs, Container, compose, memory_stores
-from scheduler.core.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.events import Outbox
 from scheduler.core.execute import ExecuteConfig, Executor, Outcome
-from scheduler.core.fairness import FairnessConfig
 from scheduler.core.ids import RANDOM_IDS, RandomIds
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
@@ -43,6 +41,8 @@ from scheduler.core.ports import Dispatch, Heartbeats, Ids, TargetCall, TargetFa
 from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.sweep.dispatch import Dispatcher, timer_for
 from scheduler.core.sweep.sweeper import Sweeper, SweepReport
+from scheduler.core.tenancy.concurrency import ConcurrencyConfig, ConcurrencyGate
+from scheduler.core.tenancy.fairness import FairnessConfig
 from scheduler.settings import Settings
 
 

@@ -1,5 +1,5 @@
-"""Per-tenant execution budgets (scheduler.core.concurrency): at most `limit` occurrences of one tenant run at once.
-A tenant at its limit is delayed - its message comes back later, re-sent before maxReceiveCount could dead-letter
+"""Per-tenant execution budgets (scheduler.core.tenancy.concurrency): at most `limit` occurrences of one tenant run at
+once. A tenant at its limit is delayed - its message comes back later, re-sent before maxReceiveCount could dead-letter
 it - never dropped; a slow tenant's burst does not make another tenant late beyond a stated bound."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from scheduler.core.concurrency import MAX_THROTTLE_WAIT, RESEND_AFTER, ConcurrencyConfig, throttle_wait
 from scheduler.core.model.job import RunState
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch, TargetCall
 from scheduler.core.sweep.dispatch import timer_for
+from scheduler.core.tenancy.concurrency import MAX_THROTTLE_WAIT, RESEND_AFTER, ConcurrencyConfig, throttle_wait
 from tests.unit.fixtures import T0, TENANT, FakeTarget, MemoryCore, StubMessage, ambiguous, permanent
 
 LIMITED = ConcurrencyConfig(default=2, overrides={"big": 5, "free": 0})

@@ -9,7 +9,6 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyConfig, ConcurrencyGate, Permit
 from scheduler.core.errors import LeaseLost
 from scheduler.core.execution.call import Call, Called
 from scheduler.core.execution.claim import Claim
@@ -24,6 +23,7 @@ from scheduler.core.execution.source import MessageCopy, StoredJob, source_of
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, Execution, TargetCall
+from scheduler.core.tenancy.concurrency import RESEND_AFTER, ConcurrencyConfig, ConcurrencyGate, Permit
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, StubMessage, permanent
 
 CONFIG = ExecuteConfig(lease=timedelta(seconds=60), heartbeat_fraction=None)

@@ -11,7 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core.fairness import (
+from scheduler.core.model.timefmt import rfc3339, to_ms
+from scheduler.core.ports import Dispatch
+from scheduler.core.tenancy.fairness import (
     CLOCK_SKEW,
     MAX_RELEASE_DELAY,
     Budget,
@@ -19,8 +21,6 @@ from scheduler.core.fairness import (
     TenantAdmission,
     reserve,
 )
-from scheduler.core.model.timefmt import rfc3339, to_ms
-from scheduler.core.ports import Dispatch
 from tests.unit.fixtures import T0, FakeTarget, MemoryCore, at
 
 SECOND = timedelta(seconds=1)

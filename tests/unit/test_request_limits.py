@@ -1,5 +1,5 @@
-"""Per-tenant API request limits (scheduler.core.request_limits): a tenant over its window's count waits for the next
-window; the others are served."""
+"""Per-tenant API request limits (scheduler.core.tenancy.request_limits): a tenant over its window's count waits for the
+next window; the others are served."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from scheduler.adapters.memory import MemoryRequestWindows
 from scheduler.adapters.memory.doubles import FakeClock, RecordingMetrics
-from scheduler.core.request_limits import RequestGate, RequestLimitConfig
-from scheduler.core.tenancy import PerTenant
+from scheduler.core.tenancy.per_tenant import PerTenant
+from scheduler.core.tenancy.request_limits import RequestGate, RequestLimitConfig
 
 T0 = datetime(2026, 12, 4, 12, 0, 0, tzinfo=UTC)
 

@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from scheduler.core.concurrency import ConcurrencyGate
 from scheduler.core.events import Outbox
 from scheduler.core.execution.call import Call, Called
 from scheduler.core.execution.claim import Claim
@@ -52,6 +51,7 @@ from scheduler.core.ports import (
     ReadyQueue,
     TargetInvoker,
 )
+from scheduler.core.tenancy.concurrency import ConcurrencyGate
 
 __all__ = ["OVERLAP_FIRST_PAGE", "OVERLAP_PAGE", "RENEWALS_BEFORE_CALL", "ExecuteConfig", "Executor", "Outcome", "Why"]
 

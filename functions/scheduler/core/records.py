@@ -385,7 +385,7 @@ class Backfill:
 
 @dataclass(frozen=True)
 class BudgetCalendar:
-    """A tenant's booked releases (scheduler.core.fairness): releases per window of `window_ms`, by window index
+    """A tenant's booked releases (scheduler.core.tenancy.fairness): releases per window of `window_ms`, by window index
     (epoch ms // window_ms). `version` orders writes."""
 
     version: int

@@ -287,7 +287,8 @@ class TenantBudgetStore(Protocol):
 
 
 class TenantSlots(Protocol):
-    """Each tenant's execution slots (scheduler.core.concurrency): leased items, taken with conditional writes."""
+    """Each tenant's execution slots (scheduler.core.tenancy.concurrency): leased items, taken with conditional
+    writes."""
 
     def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
         """Take one of slots `0 .. limit-1` that is free or whose lease ended before `now`, for `holder` until

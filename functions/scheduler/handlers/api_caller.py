@@ -1,7 +1,7 @@
 """Who calls the API and what it may ask: the caller's tenant, its request limit, and the job service.
 
 Every route asks `tenant()` first: it resolves the IAM principal (scheduler.identity) and counts the request against
-the tenant's limit (scheduler.core.request_limits), so a tenant over it gets a 429 whatever it asked.
+the tenant's limit (scheduler.core.tenancy.request_limits), so a tenant over it gets a 429 whatever it asked.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from aws_lambda_powertools import Metrics
 
 from scheduler.core.jobs.service import JobService
-from scheduler.core.request_limits import RequestGate
+from scheduler.core.tenancy.request_limits import RequestGate
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import Problem
 from scheduler.handlers.api_requests import app

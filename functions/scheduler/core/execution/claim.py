@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.core.concurrency import Permit
 from scheduler.core.errors import ClaimRefused
 from scheduler.core.execution.claimed import Claimed
 from scheduler.core.execution.outcome import Outcome, Why
@@ -17,6 +16,7 @@ from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.schedules import unindexed_occurrence
 from scheduler.core.ports import Attempt, Dispatch, Execution, MessageControl
+from scheduler.core.tenancy.concurrency import Permit
 
 
 @dataclass(frozen=True)

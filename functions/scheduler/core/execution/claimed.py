@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.core.concurrency import Permit
 from scheduler.core.model.job import Job
 from scheduler.core.ports import Dispatch, Execution, MessageControl
+from scheduler.core.tenancy.concurrency import Permit
 
 
 @dataclass(frozen=True)

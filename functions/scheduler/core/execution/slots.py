@@ -7,10 +7,10 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduler.core.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
 from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.ports import Dispatch, MessageControl
+from scheduler.core.tenancy.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
 
 log = logging.getLogger(__name__)
 

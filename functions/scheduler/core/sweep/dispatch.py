@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from scheduler.core.fairness import TenantAdmission
 from scheduler.core.jobs.secrecy import carries_secrets
 from scheduler.core.model.job import Job
 from scheduler.core.model.keys import jitter_offset, occurrence_key
@@ -22,6 +21,7 @@ from scheduler.core.model.schedules import is_recurring, next_occurrence
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, truncate_ms
 from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
 from scheduler.core.sweep.landing import LandingBoard
+from scheduler.core.tenancy.fairness import TenantAdmission
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class Dispatcher:
     clock: Clock
     config: DispatchConfig
     metrics: Metrics
-    #: Per-tenant dispatch budgets (scheduler.core.fairness); None: no budgets.
+    #: Per-tenant dispatch budgets (scheduler.core.tenancy.fairness); None: no budgets.
     admission: TenantAdmission | None = None
     #: How a sweep waits for the instant that lands a message on time (None: it does not wait; sends at once).
     sleep: Callable[[float], None] | None = None

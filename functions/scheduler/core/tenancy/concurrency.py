@@ -1,6 +1,6 @@
 """Per-tenant execution budgets: how many occurrences of one tenant may run at once.
 
-The dispatch budget (scheduler.core.fairness) bounds how fast a tenant's occurrences *reach* the workers; it
+The dispatch budget (scheduler.core.tenancy.fairness) bounds how fast a tenant's occurrences *reach* the workers; it
 cannot stop a tenant whose targets are slow from holding every worker: at 100 starts a second, a target that
 takes a minute keeps 6,000 executions of that tenant open. So every attempt also takes one of its tenant's
 `limit` execution slots before it claims the occurrence, holds it (with the same lease and heartbeat as its ledger
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.core.ports import Metrics, TenantSlots
-from scheduler.core.tenancy import PerTenant
+from scheduler.core.tenancy.per_tenant import PerTenant
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from scheduler.core.ports import Clock, Metrics
-from scheduler.core.tenancy import PerTenant
+from scheduler.core.tenancy.per_tenant import PerTenant
 
 
 class RequestWindows(Protocol):

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from scheduler.core.model.timefmt import from_ms, to_ms, truncate_ms
 from scheduler.core.ports import BudgetCalendar, Clock, Dispatch, Metrics, TenantBudgetStore
-from scheduler.core.tenancy import PerTenant
+from scheduler.core.tenancy.per_tenant import PerTenant
 
 log = logging.getLogger(__name__)
 

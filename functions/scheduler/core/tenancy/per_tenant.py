@@ -1,6 +1,6 @@
-"""What every tenant gets unless it has a value of its own: the dispatch budgets (`scheduler.core.fairness`), the
-execution slots (`scheduler.core.concurrency`) and the API request rates (`scheduler.core.request_limits`) are each
-one `PerTenant`."""
+"""What every tenant gets unless it has a value of its own: the dispatch budgets (`scheduler.core.tenancy.fairness`),
+the execution slots (`scheduler.core.tenancy.concurrency`) and the API request rates
+(`scheduler.core.tenancy.request_limits`) are each one `PerTenant`."""
 
 from __future__ import annotations
 

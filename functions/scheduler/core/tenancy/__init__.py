@@ -1,0 +1,1 @@
+"""Per-tenant limits: dispatch budgets (fairness), execution slots (concurrency) and API request limits."""
