@@ -56,11 +56,11 @@ from scheduler.core.ports import (
     TimerStore,
 )
 from scheduler.core.recovery import HeldBatch, HoldConfig
+from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.sweep.packing import MessageRunner, PackingConfig
 from scheduler.core.sweep.sweeper import SweepConfig, Sweeper
-from scheduler.core.tasks import InOrder
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.tenancy.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.core.tenancy.per_tenant import PerTenant

@@ -24,9 +24,9 @@ from scheduler.adapters.threads import SharedTaskPool
 from scheduler.composition import Configs
 from scheduler.core.execute import Executor, Outcome
 from scheduler.core.jobs.service import JobService
-from scheduler.core.metrics import NullMetrics
 from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, MessageControl, Metrics, TimerStore
 from scheduler.core.recovery import HeldBatch
+from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.core.sweep.dispatch import Dispatcher
 from scheduler.core.sweep.packing import MessageRunner
 from scheduler.core.sweep.sweeper import Sweeper

@@ -26,10 +26,10 @@ from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.capacity.forecast import ForecastService
 from scheduler.core.jobs.service import JobService
-from scheduler.core.metrics import NullMetrics
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
+from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.core.sweep.dispatch import timer_for
 from scheduler.core.sweep.packing import PackingConfig
 from scheduler.settings import Settings

@@ -15,9 +15,9 @@ import pytest
 from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker, TargetConnections
 from scheduler.adapters.memory.doubles import RecordingMetrics
-from scheduler.core.metrics import NullMetrics
 from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
+from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.settings import LOCAL_SIGNING_KEYS
 from scheduler.signing import KeyRing
 from tests.sdk.http_server import Quiet, serving

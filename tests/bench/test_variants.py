@@ -109,7 +109,7 @@ def test_results_md_sets_each_variant_beside_the_baseline_fire_by_fire() -> None
 def test_the_wiring_builds_the_core_on_the_variants_configuration() -> None:
     import boto3
 
-    from scheduler.core.metrics import NullMetrics
+    from scheduler.core.runtime.metrics import NullMetrics
     from scheduler.handlers import wiring
 
     changed, configs = cost.VARIANTS["no-landing"].configure(settings())

@@ -24,7 +24,6 @@ from scheduler.adapters.memory import (
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose, memory_stores
 from scheduler.core.execute import Executor
-from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs.chain import counts_as_active
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec, RunState
@@ -32,10 +31,11 @@ from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.schedules import unindexed_occurrence
 from scheduler.core.ports import TargetCall
 from scheduler.core.recovery import HeldBatch, HoldConfig
+from scheduler.core.runtime.ids import RANDOM_IDS
+from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.dispatch import Dispatcher
 from scheduler.core.sweep.packing import MessageRunner
 from scheduler.core.sweep.sweeper import Sweeper
-from scheduler.core.tasks import InOrder
 from tests.unit.fixtures import settings_for
 
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past,

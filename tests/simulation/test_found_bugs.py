@@ -26,11 +26,11 @@ from scheduler.adapters.memory import (
     RecordingMetrics,
 )
 from scheduler.composition import Configs, Container, Stores, compose, memory_stores
-from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import BucketId, Clock, Dispatch, Execution, ReadyQueue, Timer, TimerStore
+from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.sweep.sweeper import Sweeper
 from scheduler.core.tenancy.fairness import Budget, FairnessConfig, TenantAdmission
 from scheduler.settings import Settings

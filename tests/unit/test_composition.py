@@ -11,7 +11,7 @@ from scheduler.adapters.memory import (
     RecordingMetrics,
 )
 from scheduler.composition import Configs, Stores, compose, memory_stores
-from scheduler.core.ids import RANDOM_IDS
+from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.tenancy.fairness import Budget
 from scheduler.settings import Settings, TenantBudgetSetting
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from scheduler.core.ids import RandomIds
 from scheduler.core.model.timefmt import to_ms
+from scheduler.core.runtime.ids import RandomIds
 from tests.unit.fixtures import TENANT, MemoryCore, StubMessage, at
 
 

@@ -11,8 +11,8 @@ import pytest
 from scheduler.adapters.memory import FakeClock, MemoryMessage, MemoryQueue, RecordingMetrics
 from scheduler.core.execute import Outcome, Why
 from scheduler.core.ports import Dispatch
+from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.packing import MessageRunner, PackingConfig, pack
-from scheduler.core.tasks import InOrder
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 

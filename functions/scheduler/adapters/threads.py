@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
-from scheduler.core.tasks import InOrder
+from scheduler.core.runtime.tasks import InOrder
 
 T = TypeVar("T")
 

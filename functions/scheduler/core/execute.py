@@ -36,7 +36,6 @@ from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.slots import ExecutionSlots
 from scheduler.core.execution.source import CopyVoid, JobSource, StoredJob, copy_voided, source_of
 from scheduler.core.execution.step_ports import StepPorts
-from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import (
     AttemptEnd,
@@ -51,6 +50,7 @@ from scheduler.core.ports import (
     ReadyQueue,
     TargetInvoker,
 )
+from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.tenancy.concurrency import ConcurrencyGate
 
 __all__ = ["OVERLAP_FIRST_PAGE", "OVERLAP_PAGE", "RENEWALS_BEFORE_CALL", "ExecuteConfig", "Executor", "Outcome", "Why"]

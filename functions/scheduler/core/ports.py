@@ -108,8 +108,8 @@ class TaskPool(Protocol):
 
 
 class Ids(Protocol):
-    """Where the core's identifiers come from: random in production (`scheduler.core.ids.RandomIds`), drawn from a
-    seed in the simulator, so that a run is a pure function of its seed. Ids decide shards, jitter and the order of
+    """Where the core's identifiers come from: random in production (`scheduler.core.runtime.ids.RandomIds`), drawn from
+    a seed in the simulator, so that a run is a pure function of its seed. Ids decide shards, jitter and the order of
     timers, so a replay needs them all from one source."""
 
     def job_id(self) -> str:

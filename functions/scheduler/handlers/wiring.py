@@ -46,11 +46,11 @@ from scheduler.composition import Configs, Container, Stores, compose, packing_o
 from scheduler.core.capacity.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execute import Executor
-from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.model.job import HandlerTarget, HttpTarget, JobSpec
 from scheduler.core.ports import Clock, PollerControl, SecretSealer, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.recovery import HeldBatch
+from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.secrets import resolve_secret
 from scheduler.settings import Settings
 from scheduler.signing import KeyRing

@@ -40,9 +40,9 @@ from punctual_sdk.testing.api import ApiTransport, InProcessApi
 from punctual_sdk.testing.clock import VirtualClock, aware, sqs_on
 from punctual_sdk.testing.receivers import App, InProcessHttp, Request, test_guard
 from punctual_sdk.testing.world import Moto
-from scheduler.core.metrics import NullMetrics
 from scheduler.core.model.job import HandlerTarget, JobSpec
 from scheduler.core.ports import TargetCall, TargetInvoker
+from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
 from scheduler.signing import KeyRing

@@ -22,7 +22,6 @@ from scheduler.core.errors import (
     VersionConflict,
 )
 from scheduler.core.events import Outbox
-from scheduler.core.ids import RANDOM_IDS
 from scheduler.core.jobs.lifecycle import cancelled, paused, resumed
 from scheduler.core.jobs.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
 from scheduler.core.jobs.status import JobStatus, shown_status
@@ -61,6 +60,7 @@ from scheduler.core.ports import (
     SecretSealer,
     Timer,
 )
+from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.sweep.dispatch import Dispatcher, manual_timer, timer_for
 
 log = logging.getLogger(__name__)

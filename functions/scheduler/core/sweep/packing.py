@@ -38,7 +38,7 @@ from functools import partial
 
 from scheduler.core.execute import Executor, Outcome, Why
 from scheduler.core.ports import Clock, Dispatch, MessageControl, Metrics, ReadyQueue, TaskPool
-from scheduler.core.tasks import InOrder
+from scheduler.core.runtime.tasks import InOrder
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from scheduler.core.errors import ClaimLost
 from scheduler.core.events import Outbox
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, Metrics, TaskPool, TimerStore
+from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.backfill import BackfillRunner
 from scheduler.core.sweep.dispatch import Dispatcher
-from scheduler.core.tasks import InOrder
 
 log = logging.getLogger(__name__)
 
