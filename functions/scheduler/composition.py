@@ -31,8 +31,9 @@ from scheduler.adapters.memory import (
     Snapshot,
 )
 from scheduler.core.capacity.forecast import ForecastService
-from scheduler.core.events import Outbox
-from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.execution.events import Outbox
+from scheduler.core.execution.executor import ExecuteConfig, Executor
+from scheduler.core.execution.recovery import HeldBatch, HoldConfig
 from scheduler.core.jobs.bulk import BulkService, OperationStore
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec
@@ -55,7 +56,6 @@ from scheduler.core.ports import (
     TenantSlots,
     TimerStore,
 )
-from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher

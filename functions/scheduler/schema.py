@@ -46,7 +46,7 @@ EXECUTIONS_TABLE = TableSchema(
         # history and the overlap check read the runs they need by key (DynamoLedger.runs).
         Index("by_job", ("job_id", "S"), ("scheduled_ms", "N"), projection="KEYS_ONLY"),
         # Sparse: only items with unpublished completion events carry `event_pending` (an outbox shard), so the
-        # sweeper's drain reads just those (scheduler.core.events).
+        # sweeper's drain reads just those (scheduler.core.execution.events).
         Index("outbox", ("event_pending", "S"), ("event_ms", "N")),
     ),
 )

@@ -132,7 +132,7 @@ class Settings(BaseSettings):
     #: Worker time per occurrence the pollers are sized with (scripts/bench measures it: ~0.033 s).
     prescale_seconds_per_occurrence: float = Field(default=0.034, gt=0, le=60)
     prescale_target_start_seconds: float = Field(default=5.0, ge=1, le=300)
-    #: Completion events (scheduler.core.events) are wired: the jobs that ask for them (`"events": true`) have
+    #: Completion events (scheduler.core.execution.events) are wired: the jobs that ask for them (`"events": true`) have
     #: their terminal outcomes published through the outbox.
     completion_events: bool = True
     #: ... and the jobs that do not say (`events` left out). Off: nothing is written or paid for the outcomes of

@@ -22,10 +22,10 @@ from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.adapters.threads import SharedTaskPool
 from scheduler.composition import Configs
-from scheduler.core.execute import Executor, Outcome
+from scheduler.core.execution.executor import Executor, Outcome
+from scheduler.core.execution.recovery import HeldBatch
 from scheduler.core.jobs.service import JobService
 from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, MessageControl, Metrics, TimerStore
-from scheduler.core.recovery import HeldBatch
 from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.core.sweep.dispatch import Dispatcher
 from scheduler.core.sweep.packing import MessageRunner

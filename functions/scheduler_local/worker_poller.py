@@ -8,7 +8,7 @@ batch from the highest lane that has messages, except that a lane left waiting f
 first. So a lane with visible messages is served at least once every `aging_rounds + 2` rounds, however busy the
 lanes above it are: low-priority work waits, but is never starved.
 
-Bounded recovery: the poller receives with the hold time (scheduler.core.recovery) as the visibility, so a
+Bounded recovery: the poller receives with the hold time (scheduler.core.execution.recovery) as the visibility, so a
 worker killed even between the receive and the handler's first hold leaves its batch visible again within that
 time. (On AWS the event source mapping receives with the queue's 6x visibility timeout, and the
 handler's first instruction shortens it; locally nothing throttles the handler, so the 6x rule has nothing to
@@ -36,7 +36,7 @@ from typing import Any
 
 import boto3
 
-from scheduler.core.recovery import HoldConfig
+from scheduler.core.execution.recovery import HoldConfig
 from scheduler_local.lambda_context import LocalContext
 
 REGION = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")

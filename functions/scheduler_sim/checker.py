@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from scheduler.core.events import event_id
+from scheduler.core.execution.events import event_id
 from scheduler.core.jobs.chain import counts_as_active
 from scheduler.core.model.job import BackfillState, JobState
 from scheduler.core.model.keys import occurrence_key

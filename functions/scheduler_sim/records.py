@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.composition import Configs
-from scheduler.core.execute import ExecuteConfig
+from scheduler.core.execution.executor import ExecuteConfig
+from scheduler.core.execution.recovery import HoldConfig
 from scheduler.core.model.job import Job
-from scheduler.core.recovery import HoldConfig
 from scheduler.core.sweep.backfill import BackfillConfig
 from scheduler.core.sweep.dispatch import DispatchConfig
 from scheduler.core.sweep.packing import PackingConfig

@@ -12,8 +12,8 @@ from typing import Any
 
 from scheduler.adapters import memory
 from scheduler.core.errors import Fenced
-from scheduler.core.events import Outbox, outcome_events
-from scheduler.core.execute import Outcome, Why
+from scheduler.core.execution.events import Outbox, outcome_events
+from scheduler.core.execution.executor import Outcome, Why
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.ports import (
     Advance,

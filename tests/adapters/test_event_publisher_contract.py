@@ -17,7 +17,7 @@ import pytest
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.memory import MemoryEventPublisher
 from scheduler.core.errors import EventPublishFailed
-from scheduler.core.events import DETAIL_TYPES, EVENT_SOURCE, event_detail, event_id
+from scheduler.core.execution.events import DETAIL_TYPES, EVENT_SOURCE, event_detail, event_id
 from scheduler.core.model.job import RunState
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import OutcomeEvent

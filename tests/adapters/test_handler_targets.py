@@ -17,7 +17,7 @@ import pytest
 from scheduler.adapters.memory import FakeClock, RecordingMetrics
 from scheduler.composition import memory_stores
 from scheduler.core.errors import LeaseLost
-from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.execution.executor import ExecuteConfig, Executor
 from scheduler.core.model.job import Job, JobSpec, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.events import outcome_events
+from scheduler.core.execution.events import outcome_events
 from scheduler.core.model.job import RunState
 from scheduler.core.records import Attempt, AttemptEnd
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.dispatch_message import dispatch_to_body
-from scheduler.core.execute import Executor
+from scheduler.core.execution.executor import Executor
+from scheduler.core.execution.recovery import HoldConfig
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
-from scheduler.core.recovery import HoldConfig
 from scheduler.handlers import worker
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext

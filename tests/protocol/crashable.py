@@ -23,14 +23,14 @@ from scheduler.adapters.memory import (
 )
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose, memory_stores
-from scheduler.core.execute import Executor
+from scheduler.core.execution.executor import Executor
+from scheduler.core.execution.recovery import HeldBatch, HoldConfig
 from scheduler.core.jobs.chain import counts_as_active
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.schedules import unindexed_occurrence
 from scheduler.core.ports import TargetCall
-from scheduler.core.recovery import HeldBatch, HoldConfig
 from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.dispatch import Dispatcher

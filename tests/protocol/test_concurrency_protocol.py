@@ -14,7 +14,7 @@ from test_execute_protocol import DUE, assert_one_outcome, crash_once, one_due_o
 
 from scheduler.adapters.dynamodb import DynamoTenantSlots
 from scheduler.adapters.memory import MemoryTenantSlots
-from scheduler.core.execute import Executor
+from scheduler.core.execution.executor import Executor
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import TargetCall
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig, ConcurrencyGate

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from crashable import LEASE, T0, Crash, CrashableCore, CrashAt
 
-from scheduler.core.execute import Executor
+from scheduler.core.execution.executor import Executor
 from scheduler.core.model.job import RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.timefmt import rfc3339

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from crashable import T0, Crash, CrashableCore, CrashAt
 
-from scheduler.core.events import Outbox
+from scheduler.core.execution.events import Outbox
 from scheduler.core.model.timefmt import rfc3339
 
 END = T0 + timedelta(minutes=3)

@@ -15,7 +15,7 @@ from crashable import SHARDS, Crash, CrashableCore, CrashAt
 from test_execute_protocol import due_occurrences
 
 from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
-from scheduler.core.execute import Why
+from scheduler.core.execution.executor import Why
 from scheduler.core.model.job import RunState
 from scheduler.core.model.keys import shard_of
 from scheduler.core.ports import TargetCall, TargetFailure

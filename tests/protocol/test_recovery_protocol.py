@@ -15,8 +15,8 @@ from crashable import HOLD, LEASE, Crash, CrashableCore, CrashAt
 from test_execute_protocol import due_occurrences
 
 from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
+from scheduler.core.execution.recovery import HeldBatch
 from scheduler.core.ports import TargetCall
-from scheduler.core.recovery import HeldBatch
 
 MARGIN = 2  # the executor hides a message it finds under someone else's live lease until the lease ends + 2 s
 BATCH = 4

@@ -11,7 +11,7 @@ import pytest
 from crashable import T0, Crash, CrashableCore, CrashAt
 
 from scheduler.core.errors import InvalidState, JobNotFound
-from scheduler.core.execute import Executor
+from scheduler.core.execution.executor import Executor
 from scheduler.core.jobs.run_retry import retry_run
 from scheduler.core.model.job import RunState
 from scheduler.core.model.keys import occurrence_key

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core.events import outbox_entry
+from scheduler.core.execution.events import outbox_entry
 from scheduler.core.model.job import BackfillState, JobState, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import Backfill

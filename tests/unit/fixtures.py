@@ -31,8 +31,8 @@ from scheduler.adapters.memory import (
     RecordingMetrics,
 )
 from scheduler.composition import Configs, Container, compose, memory_stores
-from scheduler.core.events import Outbox
-from scheduler.core.execute import ExecuteConfig, Executor, Outcome
+from scheduler.core.execution.events import Outbox
+from scheduler.core.execution.executor import ExecuteConfig, Executor, Outcome
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.schedules import Schedule

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.events import DETAIL_TYPES, OUTBOX_SETTLE, event_detail
+from scheduler.core.execution.events import DETAIL_TYPES, OUTBOX_SETTLE, event_detail
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import Dispatch, OutcomeEvent
 from scheduler.core.records import Attempt, Execution

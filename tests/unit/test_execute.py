@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from scheduler.core.errors import LeaseLost
-from scheduler.core.execute import ExecuteConfig
+from scheduler.core.execution.executor import ExecuteConfig
+from scheduler.core.execution.retry import backoff
 from scheduler.core.model.job import JobSpec, RetryPolicy, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, TargetCall
 from scheduler.core.records import Attempt, Execution
-from scheduler.core.retry import backoff
 from tests.unit.fixtures import (
     TENANT,
     FakeTarget,

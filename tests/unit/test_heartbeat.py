@@ -12,11 +12,11 @@ import pytest
 
 from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.memory import FakeClock, ManualHeartbeats, MemoryBatchVisibility, MemoryQueue, RecordingMetrics
-from scheduler.core.execute import ExecuteConfig, Executor
+from scheduler.core.execution.executor import ExecuteConfig, Executor
+from scheduler.core.execution.recovery import HeldBatch, HoldConfig
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import Dispatch, TargetCall
 from scheduler.core.records import Attempt
-from scheduler.core.recovery import HeldBatch, HoldConfig
 from tests.unit.fixtures import T0, FakeTarget, MemoryCore, StubMessage
 
 LEASE = timedelta(seconds=60)

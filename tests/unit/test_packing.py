@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.adapters.memory import FakeClock, MemoryMessage, MemoryQueue, RecordingMetrics
-from scheduler.core.execute import Outcome, Why
+from scheduler.core.execution.executor import Outcome, Why
 from scheduler.core.ports import Dispatch
 from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.packing import MessageRunner, PackingConfig, pack

@@ -11,8 +11,8 @@ import pytest
 
 from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryQueue, RecordingMetrics
+from scheduler.core.execution.recovery import HeldBatch, HoldConfig
 from scheduler.core.ports import Dispatch
-from scheduler.core.recovery import HeldBatch, HoldConfig
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 CONFIG = HoldConfig(renew_fraction=None)

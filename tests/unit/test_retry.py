@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.core.execution.retry import MAX_HIDE_SECONDS, backoff, classify_http_status, may_retry
 from scheduler.core.model.job import RetryPolicy
-from scheduler.core.retry import MAX_HIDE_SECONDS, backoff, classify_http_status, may_retry
 from tests.unit.fixtures import at
 
 KEY = "job42:2026-01-05T09:00:00Z"

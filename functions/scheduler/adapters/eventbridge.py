@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 
 from scheduler.core.errors import EventPublishFailed
-from scheduler.core.events import DETAIL_TYPES, EVENT_SOURCE, PUBLISH_BATCH, event_detail
+from scheduler.core.execution.events import DETAIL_TYPES, EVENT_SOURCE, PUBLISH_BATCH, event_detail
 from scheduler.core.ports import OutcomeEvent
 
 #: Entries PutEvents refused (throttled, internal errors) are sent again this many times before giving up.

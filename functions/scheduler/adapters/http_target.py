@@ -23,11 +23,11 @@ from urllib.parse import urlsplit
 from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
 from scheduler.adapters.call_deadlines import CallDeadlines, CallWatch
 from scheduler.core.errors import InvalidRequest
+from scheduler.core.execution.retry import classify_http_status
 from scheduler.core.jobs.secrecy import headers_to_send
 from scheduler.core.model.job import SCHEDULER_HEADERS, HttpTarget, Job, JobSpec, header_problem
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Metrics, SealFailed, SecretSealer, TargetCall, TargetFailure
-from scheduler.core.retry import classify_http_status
 from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.signing import (
     ATTEMPT_HEADER,

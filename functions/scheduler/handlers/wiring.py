@@ -45,11 +45,11 @@ from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose, packing_of
 from scheduler.core.capacity.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.execute import Executor
+from scheduler.core.execution.executor import Executor
+from scheduler.core.execution.recovery import HeldBatch
 from scheduler.core.model.job import HandlerTarget, HttpTarget, JobSpec
 from scheduler.core.ports import Clock, PollerControl, SecretSealer, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
-from scheduler.core.recovery import HeldBatch
 from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.secrets import resolve_secret
 from scheduler.settings import Settings

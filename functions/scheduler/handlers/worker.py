@@ -7,7 +7,7 @@ that is not a dispatch goes straight to the DLQ and is acknowledged, so it canno
 A message may carry several occurrences (`scheduler.core.sweep.packing`): they run at once on a pool shared by the
 batch, and the message is acknowledged once each is recorded, final, or sent again as a message of its own.
 
-While the invocation runs, the batch is held for a short hold time only (`scheduler.core.recovery`): one
+While the invocation runs, the batch is held for a short hold time only (`scheduler.core.execution.recovery`): one
 ChangeMessageVisibilityBatch when it arrives, renewed by a heartbeat, so a worker that dies leaves its records
 visible again within the hold time (20 s), not the queue's visibility timeout.
 """
@@ -27,8 +27,8 @@ from scheduler import schema
 from scheduler.adapters.dispatch_message import MalformedMessage, UnauthenticatedMessage, dispatches_from_body
 from scheduler.adapters.sqs import SqsMessage
 from scheduler.adapters.threads import SharedTaskPool
+from scheduler.core.execution.recovery import HeldBatch
 from scheduler.core.ports import Dispatch
-from scheduler.core.recovery import HeldBatch
 from scheduler.core.sweep.packing import MessageRunner
 from scheduler.handlers import wiring
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from scheduler.adapters.codec import BACKFILL_PK, backfill_from_item, timer_from_item
 from scheduler.adapters.dispatch_message import MalformedMessage, dispatches_from_body
 from scheduler.adapters.sqs import SqsMessage
-from scheduler.core.execute import Executor
+from scheduler.core.execution.executor import Executor
 from scheduler.core.model.job import BackfillState
 from scheduler.core.model.timefmt import minute_of
 from scheduler.core.sweep.packing import MessageRunner

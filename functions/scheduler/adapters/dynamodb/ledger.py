@@ -24,7 +24,7 @@ from scheduler.adapters.dynamodb.common import (
     query_pages,
 )
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
-from scheduler.core.events import OUTBOX_SHARDS, outbox_entry, outbox_shard
+from scheduler.core.execution.events import OUTBOX_SHARDS, outbox_entry, outbox_shard
 from scheduler.core.model.job import RunState
 from scheduler.core.model.timefmt import rfc3339, to_ms
 from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatch, Execution, OutboxEntry

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
-from scheduler.core.events import outbox_entry
+from scheduler.core.execution.events import outbox_entry
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatch, Execution, HistoryEntry, OutboxEntry
 

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduler.core.errors import LeaseLost
+from scheduler.core.execution.heartbeat import Heartbeat
 from scheduler.core.execution.lease import Lease
 from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.step_ports import StepPorts
-from scheduler.core.heartbeat import Heartbeat
 from scheduler.core.ports import Heartbeats, TargetCall, TargetFailure, TargetInvoker
 
 log = logging.getLogger(__name__)

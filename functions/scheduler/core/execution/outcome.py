@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
-from scheduler.core.retry import MAX_HIDE_SECONDS
+from scheduler.core.execution.retry import MAX_HIDE_SECONDS
 
 
 @dataclass(frozen=True)

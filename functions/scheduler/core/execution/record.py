@@ -9,13 +9,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.core.errors import Fenced
-from scheduler.core.events import Outbox
 from scheduler.core.execution.claimed import Claimed
+from scheduler.core.execution.events import Outbox
 from scheduler.core.execution.outcome import Outcome, Why
+from scheduler.core.execution.retry import backoff, may_retry
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.ports import AttemptEnd, Execution, TargetFailure
-from scheduler.core.retry import backoff, may_retry
 from scheduler.core.sweep.dispatch import fire_at
 
 log = logging.getLogger(__name__)

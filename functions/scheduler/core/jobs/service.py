@@ -21,7 +21,7 @@ from scheduler.core.errors import (
     PayloadTooLarge,
     VersionConflict,
 )
-from scheduler.core.events import Outbox
+from scheduler.core.execution.events import Outbox
 from scheduler.core.jobs.lifecycle import cancelled, paused, resumed
 from scheduler.core.jobs.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
 from scheduler.core.jobs.status import JobStatus, shown_status

@@ -20,8 +20,8 @@ message is one SQS receipt, so it is acknowledged as a whole, and only when ever
   limit, an early arrival) is **sent again** as a message of its own, released when the executor would have shown
   the message again (`Dispatch.deferred_to`), *before* the message is acknowledged;
 - if that send fails, or any occurrence raises, nothing is acknowledged: the message comes back after the batch's
-  hold (`core/recovery.py`) and each occurrence is decided again, the settled ones by their ledger items (a claim on
-  a final item is refused and acknowledged, as any redelivery).
+  hold (`core/execution/recovery.py`) and each occurrence is decided again, the settled ones by their ledger items (a
+  claim on a final item is refused and acknowledged, as any redelivery).
 
 So a worker that dies at any instruction loses nothing: before the acknowledgement every occurrence is still in the
 message, after it every unsettled one is in a message of its own. A message of one occurrence is handled exactly as
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 
-from scheduler.core.execute import Executor, Outcome, Why
+from scheduler.core.execution.executor import Executor, Outcome, Why
 from scheduler.core.ports import Clock, Dispatch, MessageControl, Metrics, ReadyQueue, TaskPool
 from scheduler.core.runtime.tasks import InOrder
 

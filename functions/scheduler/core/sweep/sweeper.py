@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.core.errors import ClaimLost
-from scheduler.core.events import Outbox
+from scheduler.core.execution.events import Outbox
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Clock, Metrics, TaskPool, TimerStore
 from scheduler.core.runtime.tasks import InOrder

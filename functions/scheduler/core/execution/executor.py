@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from scheduler.core.events import Outbox
 from scheduler.core.execution.call import Call, Called
 from scheduler.core.execution.claim import Claim
 from scheduler.core.execution.claimed import Claimed
+from scheduler.core.execution.events import Outbox
 from scheduler.core.execution.guards import Guards, skip_reason
 from scheduler.core.execution.lease import RENEWALS_BEFORE_CALL, Lease
 from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from scheduler.core.heartbeat import Heartbeat
+from scheduler.core.execution.heartbeat import Heartbeat
 from scheduler.core.ports import BatchVisibility, Heartbeats, Metrics
 
 log = logging.getLogger(__name__)
