@@ -70,7 +70,7 @@ TARGET_ARN_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
-#: A tenant id as scheduler.identity makes it (principal ARN and unique id).
+#: A tenant id as scheduler.security.identity makes it (principal ARN and unique id).
 TENANT_KEY = re.compile(r"^arn:aws(?:-[a-z]+)*:iam::\d{12}:(?:role/[\w+=,.@/-]+#AROA|user/[\w+=,.@/-]+#AIDA)[A-Z0-9]+$")
 
 #: Allow-list kind -> the grant field its entries must be among.

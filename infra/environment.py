@@ -21,7 +21,7 @@ from scheduler.settings import Settings
 #: The prefix `Settings` reads (its `env_prefix`).
 ENV_PREFIX = "SCHEDULER_"
 #: Secrets are not in the environment (they would show in the console and in GetFunction): each function gets the
-#: ARNs of the secrets it uses (infra/secrets.py) and resolves them from Secrets Manager (scheduler.secrets).
+#: ARNs of the secrets it uses (infra/secrets.py) and resolves them from Secrets Manager (scheduler.security.secrets).
 SIGNING_SECRET_ARN_VARIABLE = "SCHEDULER_SIGNING_SECRET_ARN"
 SIGNING_KEYS_ARN_VARIABLE = "SCHEDULER_SIGNING_KEYS_ARN"
 MESSAGE_SECRET_ARN_VARIABLE = "SCHEDULER_MESSAGE_SECRET_ARN"

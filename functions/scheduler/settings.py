@@ -146,13 +146,14 @@ class Settings(BaseSettings):
     #: The local stack (and the tests): the well-known development secrets below may be used. Outside local mode a
     #: function whose secret has no ARN fails at start-up instead of signing with a public value (fail closed).
     local_mode: bool = False
-    #: Signature v1 only: the master secret each tenant's v1 key is derived from (`scheduler.signing.tenant_key`);
-    #: on AWS it lives in Secrets Manager (`signing_secret_arn`) and only the worker reads it.
+    #: Signature v1 only: the master secret each tenant's v1 key is derived from
+    #: (`scheduler.security.signing.tenant_key`); on AWS it lives in Secrets Manager (`signing_secret_arn`) and only the
+    #: worker reads it.
     signing_secret: str = LOCAL_SIGNING_SECRET
     signing_secret_arn: str = ""
     #: Signature v2: the root keys per key id (JSON `{"current": "<kid>", "<kid>": "<secret>", ...}`) each job's key
-    #: is derived from (`scheduler.signing.job_key`). Read by the worker (signs) and the API (hands a tenant the keys
-    #: of its jobs); on AWS in Secrets Manager (`signing_keys_arn`).
+    #: is derived from (`scheduler.security.signing.job_key`). Read by the worker (signs) and the API (hands a tenant
+    #: the keys of its jobs); on AWS in Secrets Manager (`signing_keys_arn`).
     signing_keys: str = LOCAL_SIGNING_KEYS
     signing_keys_arn: str = ""
     #: Also sign every call with v1 (the migration window for receivers that verify v1); turn off once they verify v2.
@@ -190,8 +191,8 @@ class Settings(BaseSettings):
     #: ready queue's account and AWS_REGION.
     account_id: str = ""
     region: str = ""
-    #: How a caller's tenant is keyed (scheduler.identity): its principal and unique id (a re-created role or user is
-    #: a new tenant), or - for the migration from earlier versions - its ARN alone.
+    #: How a caller's tenant is keyed (scheduler.security.identity): its principal and unique id (a re-created role or
+    #: user is a new tenant), or - for the migration from earlier versions - its ARN alone.
     tenant_identity: Literal["unique_id", "arn"] = "unique_id"
     #: The operator's mapping of principals (unique id, or ARN) to tenants, checked first.
     tenant_map: dict[str, str] = Field(default_factory=dict)

@@ -31,8 +31,8 @@ from scheduler.core.sweep.dispatch import Dispatcher
 from scheduler.core.sweep.packing import MessageRunner
 from scheduler.core.sweep.sweeper import Sweeper
 from scheduler.handlers import wiring
+from scheduler.security.signing import KeyRing
 from scheduler.settings import Settings
-from scheduler.signing import KeyRing
 from scheduler_bench.metering import Meter
 from scheduler_local.provision import Resources
 

@@ -18,8 +18,8 @@ from scheduler.adapters.memory.doubles import RecordingMetrics
 from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler.core.runtime.metrics import NullMetrics
+from scheduler.security.signing import KeyRing
 from scheduler.settings import LOCAL_SIGNING_KEYS
-from scheduler.signing import KeyRing
 from tests.sdk.http_server import Quiet, serving
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

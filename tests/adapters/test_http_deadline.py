@@ -17,8 +17,8 @@ from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker, TargetConnections
 from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall, TargetFailure
+from scheduler.security.signing import KeyRing
 from scheduler.settings import LOCAL_SIGNING_KEYS
-from scheduler.signing import KeyRing
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 TIMEOUT = 2

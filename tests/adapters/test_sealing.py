@@ -16,8 +16,8 @@ from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.core.jobs.secrecy import sealed
 from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import SealFailed, TargetCall, TargetFailure
+from scheduler.security.signing import KeyRing
 from scheduler.settings import LOCAL_SIGNING_KEYS
-from scheduler.signing import KeyRing
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 CONTEXT = {"job_id": "j1", "tenant": "acme"}

@@ -9,8 +9,8 @@ import pytest
 
 from scheduler.core.jobs.secrecy import headers_to_send
 from scheduler.handlers import api, wiring
+from scheduler.security.signing import KeyRing
 from scheduler.settings import LOCAL_SIGNING_KEYS
-from scheduler.signing import KeyRing
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 

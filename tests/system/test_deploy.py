@@ -28,7 +28,7 @@ from punctual_cli.client import Run, SchedulerClient, SigV4Auth
 from punctual_sdk.errors import ApiError
 from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
 from scheduler.core.model.timefmt import rfc3339
-from scheduler.signing import verify_v2
+from scheduler.security.signing import verify_v2
 from scheduler_local.emulated_aws import adjustments
 from scheduler_local.emulated_aws.deploy import STACK_NAME, Deployment, deploy
 from scheduler_local.emulators import ROOT

@@ -13,8 +13,8 @@ from harness import LocalStack, Receiver, local_client, wait_for_run
 from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler.core.ports import Dispatch
+from scheduler.security.signing import tenant_key, verify
 from scheduler.settings import Settings
-from scheduler.signing import tenant_key, verify
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 pytestmark = pytest.mark.system

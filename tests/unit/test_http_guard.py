@@ -13,8 +13,8 @@ from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.model.job import Job, JobSpec, JobState, header_problem, redact_headers
 from scheduler.core.ports import TargetCall, TargetFailure
+from scheduler.security.signing import KeyRing
 from scheduler.settings import LOCAL_SIGNING_KEYS
-from scheduler.signing import KeyRing
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -14,8 +14,8 @@ from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.model.job import JobSpec
 from scheduler.core.ports import TargetFailure
+from scheduler.security.signing import KeyRing
 from scheduler.settings import LOCAL_SIGNING_KEYS, Settings
-from scheduler.signing import KeyRing
 from tests.unit.test_http_guard import call_of
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

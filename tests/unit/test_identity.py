@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.identity import UnknownPrincipal, tenant_of
+from scheduler.security.identity import UnknownPrincipal, tenant_of
 from scheduler.settings import Settings
 
 AWS = Settings(local_mode=False)

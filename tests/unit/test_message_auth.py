@@ -18,7 +18,7 @@ from scheduler.adapters.dispatch_message import (
 )
 from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
-from scheduler.secrets import MissingSecret, resolve_secret
+from scheduler.security.secrets import MissingSecret, resolve_secret
 from scheduler.settings import Settings
 from scheduler.target_policy import OwnResources, PolicedInvoker, TargetPolicy
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.signing import (
+from scheduler.security.signing import (
     SIGNATURE_HEADER,
     InvalidSignature,
     KeyRing,

@@ -29,7 +29,7 @@ from scheduler.core.model.job import SCHEDULER_HEADERS, HttpTarget, Job, JobSpec
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Metrics, SealFailed, SecretSealer, TargetCall, TargetFailure
 from scheduler.core.runtime.metrics import NullMetrics
-from scheduler.signing import (
+from scheduler.security.signing import (
     ATTEMPT_HEADER,
     FENCING_TOKEN_HEADER,
     OCCURRENCE_KEY_HEADER,

@@ -1,7 +1,7 @@
 """Who calls the API and what it may ask: the caller's tenant, its request limit, and the job service.
 
-Every route asks `tenant()` first: it resolves the IAM principal (scheduler.identity) and counts the request against
-the tenant's limit (scheduler.core.tenancy.request_limits), so a tenant over it gets a 429 whatever it asked.
+Every route asks `tenant()` first: it resolves the IAM principal (scheduler.security.identity) and counts the request
+against the tenant's limit (scheduler.core.tenancy.request_limits), so a tenant over it gets a 429 whatever it asked.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from scheduler.core.tenancy.request_limits import RequestGate
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import Problem
 from scheduler.handlers.api_requests import app
-from scheduler.identity import UnknownPrincipal, tenant_of
+from scheduler.security.identity import UnknownPrincipal, tenant_of
 
 logger = wiring.handler_logger()
 metrics = Metrics()
 
 
 def tenant() -> str:
-    """The caller's tenant (scheduler.identity): its IAM principal and unique id - every session of a role is the
-    role's tenant. Locally the dev server puts the tenant of the bearer token in the same place."""
+    """The caller's tenant (scheduler.security.identity): its IAM principal and unique id - every session of a role is
+    the role's tenant. Locally the dev server puts the tenant of the bearer token in the same place."""
     identity = app.current_event.request_context.identity
     arn = identity.user_arn
     if not arn:

@@ -17,7 +17,7 @@ from scheduler.handlers.api_problems import Problem
 from scheduler.handlers.api_requests import IF_MATCH, if_match, json_body
 from scheduler.handlers.api_routes import route
 from scheduler.handlers.api_views import json_response
-from scheduler.signing import signing_versions, versioned_key_id
+from scheduler.security.signing import signing_versions, versioned_key_id
 
 
 @route.get(

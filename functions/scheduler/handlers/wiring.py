@@ -51,9 +51,9 @@ from scheduler.core.model.job import HandlerTarget, HttpTarget, JobSpec
 from scheduler.core.ports import Clock, PollerControl, SecretSealer, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.runtime.ids import RANDOM_IDS
-from scheduler.secrets import resolve_secret
+from scheduler.security.secrets import resolve_secret
+from scheduler.security.signing import KeyRing
 from scheduler.settings import Settings
-from scheduler.signing import KeyRing
 from scheduler.target_policy import PolicedInvoker, TargetPolicy
 from scheduler.targets_registry import HandlerTargetInvoker, register_handler_modules, registry
 

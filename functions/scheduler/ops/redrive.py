@@ -42,7 +42,7 @@ from scheduler.adapters.dynamodb import DynamoLedger
 from scheduler.adapters.sqs import BATCH, SqsReadyQueue, send_batch
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import Dispatch, Ledger, ReadyQueue
-from scheduler.secrets import resolve_secret
+from scheduler.security.secrets import resolve_secret
 from scheduler.settings import Settings
 
 

@@ -1,7 +1,7 @@
 """Verification of the signature punctual puts on every `http` target call (docs/security.md, "Webhook signatures").
 
 This is the SDK's own copy of the algorithm (the SDK installs without punctual's core); the main test suite proves
-that it accepts what `scheduler.signing` produces and refuses any change to a signed field.
+that it accepts what `scheduler.security.signing` produces and refuses any change to a signed field.
 
 `X-Scheduler-Signature` is a comma-separated list of `t=<unix seconds>`, one `v2=<key id>:<hex>` per active key of
 the job, and during the migration window `v1=<hex>`. v2 is HMAC-SHA256 with the job's key over `canonical_v2`; v1

@@ -32,7 +32,7 @@ from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.call_deadlines import CallWatch
 from scheduler.adapters.http_target import HttpTargetInvoker, host_header
 from scheduler.core.ports import TargetFailure
-from scheduler.signing import KeyRing
+from scheduler.security.signing import KeyRing
 
 
 @dataclass(frozen=True)

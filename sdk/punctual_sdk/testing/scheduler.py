@@ -44,8 +44,8 @@ from scheduler.core.model.job import HandlerTarget, JobSpec
 from scheduler.core.ports import TargetCall, TargetInvoker
 from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.handlers import wiring
+from scheduler.security.signing import KeyRing
 from scheduler.settings import Settings
-from scheduler.signing import KeyRing
 from scheduler.targets_registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker
 
 Json = dict[str, Any]

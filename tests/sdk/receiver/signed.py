@@ -1,4 +1,4 @@
-"""Signed calls as punctual's worker makes them (`scheduler.signing`), for the receiver kit's tests."""
+"""Signed calls as punctual's worker makes them (`scheduler.security.signing`), for the receiver kit's tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler import signing
+from scheduler.security import signing
 
 NOW = 1_796_112_000
 JOB_ID = "job-1"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 from punctual_sdk.receiver import InMemoryDedupeStore, KeyCache, Receiver, UnknownKey, keys_from_client
-from scheduler.signing import KeyRing
+from scheduler.security.signing import KeyRing
 from tests.sdk.receiver.signed import KEYS, NOW, signed_request
 
 

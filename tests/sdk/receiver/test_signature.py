@@ -1,5 +1,5 @@
-"""The SDK's own copy of signature v2 accepts what punctual's `scheduler.signing` produces, and refuses a change
-to any field the signature covers; v1 likewise; every refusal is an InvalidSignature (a 401), never a crash."""
+"""The SDK's own copy of signature v2 accepts what punctual's `scheduler.security.signing` produces, and refuses a
+change to any field the signature covers; v1 likewise; every refusal is an InvalidSignature (a 401), never a crash."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from punctual_sdk.receiver import InvalidSignature, StaleRequest, UnknownKey, verify_v1, verify_v2
 from punctual_sdk.receiver import signature as sdk
-from scheduler import signing
+from scheduler.security import signing
 from tests.sdk.receiver.signed import KEYS, NOW, Request, signed_request
 
 

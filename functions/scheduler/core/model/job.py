@@ -393,8 +393,8 @@ class Job(BaseModel):
     #: The values of the secret headers of an http target, sealed together (`scheduler.core.jobs.secrecy`); the spec
     #: holds REDACTED in their place. None: none sealed (a job stored before sealing keeps its values in the spec).
     sealed_headers: str | None = None
-    #: The version of the job's webhook signing key (scheduler.signing.versioned_key_id): 1, the key every job had
-    #: before keys had versions, until a rotation. The version it replaced still signs until `previous_key_until`.
+    #: The version of the job's webhook signing key (scheduler.security.signing.versioned_key_id): 1, the key every job
+    #: had before keys had versions, until a rotation. The version it replaced still signs until `previous_key_until`.
     key_version: int = Field(default=1, ge=1)
     previous_key_until: datetime | None = None
 

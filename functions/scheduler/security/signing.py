@@ -15,7 +15,7 @@ Every call carries `X-Scheduler-Signature`, a comma-separated list of `name=valu
 A receiver checks v2 with `verify_v2` (or its own code following docs/security.md), compares in constant time and
 refuses calls older than a tolerance (replays):
 
-    from scheduler.signing import verify_v2
+    from scheduler.security.signing import verify_v2
     call = verify_v2(keys, request.method, request.headers["Host"], request.full_path, request.headers, body)
     # raises InvalidSignature; `call.occurrence_key`, `call.fencing_token`, ... are the signed values
 
