@@ -208,7 +208,7 @@ class PunctualConfig(BaseModel):
     target_event_bus_arns: tuple[str, ...] = ()
     #: Customer-managed keys of encrypted target queues/topics (the worker must use them to send).
     target_kms_key_arns: tuple[str, ...] = ()
-    #: Per-tenant allow-lists, checked at submit and at call time (scheduler.target_policy) and by IAM (each grant
+    #: Per-tenant allow-lists, checked at submit and at call time (scheduler.targets.policy) and by IAM (each grant
     #: of the target role is conditioned on the tenant's session tag): tenant -> {"sqs": [...], "sns": [...],
     #: "lambda": [...], "stepfunctions": [...], "eventbridge": [...], "eventbridge_sources": [...], "handler": [...]},
     #: full ARNs among the grants above; `"*"` allows every granted resource of that type. A tenant is keyed as the

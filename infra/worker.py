@@ -17,7 +17,7 @@ from infra.queues import Queues
 from infra.storage import Storage, acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB, READY_QUEUE
 from scheduler.settings import TenantTargets
-from scheduler.target_resources import TENANT_TAG, tenant_tag
+from scheduler.targets.resources import TENANT_TAG, tenant_tag
 
 HANDLER = "scheduler.handlers.worker.lambda_handler"
 #: The worker reads the target role's ARN from here (scheduler.settings.Settings.target_role_arn).
@@ -116,7 +116,7 @@ def _build_event_source(
 
 def _build_target_role(scope: Construct, config: PunctualConfig, worker_role: iam.IRole) -> iam.Role:
     """The role AWS targets are called with, always created: only the worker's role may assume it, and only with
-    the tenant's session tag (`scheduler.target_resources.TENANT_TAG`). Each tenant's grants are conditioned on its
+    the tenant's session tag (`scheduler.targets.resources.TENANT_TAG`). Each tenant's grants are conditioned on its
     own tag, so a session of one tenant cannot reach another tenant's targets; when the operator opens the grants
     to every tenant (`default_targets_open`), they are granted without that condition."""
     tag_key = f"aws:PrincipalTag/{TENANT_TAG}"

@@ -173,7 +173,7 @@ class Settings(BaseSettings):
     #: worker's Lambda timeout (120 s) less the time it needs to record the outcome. Longer http timeouts are
     #: refused at submit and cut to this at call time; a longer Lambda run is an ambiguous outcome.
     max_target_timeout_seconds: int = Field(default=90, ge=1, le=900)
-    #: Python modules the worker imports to register `handler` targets (scheduler.targets_registry); none by default.
+    #: Python modules the worker imports to register `handler` targets (scheduler.targets.registry); none by default.
     #: The local stack registers the examples (`scheduler.examples`).
     handler_modules: list[str] = Field(default_factory=list)
     #: The role non-http targets are called with (the stack's target role: only the target grants). Empty: the

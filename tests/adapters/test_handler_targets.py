@@ -1,4 +1,4 @@
-"""The `handler` target (`scheduler.targets_registry`) and the example handler `payments.charge` (against
+"""The `handler` target (`scheduler.targets.registry`) and the example handler `payments.charge` (against
 DynamoDB Local)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
 from scheduler.core.records import Attempt
 from scheduler.examples import payments
-from scheduler.targets_registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker, registry
+from scheduler.targets.registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker, registry
 from scheduler_local.provision import EXAMPLE_TABLE, create_table
 
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past.
@@ -236,7 +236,7 @@ def test_the_example_handlers_are_registered_only_where_configured() -> None:
     # A fresh interpreter (this one imported the examples above): the production worker registers nothing
     # by itself, and the configured modules when asked to (the local stack lists scheduler.examples).
     code = (
-        "from scheduler.targets_registry import registry, register_handler_modules; print(registry.names()); "
+        "from scheduler.targets.registry import registry, register_handler_modules; print(registry.names()); "
         "register_handler_modules(['scheduler.examples']); print(registry.names())"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "functions")}

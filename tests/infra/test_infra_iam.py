@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.target_resources import TENANT_TAG, tenant_tag
+from scheduler.targets.resources import TENANT_TAG, tenant_tag
 from tests.infra.conftest import TARGETS, TENANT_A, TENANT_B
 
 HANDLERS = ("api", "sweeper", "worker")

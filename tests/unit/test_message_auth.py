@@ -20,7 +20,7 @@ from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
 from scheduler.security.secrets import MissingSecret, resolve_secret
 from scheduler.settings import Settings
-from scheduler.target_policy import OwnResources, PolicedInvoker, TargetPolicy
+from scheduler.targets.policy import OwnResources, PolicedInvoker, TargetPolicy
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -15,8 +15,8 @@ from scheduler.adapters.aws_targets import SqsTargetInvoker, tenant_sessions
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.model.job import JobSpec, Target
 from scheduler.settings import Settings, TenantTargets
-from scheduler.target_policy import OwnResources, TargetPolicy
-from scheduler.target_resources import TENANT_TAG, tenant_session_name, tenant_tag
+from scheduler.targets.policy import OwnResources, TargetPolicy
+from scheduler.targets.resources import TENANT_TAG, tenant_session_name, tenant_tag
 
 ACCOUNT = "111111111111"
 OTHER = "222222222222"

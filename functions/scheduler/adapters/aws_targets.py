@@ -45,7 +45,7 @@ from scheduler.adapters.aws_errors import classify_aws_error, classify_error_cod
 from scheduler.core.model.job import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, StepFunctionsTarget
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import TargetCall, TargetFailure, TargetInvoker
-from scheduler.target_resources import TENANT_TAG, tenant_session_name, tenant_tag
+from scheduler.targets.resources import TENANT_TAG, tenant_session_name, tenant_tag
 
 #: Tenants whose target-role sessions and clients a worker keeps (least recently used dropped first).
 TENANT_CLIENTS_KEPT = 256

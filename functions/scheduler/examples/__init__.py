@@ -1,5 +1,5 @@
 """Example `handler` targets shipped with the worker. Importing this package registers them (the handler-target
-registry, `scheduler.targets_registry`, imports it so that every worker has them)."""
+registry, `scheduler.targets.registry`, imports it so that every worker has them)."""
 
 from scheduler.examples import payments
 

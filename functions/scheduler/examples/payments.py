@@ -39,7 +39,7 @@ from botocore.exceptions import ClientError
 
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import TargetFailure
-from scheduler.targets_registry import HandlerContext, register
+from scheduler.targets.registry import HandlerContext, register
 
 TABLE_ENV = "SCHEDULER_EXAMPLE_TABLE"
 KEY_PREFIX = "PAYMENT#"

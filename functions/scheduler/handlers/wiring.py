@@ -54,8 +54,8 @@ from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.security.secrets import resolve_secret
 from scheduler.security.signing import KeyRing
 from scheduler.settings import Settings
-from scheduler.target_policy import PolicedInvoker, TargetPolicy
-from scheduler.targets_registry import HandlerTargetInvoker, register_handler_modules, registry
+from scheduler.targets.policy import PolicedInvoker, TargetPolicy
+from scheduler.targets.registry import HandlerTargetInvoker, register_handler_modules, registry
 
 #: Connections per client: enough for a worker batch's records in parallel (scheduler.handlers.worker), each
 #: with a heartbeat, and for the sweeper's sends.

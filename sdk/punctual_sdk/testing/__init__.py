@@ -13,6 +13,6 @@ Needs the `testing` extra (`pip install punctual-sdk[testing]`: punctual itself 
 
 from punctual_sdk.testing.receivers import Request, Response
 from punctual_sdk.testing.scheduler import DEFAULT_TENANT, Delivery, TestScheduler
-from scheduler.targets_registry import HandlerContext
+from scheduler.targets.registry import HandlerContext
 
 __all__ = ["DEFAULT_TENANT", "Delivery", "HandlerContext", "Request", "Response", "TestScheduler"]

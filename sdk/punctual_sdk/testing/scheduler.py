@@ -46,7 +46,7 @@ from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.handlers import wiring
 from scheduler.security.signing import KeyRing
 from scheduler.settings import Settings
-from scheduler.targets_registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker
+from scheduler.targets.registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker
 
 Json = dict[str, Any]
 

@@ -228,7 +228,7 @@ class StepFunctionsTarget(_Strict):
 
 
 class HandlerTarget(_Strict):
-    """A Python function registered by name in the worker package (`scheduler.targets_registry`)."""
+    """A Python function registered by name in the worker package (`scheduler.targets.registry`)."""
 
     type: Literal["handler"]
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")

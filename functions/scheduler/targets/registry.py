@@ -3,7 +3,7 @@
 A job whose target is `{"type": "handler", "name": "payments.charge"}` runs the function registered as
 `payments.charge` in the worker, with a `HandlerContext`:
 
-    from scheduler.targets_registry import HandlerContext, register
+    from scheduler.targets.registry import HandlerContext, register
 
     @register("reports.nightly")
     def nightly(context: HandlerContext) -> str:

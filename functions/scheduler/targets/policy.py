@@ -2,7 +2,7 @@
 
 Checked at submit time (a refused target is a 422 naming the field) and again before every call (a refused target
 fails the occurrence permanently, without calling anything), so a job stored before a rule changed cannot get
-around it. Every comparison is of full ARNs (`scheduler.target_resources`), never of bare names.
+around it. Every comparison is of full ARNs (`scheduler.targets.resources`), never of bare names.
 
 - **the scheduler's own resources** are refused for every tenant: its ready queues and DLQ (a message planted there
   would be run or redriven by the scheduler), its completion-event bus, and anything named with the stack's prefix
@@ -42,7 +42,7 @@ from scheduler.core.model.job import (
 )
 from scheduler.core.ports import TargetCall, TargetFailure, TargetInvoker
 from scheduler.settings import Settings, TenantTargets
-from scheduler.target_resources import (
+from scheduler.targets.resources import (
     Home,
     NotAResource,
     event_bus_arn,
