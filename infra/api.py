@@ -25,7 +25,7 @@ MEMORY_MB = FUNCTION_MEMORY_MB["api"]
 API = Entry("Api", HANDLER, "the v1 REST API", TIMEOUT, MEMORY_MB)
 API_VERSION_PATH = "v1"
 HEALTH_PATH = "health"
-#: The web console's files, beside /v1 (scheduler.console_files).
+#: The web console's files, beside /v1 (scheduler.handlers.console_files).
 CONSOLE_PATH = "console"
 #: The execution log level: errors only. Request/response bodies are never logged (data tracing off):
 #: job payloads belong to tenants.

@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from scheduler.console_files import CONSOLE_PREFIX, console_file, console_headers
+from scheduler.handlers.console_files import CONSOLE_PREFIX, console_file, console_headers
 from scheduler_local.lambda_context import LocalContext
 
 PUBLIC_PATHS = {"/v1/health"}

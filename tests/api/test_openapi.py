@@ -12,13 +12,13 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from scheduler.core.model.job import BackfillRequest, JobSpec
 from scheduler.handlers.api_routes import DeclaredResolver, Param, Routes, UndocumentedRoute
-from scheduler.openapi import document, render
+from scheduler.handlers.openapi import document, render
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_checked_in_document_matches_the_models() -> None:
-    regenerate = "PYTHONPATH=functions .venv/bin/python -m scheduler.openapi > docs/openapi.json"
+    regenerate = "PYTHONPATH=functions .venv/bin/python -m scheduler.handlers.openapi > docs/openapi.json"
     assert (ROOT / "docs" / "openapi.json").read_text() == render(), f"docs/openapi.json is stale: run `{regenerate}`"
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.console_files import CONSOLE_DIR, console_file
+from scheduler.handlers.console_files import CONSOLE_DIR, console_file
 from scheduler_local.api_server import BoundedServer, make_handler
 from tests.sdk.http_server import serving
 

@@ -57,7 +57,7 @@ def health() -> Response[str]:
 @route.get("/v1/openapi.json", summary="this document", responses={200: ("OpenAPI", None)})
 def openapi_document() -> Response[str]:
     """The OpenAPI document of this API (generated from the request models; `docs/openapi.json`)."""
-    from scheduler.openapi import render
+    from scheduler.handlers.openapi import render
 
     return Response(200, "application/json", render())
 

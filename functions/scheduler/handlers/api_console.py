@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
 
-from scheduler.console_files import CONSOLE_PREFIX, console_file, console_headers
 from scheduler.handlers.api_problems import problem_response
 from scheduler.handlers.api_requests import app
 from scheduler.handlers.api_routes import Answer, route
+from scheduler.handlers.console_files import CONSOLE_PREFIX, console_file, console_headers
 
 #: The answers of a console file. The files are no API operation: the route table has them (the 405s read it), the
 #: OpenAPI document does not.

@@ -1,8 +1,8 @@
 """How the API declares a route: once, with what its OpenAPI operation says about it.
 
 `@route.get(rule, summary=..., params=(...), body=..., responses={...})` registers the handler with the Powertools
-resolver and records its `Operation`; `scheduler.openapi` renders the document's paths from these records and the
-405s read the same table. The resolver refuses a route registered any other way: a bare `@app.get(...)` raises
+resolver and records its `Operation`; `scheduler.handlers.openapi` renders the document's paths from these records and
+the 405s read the same table. The resolver refuses a route registered any other way: a bare `@app.get(...)` raises
 `UndocumentedRoute` when its module is imported, so no route exists without its description. For example:
 
     @route.get(
@@ -15,10 +15,10 @@ resolver and records its `Operation`; `scheduler.openapi` renders the document's
 
 The path parameters come from the rule (declare one with `Param.path` only to describe it). `responses` maps a
 status to a problem's description (a str, answered as problem+json) or to `(description, schema)`, the schema being
-a component's name in `scheduler.openapi`, a pydantic model or a TypedDict view (`api_models.py`), or None for a
-response without a body. The statuses every route of its kind answers (401, 403 and 429 when authenticated, 400 and
+a component's name in `scheduler.handlers.openapi`, a pydantic model or a TypedDict view (`api_models.py`), or None for
+a response without a body. The statuses every route of its kind answers (401, 403 and 429 when authenticated, 400 and
 422 with input, 413 and 415 with a body, 404 under a `<job_id>`, 412 with If-Match, 500 and 503 always) are added by
-`scheduler.openapi`: declare one of them only to say more about it.
+`scheduler.handlers.openapi`: declare one of them only to say more about it.
 """
 
 from __future__ import annotations

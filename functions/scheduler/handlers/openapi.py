@@ -3,7 +3,7 @@
 Its paths are rendered from the route table (`scheduler.handlers.api_routes`): each route's declaration, plus the
 statuses its kind of route answers, added here by rule. The components are the models' schemas and the views below.
 Served at `GET /v1/openapi.json` and checked in at `docs/openapi.json` (a test keeps the two identical):
-`python -m scheduler.openapi > docs/openapi.json` regenerates it.
+`python -m scheduler.handlers.openapi > docs/openapi.json` regenerates it.
 """
 
 from __future__ import annotations

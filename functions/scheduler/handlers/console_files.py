@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CONSOLE_DIR = Path(__file__).resolve().parent / "console"
+CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
 CONSOLE_PREFIX = "/console"
 CONSOLE_TYPES = {
     ".html": "text/html; charset=utf-8",
