@@ -30,8 +30,8 @@ from typing import Any
 
 from scheduler.adapters.clock import SystemClock
 from scheduler.core.model.job import JobSpec
+from scheduler.core.model.keys import fire_at
 from scheduler.core.model.timefmt import rfc3339
-from scheduler.core.sweep.dispatch import fire_at
 from scheduler.settings import Settings
 from scheduler_bench.cpu_profile import CpuWindow, per_fire_cpu
 from scheduler_bench.environment import ROOT, create_resources, delete_resources

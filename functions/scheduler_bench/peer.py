@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from scheduler.core.model.keys import fire_at
 from scheduler.core.model.timefmt import rfc3339
-from scheduler.core.sweep.dispatch import fire_at
 from scheduler_bench.burst import summary
 from scheduler_bench.cpu_profile import CpuWindow
 from scheduler_bench.environment import ROOT

@@ -107,9 +107,9 @@ def test_triggers_and_deferred_occurrences_count_once_at_their_due_instant() -> 
 
 
 def test_a_jittered_occurrence_past_the_window_does_not_hide_the_next_one_inside_it() -> None:
+    from scheduler.core.model.keys import fire_at
     from scheduler.core.model.schedules import RateSchedule
     from scheduler.core.ports import ChainPlan, Timer
-    from scheduler.core.sweep.dispatch import fire_at
 
     # Given a rate-10 s chain with 21 s of jitter whose occurrence at 09:19:40 fires after the window's end
     # (09:20) while the one at 09:19:50 fires before it (jitter delays each by its own amount)

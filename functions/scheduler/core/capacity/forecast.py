@@ -19,10 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from scheduler.core.model.keys import fire_at
 from scheduler.core.model.schedules import is_recurring, next_occurrence
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, rfc3339
 from scheduler.core.ports import Clock, Metrics, Timer, TimerStore
-from scheduler.core.sweep.dispatch import MAX_EXPANSION, fire_at
+from scheduler.core.sweep.dispatch import MAX_EXPANSION
 
 MAX_MINUTES = 180
 

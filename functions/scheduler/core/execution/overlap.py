@@ -19,9 +19,9 @@ from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
+from scheduler.core.model.keys import fire_at
 from scheduler.core.model.schedules import is_recurring
 from scheduler.core.ports import AttemptEnd, Between, Dispatch, Execution
-from scheduler.core.sweep.dispatch import fire_at
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.retry import backoff, may_retry
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
+from scheduler.core.model.keys import fire_at
 from scheduler.core.ports import AttemptEnd, Execution, TargetFailure
-from scheduler.core.sweep.dispatch import fire_at
 
 log = logging.getLogger(__name__)
 

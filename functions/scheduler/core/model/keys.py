@@ -1,4 +1,4 @@
-"""Derived identities: occurrence keys, deterministic jitter and shards.
+"""Derived identities: occurrence keys, deterministic jitter, fire instants and shards.
 
 All of these are pure functions of stable inputs. A retry, a duplicate or a re-dispatch of the same
 occurrence must compute the same key, the same jitter and the same shard; nothing here is random.
@@ -42,6 +42,11 @@ def jitter_offset(key: str, jitter_seconds: int) -> timedelta:
     if jitter_seconds <= 0:
         return timedelta(0)
     return timedelta(milliseconds=_hash_int("jitter:" + key) % (jitter_seconds * 1000 + 1))
+
+
+def fire_at(job_id: str, scheduled_for: datetime, jitter_seconds: int) -> datetime:
+    """The instant an occurrence may start: its scheduled instant plus its deterministic jitter."""
+    return scheduled_for + jitter_offset(occurrence_key(job_id, scheduled_for), jitter_seconds)
 
 
 def shard_of(job_id: str, shard_count: int) -> int:

@@ -21,11 +21,12 @@ from datetime import datetime, timedelta
 from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState
 from scheduler.core.jobs.service import owned_job
 from scheduler.core.model.job import BackfillState, JobState
+from scheduler.core.model.keys import fire_at
 from scheduler.core.model.schedules import is_recurring, next_occurrence
 from scheduler.core.model.timefmt import to_ms, truncate_ms
 from scheduler.core.ports import Backfill, BackfillStore, ChainPlan, Clock, Dispatch, Ids, JobReader, Metrics
 from scheduler.core.runtime.ids import RANDOM_IDS
-from scheduler.core.sweep.dispatch import Dispatcher, fire_at
+from scheduler.core.sweep.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
 

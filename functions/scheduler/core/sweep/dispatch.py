@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from scheduler.core.jobs.secrecy import carries_secrets
 from scheduler.core.model.job import Job
-from scheduler.core.model.keys import jitter_offset, occurrence_key
+from scheduler.core.model.keys import fire_at
 from scheduler.core.model.schedules import is_recurring, next_occurrence
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, truncate_ms
 from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
@@ -69,11 +69,6 @@ def _message_carries_copy_of(job: Job, max_bytes: int) -> bool:
         and not carries_secrets(job)
         and len(job.model_dump_json(exclude_none=True)) <= max_bytes
     )
-
-
-def fire_at(job_id: str, scheduled_for: datetime, jitter_seconds: int) -> datetime:
-    """The instant an occurrence may start: its scheduled instant plus its deterministic jitter."""
-    return scheduled_for + jitter_offset(occurrence_key(job_id, scheduled_for), jitter_seconds)
 
 
 def timer_for(job: Job, scheduled_for: datetime) -> Timer:
