@@ -33,6 +33,7 @@ from scheduler.adapters.memory import (
 from scheduler.core.capacity.forecast import ForecastService
 from scheduler.core.execution.events import Outbox
 from scheduler.core.execution.executor import ExecuteConfig, Executor
+from scheduler.core.execution.packing import MessageRunner, PackingConfig
 from scheduler.core.execution.recovery import HeldBatch, HoldConfig
 from scheduler.core.jobs.bulk import BulkService, OperationStore
 from scheduler.core.jobs.service import JobService
@@ -59,7 +60,6 @@ from scheduler.core.ports import (
 from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
 from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher
-from scheduler.core.sweep.packing import MessageRunner, PackingConfig
 from scheduler.core.sweep.sweeper import SweepConfig, Sweeper
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.tenancy.fairness import Budget, FairnessConfig, TenantAdmission

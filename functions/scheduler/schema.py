@@ -79,8 +79,8 @@ METRICS_NAMESPACE = "Punctual"
 #: capacity model assumes them): messages per invocation, and the standard-mode mapping's MaximumConcurrency.
 WORKER_BATCH_SIZE = 10
 WORKER_MAX_CONCURRENCY = 50
-#: Occurrences of a batch's messages that carry several (scheduler.core.sweep.packing) the worker runs at once, on one
-#: pool beside its record threads: with them within the DynamoDB client's connection pool (32).
+#: Occurrences of a batch's messages that carry several (scheduler.core.execution.packing) the worker runs at once, on
+#: one pool beside its record threads: with them within the DynamoDB client's connection pool (32).
 WORKER_OCCURRENCE_THREADS = 20
 
 #: Memory of each deployed function, MB (infra/ deploys these; the benchmark prices Lambda time at them). Lambda

@@ -30,7 +30,7 @@ class Units:
         return Units(self.write + other.write, self.read + other.read, self.sqs + other.sqs)
 
 
-#: Occurrences a full message carries (the deployed `occurrences_per_message`, scheduler.core.sweep.packing).
+#: Occurrences a full message carries (the deployed `occurrences_per_message`, scheduler.core.execution.packing).
 PER_MESSAGE = Settings().occurrences_per_message
 #: Per 10 full messages a send, a receive, a delete and the batch's hold.
 SQS_PER_FIRE = 4 / 10 / PER_MESSAGE

@@ -170,7 +170,7 @@ class Assumptions:
     #: The deployed defaults (scheduler.schema, what infra/config.py deploys): messages per worker invocation, and
     #: the standard-mode mapping's MaximumConcurrency (a pre-scaled deployment's provisioned mapping has none).
     batch_size: int = WORKER_BATCH_SIZE
-    #: Occurrences a message carries (scheduler.core.sweep.packing): full messages, the herd's occurrences of each
+    #: Occurrences a message carries (scheduler.core.execution.packing): full messages, the herd's occurrences of each
     #: tenant being due together.
     occurrences_per_message: int = Settings().occurrences_per_message
     standard_max_concurrency: int = WORKER_MAX_CONCURRENCY

@@ -23,12 +23,12 @@ from scheduler.adapters.sqs import SqsBatchVisibility, SqsMessage, SqsReadyQueue
 from scheduler.adapters.threads import SharedTaskPool
 from scheduler.composition import Configs
 from scheduler.core.execution.executor import Executor, Outcome
+from scheduler.core.execution.packing import MessageRunner
 from scheduler.core.execution.recovery import HeldBatch
 from scheduler.core.jobs.service import JobService
 from scheduler.core.ports import BatchVisibility, Clock, Dispatch, JobStore, Ledger, MessageControl, Metrics, TimerStore
 from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.core.sweep.dispatch import Dispatcher
-from scheduler.core.sweep.packing import MessageRunner
 from scheduler.core.sweep.sweeper import Sweeper
 from scheduler.handlers import wiring
 from scheduler.security.signing import KeyRing

@@ -25,13 +25,13 @@ from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.adapters.dynamodb import timer_item
 from scheduler.adapters.sqs import SqsReadyQueue, delay_seconds
 from scheduler.core.capacity.forecast import ForecastService
+from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
 from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.core.sweep.dispatch import timer_for
-from scheduler.core.sweep.packing import PackingConfig
 from scheduler.settings import Settings
 from scheduler_bench.environment import create_naive_table, create_resources, delete_resources
 from scheduler_bench.metering import Meter

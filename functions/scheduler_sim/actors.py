@@ -15,12 +15,12 @@ from pydantic import ValidationError
 from scheduler.adapters.memory import FakeClock, MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
 from scheduler.composition import Container, Stores, compose
 from scheduler.core.errors import SchedulerError
+from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.execution.recovery import HeldBatch
 from scheduler.core.jobs.service import Submission
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler.core.ports import Dispatch, JobStore, Ledger
-from scheduler.core.sweep.packing import PackingConfig
 from scheduler_sim.faults import Crash, Gate, Throttled
 from scheduler_sim.faulty_ports import (
     FaultyBackfills,

@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 
 from scheduler.composition import Configs
 from scheduler.core.execution.executor import ExecuteConfig
+from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.execution.recovery import HoldConfig
 from scheduler.core.model.job import Job
 from scheduler.core.sweep.backfill import BackfillConfig
 from scheduler.core.sweep.dispatch import DispatchConfig
-from scheduler.core.sweep.packing import PackingConfig
 from scheduler.core.sweep.sweeper import SweepConfig
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig
 from scheduler.core.tenancy.fairness import FairnessConfig

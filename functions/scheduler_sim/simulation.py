@@ -24,10 +24,10 @@ from scheduler.adapters.memory import (
     RecordingMetrics,
 )
 from scheduler.composition import memory_stores
+from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.timefmt import rfc3339, truncate_ms
 from scheduler.core.ports import AdvanceResult, Dispatch, Timer
-from scheduler.core.sweep.packing import PackingConfig
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig
 from scheduler.settings import Settings
 from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, SweeperActor, WorkerActor, brief

@@ -14,6 +14,7 @@ from scheduler.adapters import memory
 from scheduler.core.errors import Fenced
 from scheduler.core.execution.events import Outbox, outcome_events
 from scheduler.core.execution.executor import Outcome, Why
+from scheduler.core.execution.packing import MessageRunner
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.ports import (
     Advance,
@@ -28,7 +29,6 @@ from scheduler.core.ports import (
     TaskPool,
     Timer,
 )
-from scheduler.core.sweep.packing import MessageRunner
 from scheduler.core.tenancy.fairness import Admitted, TenantAdmission
 from scheduler_sim.actors import SeededOrder
 

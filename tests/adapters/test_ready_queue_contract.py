@@ -1,6 +1,6 @@
 """ReadyQueue contract: the same tests run against MemoryQueue and SqsReadyQueue (the local emulator), both packing
-occurrences into messages as deployed (scheduler.core.sweep.packing), plus the SQS adapter's own rules (batches of 10,
-packed messages within a request's size, DelaySeconds rounding and clamping, retries of failed entries)."""
+occurrences into messages as deployed (scheduler.core.execution.packing), plus the SQS adapter's own rules (batches of
+10, packed messages within a request's size, DelaySeconds rounding and clamping, retries of failed entries)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from scheduler.adapters import sqs
 from scheduler.adapters.dispatch_message import dispatch_from_body, dispatches_from_body
 from scheduler.adapters.memory import FakeClock, MemoryQueue
 from scheduler.adapters.sqs import QueueSendFailed, SqsReadyQueue, delay_seconds
+from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.timefmt import truncate_ms
 from scheduler.core.ports import Dispatch, Execution, HistoryEntry
-from scheduler.core.sweep.packing import PackingConfig
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 

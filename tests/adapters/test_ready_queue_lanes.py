@@ -13,8 +13,8 @@ import pytest
 
 from scheduler.adapters.dispatch_message import dispatches_from_body
 from scheduler.adapters.sqs import SqsReadyQueue
+from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.ports import Dispatch
-from scheduler.core.sweep.packing import PackingConfig
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.worker_poller import LaneScheduler, poll_once, serve_round
 

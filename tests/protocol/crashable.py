@@ -24,6 +24,7 @@ from scheduler.adapters.memory import (
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose, memory_stores
 from scheduler.core.execution.executor import Executor
+from scheduler.core.execution.packing import MessageRunner
 from scheduler.core.execution.recovery import HeldBatch, HoldConfig
 from scheduler.core.jobs.chain import counts_as_active
 from scheduler.core.jobs.service import JobService
@@ -34,7 +35,6 @@ from scheduler.core.ports import TargetCall
 from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.dispatch import Dispatcher
-from scheduler.core.sweep.packing import MessageRunner
 from scheduler.core.sweep.sweeper import Sweeper
 from tests.unit.fixtures import settings_for
 

@@ -1,4 +1,4 @@
-"""Messages that carry several occurrences (scheduler.core.sweep.packing), against both backends: a sweep packs the
+"""Messages that carry several occurrences (scheduler.core.execution.packing), against both backends: a sweep packs the
 occurrences one tenant has due in the same instant into one message; the worker runs each, sends again on its own
 any it keeps (here: one whose target failed retryably, so it waits for its backoff), and only then acknowledges
 the message. A worker that dies before or after any step - a claim, a target call, a finish, the send of what it
@@ -16,10 +16,10 @@ from test_execute_protocol import due_occurrences
 
 from scheduler.adapters.memory import MemoryBatchVisibility, MemoryMessage
 from scheduler.core.execution.executor import Why
+from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.model.job import RunState
 from scheduler.core.model.keys import shard_of
 from scheduler.core.ports import TargetCall, TargetFailure
-from scheduler.core.sweep.packing import PackingConfig
 
 OCCURRENCES = 4
 

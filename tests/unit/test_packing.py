@@ -1,4 +1,4 @@
-"""Several occurrences in one ready-queue message (scheduler.core.sweep.packing): how a send packs them, and how the
+"""Several occurrences in one ready-queue message (scheduler.core.execution.packing): how a send packs them, and how the
 worker settles such a message. The body that carries them is the adapter's (tests/adapters/test_dispatch_message.py)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from scheduler.adapters.memory import FakeClock, MemoryMessage, MemoryQueue, RecordingMetrics
 from scheduler.core.execution.executor import Outcome, Why
+from scheduler.core.execution.packing import MessageRunner, PackingConfig, pack
 from scheduler.core.ports import Dispatch
 from scheduler.core.runtime.tasks import InOrder
-from scheduler.core.sweep.packing import MessageRunner, PackingConfig, pack
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 

@@ -61,8 +61,8 @@ def dispatch_to_body(dispatch: Dispatch, key: bytes) -> str:
     return json.dumps(_dispatch_raw(dispatch, key), separators=(",", ":"))
 
 
-#: The body version of a packed message, one that carries several occurrences (scheduler.core.sweep.packing): `{"v": 2,
-#: "occurrences": [...]}`, each a version-1 body with its own HMAC. A worker of a version before packed messages
+#: The body version of a packed message, one that carries several occurrences (scheduler.core.execution.packing): `{"v":
+#: 2, "occurrences": [...]}`, each a version-1 body with its own HMAC. A worker of a version before packed messages
 #: reads such a message as malformed and dead-letters it unrun (redrive sends its occurrences back one a message).
 PACKED_VERSION = 2
 

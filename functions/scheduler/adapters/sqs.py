@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from scheduler.adapters.dispatch_message import dispatch_to_body, message_to_body
+from scheduler.core.execution.packing import PackingConfig, pack
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch, Execution
-from scheduler.core.sweep.packing import PackingConfig, pack
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -71,7 +71,7 @@ class SqsReadyQueue:
         packing: PackingConfig | None = None,
     ) -> None:
         self.queue_url = queue_url
-        #: How occurrences share messages (scheduler.core.sweep.packing; one a message with `occurrences=1`).
+        #: How occurrences share messages (scheduler.core.execution.packing; one a message with `occurrences=1`).
         self.packing = packing or PackingConfig()
         #: Every body sent carries an HMAC under this key (scheduler.adapters.dispatch_message.dispatch_to_body).
         self.message_key = message_key

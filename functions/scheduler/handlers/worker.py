@@ -4,7 +4,7 @@ A message the executor wants kept (retry backoff, early arrival, someone else's 
 changed and is reported in `batchItemFailures`, so SQS keeps it and delivers it again when it is due. A body
 that is not a dispatch goes straight to the DLQ and is acknowledged, so it cannot poison the batch.
 
-A message may carry several occurrences (`scheduler.core.sweep.packing`): they run at once on a pool shared by the
+A message may carry several occurrences (`scheduler.core.execution.packing`): they run at once on a pool shared by the
 batch, and the message is acknowledged once each is recorded, final, or sent again as a message of its own.
 
 While the invocation runs, the batch is held for a short hold time only (`scheduler.core.execution.recovery`): one
@@ -27,9 +27,9 @@ from scheduler import schema
 from scheduler.adapters.dispatch_message import MalformedMessage, UnauthenticatedMessage, dispatches_from_body
 from scheduler.adapters.sqs import SqsMessage
 from scheduler.adapters.threads import SharedTaskPool
+from scheduler.core.execution.packing import MessageRunner
 from scheduler.core.execution.recovery import HeldBatch
 from scheduler.core.ports import Dispatch
-from scheduler.core.sweep.packing import MessageRunner
 from scheduler.handlers import wiring
 
 logger = wiring.handler_logger()

@@ -13,8 +13,8 @@ per command. A redriven occurrence that dies again comes back to the DLQ as a ne
 after the pass started, or of a key this pass already redrove) is left in the DLQ for the next command, so a
 redrive never loops on an occurrence that keeps failing.
 
-A message of several occurrences (a packed message, `scheduler.core.sweep.packing`: a ready-queue message SQS moved here
-after maxReceiveCount) is split first, as it is received: each occurrence is sent back to the DLQ as a message of
+A message of several occurrences (a packed message, `scheduler.core.execution.packing`: a ready-queue message SQS moved
+here after maxReceiveCount) is split first, as it is received: each occurrence is sent back to the DLQ as a message of
 its own (its version-1 body, with the `occurrence_key` attribute a dead occurrence's message has), then the packed
 message is deleted. Sent first, deleted second: a crash between the two leaves duplicates, which the ledger and the
 pass's set of redriven keys absorb. The same pass then receives those messages and handles each as above (sent after

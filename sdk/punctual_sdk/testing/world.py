@@ -17,9 +17,9 @@ from scheduler.adapters.codec import BACKFILL_PK, backfill_from_item, timer_from
 from scheduler.adapters.dispatch_message import MalformedMessage, dispatches_from_body
 from scheduler.adapters.sqs import SqsMessage
 from scheduler.core.execution.executor import Executor
+from scheduler.core.execution.packing import MessageRunner
 from scheduler.core.model.job import BackfillState
 from scheduler.core.model.timefmt import minute_of
-from scheduler.core.sweep.packing import MessageRunner
 from scheduler.handlers import wiring
 from scheduler.settings import Settings
 from scheduler_local.provision import Resources, provision

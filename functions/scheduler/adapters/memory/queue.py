@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from scheduler.core.execution.packing import PackingConfig, pack
 from scheduler.core.ports import Clock, Dispatch, Execution
-from scheduler.core.sweep.packing import PackingConfig, pack
 
 
 @dataclass
@@ -21,7 +21,7 @@ class QueuedMessage:
     visible_at: datetime
     receive_count: int = 0
     receipt: str | None = None
-    #: The other occurrences it carries (scheduler.core.sweep.packing).
+    #: The other occurrences it carries (scheduler.core.execution.packing).
     more: tuple[Dispatch, ...] = ()
 
     @property
