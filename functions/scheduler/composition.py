@@ -35,6 +35,7 @@ from scheduler.core.execution.events import Outbox
 from scheduler.core.execution.executor import ExecuteConfig, Executor
 from scheduler.core.execution.packing import MessageRunner, PackingConfig
 from scheduler.core.execution.recovery import HeldBatch, HoldConfig
+from scheduler.core.jobs.backfill import BackfillService
 from scheduler.core.jobs.bulk import BulkService, OperationStore
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobSpec
@@ -58,7 +59,7 @@ from scheduler.core.ports import (
     TimerStore,
 )
 from scheduler.core.runtime.tasks import InOrder
-from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
+from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner
 from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.sweep.sweeper import SweepConfig, Sweeper
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig, ConcurrencyGate

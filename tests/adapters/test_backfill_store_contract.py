@@ -12,10 +12,10 @@ import pytest
 
 from scheduler.adapters.dynamodb import DynamoBackfillStore
 from scheduler.adapters.memory import MemoryBackfillStore
+from scheduler.core.jobs.backfill import new_backfill_id
 from scheduler.core.model.job import BackfillState
 from scheduler.core.model.schedules import CronSchedule
 from scheduler.core.ports import Backfill, ChainPlan
-from scheduler.core.sweep.backfill import new_backfill_id
 from tests.adapters.conftest import BACKENDS, jobs_table_store
 
 

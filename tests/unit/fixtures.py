@@ -33,12 +33,13 @@ from scheduler.adapters.memory import (
 from scheduler.composition import Configs, Container, compose, memory_stores
 from scheduler.core.execution.events import Outbox
 from scheduler.core.execution.executor import ExecuteConfig, Executor, Outcome
+from scheduler.core.jobs.backfill import BackfillService
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.schedules import Schedule
 from scheduler.core.ports import Dispatch, Heartbeats, Ids, TargetCall, TargetFailure
 from scheduler.core.runtime.ids import RANDOM_IDS, RandomIds
-from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner, BackfillService
+from scheduler.core.sweep.backfill import BackfillConfig, BackfillRunner
 from scheduler.core.sweep.dispatch import Dispatcher, timer_for
 from scheduler.core.sweep.sweeper import Sweeper, SweepReport
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig, ConcurrencyGate

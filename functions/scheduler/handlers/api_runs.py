@@ -7,9 +7,9 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import Response
 
 from scheduler.core.jobs import run_retry
+from scheduler.core.jobs.backfill import BackfillService
 from scheduler.core.model.job import MAX_NOTE, BackfillRequest, RunState
 from scheduler.core.model.timefmt import parse_rfc3339
-from scheduler.core.sweep.backfill import BackfillService
 from scheduler.handlers import wiring
 from scheduler.handlers.api_caller import metrics, service, tenant
 from scheduler.handlers.api_problems import Problem, validated

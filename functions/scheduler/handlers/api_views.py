@@ -7,13 +7,13 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
+from scheduler.core.jobs.backfill import BackfillService
 from scheduler.core.jobs.secrecy import spec_view
 from scheduler.core.jobs.service import JobService
 from scheduler.core.jobs.status import JobStatus
 from scheduler.core.model.job import Job
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Backfill, Execution
-from scheduler.core.sweep.backfill import BackfillService
 
 
 def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
