@@ -7,8 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
-from scheduler.core.model.job import BackfillState, Job, JobState, RunState
-from scheduler.core.model.labels import ALL_JOBS, JobQuery
+from scheduler.core.model.job import ALL_JOBS, BackfillState, Job, JobQuery, JobState, RunState
 from scheduler.core.ports import (
     ALL_RUNS,
     Advance,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from scheduler.core.errors import ExternalIdTaken, IdempotentReplay
-from scheduler.core.model.job import Job, JobState
-from scheduler.core.model.labels import JobQuery, LabelSelector
+from scheduler.core.model.job import Job, JobQuery, JobState
+from scheduler.core.model.labels import LabelSelector
 from scheduler.core.ports import IdempotencyRecord, NewJob
 
 QUOTA = 100

@@ -10,8 +10,8 @@ from typing import Any
 import boto3
 
 from scheduler.adapters.dynamodb import DynamoJobStore
-from scheduler.core.model.job import Job, JobSpec, JobState
-from scheduler.core.model.labels import JobQuery, LabelSelector
+from scheduler.core.model.job import Job, JobQuery, JobSpec, JobState
+from scheduler.core.model.labels import LabelSelector
 from scheduler_bench.metering import Meter
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

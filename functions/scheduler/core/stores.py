@@ -11,8 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from scheduler.core.model.job import BackfillState, Job, JobState, RunState
-from scheduler.core.model.labels import ALL_JOBS, JobQuery
+from scheduler.core.model.job import ALL_JOBS, BackfillState, Job, JobQuery, JobState, RunState
 from scheduler.core.records import (
     ALL_RUNS,
     Advance,

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from scheduler.core.capacity import forecast as forecasting
 from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs.service import Created, JobService, Submission
-from scheduler.core.model.job import TARGET_TYPES, Job, JobSpec, JobState
-from scheduler.core.model.labels import MAX_NAME_PREFIX, MAX_SELECTORS, JobQuery, LabelSelector
+from scheduler.core.model.job import TARGET_TYPES, Job, JobQuery, JobSpec, JobState
+from scheduler.core.model.labels import MAX_NAME_PREFIX, MAX_SELECTORS, LabelSelector
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import (
     api_bulk,  # noqa: F401  (registers the bulk action routes)

@@ -24,8 +24,8 @@ from scheduler.adapters.dynamodb.common import (
     get_many,
     query_from,
 )
-from scheduler.core.model.job import Job, JobState
-from scheduler.core.model.labels import ALL_JOBS, JobQuery, LabelSelector
+from scheduler.core.model.job import ALL_JOBS, Job, JobQuery, JobState
+from scheduler.core.model.labels import LabelSelector
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -44,8 +44,8 @@ from scheduler.core.errors import (
     VersionConflict,
 )
 from scheduler.core.jobs.chain import active_delta, already_advanced, completion_mark
-from scheduler.core.model.job import Job, JobState, payload_size
-from scheduler.core.model.labels import ALL_JOBS, JobQuery, label_entries
+from scheduler.core.model.job import ALL_JOBS, Job, JobQuery, JobState, payload_size
+from scheduler.core.model.labels import label_entries
 from scheduler.core.model.timefmt import from_ms, to_ms
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob, Timer
 

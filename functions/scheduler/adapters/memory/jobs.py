@@ -15,8 +15,7 @@ from scheduler.core.errors import (
     VersionConflict,
 )
 from scheduler.core.jobs.chain import active_delta, advance_allowed, already_advanced, completion_mark, replace_allowed
-from scheduler.core.model.job import Job, JobState
-from scheduler.core.model.labels import ALL_JOBS, JobQuery
+from scheduler.core.model.job import ALL_JOBS, Job, JobQuery, JobState
 from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJob, Timer
 

@@ -31,8 +31,8 @@ from typing import Protocol
 
 from scheduler.core.errors import IdempotencyConflict, InvalidRequest, InvalidState, JobNotFound, VersionConflict
 from scheduler.core.jobs.service import JobService, request_hash
-from scheduler.core.model.job import JobState
-from scheduler.core.model.labels import MAX_SELECTORS, JobQuery, LabelSelector
+from scheduler.core.model.job import JobQuery, JobState
+from scheduler.core.model.labels import MAX_SELECTORS, LabelSelector
 from scheduler.core.model.timefmt import truncate_ms
 from scheduler.core.ports import Clock
 

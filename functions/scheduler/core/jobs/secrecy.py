@@ -71,20 +71,6 @@ def spec_view(spec: JobSpec) -> dict[str, Any]:
     return shown
 
 
-def carries_secrets(job: Job) -> bool:
-    """Whether the job holds a secret a message must not carry: a secret header (sealed or, stored before sealing,
-    clear), or a URL with credentials, a query or a fragment."""
-    target = job.spec.target
-    if not isinstance(target, HttpTarget):
-        return False
-    parts = urlsplit(str(target.url))
-    return (
-        job.sealed_headers is not None
-        or any(is_secret_header(name, target.public_headers) for name in target.headers)
-        or bool(parts.username or parts.password or parts.query or parts.fragment)
-    )
-
-
 def submitted_problem(spec: JobSpec, *, placeholders: bool = False) -> InvalidRequest | None:
     """What a submitted definition may not hold (checked at create and change): URL credentials, and - unless
     `placeholders` (a change's merged definition, whose REDACTED values keep stored ones) - a header whose value is

@@ -26,9 +26,11 @@ from scheduler.core.jobs.lifecycle import cancelled, paused, resumed
 from scheduler.core.jobs.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
 from scheduler.core.jobs.status import JobStatus, shown_status
 from scheduler.core.model.job import (
+    ALL_JOBS,
     MAX_PAYLOAD_BYTES,
     REDACTED,
     Job,
+    JobQuery,
     JobSpec,
     JobState,
     RunState,
@@ -36,7 +38,6 @@ from scheduler.core.model.job import (
     payload_size,
 )
 from scheduler.core.model.keys import occurrence_key
-from scheduler.core.model.labels import ALL_JOBS, JobQuery
 from scheduler.core.model.schedules import (
     OnceSchedule,
     first_occurrence,

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scheduler.core.model.labels import external_id_problem, labels_problem
+from scheduler.core.model.labels import LabelSelector, external_id_problem, labels_problem
 from scheduler.core.model.schedules import Instant, Schedule
 
 #: The largest payload accepted, in bytes of compact JSON. A DynamoDB item holds 400 KB and an SQS message
@@ -421,3 +423,48 @@ class Job(BaseModel):
         if self.state not in (JobState.PAUSED, JobState.ACTIVE, JobState.COMPLETED):
             return False
         return self.paused_at < scheduled_for and (self.resumed_at is None or scheduled_for <= self.resumed_at)
+
+
+def carries_secrets(job: Job) -> bool:
+    """Whether the job holds a secret a message must not carry: a secret header (sealed or, stored before sealing,
+    clear), or a URL with credentials, a query or a fragment."""
+    target = job.spec.target
+    if not isinstance(target, HttpTarget):
+        return False
+    parts = urlsplit(str(target.url))
+    return (
+        job.sealed_headers is not None
+        or any(is_secret_header(name, target.public_headers) for name in target.headers)
+        or bool(parts.username or parts.password or parts.query or parts.fragment)
+    )
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """What the job list keeps, besides the state: every selector (ANDed), the target type, the name's prefix."""
+
+    labels: tuple[LabelSelector, ...] = ()
+    target_type: str | None = None
+    name_prefix: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.labels and self.target_type is None and self.name_prefix is None
+
+    def driving(self) -> LabelSelector | None:
+        """The selector a store lists by (an exact one is narrower than a key's presence), or None."""
+        exact = [s for s in self.labels if s.value is not None]
+        chosen = exact or list(self.labels)
+        return chosen[0] if chosen else None
+
+    def matches(self, job: Job, state: JobState | None = None) -> bool:
+        spec = job.spec
+        return (
+            (state is None or job.state == state)
+            and all(s.matches(spec.labels) for s in self.labels)
+            and (self.target_type is None or spec.target.type == self.target_type)
+            and (self.name_prefix is None or (spec.name or "").startswith(self.name_prefix))
+        )
+
+
+ALL_JOBS = JobQuery()

@@ -1,4 +1,5 @@
-"""Labels and external ids on jobs, and the filters of the job list (`GET /v1/jobs?label=...`).
+"""Labels and external ids on jobs, and the label selectors of the job list (`GET /v1/jobs?label=...`; the whole
+filter, `JobQuery`, is in `scheduler.core.model.job`).
 
 Labels follow Kubernetes' rules, so a selector written for one reads the same here: a key is an optional prefix (a
 DNS subdomain of at most 253 characters) and `/`, then a name of 1-63 characters that begins and ends with a letter
@@ -14,10 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from scheduler.core.model.job import Job, JobState
 
 MAX_LABELS = 20
 MAX_LABEL_NAME = 63
@@ -107,37 +104,6 @@ class LabelSelector:
         if self.key not in labels:
             return False
         return self.value is None or labels[self.key] == self.value
-
-
-@dataclass(frozen=True)
-class JobQuery:
-    """What the job list keeps, besides the state: every selector (ANDed), the target type, the name's prefix."""
-
-    labels: tuple[LabelSelector, ...] = ()
-    target_type: str | None = None
-    name_prefix: str | None = None
-
-    @property
-    def empty(self) -> bool:
-        return not self.labels and self.target_type is None and self.name_prefix is None
-
-    def driving(self) -> LabelSelector | None:
-        """The selector a store lists by (an exact one is narrower than a key's presence), or None."""
-        exact = [s for s in self.labels if s.value is not None]
-        chosen = exact or list(self.labels)
-        return chosen[0] if chosen else None
-
-    def matches(self, job: Job, state: JobState | None = None) -> bool:
-        spec = job.spec
-        return (
-            (state is None or job.state == state)
-            and all(s.matches(spec.labels) for s in self.labels)
-            and (self.target_type is None or spec.target.type == self.target_type)
-            and (self.name_prefix is None or (spec.name or "").startswith(self.name_prefix))
-        )
-
-
-ALL_JOBS = JobQuery()
 
 
 def label_entries(labels: Mapping[str, str]) -> Iterable[tuple[str, str]]:

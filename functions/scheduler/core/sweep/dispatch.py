@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from scheduler.core.jobs.secrecy import carries_secrets
-from scheduler.core.model.job import Job
+from scheduler.core.model.job import Job, carries_secrets
 from scheduler.core.model.keys import fire_at
 from scheduler.core.model.schedules import is_recurring, next_occurrence
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, truncate_ms
