@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -22,17 +21,17 @@ from scheduler.core.ports import Advance, AdvanceResult, IdempotencyRecord, NewJ
 
 class MemoryJobStore:
     """Jobs and timers share one table in DynamoDB, and creates write both atomically: the store writes its jobs'
-    timers into `timers`, which in turn releases the quota of the jobs its sweeps complete here."""
+    timers into `timers`, and both keep the tenants' active-job counts in `timers.counts` (`ActiveJobCounts`): a
+    create counts up here, a sweep's checkpoint counts down there."""
 
     def __init__(self, timers: MemoryTimerStore) -> None:
         self.jobs: dict[str, Job] = {}
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
-        self.active: dict[str, int] = {}
+        self.active = timers.counts.active
         #: (tenant, external id) -> the job that has it (kept while the job is, cancelled too).
         self.external_ids: dict[tuple[str, str], str] = {}
         self.timers = timers
-        self.lock = threading.RLock()
-        timers.quota = self
+        self.lock = timers.counts.lock
 
     def create(
         self, job: Job, timer: Timer | None, idempotency: IdempotencyRecord | None, late: bool, quota: int

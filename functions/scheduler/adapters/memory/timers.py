@@ -6,15 +6,12 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from scheduler.adapters.memory.counts import ActiveJobCounts
 from scheduler.core.errors import ClaimLost
 from scheduler.core.model.keys import shard_of
 from scheduler.core.model.timefmt import minute_of
 from scheduler.core.ports import BucketBusy, BucketClaim, BucketId, Timer
-
-if TYPE_CHECKING:
-    from scheduler.adapters.memory.jobs import MemoryJobStore
 
 PAGE_SIZE = 100
 
@@ -40,8 +37,9 @@ class MemoryTimerStore:
         self.late: dict[str, Timer] = {}
         self._watermark: datetime | None = None
         self.lock = threading.RLock()
-        #: The job store whose tenant counters page checkpoints release into (one table in DynamoDB).
-        self.quota: MemoryJobStore | None = None
+        #: The tenants' active-job counts, shared with the job store (one table in DynamoDB): a page checkpoint
+        #: releases the jobs it completed.
+        self.counts = ActiveJobCounts()
 
     def bucket_of(self, timer: Timer) -> BucketId:
         return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
@@ -106,20 +104,19 @@ class MemoryTimerStore:
     def checkpoint(
         self, claim: BucketClaim, cursor: str, lease_until: datetime, releases: Mapping[str, int] | None = None
     ) -> None:
-        # One atomic write in DynamoDB (the checkpoint and the counters): both locks, the job store's first as in
-        # `create`.
-        with self.quota.lock if self.quota is not None else self.lock, self.lock:
+        # One atomic write in DynamoDB (the checkpoint and the counters): both locks, the counts' first as in the job
+        # store's `create`.
+        with self.counts.lock, self.lock:
             item = self._held(claim)
             item.cursor = cursor
             item.lease_until = lease_until
-            if releases and self.quota is not None:
-                for tenant, count in releases.items():
-                    self.quota.active[tenant] = self.quota.active.get(tenant, 0) - count
+            for tenant, count in (releases or {}).items():
+                self.counts.release(tenant, count)
 
     def finish_bucket(
         self, claim: BucketClaim, cursor: str, expire_after: datetime, releases: Mapping[str, int] | None = None
     ) -> None:
-        with self.quota.lock if self.quota is not None else self.lock, self.lock:
+        with self.counts.lock, self.lock:
             item = self._held(claim)
             self.checkpoint(claim, cursor, item.lease_until or expire_after, releases)
             item.done = True
