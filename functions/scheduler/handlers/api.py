@@ -38,6 +38,7 @@ from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_
 from scheduler.handlers.api_requests import IF_MATCH, PAGE, app, header, if_match, int_query, json_body, page_of
 from scheduler.handlers.api_routes import NO_JOB, Answer, Param, route
 from scheduler.handlers.api_views import job_view, json_response
+from scheduler.handlers.openapi import render
 
 logger = wiring.handler_logger()
 
@@ -57,9 +58,7 @@ def health() -> Response[str]:
 @route.get("/v1/openapi.json", summary="this document", responses={200: ("OpenAPI", None)})
 def openapi_document() -> Response[str]:
     """The OpenAPI document of this API (generated from the request models; `docs/openapi.json`)."""
-    from scheduler.handlers.openapi import render
-
-    return Response(200, "application/json", render())
+    return Response(200, "application/json", render(route.operations))
 
 
 @route.get(

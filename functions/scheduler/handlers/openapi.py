@@ -3,12 +3,13 @@
 Its paths are rendered from the route table (`scheduler.handlers.api_routes`): each route's declaration, plus the
 statuses its kind of route answers, added here by rule. The components are the models' schemas and the views below.
 Served at `GET /v1/openapi.json` and checked in at `docs/openapi.json` (a test keeps the two identical):
-`python -m scheduler.handlers.openapi > docs/openapi.json` regenerates it.
+`python -m scheduler.handlers.api_document > docs/openapi.json` regenerates it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -73,13 +74,9 @@ def _job_schema(spec_schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
 
-def document(operations: list[Operation] | None = None) -> dict[str, Any]:
-    """The document of the declared routes (by default, every route of the api handler)."""
-    if operations is None:
-        import scheduler.handlers.api  # noqa: F401  (declares every route)
-        from scheduler.handlers.api_routes import route
-
-        operations = route.operations
+def document(operations: Sequence[Operation]) -> dict[str, Any]:
+    """The document of the declared routes (the api handler's are `scheduler.handlers.api_routes.route.operations`
+    once `scheduler.handlers.api` has declared them)."""
     spec: dict[str, Any] = {}
     _component(JobSpec, spec)
     schemas: dict[str, Any] = {
@@ -345,7 +342,7 @@ UNDER_A_JOB = {"404": _problem(NO_JOB)}
 CONDITIONAL = {"412": _problem("version mismatch")}
 
 
-def _paths(operations: list[Operation], schemas: dict[str, Any]) -> dict[str, Any]:
+def _paths(operations: Sequence[Operation], schemas: dict[str, Any]) -> dict[str, Any]:
     """The document's paths: each documented operation as declared, with the statuses of its kind of route."""
     paths: dict[str, Any] = {}
     for operation in operations:
@@ -417,9 +414,5 @@ def _component(model: type, schemas: dict[str, Any]) -> str:
     return model.__name__
 
 
-def render() -> str:
-    return json.dumps(document(), indent=2, sort_keys=True) + "\n"
-
-
-if __name__ == "__main__":
-    print(render(), end="")
+def render(operations: Sequence[Operation]) -> str:
+    return json.dumps(document(operations), indent=2, sort_keys=True) + "\n"
