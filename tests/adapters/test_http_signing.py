@@ -10,11 +10,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from punctual_sdk.receiver import InvalidSignature, verify_v2
 from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.model.job import Job, JobSpec, JobState
 from scheduler.core.ports import TargetCall
-from scheduler.security.signing import SIGNATURE_HEADER, InvalidSignature, KeyRing, verify_v2
+from scheduler.security.signing import SIGNATURE_HEADER, KeyRing
 from tests.sdk.http_server import Quiet, serving
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

@@ -15,13 +15,14 @@ from urllib.parse import quote
 
 import pytest
 
+from punctual_sdk.receiver import InvalidSignature, verify_v1, verify_v2
 from scheduler.adapters.dispatch_message import dispatch_from_body, dispatch_to_body, message_to_body
 from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
 from scheduler.handlers import wiring, worker
 from scheduler.ops.redrive import SqsDeadLetters, redrive
-from scheduler.security.signing import InvalidSignature, KeyRing, tenant_key, verify, verify_v2
+from scheduler.security.signing import KeyRing, tenant_key
 from scheduler.settings import LOCAL_SIGNING_KEYS, Settings
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from scheduler_local.lambda_context import LocalContext
@@ -56,7 +57,7 @@ def receiver() -> Iterator[Receiver]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             status = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/status/") else 200
             try:
-                verify(signing_key, self.headers.get("X-Scheduler-Signature"), body)
+                verify_v1(signing_key, dict(self.headers), body)
                 job_keys = KeyRing.parse(LOCAL_SIGNING_KEYS).job_keys(self.headers["X-Scheduler-Job-Id"])
                 verify_v2(job_keys, self.command, self.headers["Host"], self.path, dict(self.headers), body)
             except InvalidSignature as exc:

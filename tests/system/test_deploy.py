@@ -26,9 +26,9 @@ from harness import Receiver
 from infra.bundling import PIP_PLATFORM
 from punctual_cli.client import Run, SchedulerClient, SigV4Auth
 from punctual_sdk.errors import ApiError
+from punctual_sdk.receiver import verify_v2
 from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
 from scheduler.core.model.timefmt import rfc3339
-from scheduler.security.signing import verify_v2
 from scheduler_local.emulated_aws import adjustments
 from scheduler_local.emulated_aws.deploy import STACK_NAME, Deployment, deploy
 from scheduler_local.emulators import ROOT

@@ -10,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from harness import LocalStack, Receiver, local_client, wait_for_run
 
+from punctual_sdk.receiver import verify_v1
 from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler.core.ports import Dispatch
-from scheduler.security.signing import tenant_key, verify
+from scheduler.security.signing import tenant_key
 from scheduler.settings import Settings
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
@@ -55,7 +56,7 @@ def test_a_one_shot_job_fires_once_on_time_with_its_headers(stack: LocalStack, r
     assert call.headers["x-scheduler-attempt"] == "1"
     assert int(call.headers["x-scheduler-fencing-token"]) >= 1
     assert json.loads(call.body) == {"charge": "card-42"}
-    verify(tenant_key(Settings().signing_secret, "alice"), call.headers["x-scheduler-signature"], call.body)
+    verify_v1(tenant_key(Settings().signing_secret, "alice"), call.headers, call.body)
 
     # And the run history says SUCCEEDED
     status, runs, _ = stack.call("GET", f"/v1/jobs/{job['job_id']}/runs")

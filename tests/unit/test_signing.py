@@ -1,29 +1,31 @@
-"""Signature v2 covers what receivers rely on; v1 stays verifiable in the migration window; keys rotate; `verify`
-and `verify_v2` raise only InvalidSignature (docs/security.md)."""
+"""What the worker signs (`scheduler.security.signing`), checked by the one verifier, the SDK's receiver kit: signature
+v2 covers what receivers rely on; v1 stays verifiable in the migration window; keys rotate; the verifier raises only
+InvalidSignature, whatever it is handed (docs/security.md)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from punctual_sdk.receiver import InvalidSignature, verify_v1, verify_v2
 from scheduler.security.signing import (
     SIGNATURE_HEADER,
-    InvalidSignature,
     KeyRing,
     SignedCall,
+    canonical_v2,
     job_key,
     sign,
     sign_v2,
     signing_versions,
     tenant_key,
-    verify,
-    verify_v2,
     versioned_key_id,
 )
 
@@ -71,7 +73,7 @@ def test_v2_round_trips_with_every_key_of_the_ring_and_returns_the_signed_values
 def test_v2_fails_when_anything_it_covers_changes(change: dict[str, Any]) -> None:
     header = sign_v2(RING.job_keys("j1"), CALL, BODY, NOW)
     received = dataclasses.replace(CALL, **change)
-    with pytest.raises(InvalidSignature, match="no v2 signature matches"):
+    with pytest.raises(InvalidSignature, match="does not match"):
         check(RING.job_keys("j1"), received, headers_of(received, header))
 
 
@@ -104,8 +106,8 @@ def test_rotation_add_a_key_then_retire_the_old_one() -> None:
 def test_v1_stays_verifiable_in_the_same_header_during_the_migration_window() -> None:
     v1_key = tenant_key("master", "alice")
     header = sign_v2(RING.job_keys("j1"), CALL, BODY, NOW, v1_key=v1_key)
-    assert verify(v1_key, header, BODY, now=NOW) == NOW
-    assert verify(v1_key, sign(v1_key, BODY, NOW), BODY, now=NOW) == NOW
+    assert verify_v1(v1_key, {SIGNATURE_HEADER: header}, BODY, now=NOW) == NOW
+    assert verify_v1(v1_key, {SIGNATURE_HEADER: sign(v1_key, BODY, NOW)}, BODY, now=NOW) == NOW
     with pytest.raises(InvalidSignature, match="no v2 signature"):
         check(RING.job_keys("j1"), CALL, headers_of(CALL, sign(v1_key, BODY, NOW)))
 
@@ -113,7 +115,7 @@ def test_v1_stays_verifiable_in_the_same_header_during_the_migration_window() ->
 @pytest.mark.parametrize("header", ["t=1800000000,v1=é", "t=١٨٠٠٠٠٠٠٠٠,v1=00", "t=x", "", "v1=00", "t=1,t=2,v1=0"])
 def test_v1_verify_raises_only_its_own_error(header: str) -> None:
     with pytest.raises(InvalidSignature):
-        verify("key", header, BODY, now=NOW)
+        verify_v1("key", {SIGNATURE_HEADER: header}, BODY, now=NOW)
 
 
 @given(
@@ -181,3 +183,26 @@ def test_during_an_overlap_a_receiver_holding_either_version_verifies() -> None:
     after = sign_v2(RING.signing_keys("j1", signing_versions(2, T, T)), CALL, BODY, NOW)
     with pytest.raises(InvalidSignature):
         verify_v2(RING.job_keys("j1", 1), "POST", CALL.host, CALL.path, headers_of(CALL, after), BODY, now=NOW)
+
+
+VECTORS = json.loads((Path(__file__).resolve().parents[1] / "sdk" / "receiver" / "vectors.json").read_text())
+
+
+@pytest.mark.parametrize("vector", VECTORS["vectors"], ids=[v["name"] for v in VECTORS["vectors"]])
+def test_the_worker_signs_each_test_vector_byte_for_byte(vector: dict[str, Any]) -> None:
+    # The SDK's side of the same vectors: tests/sdk/receiver/test_vectors.py
+    request, headers = vector["request"], vector["request"]["headers"]
+    call = SignedCall(
+        request["method"],
+        request["host"],
+        request["path"],
+        headers["Idempotency-Key"],
+        int(headers["X-Scheduler-Fencing-Token"]),
+        headers["X-Scheduler-Scheduled-For"],
+        int(headers["X-Scheduler-Attempt"]),
+    )
+    body = request["body"].encode()
+    for kid in vector["keys"]:
+        assert canonical_v2(vector["timestamp"], kid, call, body).decode() == vector["canonical_v2"][kid]
+    header = sign_v2(vector["keys"], call, body, vector["timestamp"], v1_key=vector["v1_key"])
+    assert header == vector["signature_header"]

@@ -1,4 +1,4 @@
-"""Signing of HTTP target calls, and the functions a receiver uses to verify them (docs/security.md).
+"""Signing of HTTP target calls (docs/security.md).
 
 Every call carries `X-Scheduler-Signature`, a comma-separated list of `name=value` items:
 
@@ -12,14 +12,10 @@ Every call carries `X-Scheduler-Signature`, a comma-separated list of `name=valu
 - `v1=<hex HMAC-SHA256>` over `"<t>.<raw body>"` with the tenant's v1 key, during the migration window only
   (`SCHEDULER_SIGNATURE_V1`). v1 does not cover the occurrence key, the token or the URL: verify v2.
 
-A receiver checks v2 with `verify_v2` (or its own code following docs/security.md), compares in constant time and
-refuses calls older than a tolerance (replays):
-
-    from scheduler.security.signing import verify_v2
-    call = verify_v2(keys, request.method, request.headers["Host"], request.full_path, request.headers, body)
-    # raises InvalidSignature; `call.occurrence_key`, `call.fencing_token`, ... are the signed values
-
-`verify` and `verify_v2` raise InvalidSignature and nothing else for any input a caller may hand them.
+This module only signs. Receivers verify with the SDK's receiver kit (`punctual_sdk.receiver.verify_v2`, and the
+kit's WSGI, ASGI and Lambda adapters; docs/receiving.md), the one verifier: it compares in constant time and refuses
+calls older than a tolerance (replays). The test vectors in `tests/sdk/receiver/vectors.json` pin the wire format
+byte for byte on both sides: what this module signs and what the SDK accepts.
 """
 
 from __future__ import annotations
@@ -33,17 +29,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 SIGNATURE_HEADER = "X-Scheduler-Signature"
-DEFAULT_TOLERANCE_SECONDS = 300
 #: The headers whose values signature v2 covers (the receiver reads them from the request).
 OCCURRENCE_KEY_HEADER = "Idempotency-Key"
 FENCING_TOKEN_HEADER = "X-Scheduler-Fencing-Token"
 SCHEDULED_FOR_HEADER = "X-Scheduler-Scheduled-For"
 ATTEMPT_HEADER = "X-Scheduler-Attempt"
 V2_PREFIX = "punctual-v2"
-
-
-class InvalidSignature(Exception):
-    """The signature is missing, malformed, wrong, or too old."""
 
 
 def _hmac_hex(key: str, message: bytes) -> str:
@@ -136,12 +127,6 @@ class SignedCall:
     attempt: int
 
 
-@dataclass(frozen=True)
-class VerifiedCall(SignedCall):
-    timestamp: int
-    key_id: str
-
-
 def canonical_v2(timestamp: int, key_id: str, call: SignedCall, body: bytes) -> bytes:
     """The bytes signature v2 signs: one line per field, in this order."""
     lines = [
@@ -180,93 +165,3 @@ def sign_v2(
         items.append(f"v1={_hmac_hex(v1_key, f'{ts}.'.encode() + body)}")
     items += [f"v2={kid}:{_hmac_hex(key, canonical_v2(ts, kid, call, body))}" for kid, key in keys.items()]
     return ",".join(items)
-
-
-def _items(header: str | None) -> list[tuple[str, str]]:
-    if not header or not isinstance(header, str):
-        raise InvalidSignature("missing signature header")
-    return [(name.strip(), value.strip()) for name, _, value in (p.partition("=") for p in header.split(",")) if _]
-
-
-def _timestamp(items: list[tuple[str, str]], tolerance: float, now: float | None) -> int:
-    given = [value for name, value in items if name == "t"]
-    if len(given) != 1 or not given[0].isascii() or not given[0].isdigit():
-        raise InvalidSignature("malformed signature header: one 't=<unix seconds>' is required")
-    ts = int(given[0])
-    current = time.time() if now is None else now
-    if abs(current - ts) > tolerance:
-        raise InvalidSignature("signature timestamp outside the tolerance (replay?)")
-    return ts
-
-
-def _equal(expected: str, given: str) -> bool:
-    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))
-
-
-def verify(
-    key: str, header: str | None, body: bytes, tolerance: int = DEFAULT_TOLERANCE_SECONDS, now: float | None = None
-) -> int:
-    """Check a v1 signature; returns its timestamp. Raises InvalidSignature when it does not hold."""
-    items = _items(header)
-    ts = _timestamp(items, tolerance, now)
-    given = [value for name, value in items if name == "v1"]
-    if not given:
-        raise InvalidSignature("malformed signature header: no v1 signature")
-    expected = _hmac_hex(key, f"{ts}.".encode() + bytes(body))
-    if not any(_equal(expected, value) for value in given):
-        raise InvalidSignature("signature does not match")
-    return ts
-
-
-def _header(headers: Mapping[str, str], name: str) -> str:
-    low = name.lower()
-    found = [v for k, v in headers.items() if isinstance(k, str) and k.lower() == low]
-    if len(found) != 1 or not isinstance(found[0], str):
-        raise InvalidSignature(f"the request must carry exactly one {name} header")
-    return found[0]
-
-
-def _integer(headers: Mapping[str, str], name: str) -> int:
-    value = _header(headers, name).strip()
-    if not value.isascii() or not value.isdigit():
-        raise InvalidSignature(f"{name} is not a number")
-    return int(value)
-
-
-def verify_v2(
-    keys: Mapping[str, str] | str,
-    method: str,
-    host: str,
-    path: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    tolerance: int = DEFAULT_TOLERANCE_SECONDS,
-    now: float | None = None,
-) -> VerifiedCall:
-    """Check a v2 signature against the job's keys (key id -> key, as `GET /v1/jobs/{id}/signing-keys` returns
-    them; or one key, tried for every key id) and the request as received. Returns the signed values; raises
-    InvalidSignature when no v2 signature holds."""
-    try:
-        items = _items(_header(headers, SIGNATURE_HEADER))
-        ts = _timestamp(items, tolerance, now)
-        call = SignedCall(
-            method=str(method),
-            host=str(host),
-            path=str(path),
-            occurrence_key=_header(headers, OCCURRENCE_KEY_HEADER),
-            fencing_token=_integer(headers, FENCING_TOKEN_HEADER),
-            scheduled_for=_header(headers, SCHEDULED_FOR_HEADER),
-            attempt=_integer(headers, ATTEMPT_HEADER),
-        )
-        candidates = [value.partition(":") for name, value in items if name == "v2"]
-        if not candidates:
-            raise InvalidSignature("no v2 signature (a v1-only signer? verify v1 during the migration window)")
-        for kid, _, given in candidates:
-            key = keys if isinstance(keys, str) else keys.get(kid)
-            if key is not None and _equal(_hmac_hex(key, canonical_v2(ts, kid, call, bytes(body))), given):
-                return VerifiedCall(**call.__dict__, timestamp=ts, key_id=kid)
-    except InvalidSignature:
-        raise
-    except (TypeError, ValueError, AttributeError, UnicodeError) as exc:
-        raise InvalidSignature(f"unreadable signature input: {type(exc).__name__}") from exc
-    raise InvalidSignature("no v2 signature matches the job's keys")

@@ -1,7 +1,8 @@
 """Verification of the signature punctual puts on every `http` target call (docs/security.md, "Webhook signatures").
 
-This is the SDK's own copy of the algorithm (the SDK installs without punctual's core); the main test suite proves
-that it accepts what `scheduler.security.signing` produces and refuses any change to a signed field.
+This is punctual's one verifier: the worker only signs (`scheduler.security.signing`), and the test vectors in
+`tests/sdk/receiver/vectors.json` pin both sides byte for byte; the main test suite also proves that it accepts what
+the worker produces and refuses any change to a signed field.
 
 `X-Scheduler-Signature` is a comma-separated list of `t=<unix seconds>`, one `v2=<key id>:<hex>` per active key of
 the job, and during the migration window `v1=<hex>`. v2 is HMAC-SHA256 with the job's key over `canonical_v2`; v1

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from punctual_sdk.errors import InvalidArgument, NotFound, Unprocessable
+from punctual_sdk.receiver import verify_v2
 from punctual_sdk.testing import HandlerContext, Request, Response, TestScheduler
 from punctual_sdk.testing.pytest_plugin import punctual  # noqa: F401 (the fixture)
-from scheduler.security.signing import verify_v2
 
 #: A Monday, 09:00 UTC.
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
