@@ -5,6 +5,7 @@ lease has ended, so the tenant is delayed, never stuck."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -42,8 +43,7 @@ class _Heartbeating:
 def gated(world: CrashableCore, slots: Any, worker: str = "w") -> Executor:
     """A worker whose tenant may run one occurrence at a time."""
     executor = world.executor(worker, target=_Heartbeating(world))
-    executor.gate = ConcurrencyGate(slots, ConcurrencyConfig(default=1), world.metrics)
-    return executor
+    return replace(executor, gate=ConcurrencyGate(slots, ConcurrencyConfig(default=1), world.metrics))
 
 
 def recover(world: CrashableCore, slots: Any, until: Any) -> None:
@@ -120,8 +120,7 @@ def paused_after_claim(world: CrashableCore, slots: Any, meanwhile: Any, ledger:
     paused = _PausedAfterClaim(world, meanwhile)
     if ledger is not None:
         paused._inner = ledger
-    executor.ledger = paused  # type: ignore[assignment]
-    return executor
+    return replace(executor, ledger=paused)
 
 
 def test_a_worker_paused_past_its_lease_after_the_claim_renews_it_and_calls_the_target_once(

@@ -7,6 +7,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -621,7 +622,7 @@ def test_a_worker_paused_before_its_claim_holds_a_lease_from_when_it_claims(worl
             world.clock.advance(90)
             return jobs.get(job_id)
 
-    executor.jobs = SlowRead()  # type: ignore[assignment]
+    executor = replace(executor, jobs=SlowRead())
 
     # When it handles the message
     outcome = executor.execute(dispatch, StubMessage())

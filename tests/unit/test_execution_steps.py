@@ -13,9 +13,10 @@ from scheduler.core.errors import LeaseLost
 from scheduler.core.execution.call import Call, Called
 from scheduler.core.execution.claim import Claim
 from scheduler.core.execution.claimed import Claimed
+from scheduler.core.execution.config import ExecuteConfig
 from scheduler.core.execution.guards import Guards, skip_reason
 from scheduler.core.execution.lease import RENEWALS_BEFORE_CALL, Lease
-from scheduler.core.execution.outcome import ExecuteConfig, Outcome, Why
+from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.overlap import Overlap
 from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.slots import ExecutionSlots
@@ -87,7 +88,7 @@ def test_a_dispatch_with_a_copy_of_its_job_reads_nothing_and_one_without_reads_t
 def test_on_time_hides_an_early_message_and_waits_out_a_sub_second_one(world: MemoryCore) -> None:
     _, dispatch = world.due()
     slept: list[float] = []
-    guards = Guards(ports(world), recorder(world), slept.append)
+    guards = Guards(ports(world), slept.append)
 
     world.clock.advance(-5)
     early = guards.on_time(dispatch)
@@ -111,20 +112,20 @@ def test_skip_reason_names_a_cancelled_or_paused_job_and_none_for_a_live_one(wor
 
 def test_without_a_gate_every_attempt_holds_an_unlimited_permit(world: MemoryCore) -> None:
     _, dispatch = world.due()
-    permit = slots(world).take(dispatch, OWNER, world.now())
-    assert permit is not None and permit.slots is None
+    permit = slots(world).take(dispatch, OWNER, StubMessage(), world.now())
+    assert isinstance(permit, Permit) and permit.slots is None
 
 
 def test_a_throttled_occurrence_received_often_is_sent_again_as_a_fresh_message(world: MemoryCore) -> None:
     _, dispatch = world.due()
     gate = ConcurrencyGate(world.tenant_slots, ConcurrencyConfig(default=1), world.metrics)
-    assert slots(world, gate).take(dispatch, "other/1", world.now()) is not None
-    assert slots(world, gate).take(dispatch, OWNER, world.now()) is None
+    assert isinstance(slots(world, gate).take(dispatch, "other/1", StubMessage(), world.now()), Permit)
 
     sent = len(world.sent())
-    hidden = slots(world, gate).throttled(dispatch, StubMessage(receive_count=1), world.now())
+    hidden = slots(world, gate).take(dispatch, OWNER, StubMessage(receive_count=1), world.now())
     assert len(world.sent()) == sent
-    again = slots(world, gate).throttled(dispatch, StubMessage(receive_count=RESEND_AFTER), world.now())
+    again = slots(world, gate).take(dispatch, OWNER, StubMessage(receive_count=RESEND_AFTER), world.now())
+    assert isinstance(hidden, Outcome) and isinstance(again, Outcome)
 
     assert (hidden.ack, hidden.why) == (False, Why.THROTTLED)
     assert (again.ack, again.why, again.detail) == (True, Why.THROTTLED, "sent again")
@@ -160,7 +161,7 @@ def test_a_fresh_lease_is_not_renewed_before_the_call(world: MemoryCore) -> None
     message = StubMessage()
     held = lease(world, claim(world, dispatch, message))
 
-    assert held.renew_before_call() is None
+    assert held.renew_before_call() is held
     assert message.extensions == [] and "LeaseRenewedBeforeCall" not in world.metrics.counts
 
 
@@ -170,7 +171,7 @@ def test_a_lease_aged_since_the_claim_is_renewed_before_the_call(world: MemoryCo
     held = lease(world, claim(world, dispatch, message))
     world.clock.advance(45)  # past what a heartbeat keeps (half the lease without a background heartbeat)
 
-    assert held.renew_before_call() is None
+    assert held.renew_before_call() is held
     run = world.ledger.get(dispatch.key)
     assert run is not None and run.lease_until == world.now() + CONFIG.lease
     assert message.extensions == [60 + CONFIG.lease_margin_seconds]
@@ -285,7 +286,7 @@ def test_an_occurrence_of_a_recurring_job_waits_behind_a_running_one_under_buffe
 
     outcome = step.check(claim(world, second))
 
-    assert outcome is not None and outcome.why is Why.BUFFERED
+    assert isinstance(outcome, Outcome) and outcome.why is Why.BUFFERED
     parked = world.ledger.get(second.key)
     assert isinstance(parked, Execution) and parked.buffered
     assert step.parks(job, first)

@@ -1,5 +1,5 @@
-"""The call: the target invoked with the occurrence's key and fencing token, the lease kept by a heartbeat while it
-runs; what it returned, how it failed, or that the lease was lost meanwhile."""
+"""The call (docs/design.md §3.4, step 6): the target invoked with the occurrence's key and fencing token, the lease
+kept by a heartbeat while it runs; what it returned, how it failed, or that the lease was lost meanwhile."""
 
 from __future__ import annotations
 

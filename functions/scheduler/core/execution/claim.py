@@ -1,4 +1,4 @@
-"""The claim (docs/design.md §3.4, steps 1 and 2): the occurrence's ledger item taken for this attempt, its epoch
+"""The claim (docs/design.md §3.4, step 3): the occurrence's ledger item taken for this attempt, its epoch
 bumped (the fencing token of every write after it); or, when the claim is refused, what to do from the item as it
 stands."""
 
@@ -27,7 +27,7 @@ class Claim:
     def take(
         self, job: Job, dispatch: Dispatch, owner: str, permit: Permit, message: MessageControl, source: JobSource
     ) -> Claimed | Outcome:
-        """Step 1: claim the occurrence, its lease starting now (whatever taking the slot took). Raises CopyVoid
+        """Step 3: claim the occurrence, its lease starting now (whatever taking the slot took). Raises CopyVoid
         when the claim on the message's copy of the job is refused because the job changed since."""
         now = self.ports.clock.now()
         take_over = job.spec.delivery == "at_least_once"
@@ -43,7 +43,7 @@ class Claim:
         return Claimed(job, dispatch, execution, owner, permit, message, now)
 
     def not_claimed(self, dispatch: Dispatch, current: Execution | None, now: datetime, announce: bool) -> Outcome:
-        """Step 2: the claim failed; decide from the item as it stands."""
+        """Step 3, refused: decide from the item as it stands."""
         if current is None:
             return Outcome.hide(1, Why.CLAIM_REFUSED)
         if current.state.terminal:

@@ -1,6 +1,6 @@
-"""Guards: what ends an attempt without calling the target - a message come before its fire time, a job that does
-not exist, an occurrence left to a resume (before the claim), and a job cancelled, paused or rescheduled since the
-dispatch (after it)."""
+"""Guards (docs/design.md §3.4, steps 1 and 4): what ends an attempt without calling the target - a message come before
+its fire time, an occurrence left to a resume (step 1, before the claim), and a job cancelled, paused or rescheduled
+since the dispatch (step 4, after it). A guard only decides: what an ended attempt writes, the recorder writes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduler.core.execution.outcome import Outcome, Why
-from scheduler.core.execution.record import Recorder
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, JobState, RunState
 from scheduler.core.model.schedules import is_occurrence
@@ -23,7 +22,6 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Guards:
     ports: StepPorts
-    recorder: Recorder
     sleep: Callable[[float], None] = field(default=time.sleep)
 
     def on_time(self, dispatch: Dispatch) -> datetime | Outcome:
@@ -38,22 +36,16 @@ class Guards:
             now = self.ports.clock.now()
         return now
 
-    def no_such_job(self, dispatch: Dispatch, now: datetime) -> Outcome:
-        """The job does not exist (or is another tenant's): the occurrence is recorded cancelled, unclaimed."""
-        if self.ports.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
-            self.recorder.announce(dispatch.key)
-        return Outcome.acknowledge(Why.NO_SUCH_JOB)
-
-    def left_to_resume(self, job: Job, dispatch: Dispatch) -> Outcome | None:
+    def left_to_resume(self, job: Job, dispatch: Dispatch) -> Job | Outcome:
         """An occurrence that fell due while the job was paused is left to the resume's misfire policy
         (JobService.resume): not recorded SKIPPED here (a record would refuse the resumed chain's dispatch of the
-        same key)."""
+        same key). The job when it runs."""
         if not (
             dispatch.kind == "scheduled"
             and job.left_to_resume(dispatch.scheduled_for, dispatch.version)
             and self.ports.ledger.get(dispatch.key) is None
         ):
-            return None
+            return job
         self.ports.metrics.count("PausedOccurrences")
         log.info(
             "occurrence left to the resume's misfire policy",
@@ -63,7 +55,7 @@ class Guards:
 
 
 def skip_reason(job: Job, dispatch: Dispatch) -> tuple[RunState, str] | None:
-    """Step 3: what the claimed occurrence is recorded as instead of running, if the job was cancelled, paused or
+    """Step 4: what the claimed occurrence is recorded as instead of running, if the job was cancelled, paused or
     rescheduled since this occurrence was dispatched."""
     if job.state == JobState.CANCELLED:
         return RunState.CANCELLED, "job cancelled"

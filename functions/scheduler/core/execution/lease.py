@@ -1,4 +1,4 @@
-"""The lease (docs/design.md §3.4, step 4): the claimed occurrence's lease in the ledger, its execution slot and its
+"""The lease (docs/design.md §3.4, step 5): the claimed occurrence's lease in the ledger, its execution slot and its
 message's visibility, extended together - before the call when the attempt was paused since its claim, and by the
 heartbeat during it - or the attempt given back, uncalled, when they cannot be kept."""
 
@@ -52,11 +52,11 @@ class Lease:
         """One heartbeat during the call (TargetCall.heartbeat, and the background heartbeat)."""
         self.renew()
 
-    def renew_before_call(self) -> Outcome | None:
+    def renew_before_call(self) -> Lease | Outcome:
         """Paused since the claim (the overlap check's read, a starved CPU) for longer than a heartbeat's interval,
         the lease, and the execution slot's with it, may have ended, and another attempt may have taken the slot:
         a target called now would run beside it. Renew both first (again if the renewal itself was paused that
-        long); never call the target on a lease or a slot that is gone. None: call it."""
+        long); never call the target on a lease or a slot that is gone. The lease itself: call the target."""
         renewals = 0
         while self._aged():
             if renewals == RENEWALS_BEFORE_CALL:
@@ -74,7 +74,7 @@ class Lease:
                 return Outcome.hide(self.ports.config.lease.total_seconds(), Why.LEASE_LOST)
             if not kept:
                 return self._give_back("execution slot lost")
-        return None
+        return self
 
     def _aged(self) -> bool:
         """Whether a heartbeat would have been due by now had the target been called when the lease was last

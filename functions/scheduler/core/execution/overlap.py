@@ -37,13 +37,13 @@ class Overlap:
     ports: StepPorts
     recorder: Recorder
 
-    def check(self, claimed: Claimed) -> Outcome | None:
-        """What becomes of the claimed occurrence when an earlier one still holds the place (skipped or parked);
-        None when it runs."""
+    def check(self, claimed: Claimed) -> Claimed | Outcome:
+        """Step 4: what becomes of the claimed occurrence when an earlier one still holds the place (skipped or
+        parked); the claimed occurrence when it runs."""
         job, dispatch, execution, now = claimed.job, claimed.dispatch, claimed.execution, claimed.at
         policy = job.spec.overlap_policy
         if policy == "allow" or dispatch.kind != "scheduled" or not is_recurring(job.spec.schedule):
-            return None
+            return claimed
         earlier = self._window(job.job_id, dispatch.scheduled_for, execution.key)
         running = [r for r in earlier if r.leased(now)]
         # A parked run is about to start (the run it waited for has finished and sent it): it holds the place too,
@@ -51,7 +51,7 @@ class Overlap:
         stale = now - 2 * self.ports.config.lease
         parked = [r for r in earlier if r.buffered and (r.updated_at is None or r.updated_at > stale)]
         if not running and not parked:
-            return None
+            return claimed
         margin = timedelta(seconds=self.ports.config.lease_margin_seconds)
         if running:
             holder, why = running[0], f"{running[0].key} is still running"

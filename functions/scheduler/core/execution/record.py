@@ -1,11 +1,12 @@
-"""Record (docs/design.md §3.4, steps 5 and 6): the attempt's outcome written conditional on its epoch and owner, a
-failure classified (retried after its backoff, dead-lettered, or left to an operator), and a terminal outcome
-announced."""
+"""Record (docs/design.md §3.4, step 7): the attempt's outcome written conditional on its epoch and owner, a failure
+classified (retried after its backoff, dead-lettered, or left to an operator), and a terminal outcome announced; and
+the one write of an attempt that found no job (step 1), unclaimed."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from scheduler.core.errors import Fenced
@@ -16,7 +17,7 @@ from scheduler.core.execution.retry import backoff, may_retry
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.keys import fire_at
-from scheduler.core.ports import AttemptEnd, Execution, TargetFailure
+from scheduler.core.ports import AttemptEnd, Dispatch, Execution, TargetFailure
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,14 @@ class Recorder:
     #: outbox drain publishes them all).
     outbox: Outbox | None
 
+    def no_such_job(self, dispatch: Dispatch, now: datetime) -> Outcome:
+        """Step 1 found no job (or another tenant's): the occurrence is recorded cancelled, unclaimed."""
+        if self.ports.ledger.record_unclaimed(dispatch, RunState.CANCELLED, now, "job does not exist"):
+            self.announce(dispatch.key)
+        return Outcome.acknowledge(Why.NO_SUCH_JOB)
+
     def record(self, claimed: Claimed, end: AttemptEnd) -> Outcome:
-        """Step 5: a write conditioned on our epoch and owner. A stale worker's write is rejected (fenced).
+        """Step 7: a write conditioned on our epoch and owner. A stale worker's write is rejected (fenced).
         A terminal outcome is then announced (its outbox entry was recorded by the same write)."""
         job, execution, state = claimed.job, claimed.execution, end.state
         try:
@@ -62,7 +69,7 @@ class Recorder:
         return Outcome(True, Why.RECORDED)
 
     def failed(self, claimed: Claimed, failure: TargetFailure) -> Outcome:
-        """Step 6: classify and record: RETRY_WAIT with backoff, DEAD, or RECONCILING."""
+        """Step 7, a failure: classify and record: RETRY_WAIT with backoff, DEAD, or RECONCILING."""
         job, execution = claimed.job, claimed.execution
         self.ports.metrics.count("TargetFailures")
         now = self.ports.clock.now()

@@ -1,5 +1,6 @@
-"""The execution slot: one of the tenant's slots (its execution budget) held for the attempt, or the occurrence
-waits - never dropped. Without a gate (no execution budgets) every attempt holds an unlimited permit."""
+"""The execution slot (docs/design.md §3.4, step 2): one of the tenant's slots (its execution budget) held for the
+attempt, or the occurrence waits - never dropped. Without a gate (no execution budgets) every attempt holds an unlimited
+permit."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ class ExecutionSlots:
     #: Per-tenant execution slots (None: no execution budgets).
     gate: ConcurrencyGate | None
 
-    def take(self, dispatch: Dispatch, owner: str, now: datetime) -> Permit | None:
-        """One of the tenant's slots for this attempt, leased as long as its claim; None while all are held."""
+    def take(self, dispatch: Dispatch, owner: str, message: MessageControl, now: datetime) -> Permit | Outcome:
+        """Step 2: one of the tenant's slots for this attempt, leased as long as its claim; while all are held, the
+        occurrence waits (`throttled`)."""
         if self.gate is None:
             return Permit.unlimited(dispatch.tenant, owner)
-        return self.gate.enter(dispatch.tenant, owner, now, now + self.ports.config.lease)
+        permit = self.gate.enter(dispatch.tenant, owner, now, now + self.ports.config.lease)
+        return self.throttled(dispatch, message, now) if permit is None else permit
 
     def throttled(self, dispatch: Dispatch, message: MessageControl, now: datetime) -> Outcome:
         """The tenant is at its execution concurrency limit: the occurrence waits (never dropped). After a few

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.execution.outcome import ExecuteConfig
+from scheduler.core.execution.config import ExecuteConfig
 from scheduler.core.ports import Clock, Ledger, Metrics, ReadyQueue
 
 
