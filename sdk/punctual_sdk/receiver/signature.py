@@ -28,6 +28,9 @@ JOB_ID_HEADER = "X-Scheduler-Job-Id"
 V2_PREFIX = "punctual-v2"
 #: How far the signature's timestamp may be from the receiver's clock, in seconds (both ways).
 DEFAULT_TOLERANCE_SECONDS = 300
+#: The most digits a number in a signed header may have (a unix time, a fencing token, an attempt): enough for any
+#: value punctual sends, few enough that reading it costs nothing and it converts to a float.
+MAX_DIGITS = 18
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,18 @@ def header(headers: Mapping[str, str], name: str) -> str:
     return found[0]
 
 
-def _integer(headers: Mapping[str, str], name: str) -> int:
-    value = header(headers, name).strip()
-    if not value.isascii() or not value.isdigit():
-        raise InvalidSignature(f"{name} is not a number")
+def _number(value: str) -> int | None:
+    """`value` as a non-negative integer when it is 1 to MAX_DIGITS ASCII digits, else None (never raises)."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_DIGITS or not value.isascii() or not value.isdigit():
+        return None
     return int(value)
+
+
+def _integer(headers: Mapping[str, str], name: str) -> int:
+    value = _number(header(headers, name).strip())
+    if value is None:
+        raise InvalidSignature(f"{name} is not a number of at most {MAX_DIGITS} digits")
+    return value
 
 
 @dataclass(frozen=True)
@@ -109,11 +119,12 @@ class SignatureHeader:
         if not value or not isinstance(value, str):
             raise InvalidSignature(f"missing {SIGNATURE_HEADER} header")
         items = [(n.strip(), v.strip()) for n, sep, v in (p.partition("=") for p in value.split(",")) if sep]
-        stamps = [v for n, v in items if n == "t"]
-        if len(stamps) != 1 or not stamps[0].isascii() or not stamps[0].isdigit():
+        stamps = [_number(v) for n, v in items if n == "t"]
+        timestamp = stamps[0] if len(stamps) == 1 else None
+        if timestamp is None:
             raise InvalidSignature(f"malformed {SIGNATURE_HEADER}: one 't=<unix seconds>' is required")
         v2 = tuple((kid, sig) for kid, sep, sig in (v.partition(":") for n, v in items if n == "v2") if sep)
-        return cls(int(stamps[0]), v2, tuple(v for n, v in items if n == "v1"))
+        return cls(timestamp, v2, tuple(v for n, v in items if n == "v1"))
 
     def check_time(self, tolerance: float, now: float | None) -> None:
         current = time.time() if now is None else now
@@ -167,7 +178,7 @@ def verify_v2(
                 return VerifiedCall(**call.__dict__, timestamp=parsed.timestamp, key_id=kid)
     except InvalidSignature:
         raise
-    except (TypeError, ValueError, AttributeError, UnicodeError) as exc:
+    except (TypeError, ValueError, ArithmeticError, AttributeError, UnicodeError) as exc:
         raise InvalidSignature(f"unreadable signature input: {type(exc).__name__}") from exc
     raise InvalidSignature("the signature does not match the request (altered in transit, or not from punctual)")
 
@@ -191,6 +202,6 @@ def verify_v1(
             return parsed.timestamp
     except InvalidSignature:
         raise
-    except (TypeError, ValueError, AttributeError, UnicodeError) as exc:
+    except (TypeError, ValueError, ArithmeticError, AttributeError, UnicodeError) as exc:
         raise InvalidSignature(f"unreadable signature input: {type(exc).__name__}") from exc
     raise InvalidSignature("the v1 signature does not match the body")

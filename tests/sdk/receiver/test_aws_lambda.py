@@ -248,3 +248,8 @@ def test_a_powertools_http_api_route_verifies_the_raw_path_and_query(receiver: R
     moved.path = "/hooks/pay?a=1&b=2"
     assert app.resolve(http_api_event(moved), {})["statusCode"] == 401
     assert len(effects.seen) == 1
+
+
+def test_an_overlong_number_in_an_event_is_an_invalid_delivery(receiver: Receiver) -> None:
+    with pytest.raises(InvalidDelivery, match="fencing_token must be an integer"):
+        receiver.lambda_handler(Effects())({**envelope(), "fencing_token": "9" * 5000}, None)
