@@ -36,6 +36,13 @@ class InvalidDelivery(ReceiverError):
     status = 400
 
 
+class RequestTooLarge(ReceiverError):
+    """The request's body is larger than the receiver accepts (`max_body_bytes`): refused before it is read
+    whole, let alone verified (413, not retried)."""
+
+    status = 413
+
+
 class StaleFencingToken(ReceiverError):
     """The attempt's fencing token is lower than one already seen for its occurrence key: a superseded attempt
     (a worker paused past its lease). Refused without running the handler; 409 is not retried."""

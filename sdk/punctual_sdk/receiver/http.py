@@ -12,9 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from punctual_sdk.receiver.errors import ReceiverError
+from punctual_sdk.receiver.errors import ReceiverError, RequestTooLarge
+from punctual_sdk.receiver.signature import MAX_DIGITS
 
 PROBLEM_TYPE = "https://punctual.dev/problems/receiver"
+#: The largest request body the middleware reads: punctual's payloads are at most 64 KiB, with room to spare.
+DEFAULT_MAX_BODY_BYTES = 256 * 1024
 #: Added to a replayed answer, so a reader of the receiver's logs sees the handler did not run again.
 DUPLICATE_HEADER = "X-Punctual-Duplicate"
 
@@ -60,3 +63,16 @@ def problem(exc: ReceiverError) -> HttpReply:
 def guarded(path: str, paths: tuple[str, ...] | None) -> bool:
     """Whether the middleware guards a request to `path` (all of them when `paths` is None)."""
     return paths is None or any(path == p or path.startswith(p.rstrip("/") + "/") for p in paths)
+
+
+def declared_length(value: object) -> int | None:
+    """A Content-Length header's value as a number of bytes, or None when it is absent or not one (never raises)."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not 0 < len(text) <= MAX_DIGITS or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
+
+
+def too_large(size: int | None, limit: int) -> RequestTooLarge:
+    said = f"{size} bytes" if size is not None else "more"
+    return RequestTooLarge(f"the request body is {said}; this receiver accepts at most {limit} bytes")

@@ -17,6 +17,7 @@ from punctual_sdk.receiver.dedupe import (
 )
 from punctual_sdk.receiver.delivery import Delivery
 from punctual_sdk.receiver.errors import InvalidSignature, UnknownKey
+from punctual_sdk.receiver.http import DEFAULT_MAX_BODY_BYTES
 from punctual_sdk.receiver.keys import KeyCache, KeyFetcher
 from punctual_sdk.receiver.signature import (
     DEFAULT_TOLERANCE_SECONDS,
@@ -36,7 +37,9 @@ class Receiver:
     for HTTP deliveries only: the `lambda`, `sqs` and `sns` targets are authenticated by IAM, not signed).
     `store`: where the dedupe records live (DynamoDBDedupeStore; InMemoryDedupeStore in tests).
     `v1_key`: the tenant's v1 key, to accept calls signed v1 only during the migration window (v1 does not
-    cover the occurrence key, the token or the URL: leave it None once punctual signs v2)."""
+    cover the occurrence key, the token or the URL: leave it None once punctual signs v2).
+    `max_body_bytes`: the largest request body the HTTP adapters read; a larger one is refused with 413 before
+    more than that is read."""
 
     def __init__(
         self,
@@ -47,13 +50,15 @@ class Receiver:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         record_ttl_seconds: int = DEFAULT_RECORD_TTL_SECONDS,
         v1_key: str | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if tolerance_seconds <= 0:
-            raise ValueError("tolerance_seconds must be > 0")
+        if tolerance_seconds <= 0 or max_body_bytes < 1:
+            raise ValueError("tolerance_seconds must be > 0 and max_body_bytes >= 1")
         self.keys = keys if isinstance(keys, KeyCache) or keys is None else KeyCache(keys)
         self.tolerance_seconds = tolerance_seconds
         self.v1_key = v1_key
+        self.max_body_bytes = max_body_bytes
         self.clock = clock
         self.guard = OccurrenceGuard(
             store, lease_seconds=lease_seconds, record_ttl_seconds=record_ttl_seconds, clock=clock

@@ -253,3 +253,21 @@ def test_a_powertools_http_api_route_verifies_the_raw_path_and_query(receiver: R
 def test_an_overlong_number_in_an_event_is_an_invalid_delivery(receiver: Receiver) -> None:
     with pytest.raises(InvalidDelivery, match="fencing_token must be an integer"):
         receiver.lambda_handler(Effects())({**envelope(), "fencing_token": "9" * 5000}, None)
+
+
+def test_a_powertools_route_refuses_a_body_over_the_limit_with_413() -> None:
+    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, APIGatewayRestResolver
+
+    from punctual_sdk.receiver import InMemoryDedupeStore
+    from tests.sdk.receiver.signed import KEYS, NOW
+
+    small = Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, max_body_bytes=1024, clock=lambda: NOW)
+    http_app, rest_app = APIGatewayHttpResolver(), APIGatewayRestResolver()
+    effects = [pay_route(http_app, small), pay_route(rest_app, small)]
+    big = signed_request(body={"amount": 5, "pad": "x" * 2000}, path="/hooks/pay")
+
+    answers = [http_app.resolve(http_api_event(big), {}), rest_app.resolve(rest_event(big, "/hooks/pay"), {})]
+
+    assert [a["statusCode"] for a in answers] == [413, 413]
+    assert [json.loads(a["body"])["title"] for a in answers] == ["RequestTooLarge"] * 2
+    assert [e.seen for e in effects] == [[], []]

@@ -182,3 +182,75 @@ def test_flask_behind_the_middleware(receiver: Receiver) -> None:
     assert post(signed_request(token=6)).status_code == 409
     assert post(signed_request(keys={"k1": "forged"})).status_code == 401
     assert effects == ["job-1:2026-12-01T08:00:00Z"]
+
+
+class CountedInput(io.BytesIO):
+    """A request body whose reads are counted: what the middleware pulled from the client."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.taken = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        self.taken += len(chunk)
+        return chunk
+
+
+def small_receiver(limit: int) -> Receiver:
+    from punctual_sdk.receiver import InMemoryDedupeStore
+    from tests.sdk.receiver.signed import JOB_ID, KEYS
+
+    return Receiver(
+        InMemoryDedupeStore(), lambda job_id: KEYS if job_id == JOB_ID else {}, max_body_bytes=limit, clock=lambda: NOW
+    )
+
+
+def answer_of(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> tuple[int, bytes]:
+    status: list[int] = []
+    body = b"".join(app(environ, lambda line, headers, exc_info=None: status.append(int(line.split()[0]))))
+    return status[0], body
+
+
+def test_a_body_over_the_limit_is_refused_with_413_before_it_is_read() -> None:
+    # Given a receiver that reads at most 1 KiB, and a request that says it carries 10 MB
+    app = Charges()
+    guarded = small_receiver(1024).wsgi(app)
+    environ = environ_of(signed_request())
+    environ["CONTENT_LENGTH"] = str(10 * 1024 * 1024)
+    environ["wsgi.input"] = stream = CountedInput(b"x" * 1_000_000)
+
+    status, body = answer_of(guarded, environ)
+
+    # Then it is refused unread
+    assert (status, json.loads(body)["title"]) == (413, "RequestTooLarge")
+    assert stream.taken == 0
+    assert app.effects == []
+
+
+def test_a_chunked_body_is_read_no_further_than_one_byte_past_the_limit() -> None:
+    app = Charges()
+    guarded = small_receiver(1024).wsgi(app)
+    environ = environ_of(signed_request())
+    del environ["CONTENT_LENGTH"]
+    environ["wsgi.input_terminated"] = True
+    environ["wsgi.input"] = stream = CountedInput(b"x" * 1_000_000)
+
+    status, _ = answer_of(guarded, environ)
+
+    assert status == 413
+    assert stream.taken == 1025
+    assert app.effects == []
+
+
+def test_a_body_within_the_limit_passes_whether_its_length_is_declared_or_not() -> None:
+    request = signed_request()
+    app = Charges()
+    guarded = small_receiver(len(request.body)).wsgi(app)
+    chunked = environ_of(signed_request(attempt=2))
+    del chunked["CONTENT_LENGTH"]
+    chunked["wsgi.input_terminated"] = True
+
+    assert call(guarded, request)[0] == 201
+    assert answer_of(guarded, chunked)[0] == 201
+    assert len(app.effects) == 1
