@@ -1,10 +1,23 @@
-"""The job keys a receiver verifies with: fetched from punctual (`GET /v1/jobs/{id}/signing-keys`), cached per job,
-fetched again when they age past a TTL or when a call names a key id the cache lacks (a rotation), at most once
-per `refresh_interval_seconds` per job so that forged calls cannot make the receiver hammer the API."""
+"""The job keys a receiver verifies with: fetched from punctual (`GET /v1/jobs/{id}/signing-keys`) and cached per
+job, fetched again when they age past a TTL or when a call names a key id the cache lacks (a rotation).
+
+Anyone can send a receiver a call that names any job id, so what calls can make the cache fetch is bounded:
+
+- the Receiver asks for keys only once the call's signature header is well formed and its timestamp fresh;
+- every fetch takes a token from one `FetchBudget` for the whole cache (`fetch_rate` a second on average,
+  `fetch_burst` at once), whatever the job; a fetch for a job whose keys the cache does not hold may not take the
+  bucket's last tokens, which are kept for refreshing the keys of jobs it does hold;
+- a job the API does not know, and a fetch that failed, are remembered for `negative_ttl_seconds`, apart from the
+  jobs whose keys are held, so made-up job ids never push a real job's keys out;
+- a call under a key id the cache lacks fetches its job's keys again at most once per `refresh_interval_seconds`.
+
+When a fetch is not allowed, or fails, the cache raises KeysUnavailable (503 with Retry-After: punctual retries).
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import urllib.error
@@ -15,13 +28,54 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from punctual_sdk.receiver.errors import KeysUnavailable
+
 #: `fetch_keys(job_id) -> {key id: key}`. Raises LookupError when the job does not exist or is not the caller's
-#: (the call is then refused as UnknownKey); any other exception propagates (the receiver answers 5xx: retried).
+#: (the call is then refused as UnknownKey); any other exception is a failed fetch (the receiver answers 503).
 KeyFetcher = Callable[[str], Mapping[str, str]]
 
 DEFAULT_TTL_SECONDS = 3600.0
-DEFAULT_REFRESH_INTERVAL_SECONDS = 30.0
+DEFAULT_REFRESH_INTERVAL_SECONDS = 10.0
 DEFAULT_MAX_JOBS = 10_000
+#: Key fetches a second, on average, over the whole cache.
+DEFAULT_FETCH_RATE = 5.0
+#: Key fetches at once, after a quiet spell.
+DEFAULT_FETCH_BURST = 10
+#: How long an unknown job, or a failed fetch, is remembered.
+DEFAULT_NEGATIVE_TTL_SECONDS = 10.0
+#: How often, at most, refused fetches are logged (with how many there were since the last time).
+_LOG_INTERVAL_SECONDS = 60.0
+
+logger = logging.getLogger("punctual_sdk.receiver")
+
+
+class FetchBudget:
+    """A token bucket over every key fetch: `rate` tokens a second, at most `burst` held. A fetch for a job whose
+    keys are not held (`known=False`: any caller can name such a job) may not take the last `reserve` tokens
+    (half the burst): a flood of calls naming unknown jobs leaves those to the refresh of the jobs that are held."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        if rate <= 0 or burst < 2:
+            raise ValueError("fetch_rate must be > 0 and fetch_burst >= 2")
+        self.rate = rate
+        self.burst = burst
+        self.reserve = burst // 2
+        self._clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+        self._lock = threading.Lock()
+
+    def take(self, *, known: bool) -> float:
+        """Take a token for one fetch: 0.0 when taken, else how many seconds until one may be."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + max(0.0, now - self._at) * self.rate)
+            self._at = now
+            needed = 1.0 + (0 if known else self.reserve)
+            if self._tokens >= needed:
+                self._tokens -= 1.0
+                return 0.0
+            return (needed - self._tokens) / self.rate
 
 
 @dataclass
@@ -30,8 +84,18 @@ class _Entry:
     fetched_at: float
 
 
+@dataclass
+class _Miss:
+    """A job without keys to use: unknown to the API (`error` None), or whose fetch failed, until `until`."""
+
+    until: float
+    error: str | None
+
+
 class KeyCache:
-    """Job keys by job id. Thread-safe; at most `max_jobs` jobs are kept (least recently used first out)."""
+    """Job keys by job id (see the module docstring). Thread-safe; at most `max_jobs` jobs' keys are kept (least
+    recently used first out), and apart from them at most `max_jobs` jobs without keys.
+    `fetches` and `refused_fetches` count the fetches made and those the budget refused."""
 
     def __init__(
         self,
@@ -40,47 +104,128 @@ class KeyCache:
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
         refresh_interval_seconds: float = DEFAULT_REFRESH_INTERVAL_SECONDS,
         max_jobs: int = DEFAULT_MAX_JOBS,
+        fetch_rate: float = DEFAULT_FETCH_RATE,
+        fetch_burst: int = DEFAULT_FETCH_BURST,
+        negative_ttl_seconds: float = DEFAULT_NEGATIVE_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if ttl_seconds <= 0 or refresh_interval_seconds < 0 or max_jobs < 1:
-            raise ValueError("ttl_seconds must be > 0, refresh_interval_seconds >= 0 and max_jobs >= 1")
+        if ttl_seconds <= 0 or refresh_interval_seconds < 0 or max_jobs < 1 or negative_ttl_seconds <= 0:
+            raise ValueError(
+                "ttl_seconds and negative_ttl_seconds must be > 0, refresh_interval_seconds >= 0 and max_jobs >= 1"
+            )
         self._fetch = fetch_keys
         self.ttl_seconds = ttl_seconds
         self.refresh_interval_seconds = refresh_interval_seconds
         self.max_jobs = max_jobs
+        self.negative_ttl_seconds = negative_ttl_seconds
+        self.budget = FetchBudget(fetch_rate, fetch_burst, clock)
+        self.fetches = 0
+        self.refused_fetches = 0
         self._clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._misses: OrderedDict[str, _Miss] = OrderedDict()
         self._lock = threading.Lock()
+        self._logged_at: float | None = None
+        self._refused_since_log = 0
 
-    def _load(self, job_id: str) -> Mapping[str, str]:
-        try:
-            keys = dict(self._fetch(job_id))
-        except LookupError:
-            keys = {}  # remembered like any answer, so an unknown job is asked about once per interval at most
+    def keys(self, job_id: str) -> Mapping[str, str]:
+        """The job's keys (key id -> key): the cached ones while younger than the TTL, else fetched; {} for a job
+        the API does not know. Raises KeysUnavailable when they cannot be fetched now."""
         with self._lock:
+            now = self._clock()
+            entry = self._entries.get(job_id)
+            if entry is not None and now - entry.fetched_at < self.ttl_seconds:
+                self._entries.move_to_end(job_id)
+                return entry.keys
+            remembered = self._remembered(job_id, now)
+        return remembered if remembered is not None else self._load(job_id, known=entry is not None)
+
+    def refresh(self, job_id: str) -> Mapping[str, str]:
+        """Fetch the job's keys again (a call names a key id they lack). Raises KeysUnavailable when they were
+        fetched less than `refresh_interval_seconds` ago, or cannot be fetched now."""
+        with self._lock:
+            now = self._clock()
+            entry = self._entries.get(job_id)
+            if entry is not None and now - entry.fetched_at < self.refresh_interval_seconds:
+                wait = self.refresh_interval_seconds - (now - entry.fetched_at)
+                raise KeysUnavailable(
+                    f"the keys of job {job_id} were fetched {now - entry.fetched_at:.0f} s ago and lack the call's "
+                    f"key id; they are fetched again in {wait:.0f} s at the earliest",
+                    retry_after=wait,
+                )
+            remembered = self._remembered(job_id, now)
+        # a call under a key id the job lacks may be forged: its fetch may not take the tokens kept for refreshes
+        return remembered if remembered is not None else self._load(job_id, known=False)
+
+    def _remembered(self, job_id: str, now: float) -> Mapping[str, str] | None:
+        """Under the lock, what is remembered of a job without keys: {} while it is unknown to the API, and
+        KeysUnavailable while its last fetch failed; None when nothing is (a fetch may be tried)."""
+        miss = self._misses.get(job_id)
+        if miss is None:
+            return None
+        if miss.until <= now:
+            del self._misses[job_id]
+            return None
+        if miss.error is not None:
+            raise KeysUnavailable(miss.error, retry_after=miss.until - now)
+        return {}
+
+    def _load(self, job_id: str, *, known: bool) -> Mapping[str, str]:
+        wait = self.budget.take(known=known)
+        if wait > 0:
+            self._note_refused(job_id)
+            raise KeysUnavailable(
+                f"the keys of job {job_id} cannot be fetched now: this receiver's key fetches are rate limited "
+                f"({self.budget.rate:g} a second, {self.budget.burst} at once) and none is left",
+                retry_after=wait,
+            )
+        with self._lock:
+            self.fetches += 1
+        try:
+            keys = {str(k): str(v) for k, v in self._fetch(job_id).items()}
+        except LookupError:
+            keys = {}
+        except Exception as exc:
+            # the caller is told the kind of failure only; the receiver's log gets the whole of it
+            logger.warning("fetching the keys of job %r failed", job_id, exc_info=True)
+            detail = f"the keys of job {job_id} could not be fetched ({type(exc).__name__}); retry later"
+            self._remember_miss(job_id, detail)
+            raise KeysUnavailable(detail, retry_after=self.negative_ttl_seconds) from exc
+        if not keys:
+            self._remember_miss(job_id, None)
+            return keys
+        with self._lock:
+            self._misses.pop(job_id, None)
             self._entries[job_id] = _Entry(keys, self._clock())
             self._entries.move_to_end(job_id)
             while len(self._entries) > self.max_jobs:
                 self._entries.popitem(last=False)
         return keys
 
-    def keys(self, job_id: str) -> Mapping[str, str]:
-        """The job's keys (key id -> key): the cached ones while younger than the TTL, else fetched."""
+    def _remember_miss(self, job_id: str, error: str | None) -> None:
         with self._lock:
-            entry = self._entries.get(job_id)
-            if entry is not None and self._clock() - entry.fetched_at < self.ttl_seconds:
-                self._entries.move_to_end(job_id)
-                return entry.keys
-        return self._load(job_id)
+            if error is None:
+                self._entries.pop(job_id, None)  # the API no longer knows the job: its keys go
+            self._misses[job_id] = _Miss(self._clock() + self.negative_ttl_seconds, error)
+            self._misses.move_to_end(job_id)
+            while len(self._misses) > self.max_jobs:
+                self._misses.popitem(last=False)
 
-    def refresh(self, job_id: str) -> Mapping[str, str] | None:
-        """Fetch the job's keys again, unless they were fetched less than `refresh_interval_seconds` ago (then
-        None: the caller keeps what it had)."""
+    def _note_refused(self, job_id: str) -> None:
         with self._lock:
-            entry = self._entries.get(job_id)
-            if entry is not None and self._clock() - entry.fetched_at < self.refresh_interval_seconds:
-                return None
-        return self._load(job_id)
+            self.refused_fetches += 1
+            self._refused_since_log += 1
+            now = self._clock()
+            if self._logged_at is not None and now - self._logged_at < _LOG_INTERVAL_SECONDS:
+                return
+            count, self._refused_since_log, self._logged_at = self._refused_since_log, 0, now
+        logger.warning(
+            "refused %d key fetch(es) (the last for job %r): the fetch budget of %g a second is spent; many calls "
+            "naming jobs whose keys are not cached (a flood of forged calls?) answered 503",
+            count,
+            job_id,
+            self.budget.rate,
+        )
 
 
 class _SigningKeysClient(Protocol):

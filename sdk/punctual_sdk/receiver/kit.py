@@ -21,11 +21,11 @@ from punctual_sdk.receiver.http import DEFAULT_MAX_BODY_BYTES
 from punctual_sdk.receiver.keys import KeyCache, KeyFetcher
 from punctual_sdk.receiver.signature import (
     DEFAULT_TOLERANCE_SECONDS,
-    JOB_ID_HEADER,
     SIGNATURE_HEADER,
     SignatureHeader,
     VerifiedCall,
     header,
+    job_id_of,
     signed_call,
     verify_v1,
     verify_v2,
@@ -69,21 +69,27 @@ class Receiver:
     def verify(self, method: str, host: str, path: str, headers: Mapping[str, str], body: bytes) -> VerifiedCall:
         """Check the call's signature with its job's keys (fetched again once when the call names a key id the
         cache lacks). `host`: the Host header; `path`: the request target (path and `?query`) as received.
-        Raises InvalidSignature, StaleRequest or UnknownKey (all 401)."""
+        What costs nothing comes first: a call without a well-formed v2 signature or signed headers, or with a
+        timestamp outside the tolerance, is refused before any key is looked up, let alone fetched.
+        Raises InvalidSignature, StaleRequest or UnknownKey (all 401), or KeysUnavailable (503: the job's keys
+        cannot be fetched now; punctual retries)."""
         now = self.clock()
-        if self.v1_key is not None and not SignatureHeader.parse(_optional(headers, SIGNATURE_HEADER)).v2:
+        parsed = SignatureHeader.parse(header(headers, SIGNATURE_HEADER))
+        if self.v1_key is not None and not parsed.v2:
             timestamp = verify_v1(self.v1_key, headers, body, self.tolerance_seconds, now)
             call = signed_call(method, host, path, headers)
             return VerifiedCall(**call.__dict__, timestamp=timestamp, key_id="v1")
         if self.keys is None:
             raise InvalidSignature("this receiver has no key source: give Receiver(keys=...) to verify HTTP calls")
-        job_id = header(headers, JOB_ID_HEADER)
+        if not parsed.well_formed_v2():
+            raise InvalidSignature(f"no well-formed v2 signature in {SIGNATURE_HEADER} ('v2=<key id>:<64 hex>')")
+        parsed.check_time(self.tolerance_seconds, now)
+        signed_call(method, host, path, headers)  # every signed header present and readable
+        job_id = job_id_of(headers)
         try:
             return verify_v2(self.keys.keys(job_id), method, host, path, headers, body, self.tolerance_seconds, now)
         except UnknownKey:
             fresh = self.keys.refresh(job_id)
-            if fresh is None:
-                raise
             return verify_v2(fresh, method, host, path, headers, body, self.tolerance_seconds, now)
 
     def http_delivery(self, method: str, host: str, path: str, headers: Mapping[str, str], body: bytes) -> Delivery:
@@ -96,7 +102,7 @@ class Receiver:
         return Delivery(
             occurrence_key=call.occurrence_key,
             fencing_token=call.fencing_token,
-            job_id=header(headers, JOB_ID_HEADER),
+            job_id=job_id_of(headers),
             scheduled_for=call.scheduled_for,
             attempt=call.attempt,
             payload=payload,
@@ -138,8 +144,3 @@ class Receiver:
         from punctual_sdk.receiver.aws_lambda import powertools_route
 
         return powertools_route(self, app)
-
-
-def _optional(headers: Mapping[str, str], name: str) -> str | None:
-    low = name.lower()
-    return next((v for k, v in headers.items() if isinstance(k, str) and k.lower() == low), None)

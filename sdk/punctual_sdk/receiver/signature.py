@@ -28,6 +28,10 @@ JOB_ID_HEADER = "X-Scheduler-Job-Id"
 V2_PREFIX = "punctual-v2"
 #: How far the signature's timestamp may be from the receiver's clock, in seconds (both ways).
 DEFAULT_TOLERANCE_SECONDS = 300
+#: The most items `X-Scheduler-Signature` may have (punctual sends one `v2` per active key, and a `v1`).
+MAX_SIGNATURE_ITEMS = 16
+#: The longest job id the receiver looks keys up for (punctual's are 32 characters).
+MAX_JOB_ID_LENGTH = 128
 #: The most digits a number in a signed header may have (a unix time, a fencing token, an attempt): enough for any
 #: value punctual sends, few enough that reading it costs nothing and it converts to a float.
 MAX_DIGITS = 18
@@ -118,13 +122,22 @@ class SignatureHeader:
     def parse(cls, value: str | None) -> SignatureHeader:
         if not value or not isinstance(value, str):
             raise InvalidSignature(f"missing {SIGNATURE_HEADER} header")
-        items = [(n.strip(), v.strip()) for n, sep, v in (p.partition("=") for p in value.split(",")) if sep]
+        parts = value.split(",", MAX_SIGNATURE_ITEMS)
+        if len(parts) > MAX_SIGNATURE_ITEMS:
+            raise InvalidSignature(f"malformed {SIGNATURE_HEADER}: more than {MAX_SIGNATURE_ITEMS} items")
+        items = [(n.strip(), v.strip()) for n, sep, v in (p.partition("=") for p in parts) if sep]
         stamps = [_number(v) for n, v in items if n == "t"]
         timestamp = stamps[0] if len(stamps) == 1 else None
         if timestamp is None:
             raise InvalidSignature(f"malformed {SIGNATURE_HEADER}: one 't=<unix seconds>' is required")
         v2 = tuple((kid, sig) for kid, sep, sig in (v.partition(":") for n, v in items if n == "v2") if sep)
         return cls(timestamp, v2, tuple(v for n, v in items if n == "v1"))
+
+    def well_formed_v2(self) -> tuple[tuple[str, str], ...]:
+        """The v2 signatures that could be punctual's: a key id and 64 lower-case hex digits (an HMAC-SHA256)."""
+        return tuple(
+            (kid, sig) for kid, sig in self.v2 if kid and len(sig) == 64 and all(c in "0123456789abcdef" for c in sig)
+        )
 
     def check_time(self, tolerance: float, now: float | None) -> None:
         current = time.time() if now is None else now
@@ -133,6 +146,15 @@ class SignatureHeader:
                 f"the signature's timestamp is {int(current - self.timestamp)} s from this receiver's clock, "
                 f"more than the tolerance of {tolerance:g} s: a replayed call, or a clock to synchronise"
             )
+
+
+def job_id_of(headers: Mapping[str, str]) -> str:
+    """The job id the call names (`X-Scheduler-Job-Id`, unsigned: it only says whose keys to try); InvalidSignature
+    when it is missing, repeated, longer than MAX_JOB_ID_LENGTH or not printable ASCII without spaces."""
+    job_id = header(headers, JOB_ID_HEADER)
+    if not 0 < len(job_id) <= MAX_JOB_ID_LENGTH or not job_id.isascii() or not job_id.isprintable() or " " in job_id:
+        raise InvalidSignature(f"{JOB_ID_HEADER} is not a job id")
+    return job_id
 
 
 def signed_call(method: str, host: str, path: str, headers: Mapping[str, str]) -> SignedCall:
