@@ -32,7 +32,7 @@ from punctual_sdk.receiver.errors import (
     StaleRequest,
     UnknownKey,
 )
-from punctual_sdk.receiver.keys import KeyCache, KeyFetcher, keys_from_api, keys_from_client
+from punctual_sdk.receiver.keys import JobKey, KeyCache, KeyFetcher, keys_from_api, keys_from_client
 from punctual_sdk.receiver.kit import Receiver
 from punctual_sdk.receiver.signature import VerifiedCall, verify_v1, verify_v2
 
@@ -59,6 +59,7 @@ __all__ = [
     "InProgress",
     "InvalidDelivery",
     "InvalidSignature",
+    "JobKey",
     "KeyCache",
     "KeyFetcher",
     "KeysUnavailable",

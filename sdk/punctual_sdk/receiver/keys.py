@@ -1,6 +1,11 @@
 """The job keys a receiver verifies with: fetched from punctual (`GET /v1/jobs/{id}/signing-keys`) and cached per
 job, fetched again when they age past a TTL or when a call names a key id the cache lacks (a rotation).
 
+A key the API stops handing out (a revoke) is used for at most the TTL after the fetch that got it: past it the
+keys are fetched again, and when they cannot be, the call is refused for now (503) rather than verified with the
+old ones. A key the API hands out with an `expires_at` (the replaced key during a rotation's overlap) verifies
+nothing from that instant on, by the receiver's clock, fetched again or not.
+
 Anyone can send a receiver a call that names any job id, so what calls can make the cache fetch is bounded:
 
 - the Receiver asks for keys only once the call's signature header is well formed and its timestamp fresh;
@@ -24,17 +29,29 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from punctual_sdk.receiver.errors import KeysUnavailable
 
-#: `fetch_keys(job_id) -> {key id: key}`. Raises LookupError when the job does not exist or is not the caller's
-#: (the call is then refused as UnknownKey); any other exception is a failed fetch (the receiver answers 503).
-KeyFetcher = Callable[[str], Mapping[str, str]]
 
-DEFAULT_TTL_SECONDS = 3600.0
+@dataclass(frozen=True)
+class JobKey:
+    """A key as the API hands it out: the key, and when it stops verifying (unix seconds; None: not planned)."""
+
+    key: str
+    expires_at: float | None = None
+
+
+#: `fetch_keys(job_id) -> {key id: key}` (a key as a string, or a JobKey with its expiry). Raises LookupError when
+#: the job does not exist or is not the caller's (the call is then refused as UnknownKey); any other exception is
+#: a failed fetch (the receiver answers 503).
+KeyFetcher = Callable[[str], Mapping[str, str | JobKey]]
+
+#: The longest a fetched key is used before the job's keys are fetched again: what bounds a revoke's delay.
+DEFAULT_TTL_SECONDS = 60.0
 DEFAULT_REFRESH_INTERVAL_SECONDS = 10.0
 DEFAULT_MAX_JOBS = 10_000
 #: Key fetches a second, on average, over the whole cache.
@@ -80,8 +97,12 @@ class FetchBudget:
 
 @dataclass
 class _Entry:
-    keys: Mapping[str, str]
+    keys: Mapping[str, JobKey]
     fetched_at: float
+
+    def usable(self, now: float) -> Mapping[str, str]:
+        """The keys by key id, but for those whose `expires_at` is past at `now` (unix seconds)."""
+        return {kid: k.key for kid, k in self.keys.items() if k.expires_at is None or now < k.expires_at}
 
 
 @dataclass
@@ -108,6 +129,7 @@ class KeyCache:
         fetch_burst: int = DEFAULT_FETCH_BURST,
         negative_ttl_seconds: float = DEFAULT_NEGATIVE_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if ttl_seconds <= 0 or refresh_interval_seconds < 0 or max_jobs < 1 or negative_ttl_seconds <= 0:
             raise ValueError(
@@ -122,6 +144,8 @@ class KeyCache:
         self.fetches = 0
         self.refused_fetches = 0
         self._clock = clock
+        #: Unix seconds, for the keys' `expires_at` (`clock` measures ages and the budget).
+        self._wall_clock = wall_clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._misses: OrderedDict[str, _Miss] = OrderedDict()
         self._lock = threading.Lock()
@@ -129,16 +153,22 @@ class KeyCache:
         self._refused_since_log = 0
 
     def keys(self, job_id: str) -> Mapping[str, str]:
-        """The job's keys (key id -> key): the cached ones while younger than the TTL, else fetched; {} for a job
-        the API does not know. Raises KeysUnavailable when they cannot be fetched now."""
+        """The job's unexpired keys (key id -> key): the cached ones while younger than the TTL, else fetched; {}
+        for a job the API does not know. Raises KeysUnavailable when they cannot be fetched now."""
+        return self.lookup(job_id)[0]
+
+    def lookup(self, job_id: str) -> tuple[Mapping[str, str], bool]:
+        """`keys`, and whether they are the API's answer of just now (nothing newer to fetch)."""
         with self._lock:
             now = self._clock()
             entry = self._entries.get(job_id)
             if entry is not None and now - entry.fetched_at < self.ttl_seconds:
                 self._entries.move_to_end(job_id)
-                return entry.keys
+                return entry.usable(self._wall_clock()), False
             remembered = self._remembered(job_id, now)
-        return remembered if remembered is not None else self._load(job_id, known=entry is not None)
+        if remembered is not None:
+            return remembered, False
+        return self._load(job_id, known=entry is not None), True
 
     def refresh(self, job_id: str) -> Mapping[str, str]:
         """Fetch the job's keys again (a call names a key id they lack). Raises KeysUnavailable when they were
@@ -182,7 +212,7 @@ class KeyCache:
         with self._lock:
             self.fetches += 1
         try:
-            keys = {str(k): str(v) for k, v in self._fetch(job_id).items()}
+            keys = {str(k): v if isinstance(v, JobKey) else JobKey(str(v)) for k, v in self._fetch(job_id).items()}
         except LookupError:
             keys = {}
         except Exception as exc:
@@ -193,14 +223,15 @@ class KeyCache:
             raise KeysUnavailable(detail, retry_after=self.negative_ttl_seconds) from exc
         if not keys:
             self._remember_miss(job_id, None)
-            return keys
+            return {}
+        entry = _Entry(keys, self._clock())
         with self._lock:
             self._misses.pop(job_id, None)
-            self._entries[job_id] = _Entry(keys, self._clock())
+            self._entries[job_id] = entry
             self._entries.move_to_end(job_id)
             while len(self._entries) > self.max_jobs:
                 self._entries.popitem(last=False)
-        return keys
+        return entry.usable(self._wall_clock())
 
     def _remember_miss(self, job_id: str, error: str | None) -> None:
         with self._lock:
@@ -236,14 +267,14 @@ def keys_from_client(client: _SigningKeysClient) -> KeyFetcher:
     """A fetcher over `punctual_sdk.Client.signing_keys`: the job's keys by key id. A 403 or 404 (not this
     tenant's job, or no such job) becomes LookupError; other errors (auth, network, 5xx) propagate."""
 
-    def fetch(job_id: str) -> Mapping[str, str]:
+    def fetch(job_id: str) -> Mapping[str, JobKey]:
         try:
             answer = client.signing_keys(job_id)
         except Exception as exc:
             if getattr(exc, "status", None) in (403, 404):
                 raise LookupError(f"no signing keys for job {job_id}: {exc}") from exc
             raise
-        return {str(k.key_id): str(k.key) for k in answer.keys}
+        return _job_keys((k.key_id, k.key, getattr(k, "expires_at", None)) for k in answer.keys)
 
     return fetch
 
@@ -253,7 +284,7 @@ def keys_from_api(base_url: str, headers: Mapping[str, str], timeout: float = 10
     with the standard library only. On AWS, where the API wants SigV4, use `keys_from_client`."""
     root = base_url.rstrip("/")
 
-    def fetch(job_id: str) -> Mapping[str, str]:
+    def fetch(job_id: str) -> Mapping[str, JobKey]:
         url = f"{root}/v1/jobs/{urllib.parse.quote(job_id, safe='')}/signing-keys"
         request = urllib.request.Request(url, headers=dict(headers))
         try:
@@ -263,6 +294,23 @@ def keys_from_api(base_url: str, headers: Mapping[str, str], timeout: float = 10
             if exc.code in (403, 404):
                 raise LookupError(f"no signing keys for job {job_id}: HTTP {exc.code}") from exc
             raise
-        return {str(k["key_id"]): str(k["key"]) for k in body["keys"]}
+        return _job_keys((k["key_id"], k["key"], k.get("expires_at")) for k in body["keys"])
 
     return fetch
+
+
+def _job_keys(keys: Iterable[tuple[Any, Any, Any]]) -> dict[str, JobKey]:
+    """The API's keys (key id, key, `expires_at`) by key id. A key whose `expires_at` cannot be read is left out:
+    only a replaced key has one, and the current key signs every call it does."""
+    found: dict[str, JobKey] = {}
+    for kid, key, expires in keys:
+        if expires is None:
+            found[str(kid)] = JobKey(str(key))
+            continue
+        try:
+            when = expires if isinstance(expires, datetime) else datetime.fromisoformat(str(expires))
+        except ValueError:
+            logger.warning("left out key %r: its expires_at %r is not a date", kid, expires)
+            continue
+        found[str(kid)] = JobKey(str(key), (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp())
+    return found

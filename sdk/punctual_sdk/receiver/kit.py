@@ -33,8 +33,9 @@ from punctual_sdk.receiver.signature import (
 
 
 class Receiver:
-    """The receiver kit. `keys`: a KeyCache, or a `fetch_keys(job_id)` to build one with the defaults (needed
-    for HTTP deliveries only: the `lambda`, `sqs` and `sns` targets are authenticated by IAM, not signed).
+    """The receiver kit. `keys`: a KeyCache, or a `fetch_keys(job_id)` to build one with the defaults, which reads
+    the keys' `expires_at` on `clock` (needed for HTTP deliveries only: the `lambda`, `sqs` and `sns` targets are
+    authenticated by IAM, not signed).
     `store`: where the dedupe records live (DynamoDBDedupeStore; InMemoryDedupeStore in tests).
     `v1_key`: the tenant's v1 key, to accept calls signed v1 only during the migration window (v1 does not
     cover the occurrence key, the token or the URL: leave it None once punctual signs v2).
@@ -55,7 +56,7 @@ class Receiver:
     ) -> None:
         if tolerance_seconds <= 0 or max_body_bytes < 1:
             raise ValueError("tolerance_seconds must be > 0 and max_body_bytes >= 1")
-        self.keys = keys if isinstance(keys, KeyCache) or keys is None else KeyCache(keys)
+        self.keys = keys if isinstance(keys, KeyCache) or keys is None else KeyCache(keys, wall_clock=clock)
         self.tolerance_seconds = tolerance_seconds
         self.v1_key = v1_key
         self.max_body_bytes = max_body_bytes
@@ -86,9 +87,12 @@ class Receiver:
         parsed.check_time(self.tolerance_seconds, now)
         signed_call(method, host, path, headers)  # every signed header present and readable
         job_id = job_id_of(headers)
+        keys, just_fetched = self.keys.lookup(job_id)
         try:
-            return verify_v2(self.keys.keys(job_id), method, host, path, headers, body, self.tolerance_seconds, now)
+            return verify_v2(keys, method, host, path, headers, body, self.tolerance_seconds, now)
         except UnknownKey:
+            if just_fetched:
+                raise
             fresh = self.keys.refresh(job_id)
             return verify_v2(fresh, method, host, path, headers, body, self.tolerance_seconds, now)
 

@@ -4,10 +4,12 @@ refresh interval per job; the Receiver verifies across a key rotation without a 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -15,14 +17,17 @@ import pytest
 from punctual_sdk.receiver import (
     InMemoryDedupeStore,
     InvalidSignature,
+    JobKey,
     KeyCache,
     KeysUnavailable,
     Receiver,
     ReceiverError,
     UnknownKey,
+    keys_from_api,
     keys_from_client,
 )
 from scheduler.signing import KeyRing
+from tests.sdk.http_server import Quiet, serving
 from tests.sdk.receiver.signed import KEYS, NOW, signed_request
 
 
@@ -37,12 +42,15 @@ class Clock:
 class Fetcher:
     """The API's answers, counted: `keys[job_id]`, or LookupError for a job it does not know."""
 
-    def __init__(self, keys: dict[str, dict[str, str]]) -> None:
+    def __init__(self, keys: dict[str, dict[str, str | JobKey]]) -> None:
         self.keys = keys
         self.calls: list[str] = []
+        self.keys_error: Exception | None = None
 
-    def __call__(self, job_id: str) -> Mapping[str, str]:
+    def __call__(self, job_id: str) -> Mapping[str, str | JobKey]:
         self.calls.append(job_id)
+        if self.keys_error is not None:
+            raise self.keys_error
         if job_id not in self.keys:
             raise LookupError(job_id)
         return dict(self.keys[job_id])
@@ -151,7 +159,8 @@ def test_forged_key_ids_within_the_interval_cost_no_fetch_and_are_refused() -> N
     clock.now = NOW
     fetch = Fetcher({"job-1": dict(KEYS)})
     receiver = Receiver(InMemoryDedupeStore(), KeyCache(fetch, refresh_interval_seconds=10, clock=clock), clock=clock)
-    forged = signed_request(keys={"k7": "guess"})
+    real, forged = signed_request(), signed_request(keys={"k7": "guess"})
+    receiver.verify(real.method, real.host, real.path, real.headers, real.body)
 
     # within the interval: told to come back (a real rotation's first call verifies on punctual's retry)
     for _ in range(3):
@@ -165,6 +174,111 @@ def test_forged_key_ids_within_the_interval_cost_no_fetch_and_are_refused() -> N
     with pytest.raises(UnknownKey):
         receiver.verify(again.method, again.host, again.path, again.headers, again.body)
     assert fetch.calls == ["job-1", "job-1"]
+
+
+# -- revokes and expiries ---------------------------------------------------------------------------------------
+
+
+def verifier(fetch: Fetcher, clock: Clock, **cache: Any) -> Callable[..., Any]:
+    """`verify(keys, at)`: a call signed with `keys` at the clock's time, through a receiver whose key cache and
+    signature check share `clock` (unix seconds)."""
+    receiver = Receiver(InMemoryDedupeStore(), KeyCache(fetch, clock=clock, wall_clock=clock, **cache), clock=clock)
+
+    def verify(keys: dict[str, str], attempt: int = 1) -> Any:
+        call = signed_request(keys=keys, timestamp=int(clock.now), attempt=attempt)
+        return receiver.verify(call.method, call.host, call.path, call.headers, call.body)
+
+    return verify
+
+
+def test_a_revoked_key_stops_verifying_within_the_ttl() -> None:
+    # Given a receiver that verified a call under the job's key k1
+    clock = Clock()
+    clock.now = NOW
+    fetch = Fetcher({"job-1": dict(KEYS)})
+    verify = verifier(fetch, clock)
+    assert verify(KEYS).key_id == "k1"
+
+    # When the job's key is revoked (rotated with overlap_seconds 0): the API now hands out only k1.2
+    revoked = KeyRing.parse('{"current": "k1", "k1": "root-secret-number-one"}').job_keys("job-1", 2)
+    fetch.keys["job-1"] = dict(revoked)
+
+    # Then a call signed with the old key verifies only until the keys are a TTL (60 s) old
+    clock.now += 59
+    assert verify(KEYS).key_id == "k1"
+    clock.now += 2
+    with pytest.raises(UnknownKey):
+        verify(KEYS)
+    assert verify(revoked).key_id == "k1.2"
+    assert fetch.calls == ["job-1", "job-1"]
+
+
+def test_keys_past_the_ttl_that_cannot_be_fetched_again_are_not_used() -> None:
+    clock = Clock()
+    clock.now = NOW
+    fetch = Fetcher({"job-1": dict(KEYS)})
+    verify = verifier(fetch, clock)
+    assert verify(KEYS).key_id == "k1"
+
+    # the API becomes unreachable (or answers 5xx): past the TTL the old keys are not trusted, the call is retried
+    del fetch.keys["job-1"]
+    fetch.keys_error = ConnectionError("API unreachable")
+    clock.now += 61
+    with pytest.raises(KeysUnavailable) as refused:
+        verify(KEYS)
+    assert refused.value.status == 503
+
+
+def test_a_replaced_key_stops_verifying_at_its_expiry_even_while_cached() -> None:
+    # Given a rotation's overlap: the API hands out the new key and the replaced one until NOW + 100
+    clock = Clock()
+    clock.now = NOW
+    new = {"k1.2": "the-new-version-of-the-job-key"}
+    fetch = Fetcher({"job-1": {"k1.2": new["k1.2"], "k1": JobKey(KEYS["k1"], expires_at=NOW + 100)}})
+    verify = verifier(fetch, clock, ttl_seconds=3600)
+
+    # Then the replaced key verifies until its expiry, by the receiver's clock, without a fetch...
+    assert verify(KEYS).key_id == "k1"
+    clock.now += 99
+    assert verify(KEYS, attempt=2).key_id == "k1"
+    assert fetch.calls == ["job-1"]
+
+    # ...and not from then on, fetched again or not; a call signed with both keys, as punctual signs them during
+    # the overlap, verifies with the new one
+    clock.now += 1
+    with pytest.raises(UnknownKey):
+        verify(KEYS, attempt=3)
+    assert verify({**new, **KEYS}, attempt=4).key_id == "k1.2"
+
+
+def test_both_fetchers_read_expires_at() -> None:
+    from punctual_sdk.models import SigningKeys
+
+    answer = {
+        "job_id": "job-1",
+        "keys": [
+            {"key_id": "k1.2", "key": "new", "version": 2, "expires_at": None},
+            {"key_id": "k1", "key": "old", "version": 1, "expires_at": "2026-12-01T08:00:00Z"},
+            {"key_id": "k0", "key": "odd", "version": 0, "expires_at": "next tuesday"},
+        ],
+    }
+    expected = {"k1.2": JobKey("new"), "k1": JobKey("old", expires_at=1_796_112_000.0)}
+
+    class Client:
+        def signing_keys(self, job_id: str) -> SigningKeys:
+            return SigningKeys.from_json(answer)
+
+    class Api(Quiet, BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    assert keys_from_client(Client())("job-1") == expected
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Api)) as url:
+        assert keys_from_api(url, {})("job-1") == expected
 
 
 # -- a flood of forged calls ---------------------------------------------------------------------------------
@@ -315,7 +429,7 @@ class _ServerDown(Exception):
 def test_keys_from_client_maps_every_key_and_turns_403_404_into_lookup_errors() -> None:
     fetch = keys_from_client(_Client())
 
-    assert fetch("job-1") == {"k1": "a", "k2": "b"}
+    assert fetch("job-1") == {"k1": JobKey("a"), "k2": JobKey("b")}
     with pytest.raises(LookupError):
         fetch("gone")
     with pytest.raises(_ServerDown):
