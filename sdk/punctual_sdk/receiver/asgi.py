@@ -114,7 +114,8 @@ class AsgiReceiver:
             await asyncio.to_thread(self.receiver.guard.release, claimed)
         else:
             try:
-                await asyncio.to_thread(self.receiver.guard.complete, claimed, reply.to_record())
+                record = reply.to_record(self.receiver.max_answer_bytes)
+                await asyncio.to_thread(self.receiver.guard.complete, claimed, record, minimal=reply.minimal_record())
             except ReceiverError as exc:
                 reply = problem(exc)
         await _send_reply(reply, send)

@@ -3,10 +3,11 @@ Powertools event handler routes (API Gateway in front of a function that an `htt
 
 `@receiver.lambda_handler` reads the event's shape (docs/targets.md) and runs the handler once per occurrence:
 
-- `lambda` target (the envelope; punctual invokes synchronously): a duplicate returns the first result; a stale
-  fencing token returns `{"punctual": "StaleFencingToken", "detail": ...}` without running the handler (the worker
-  records success: nothing is retried); an occurrence in progress elsewhere raises InProgress, and a handler's
-  exception propagates: both are function errors, which the worker retries;
+- `lambda` target (the envelope; punctual invokes synchronously): a duplicate returns the first result (None when
+  it was too large to keep: `max_result_bytes`); a stale fencing token returns `{"punctual": "StaleFencingToken",
+  "detail": ...}` without running the handler (the worker records success: nothing is retried); an occurrence in
+  progress elsewhere raises InProgress, and a handler's exception propagates: both are function errors, which the
+  worker retries;
 - `sqs` (event source mapping): each record on its own; the answer is `{"batchItemFailures": [...]}` with the
   records to deliver again (in progress, or the handler raised; on a FIFO queue every later record too, to keep the
   order). Turn on `ReportBatchItemFailures` on the mapping. A stale token's record is dropped; a record that is not
@@ -32,7 +33,7 @@ from punctual_sdk.receiver.delivery import (
     from_sqs_record,
 )
 from punctual_sdk.receiver.errors import ReceiverError, StaleFencingToken
-from punctual_sdk.receiver.http import problem, too_large
+from punctual_sdk.receiver.http import BODY_NOT_KEPT_HEADER, DUPLICATE_HEADER, problem, too_large
 
 if TYPE_CHECKING:
     from punctual_sdk.receiver.kit import Receiver
@@ -135,6 +136,8 @@ def powertools_route(receiver: Receiver, app: Any) -> Callable[[Handler], Callab
             except ReceiverError as exc:
                 reply = problem(exc)
                 return as_response(reply.status, reply.headers, reply.body)
+            if not outcome.kept:  # the first answer, a 200, was too large to keep: its status is replayed
+                return as_response(200, ((BODY_NOT_KEPT_HEADER, "true"), (DUPLICATE_HEADER, "true")), b"")
             return outcome.result
 
         return route

@@ -10,6 +10,7 @@ from typing import Any
 
 from punctual_sdk.receiver.dedupe import (
     DEFAULT_LEASE_SECONDS,
+    DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_RECORD_TTL_SECONDS,
     DedupeStore,
     OccurrenceGuard,
@@ -17,7 +18,7 @@ from punctual_sdk.receiver.dedupe import (
 )
 from punctual_sdk.receiver.delivery import Delivery
 from punctual_sdk.receiver.errors import InvalidSignature, UnknownKey
-from punctual_sdk.receiver.http import DEFAULT_MAX_BODY_BYTES
+from punctual_sdk.receiver.http import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_BODY_BYTES
 from punctual_sdk.receiver.keys import KeyCache, KeyFetcher
 from punctual_sdk.receiver.signature import (
     DEFAULT_TOLERANCE_SECONDS,
@@ -40,7 +41,8 @@ class Receiver:
     `v1_key`: the tenant's v1 key, to accept calls signed v1 only during the migration window (v1 does not
     cover the occurrence key, the token or the URL: leave it None once punctual signs v2).
     `max_body_bytes`: the largest request body the HTTP adapters read; a larger one is refused with 413 before
-    more than that is read."""
+    more than that is read. `max_answer_bytes`: the largest answer body the HTTP middleware records for replay;
+    `max_result_bytes`: the largest result (encoded) a record keeps (docs/receiving.md, "The recorded result")."""
 
     def __init__(
         self,
@@ -52,17 +54,24 @@ class Receiver:
         record_ttl_seconds: int = DEFAULT_RECORD_TTL_SECONDS,
         v1_key: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if tolerance_seconds <= 0 or max_body_bytes < 1:
-            raise ValueError("tolerance_seconds must be > 0 and max_body_bytes >= 1")
+        if tolerance_seconds <= 0 or max_body_bytes < 1 or max_answer_bytes < 0:
+            raise ValueError("tolerance_seconds must be > 0, max_body_bytes >= 1 and max_answer_bytes >= 0")
         self.keys = keys if isinstance(keys, KeyCache) or keys is None else KeyCache(keys, wall_clock=clock)
         self.tolerance_seconds = tolerance_seconds
         self.v1_key = v1_key
         self.max_body_bytes = max_body_bytes
+        self.max_answer_bytes = max_answer_bytes
         self.clock = clock
         self.guard = OccurrenceGuard(
-            store, lease_seconds=lease_seconds, record_ttl_seconds=record_ttl_seconds, clock=clock
+            store,
+            lease_seconds=lease_seconds,
+            record_ttl_seconds=record_ttl_seconds,
+            max_result_bytes=max_result_bytes,
+            clock=clock,
         )
 
     # -- verify ---------------------------------------------------------------------------------------------

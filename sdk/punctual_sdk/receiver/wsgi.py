@@ -107,7 +107,9 @@ class WsgiReceiver:
             self.receiver.guard.release(claimed)
             return _send(reply, start_response)
         try:
-            self.receiver.guard.complete(claimed, reply.to_record())
+            self.receiver.guard.complete(
+                claimed, reply.to_record(self.receiver.max_answer_bytes), minimal=reply.minimal_record()
+            )
         except ReceiverError as exc:
             return _send(problem(exc), start_response)
         return _send(reply, start_response)

@@ -187,3 +187,22 @@ def test_a_body_at_the_limit_passes() -> None:
 
     assert call(small_receiver(len(request.body)).asgi(app), request)[0] == 200
     assert len(app.effects) == 1
+
+
+def test_an_answer_too_large_to_keep_is_replayed_as_its_status_without_the_body(receiver: Receiver) -> None:
+    runs = []
+
+    async def report(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        runs.append(1)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"300000")]})
+        await send({"type": "http.response.body", "body": b"r" * 300_000})
+
+    guarded = receiver.asgi(report)
+    first = call(guarded, signed_request())
+    again = call(guarded, signed_request(attempt=2))
+
+    assert (first[0], len(first[2])) == (200, 300_000)
+    assert (again[0], again[2], again[1]["content-length"]) == (200, b"", "0")
+    assert again[1]["x-punctual-body-not-kept"].endswith("; bytes=300000")
+    assert len(runs) == 1

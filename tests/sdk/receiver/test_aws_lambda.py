@@ -271,3 +271,38 @@ def test_a_powertools_route_refuses_a_body_over_the_limit_with_413() -> None:
     assert [a["statusCode"] for a in answers] == [413, 413]
     assert [json.loads(a["body"])["title"] for a in answers] == ["RequestTooLarge"] * 2
     assert [e.seen for e in effects] == [[], []]
+
+
+def test_a_duplicate_of_a_result_too_large_to_keep_gets_none_and_the_handler_runs_once(receiver: Receiver) -> None:
+    runs: list[int] = []
+
+    def report(delivery: Delivery) -> Any:
+        runs.append(1)
+        return {"report": "x" * 200_000}
+
+    handler = receiver.lambda_handler(report)
+
+    assert len(handler(envelope(), None)["report"]) == 200_000
+    assert handler(envelope(attempt=2), None) is None
+    assert len(runs) == 1
+
+
+def test_a_powertools_route_replays_a_result_too_large_to_keep_as_an_empty_200(receiver: Receiver) -> None:
+    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+    app = APIGatewayHttpResolver()
+    runs: list[int] = []
+
+    @app.post("/hooks/pay")
+    @receiver.powertools_route(app)
+    def pay(delivery: Delivery) -> Any:
+        runs.append(1)
+        return {"report": "x" * 200_000}
+
+    first = app.resolve(http_api_event(signed_request(path="/hooks/pay")), {})
+    again = app.resolve(http_api_event(signed_request(path="/hooks/pay", attempt=2)), {})
+
+    assert first["statusCode"] == 200 and len(json.loads(first["body"])["report"]) == 200_000
+    assert (again["statusCode"], again["body"]) == (200, "")
+    assert again["headers"]["X-Punctual-Body-Not-Kept"] == "true"
+    assert len(runs) == 1
