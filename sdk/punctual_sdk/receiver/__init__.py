@@ -24,13 +24,15 @@ from punctual_sdk.receiver.errors import (
     InProgress,
     InvalidDelivery,
     InvalidSignature,
+    KeysUnavailable,
     LeaseLost,
     ReceiverError,
+    RequestTooLarge,
     StaleFencingToken,
     StaleRequest,
     UnknownKey,
 )
-from punctual_sdk.receiver.keys import KeyCache, KeyFetcher, keys_from_api, keys_from_client
+from punctual_sdk.receiver.keys import JobKey, KeyCache, KeyFetcher, keys_from_api, keys_from_client
 from punctual_sdk.receiver.kit import Receiver
 from punctual_sdk.receiver.signature import VerifiedCall, verify_v1, verify_v2
 
@@ -57,13 +59,16 @@ __all__ = [
     "InProgress",
     "InvalidDelivery",
     "InvalidSignature",
+    "JobKey",
     "KeyCache",
     "KeyFetcher",
+    "KeysUnavailable",
     "LeaseLost",
     "OccurrenceGuard",
     "Outcome",
     "Receiver",
     "ReceiverError",
+    "RequestTooLarge",
     "StaleFencingToken",
     "StaleRequest",
     "UnknownKey",

@@ -11,14 +11,14 @@ The key fetch and the store's writes block (urllib, boto3): they run in a worker
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from punctual_sdk.receiver.dedupe import Claim, Outcome
 from punctual_sdk.receiver.delivery import Delivery
 from punctual_sdk.receiver.errors import ReceiverError
-from punctual_sdk.receiver.http import HttpReply, guarded, problem, retried_by_punctual
+from punctual_sdk.receiver.http import HttpReply, declared_length, guarded, problem, retried_by_punctual, too_large
 
 if TYPE_CHECKING:
     from punctual_sdk.receiver.kit import Receiver
@@ -48,13 +48,23 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
-async def _body(receive: Receive) -> bytes:
+async def _body(receive: Receive, headers: Mapping[str, str], limit: int) -> bytes:
+    """The request body, read only while it fits in `limit` bytes: a larger Content-Length is refused unread, and
+    reading stops at the first chunk that goes past the limit."""
+    length = declared_length(headers.get("content-length"))
+    if length is not None and length > limit:
+        raise too_large(length, limit)
     chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ConnectionError("the client disconnected before sending the whole body")
-        chunks.append(message.get("body", b""))
+        chunk = bytes(message.get("body", b""))
+        size += len(chunk)
+        if size > limit:
+            raise too_large(None, limit)
+        chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
 
@@ -77,8 +87,12 @@ class AsgiReceiver:
         if scope.get("type") != "http" or not guarded(scope.get("path", ""), self.paths):
             await self.app(scope, receive, send)
             return
-        body = await _body(receive)
         headers = _headers(scope)
+        try:
+            body = await _body(receive, headers, self.receiver.max_body_bytes)
+        except ReceiverError as exc:
+            await _send_reply(problem(exc), send)
+            return
         host = headers.get("host", "")
         try:
             delivery, claimed = await asyncio.to_thread(
@@ -100,7 +114,8 @@ class AsgiReceiver:
             await asyncio.to_thread(self.receiver.guard.release, claimed)
         else:
             try:
-                await asyncio.to_thread(self.receiver.guard.complete, claimed, reply.to_record())
+                record = reply.to_record(self.receiver.max_answer_bytes)
+                await asyncio.to_thread(self.receiver.guard.complete, claimed, record, minimal=reply.minimal_record())
             except ReceiverError as exc:
                 reply = problem(exc)
         await _send_reply(reply, send)

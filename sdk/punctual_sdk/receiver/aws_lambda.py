@@ -3,10 +3,11 @@ Powertools event handler routes (API Gateway in front of a function that an `htt
 
 `@receiver.lambda_handler` reads the event's shape (docs/targets.md) and runs the handler once per occurrence:
 
-- `lambda` target (the envelope; punctual invokes synchronously): a duplicate returns the first result; a stale
-  fencing token returns `{"punctual": "StaleFencingToken", "detail": ...}` without running the handler (the worker
-  records success: nothing is retried); an occurrence in progress elsewhere raises InProgress, and a handler's
-  exception propagates: both are function errors, which the worker retries;
+- `lambda` target (the envelope; punctual invokes synchronously): a duplicate returns the first result (None when
+  it was too large to keep: `max_result_bytes`); a stale fencing token returns `{"punctual": "StaleFencingToken",
+  "detail": ...}` without running the handler (the worker records success: nothing is retried); an occurrence in
+  progress elsewhere raises InProgress, and a handler's exception propagates: both are function errors, which the
+  worker retries;
 - `sqs` (event source mapping): each record on its own; the answer is `{"batchItemFailures": [...]}` with the
   records to deliver again (in progress, or the handler raised; on a FIFO queue every later record too, to keep the
   order). Turn on `ReportBatchItemFailures` on the mapping. A stale token's record is dropped; a record that is not
@@ -32,7 +33,7 @@ from punctual_sdk.receiver.delivery import (
     from_sqs_record,
 )
 from punctual_sdk.receiver.errors import ReceiverError, StaleFencingToken
-from punctual_sdk.receiver.http import problem
+from punctual_sdk.receiver.http import BODY_NOT_KEPT_HEADER, DUPLICATE_HEADER, problem, too_large
 
 if TYPE_CHECKING:
     from punctual_sdk.receiver.kit import Receiver
@@ -85,11 +86,12 @@ def _sqs_batch(receiver: Receiver, handler: Handler, event: Mapping[str, Any]) -
 # -- Powertools event handler routes ---------------------------------------------------------------------------
 
 
-def _request(event: Any) -> tuple[str, str, str, dict[str, str], bytes]:
+def _request(event: Any, limit: int) -> tuple[str, str, str, dict[str, str], bytes]:
     """Method, Host, request target, headers and raw body of an API Gateway proxy event (REST API v1 or HTTP
     API v2). The request target is the path the client called (with the stage, as the worker sent it) and the
     query: exact for HTTP APIs (`rawPath`, `rawQueryString`); for REST APIs rebuilt from the parsed query, in
-    the order API Gateway gives it (point the job at a URL without a query, or use an HTTP API)."""
+    the order API Gateway gives it (point the job at a URL without a query, or use an HTTP API). A body over
+    `limit` bytes raises RequestTooLarge, before a base64 body is decoded."""
     raw: Mapping[str, Any] = event.raw_event if hasattr(event, "raw_event") else event
     headers = {str(k): str(v) for k, v in (raw.get("headers") or {}).items()}
     context = raw.get("requestContext") or {}
@@ -104,8 +106,13 @@ def _request(event: Any) -> tuple[str, str, str, dict[str, str], bytes]:
         params = raw.get("multiValueQueryStringParameters") or {}
         query = urlencode([(k, v) for k, vs in params.items() for v in vs])
         path = str(context.get("path") or raw.get("path", "/")) + (f"?{query}" if query else "")
-    text = raw.get("body") or ""
-    body = base64.b64decode(text) if raw.get("isBase64Encoded") else str(text).encode()
+    text = str(raw.get("body") or "")
+    encoded = bool(raw.get("isBase64Encoded"))
+    if len(text) > ((limit + 2) // 3 * 4 if encoded else limit):  # base64 makes 4 characters of every 3 bytes
+        raise too_large(None, limit)
+    body = base64.b64decode(text) if encoded else text.encode()
+    if len(body) > limit:
+        raise too_large(len(body), limit)
     host = next((v for k, v in headers.items() if k.lower() == "host"), "")
     return str(method), host, path, headers, body
 
@@ -113,7 +120,7 @@ def _request(event: Any) -> tuple[str, str, str, dict[str, str], bytes]:
 def powertools_route(receiver: Receiver, app: Any) -> Callable[[Handler], Callable[..., Any]]:
     """Decorator of a Powertools route (APIGatewayRestResolver, APIGatewayHttpResolver) under `@app.post(...)`:
     the route's function takes the Delivery; its return value is the JSON body of a 200 and is replayed to
-    duplicates; a refused delivery gets problem+json (401, 409, 429 with Retry-After)."""
+    duplicates; a refused delivery gets problem+json (401, 409, 413, 429 with Retry-After)."""
     from aws_lambda_powertools.event_handler import Response
 
     def as_response(status: int, headers: tuple[tuple[str, str], ...], body: bytes) -> Any:
@@ -124,11 +131,13 @@ def powertools_route(receiver: Receiver, app: Any) -> Callable[[Handler], Callab
         @functools.wraps(handler)
         def route(*_args: Any, **_kwargs: Any) -> Any:
             try:
-                delivery = receiver.http_delivery(*_request(app.current_event))
+                delivery = receiver.http_delivery(*_request(app.current_event, receiver.max_body_bytes))
                 outcome: Outcome = receiver.run(delivery, handler)
             except ReceiverError as exc:
                 reply = problem(exc)
                 return as_response(reply.status, reply.headers, reply.body)
+            if not outcome.kept:  # the first answer, a 200, was too large to keep: its status is replayed
+                return as_response(200, ((BODY_NOT_KEPT_HEADER, "true"), (DUPLICATE_HEADER, "true")), b"")
             return outcome.result
 
         return route

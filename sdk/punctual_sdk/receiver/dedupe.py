@@ -13,11 +13,19 @@ delivery:
 In cases 3 and 4 a higher token than the record's is written to it, so the attempt it supersedes is refused.
 The handler's success completes the record (conditional on still owning it); its exception releases the record
 (ends the lease, keeps the token) and propagates, so the scheduler's retry runs the handler again.
+
+A record keeps the result only up to `max_result_bytes` (encoded): a larger one is recorded as not kept, and its
+duplicates get `Outcome(kept=False)`. A handler that succeeded is never run again because its result could not be
+recorded: when the store fails to complete the record, a minimal record is tried; when even that fails, the
+failure is logged and the handler's result returned as if recorded (the record stays in progress, so a delivery
+within its lease is told to retry, and one after it runs the handler again).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import threading
 import time
 import uuid
@@ -34,8 +42,15 @@ COMPLETED: State = "COMPLETED"
 DEFAULT_LEASE_SECONDS = 60.0
 #: How long a record is kept: longer than punctual's retries of one occurrence can last.
 DEFAULT_RECORD_TTL_SECONDS = 7 * 24 * 3600
+#: The largest result a record keeps, encoded (UTF-8 bytes): far below DynamoDB's 400 KB item.
+DEFAULT_MAX_RESULT_BYTES = 128 * 1024
+#: A record's result when the result was not kept: this, then JSON with its size and SHA-256. No JSON text starts
+#: with `~`, so it cannot be taken for a kept result (an `encode` of one's own must not produce it either).
+NOT_KEPT = "~punctual:not-kept "
 #: How many times a claim is tried again when the record changed between the write and the read.
 _CLAIM_TRIES = 5
+
+logger = logging.getLogger("punctual_sdk.receiver")
 
 
 @dataclass(frozen=True)
@@ -142,10 +157,12 @@ class Claim:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What `OccurrenceGuard.run` returns: the handler's result, and whether it comes from an earlier delivery."""
+    """What `OccurrenceGuard.run` returns: the handler's result, and whether it comes from an earlier delivery.
+    `kept` is False for a duplicate whose first result was too large to keep (`result` is then None)."""
 
     result: Any
     duplicate: bool
+    kept: bool = True
 
 
 def _json(value: Any) -> str:
@@ -161,15 +178,19 @@ class OccurrenceGuard:
         *,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         record_ttl_seconds: int = DEFAULT_RECORD_TTL_SECONDS,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         clock: Callable[[], float] = time.time,
         encode: Callable[[Any], str] = _json,
         decode: Callable[[str], Any] = json.loads,
     ) -> None:
-        if lease_seconds <= 0 or record_ttl_seconds <= lease_seconds:
-            raise ValueError("lease_seconds must be > 0 and record_ttl_seconds longer than the lease")
+        if lease_seconds <= 0 or record_ttl_seconds <= lease_seconds or max_result_bytes < 1024:
+            raise ValueError(
+                "lease_seconds must be > 0, record_ttl_seconds longer than the lease and max_result_bytes >= 1024"
+            )
         self.store = store
         self.lease_seconds = lease_seconds
         self.record_ttl_seconds = record_ttl_seconds
+        self.max_result_bytes = max_result_bytes
         self._clock = clock
         #: How a result is kept (JSON by default; `str` for what JSON cannot hold) and read back for duplicates.
         self.encode = encode
@@ -205,6 +226,8 @@ class OccurrenceGuard:
                 )
             if found.state == COMPLETED:
                 self.store.raise_token(occurrence_key, fencing_token)
+                if found.result is not None and found.result.startswith(NOT_KEPT):
+                    return Outcome(None, duplicate=True, kept=False)
                 return Outcome(self.decode(found.result) if found.result is not None else None, duplicate=True)
             if found.lease_expires_at > now:
                 self.store.raise_token(occurrence_key, fencing_token)
@@ -216,14 +239,58 @@ class OccurrenceGuard:
             # The record changed between the store's check and ours (its lease just ended): claim again.
         raise InProgress(f"occurrence {occurrence_key} is contended; retry", retry_after=1.0)
 
-    def complete(self, claim: Claim, result: Any) -> Outcome:
-        """Record the handler's result. Raises LeaseLost when the lease ran out and another delivery took over."""
-        if not self.store.complete(claim.occurrence_key, claim.owner, self.encode(result)):
-            raise LeaseLost(
-                f"the handler of occurrence {claim.occurrence_key} outlived its {self.lease_seconds:g} s lease "
-                "and another delivery took the record over; its result is not recorded (make the lease longer)"
+    def complete(self, claim: Claim, result: Any, *, minimal: Any = None) -> Outcome:
+        """Record the handler's result. A result whose encoding is larger than `max_result_bytes` is not kept:
+        `minimal` is recorded in its place (when given and small enough), else a not-kept marker. Raises LeaseLost
+        when the lease ran out and another delivery took over. Never raises the store's failure: the handler has
+        run, so its result is returned even when nothing could be recorded (see the module docstring)."""
+        full = self.encode(result)
+        small = self._minimal(full, minimal)
+        first = full if len(full.encode()) <= self.max_result_bytes else small
+        try:
+            if self.store.complete(claim.occurrence_key, claim.owner, first):
+                return Outcome(result, duplicate=False)
+            raise self._lease_lost(claim)
+        except LeaseLost:
+            raise
+        except Exception:
+            logger.exception(
+                "recording the result of occurrence %s failed; recording a minimal one", claim.occurrence_key
+            )
+        try:
+            if self.store.complete(claim.occurrence_key, claim.owner, small) or self._completed_by(claim):
+                return Outcome(result, duplicate=False)
+            raise self._lease_lost(claim)
+        except LeaseLost:
+            raise
+        except Exception:
+            logger.exception(
+                "occurrence %s: the handler succeeded but its completion could not be recorded; the record stays in "
+                "progress until its lease ends (a delivery after that runs the handler again)",
+                claim.occurrence_key,
             )
         return Outcome(result, duplicate=False)
+
+    def _minimal(self, full: str, minimal: Any) -> str:
+        """What a record keeps of a result it cannot keep whole: `minimal` encoded, if given and small enough,
+        else the not-kept marker with the result's size and digest."""
+        if minimal is not None:
+            text = self.encode(minimal)
+            if len(text.encode()) <= self.max_result_bytes:
+                return text
+        data = full.encode()
+        return NOT_KEPT + _json({"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+
+    def _completed_by(self, claim: Claim) -> bool:
+        """Whether the record is COMPLETED by this claim (a write that failed on the way back may have landed)."""
+        record = self.store.get(claim.occurrence_key)
+        return record is not None and record.state == COMPLETED and record.owner == claim.owner
+
+    def _lease_lost(self, claim: Claim) -> LeaseLost:
+        return LeaseLost(
+            f"the handler of occurrence {claim.occurrence_key} outlived its {self.lease_seconds:g} s lease "
+            "and another delivery took the record over; its result is not recorded (make the lease longer)"
+        )
 
     def release(self, claim: Claim) -> None:
         """End the claim's lease at once (the handler failed): the next delivery runs the handler again."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from punctual_sdk.receiver.errors import InvalidDelivery
+from punctual_sdk.receiver.signature import MAX_DIGITS
 
 Source = Literal["http", "lambda", "sqs", "sns"]
 ENVELOPE_FIELDS = ("occurrence_key", "fencing_token", "job_id", "scheduled_for", "attempt")
@@ -42,7 +43,7 @@ def _integer(value: Any, name: str) -> int:
         raise InvalidDelivery(f"{name} must be an integer, not {value!r}")
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
+    if isinstance(value, str) and 0 < len(value) <= MAX_DIGITS and value.isascii() and value.isdigit():
         return int(value)
     raise InvalidDelivery(f"{name} must be an integer, not {value!r}")
 

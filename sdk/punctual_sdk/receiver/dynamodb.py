@@ -2,7 +2,8 @@
 
 Table schema (docs/receiving.md): partition key `pk` (S) = the occurrence key, no sort key; attributes
 `fencing_token` (N), `state` (S: IN_PROGRESS | COMPLETED), `owner` (S), `lease_expires_at` (N, unix seconds),
-`expires_at` (N, unix seconds: turn on TTL on it), `result` (S, JSON), `job_id` (S). Create it with
+`expires_at` (N, unix seconds: turn on TTL on it), `result` (S, JSON, at most the guard's `max_result_bytes`:
+an item stays well under DynamoDB's 400 KB), `job_id` (S). Create it with
 `create_table(client, name)` or the CloudFormation/CDK equivalent (on-demand billing is fine).
 """
 

@@ -30,10 +30,24 @@ class UnknownKey(InvalidSignature):
     """None of the call's key ids is among the job's keys, even after fetching them again (rate limited)."""
 
 
+class KeysUnavailable(ReceiverError):
+    """The job's keys cannot be had now: the receiver's key fetches are rate limited and none is left, the job's
+    keys were fetched moments ago, or the fetch failed. Answered 503 with Retry-After, which punctual retries."""
+
+    status = 503
+
+
 class InvalidDelivery(ReceiverError):
     """An event or request that is not a punctual delivery: a field is missing or malformed (400)."""
 
     status = 400
+
+
+class RequestTooLarge(ReceiverError):
+    """The request's body is larger than the receiver accepts (`max_body_bytes`): refused before it is read
+    whole, let alone verified (413, not retried)."""
+
+    status = 413
 
 
 class StaleFencingToken(ReceiverError):

@@ -29,6 +29,13 @@ JOB_ID_HEADER = "X-Scheduler-Job-Id"
 V2_PREFIX = "punctual-v2"
 #: How far the signature's timestamp may be from the receiver's clock, in seconds (both ways).
 DEFAULT_TOLERANCE_SECONDS = 300
+#: The most items `X-Scheduler-Signature` may have (punctual sends one `v2` per active key, and a `v1`).
+MAX_SIGNATURE_ITEMS = 16
+#: The longest job id the receiver looks keys up for (punctual's are 32 characters).
+MAX_JOB_ID_LENGTH = 128
+#: The most digits a number in a signed header may have (a unix time, a fencing token, an attempt): enough for any
+#: value punctual sends, few enough that reading it costs nothing and it converts to a float.
+MAX_DIGITS = 18
 
 
 @dataclass(frozen=True)
@@ -90,11 +97,18 @@ def header(headers: Mapping[str, str], name: str) -> str:
     return found[0]
 
 
-def _integer(headers: Mapping[str, str], name: str) -> int:
-    value = header(headers, name).strip()
-    if not value.isascii() or not value.isdigit():
-        raise InvalidSignature(f"{name} is not a number")
+def _number(value: str) -> int | None:
+    """`value` as a non-negative integer when it is 1 to MAX_DIGITS ASCII digits, else None (never raises)."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_DIGITS or not value.isascii() or not value.isdigit():
+        return None
     return int(value)
+
+
+def _integer(headers: Mapping[str, str], name: str) -> int:
+    value = _number(header(headers, name).strip())
+    if value is None:
+        raise InvalidSignature(f"{name} is not a number of at most {MAX_DIGITS} digits")
+    return value
 
 
 @dataclass(frozen=True)
@@ -109,12 +123,22 @@ class SignatureHeader:
     def parse(cls, value: str | None) -> SignatureHeader:
         if not value or not isinstance(value, str):
             raise InvalidSignature(f"missing {SIGNATURE_HEADER} header")
-        items = [(n.strip(), v.strip()) for n, sep, v in (p.partition("=") for p in value.split(",")) if sep]
-        stamps = [v for n, v in items if n == "t"]
-        if len(stamps) != 1 or not stamps[0].isascii() or not stamps[0].isdigit():
+        parts = value.split(",", MAX_SIGNATURE_ITEMS)
+        if len(parts) > MAX_SIGNATURE_ITEMS:
+            raise InvalidSignature(f"malformed {SIGNATURE_HEADER}: more than {MAX_SIGNATURE_ITEMS} items")
+        items = [(n.strip(), v.strip()) for n, sep, v in (p.partition("=") for p in parts) if sep]
+        stamps = [_number(v) for n, v in items if n == "t"]
+        timestamp = stamps[0] if len(stamps) == 1 else None
+        if timestamp is None:
             raise InvalidSignature(f"malformed {SIGNATURE_HEADER}: one 't=<unix seconds>' is required")
         v2 = tuple((kid, sig) for kid, sep, sig in (v.partition(":") for n, v in items if n == "v2") if sep)
-        return cls(int(stamps[0]), v2, tuple(v for n, v in items if n == "v1"))
+        return cls(timestamp, v2, tuple(v for n, v in items if n == "v1"))
+
+    def well_formed_v2(self) -> tuple[tuple[str, str], ...]:
+        """The v2 signatures that could be punctual's: a key id and 64 lower-case hex digits (an HMAC-SHA256)."""
+        return tuple(
+            (kid, sig) for kid, sig in self.v2 if kid and len(sig) == 64 and all(c in "0123456789abcdef" for c in sig)
+        )
 
     def check_time(self, tolerance: float, now: float | None) -> None:
         current = time.time() if now is None else now
@@ -123,6 +147,15 @@ class SignatureHeader:
                 f"the signature's timestamp is {int(current - self.timestamp)} s from this receiver's clock, "
                 f"more than the tolerance of {tolerance:g} s: a replayed call, or a clock to synchronise"
             )
+
+
+def job_id_of(headers: Mapping[str, str]) -> str:
+    """The job id the call names (`X-Scheduler-Job-Id`, unsigned: it only says whose keys to try); InvalidSignature
+    when it is missing, repeated, longer than MAX_JOB_ID_LENGTH or not printable ASCII without spaces."""
+    job_id = header(headers, JOB_ID_HEADER)
+    if not 0 < len(job_id) <= MAX_JOB_ID_LENGTH or not job_id.isascii() or not job_id.isprintable() or " " in job_id:
+        raise InvalidSignature(f"{JOB_ID_HEADER} is not a job id")
+    return job_id
 
 
 def signed_call(method: str, host: str, path: str, headers: Mapping[str, str]) -> SignedCall:
@@ -168,7 +201,7 @@ def verify_v2(
                 return VerifiedCall(**call.__dict__, timestamp=parsed.timestamp, key_id=kid)
     except InvalidSignature:
         raise
-    except (TypeError, ValueError, AttributeError, UnicodeError) as exc:
+    except (TypeError, ValueError, ArithmeticError, AttributeError, UnicodeError) as exc:
         raise InvalidSignature(f"unreadable signature input: {type(exc).__name__}") from exc
     raise InvalidSignature("the signature does not match the request (altered in transit, or not from punctual)")
 
@@ -192,6 +225,6 @@ def verify_v1(
             return parsed.timestamp
     except InvalidSignature:
         raise
-    except (TypeError, ValueError, AttributeError, UnicodeError) as exc:
+    except (TypeError, ValueError, ArithmeticError, AttributeError, UnicodeError) as exc:
         raise InvalidSignature(f"unreadable signature input: {type(exc).__name__}") from exc
     raise InvalidSignature("the v1 signature does not match the body")

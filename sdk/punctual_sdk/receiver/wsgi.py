@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from punctual_sdk.receiver.dedupe import Outcome
 from punctual_sdk.receiver.errors import ReceiverError
-from punctual_sdk.receiver.http import HttpReply, guarded, problem, retried_by_punctual
+from punctual_sdk.receiver.http import HttpReply, declared_length, guarded, problem, retried_by_punctual, too_large
 
 if TYPE_CHECKING:
     from punctual_sdk.receiver.kit import Receiver
@@ -51,6 +51,23 @@ def _host(environ: Mapping[str, Any]) -> str:
     return str(environ.get("SERVER_NAME", "")) + ("" if port in ("", default) else f":{port}")
 
 
+def _body(environ: Mapping[str, Any], limit: int) -> bytes:
+    """The request body, read only when it fits in `limit` bytes: a larger Content-Length is refused unread, and
+    no more than `limit` + 1 bytes are ever read (a server that ends the input itself, for a chunked body, sets
+    `wsgi.input_terminated`; without it and without a Content-Length there is no body)."""
+    length = declared_length(environ.get("CONTENT_LENGTH"))
+    if length is not None and length > limit:
+        raise too_large(length, limit)
+    stream = environ["wsgi.input"]
+    if length is None:
+        body = stream.read(limit + 1) if environ.get("wsgi.input_terminated") else b""
+    else:
+        body = stream.read(length) if length > 0 else b""
+    if len(body) > limit:
+        raise too_large(None, limit)
+    return bytes(body)
+
+
 class WsgiReceiver:
     """The middleware. `paths`: the path prefixes it guards (all when None); other requests pass through."""
 
@@ -63,10 +80,9 @@ class WsgiReceiver:
         if not guarded(environ.get("PATH_INFO", ""), self.paths):
             return self.app(environ, start_response)
         try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        body = environ["wsgi.input"].read(length) if length > 0 else b""
+            body = _body(environ, self.receiver.max_body_bytes)
+        except ReceiverError as exc:
+            return _send(problem(exc), start_response)
         environ["wsgi.input"] = io.BytesIO(body)
         try:
             delivery = self.receiver.http_delivery(
@@ -91,7 +107,9 @@ class WsgiReceiver:
             self.receiver.guard.release(claimed)
             return _send(reply, start_response)
         try:
-            self.receiver.guard.complete(claimed, reply.to_record())
+            self.receiver.guard.complete(
+                claimed, reply.to_record(self.receiver.max_answer_bytes), minimal=reply.minimal_record()
+            )
         except ReceiverError as exc:
             return _send(problem(exc), start_response)
         return _send(reply, start_response)

@@ -136,3 +136,73 @@ def test_starlette_behind_the_middleware(receiver: Receiver) -> None:
     assert call(app, signed_request())[0] == 200
     assert call(app, signed_request(attempt=2))[0] == 200
     assert effects == ["job-1:2026-12-01T08:00:00Z"]
+
+
+def small_receiver(limit: int) -> Receiver:
+    from punctual_sdk.receiver import InMemoryDedupeStore
+    from tests.sdk.receiver.signed import JOB_ID, KEYS
+
+    return Receiver(
+        InMemoryDedupeStore(), lambda job_id: KEYS if job_id == JOB_ID else {}, max_body_bytes=limit, clock=lambda: NOW
+    )
+
+
+def streamed(app: Any, scope: dict[str, Any], chunks: int, size: int = 4096) -> tuple[int, str, int]:
+    """`app`'s answer to a body of `chunks` chunks of `size` bytes (unless it stops reading): status, problem
+    title, and how many chunks it read."""
+    read = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal read
+        read += 1
+        return {"type": "http.request", "body": b"x" * size, "more_body": read < chunks}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], json.loads(body).get("title", ""), read
+
+
+def test_a_body_over_the_limit_is_refused_with_413_and_no_further_chunk_is_read() -> None:
+    app = Charges()
+    guarded = small_receiver(10_000).asgi(app)
+    scope = scope_of(signed_request())
+
+    # a body with no Content-Length: reading stops at the chunk that passes the limit
+    assert streamed(guarded, scope, chunks=2_500) == (413, "RequestTooLarge", 3)
+
+    # a declared length over the limit: refused before the first chunk
+    scope["headers"].append((b"content-length", b"10000000"))
+    assert streamed(guarded, scope, chunks=2_500) == (413, "RequestTooLarge", 0)
+    assert app.effects == []
+
+
+def test_a_body_at_the_limit_passes() -> None:
+    request = signed_request()
+    app = Charges()
+
+    assert call(small_receiver(len(request.body)).asgi(app), request)[0] == 200
+    assert len(app.effects) == 1
+
+
+def test_an_answer_too_large_to_keep_is_replayed_as_its_status_without_the_body(receiver: Receiver) -> None:
+    runs = []
+
+    async def report(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        runs.append(1)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"300000")]})
+        await send({"type": "http.response.body", "body": b"r" * 300_000})
+
+    guarded = receiver.asgi(report)
+    first = call(guarded, signed_request())
+    again = call(guarded, signed_request(attempt=2))
+
+    assert (first[0], len(first[2])) == (200, 300_000)
+    assert (again[0], again[2], again[1]["content-length"]) == (200, b"", "0")
+    assert again[1]["x-punctual-body-not-kept"].endswith("; bytes=300000")
+    assert len(runs) == 1

@@ -248,3 +248,61 @@ def test_a_powertools_http_api_route_verifies_the_raw_path_and_query(receiver: R
     moved.path = "/hooks/pay?a=1&b=2"
     assert app.resolve(http_api_event(moved), {})["statusCode"] == 401
     assert len(effects.seen) == 1
+
+
+def test_an_overlong_number_in_an_event_is_an_invalid_delivery(receiver: Receiver) -> None:
+    with pytest.raises(InvalidDelivery, match="fencing_token must be an integer"):
+        receiver.lambda_handler(Effects())({**envelope(), "fencing_token": "9" * 5000}, None)
+
+
+def test_a_powertools_route_refuses_a_body_over_the_limit_with_413() -> None:
+    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, APIGatewayRestResolver
+
+    from punctual_sdk.receiver import InMemoryDedupeStore
+    from tests.sdk.receiver.signed import KEYS, NOW
+
+    small = Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, max_body_bytes=1024, clock=lambda: NOW)
+    http_app, rest_app = APIGatewayHttpResolver(), APIGatewayRestResolver()
+    effects = [pay_route(http_app, small), pay_route(rest_app, small)]
+    big = signed_request(body={"amount": 5, "pad": "x" * 2000}, path="/hooks/pay")
+
+    answers = [http_app.resolve(http_api_event(big), {}), rest_app.resolve(rest_event(big, "/hooks/pay"), {})]
+
+    assert [a["statusCode"] for a in answers] == [413, 413]
+    assert [json.loads(a["body"])["title"] for a in answers] == ["RequestTooLarge"] * 2
+    assert [e.seen for e in effects] == [[], []]
+
+
+def test_a_duplicate_of_a_result_too_large_to_keep_gets_none_and_the_handler_runs_once(receiver: Receiver) -> None:
+    runs: list[int] = []
+
+    def report(delivery: Delivery) -> Any:
+        runs.append(1)
+        return {"report": "x" * 200_000}
+
+    handler = receiver.lambda_handler(report)
+
+    assert len(handler(envelope(), None)["report"]) == 200_000
+    assert handler(envelope(attempt=2), None) is None
+    assert len(runs) == 1
+
+
+def test_a_powertools_route_replays_a_result_too_large_to_keep_as_an_empty_200(receiver: Receiver) -> None:
+    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+    app = APIGatewayHttpResolver()
+    runs: list[int] = []
+
+    @app.post("/hooks/pay")
+    @receiver.powertools_route(app)
+    def pay(delivery: Delivery) -> Any:
+        runs.append(1)
+        return {"report": "x" * 200_000}
+
+    first = app.resolve(http_api_event(signed_request(path="/hooks/pay")), {})
+    again = app.resolve(http_api_event(signed_request(path="/hooks/pay", attempt=2)), {})
+
+    assert first["statusCode"] == 200 and len(json.loads(first["body"])["report"]) == 200_000
+    assert (again["statusCode"], again["body"]) == (200, "")
+    assert again["headers"]["X-Punctual-Body-Not-Kept"] == "true"
+    assert len(runs) == 1

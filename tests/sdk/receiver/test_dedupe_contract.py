@@ -230,6 +230,102 @@ def test_concurrent_deliveries_run_the_handler_once(store) -> None:
     assert set(answers) <= {"ran", "in progress", "duplicate"}
 
 
+# -- results too large to keep, and records that cannot be completed ---------------------------------------------
+
+
+class FailingCompletes:
+    """A store whose `complete` fails the first `failures` times (all when None): before writing, or, with
+    `land=True`, after (a write whose answer was lost). Everything else is the real store's."""
+
+    def __init__(self, store: Any, failures: int | None = None, land: bool = False) -> None:
+        self.store, self.failures, self.land = store, failures, land
+        self.completes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def complete(self, occurrence_key: str, owner: str, result: str) -> bool:
+        self.completes += 1
+        if self.failures is not None and self.completes > self.failures:
+            return bool(self.store.complete(occurrence_key, owner, result))
+        if self.land:
+            self.store.complete(occurrence_key, owner, result)
+        raise RuntimeError("ProvisionedThroughputExceededException")
+
+
+def test_a_result_too_large_to_keep_completes_the_record_and_the_handler_runs_once(guard, store) -> None:
+    # Given a handler whose result is larger than a DynamoDB item may be
+    effect = Effects({"report": "x" * 450_000})
+
+    # When it runs, and the occurrence is delivered again
+    first = guard.run("occ-1", 1, effect)
+    second = guard.run("occ-1", 1, effect)
+
+    # Then the first delivery got the result, the record is COMPLETED without it, and the second did not run it
+    assert (first.duplicate, first.kept, len(first.result["report"])) == (False, True, 450_000)
+    assert (second.result, second.duplicate, second.kept) == (None, True, False)
+    assert effect.calls == 1
+    record = store.get("occ-1")
+    assert record.state == COMPLETED
+    assert len(record.result.encode()) <= guard.max_result_bytes
+
+
+def test_a_result_within_the_bound_is_kept_whole(store, clock) -> None:
+    guard = OccurrenceGuard(store, max_result_bytes=300_000, clock=clock)
+    result = {"report": "x" * 250_000}
+
+    guard.run("occ-1", 1, Effects(result))
+
+    assert guard.run("occ-1", 1, Effects()).result == result
+
+
+def test_a_store_that_fails_to_complete_gets_a_minimal_record_and_the_handler_does_not_run_again(store, clock) -> None:
+    # Given a store whose first completion fails (throttled, say)
+    guard = OccurrenceGuard(FailingCompletes(store, failures=1), lease_seconds=60, clock=clock)
+    effect = Effects({"charge": "ch_1"})
+
+    # When the handler succeeds
+    first = guard.run("occ-1", 1, effect)
+
+    # Then its result is returned, a minimal record completes the occurrence, and a redelivery does not run it
+    assert first.result == {"charge": "ch_1"}
+    assert store.get("occ-1").state == COMPLETED
+    clock.now += 3600
+    again = guard.run("occ-1", 2, effect)
+    assert (again.duplicate, again.kept) == (True, False)
+    assert effect.calls == 1
+
+
+def test_a_completion_that_landed_although_it_failed_is_not_taken_for_a_lost_lease(store, clock) -> None:
+    guard = OccurrenceGuard(FailingCompletes(store, failures=1, land=True), lease_seconds=60, clock=clock)
+
+    first = guard.run("occ-1", 1, Effects("charged"))
+
+    assert first.result == "charged"
+    assert guard.run("occ-1", 1, Effects()).result == "charged"
+
+
+def test_when_no_completion_can_be_recorded_the_result_is_returned_and_the_lease_holds_off_a_rerun(
+    store, clock, caplog
+) -> None:
+    # Given a store that cannot complete any record (and the handler succeeds)
+    guard = OccurrenceGuard(FailingCompletes(store), lease_seconds=60, clock=clock)
+    effect = Effects("charged")
+
+    # When the handler runs
+    with caplog.at_level("ERROR", logger="punctual_sdk.receiver"):
+        first = guard.run("occ-1", 1, effect)
+
+    # Then its result is returned (the sender is told it succeeded, so it does not send it again), the failure is
+    # logged, and a redelivery within the lease is told to retry rather than run the handler again
+    assert (first.result, first.duplicate) == ("charged", False)
+    assert any("could not be recorded" in r.getMessage() for r in caplog.records)
+    clock.now += 30
+    with pytest.raises(InProgress):
+        guard.run("occ-1", 2, effect)
+    assert effect.calls == 1
+
+
 @pytest.mark.parametrize(("key", "token"), [("", 1), ("occ", -1), ("occ", True), ("occ", "7"), (None, 1)])
 def test_a_malformed_key_or_token_is_refused_before_anything_is_written(guard, store, key, token) -> None:
     with pytest.raises(InvalidDelivery):

@@ -184,3 +184,43 @@ def test_a_versioned_key_id_of_a_rotated_job_key_verifies() -> None:
 
     assert verify(request, keys={"local1.2": keys["local1.2"]}).key_id == "local1.2"
     assert verify(request, keys={"local1": keys["local1"]}).key_id == "local1"
+
+
+@pytest.mark.parametrize("digits", [400, 5000], ids=["past a float", "past int() itself"])
+def test_an_overlong_timestamp_is_an_invalid_signature_on_every_path(digits: int) -> None:
+    from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
+
+    request = signed_request()
+    request.headers["X-Scheduler-Signature"] = f"t={'9' * digits},v1={'0' * 64},v2=k1:{'0' * 64}"
+    v1_only = {**request.headers, "X-Scheduler-Signature": f"t={'9' * digits},v1={'0' * 64}"}
+    receivers = [
+        Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, v1_key="tenant-key"),
+        Receiver(InMemoryDedupeStore(), lambda job_id: KEYS),
+    ]
+
+    for receiver in receivers:
+        for headers in (request.headers, v1_only):
+            with pytest.raises(InvalidSignature, match="t=<unix seconds>"):
+                receiver.verify(request.method, request.host, request.path, headers, request.body)
+    # the receiver's real clock (a float) as well as a given one
+    for now in (None, NOW):
+        with pytest.raises(InvalidSignature, match="t=<unix seconds>"):
+            verify_v2(KEYS, request.method, request.host, request.path, request.headers, request.body, now=now)
+        with pytest.raises(InvalidSignature, match="t=<unix seconds>"):
+            verify_v1("tenant-key", request.headers, request.body, now=now)
+
+
+@pytest.mark.parametrize("name", ["X-Scheduler-Fencing-Token", "X-Scheduler-Attempt"])
+def test_an_overlong_number_in_a_signed_header_is_an_invalid_signature(name: str) -> None:
+    from punctual_sdk.receiver import InMemoryDedupeStore, Receiver
+
+    v1_key = signing.tenant_key("master", "dev")
+    receiver = Receiver(InMemoryDedupeStore(), lambda job_id: KEYS, v1_key=v1_key, clock=lambda: NOW)
+    request = signed_request()
+    request.headers[name] = "9" * 5000
+    request.headers["X-Scheduler-Signature"] = signing.sign(v1_key, request.body, timestamp=NOW)
+
+    with pytest.raises(InvalidSignature, match=f"{name} is not a number"):
+        receiver.verify(request.method, request.host, request.path, request.headers, request.body)
+    with pytest.raises(InvalidSignature, match=f"{name} is not a number"):
+        verify(request)

@@ -3,6 +3,7 @@ fence (409), in progress (429 + Retry-After), and a failing app releases the occ
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Callable, Iterable
@@ -182,3 +183,139 @@ def test_flask_behind_the_middleware(receiver: Receiver) -> None:
     assert post(signed_request(token=6)).status_code == 409
     assert post(signed_request(keys={"k1": "forged"})).status_code == 401
     assert effects == ["job-1:2026-12-01T08:00:00Z"]
+
+
+class CountedInput(io.BytesIO):
+    """A request body whose reads are counted: what the middleware pulled from the client."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.taken = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        self.taken += len(chunk)
+        return chunk
+
+
+def small_receiver(limit: int) -> Receiver:
+    from punctual_sdk.receiver import InMemoryDedupeStore
+    from tests.sdk.receiver.signed import JOB_ID, KEYS
+
+    return Receiver(
+        InMemoryDedupeStore(), lambda job_id: KEYS if job_id == JOB_ID else {}, max_body_bytes=limit, clock=lambda: NOW
+    )
+
+
+def answer_of(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> tuple[int, bytes]:
+    status: list[int] = []
+    body = b"".join(app(environ, lambda line, headers, exc_info=None: status.append(int(line.split()[0]))))
+    return status[0], body
+
+
+def test_a_body_over_the_limit_is_refused_with_413_before_it_is_read() -> None:
+    # Given a receiver that reads at most 1 KiB, and a request that says it carries 10 MB
+    app = Charges()
+    guarded = small_receiver(1024).wsgi(app)
+    environ = environ_of(signed_request())
+    environ["CONTENT_LENGTH"] = str(10 * 1024 * 1024)
+    environ["wsgi.input"] = stream = CountedInput(b"x" * 1_000_000)
+
+    status, body = answer_of(guarded, environ)
+
+    # Then it is refused unread
+    assert (status, json.loads(body)["title"]) == (413, "RequestTooLarge")
+    assert stream.taken == 0
+    assert app.effects == []
+
+
+def test_a_chunked_body_is_read_no_further_than_one_byte_past_the_limit() -> None:
+    app = Charges()
+    guarded = small_receiver(1024).wsgi(app)
+    environ = environ_of(signed_request())
+    del environ["CONTENT_LENGTH"]
+    environ["wsgi.input_terminated"] = True
+    environ["wsgi.input"] = stream = CountedInput(b"x" * 1_000_000)
+
+    status, _ = answer_of(guarded, environ)
+
+    assert status == 413
+    assert stream.taken == 1025
+    assert app.effects == []
+
+
+def test_a_body_within_the_limit_passes_whether_its_length_is_declared_or_not() -> None:
+    request = signed_request()
+    app = Charges()
+    guarded = small_receiver(len(request.body)).wsgi(app)
+    chunked = environ_of(signed_request(attempt=2))
+    del chunked["CONTENT_LENGTH"]
+    chunked["wsgi.input_terminated"] = True
+
+    assert call(guarded, request)[0] == 201
+    assert answer_of(guarded, chunked)[0] == 201
+    assert len(app.effects) == 1
+
+
+class Report:
+    """A raw WSGI app that answers with a large body, counting its runs."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.runs = 0
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        self.runs += 1
+        body = b"r" * self.size
+        start_response("201 Created", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
+def test_an_answer_too_large_to_keep_is_replayed_as_its_status_without_the_body(receiver: Receiver) -> None:
+    # Given an app whose answer (300 KB) would not fit in a dedupe record
+    app = Report(300_000)
+    guarded = receiver.wsgi(app)
+
+    # When the occurrence is delivered, then delivered again
+    first = call(guarded, signed_request())
+    again = call(guarded, signed_request(attempt=2))
+
+    # Then the first delivery got the whole answer; the record keeps its status and digest, not the body
+    assert (first[0], len(first[2])) == (201, 300_000)
+    digest = hashlib.sha256(first[2]).hexdigest()
+    assert (again[0], again[2]) == (201, b"")
+    assert again[1]["X-Punctual-Body-Not-Kept"] == f"sha256={digest}; bytes=300000"
+    assert again[1]["Content-Length"] == "0" and again[1]["Content-Type"] == "text/plain"
+    assert again[1]["X-Punctual-Duplicate"] == "true"
+    assert app.runs == 1
+    record = receiver.guard.store.get("job-1:2026-12-01T08:00:00Z")
+    assert len(record.result) <= 1024
+
+
+def test_an_answer_within_the_cap_is_replayed_whole(receiver: Receiver) -> None:
+    app = Report(64 * 1024)
+    guarded = receiver.wsgi(app)
+
+    first, again = call(guarded, signed_request()), call(guarded, signed_request(attempt=2))
+
+    assert again[2] == first[2] and len(again[2]) == 64 * 1024
+    assert app.runs == 1
+
+
+def test_when_the_record_cannot_be_completed_the_app_answer_stands_and_a_retry_does_not_rerun_it() -> None:
+    from punctual_sdk.receiver import InMemoryDedupeStore
+    from tests.sdk.receiver.signed import JOB_ID, KEYS
+
+    class Unwritable(InMemoryDedupeStore):
+        def complete(self, occurrence_key: str, owner: str, result: str) -> bool:
+            raise RuntimeError("the dedupe table is unreachable")
+
+    receiver = Receiver(Unwritable(), lambda job_id: KEYS if job_id == JOB_ID else {}, clock=lambda: NOW)
+    app = Charges()
+    guarded = receiver.wsgi(app)
+
+    # the app succeeded: its answer goes out (punctual records success and does not send it again)
+    assert call(guarded, signed_request())[0] == 201
+    # a delivery while the lease lasts (an answer lost in transit) is told to retry, not run again
+    assert call(guarded, signed_request(attempt=2))[0] == 429
+    assert len(app.effects) == 1
