@@ -234,6 +234,8 @@ class Job(ApiModel):
     overlap_policy: str | None = None
     delivery: str | None = None
     priority: str | None = None
+    #: Whether its outcomes are published as completion events (None: the deployment's default).
+    events: bool | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     external_id: str | None = None
     created_at: datetime | None = None
@@ -304,6 +306,10 @@ class Triggered(ApiModel):
 class SigningKey(ApiModel):
     key_id: str
     key: str
+    #: The job key's version this key signs for.
+    version: int = 1
+    #: When a replaced version stops signing (None: the current one); a receiver must not accept it after.
+    expires_at: datetime | None = None
 
 
 class SigningKeys(ApiModel):
@@ -314,6 +320,8 @@ class SigningKeys(ApiModel):
     signature: str | None = None
     algorithm: str | None = None
     current_key_id: str | None = None
+    #: The current version of the job's key.
+    key_version: int | None = None
 
     def by_id(self) -> dict[str, str]:
         """Key id -> key, as a receiver's verifier takes them."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
@@ -22,7 +22,6 @@ from scheduler.core.errors import BackfillNotFound, JobNotFound
 from scheduler.core.jobs.service import Created, JobService, Submission
 from scheduler.core.model.job import TARGET_TYPES, Job, JobQuery, JobSpec, JobState
 from scheduler.core.model.labels import MAX_NAME_PREFIX, MAX_SELECTORS, LabelSelector
-from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import (
     api_bulk,  # noqa: F401  (registers the bulk action routes)
     api_console,  # noqa: F401  (registers the console's files)
@@ -31,13 +30,14 @@ from scheduler.handlers import (
     api_signing,  # noqa: F401  (registers the signing keys' routes)
     wiring,
 )
+from scheduler.handlers import api_models as views
 from scheduler.handlers.api_caller import metrics as metrics
 from scheduler.handlers.api_caller import service, tenant
-from scheduler.handlers.api_models import Health
+from scheduler.handlers.api_models import BatchResult, Health, JobBatchResults
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
 from scheduler.handlers.api_requests import IF_MATCH, PAGE, app, header, if_match, int_query, json_body, page_of
 from scheduler.handlers.api_routes import NO_JOB, Answer, Param, route
-from scheduler.handlers.api_views import job_view, json_response
+from scheduler.handlers.api_views import forecast_view, job_view, json_response, trigger_view
 from scheduler.handlers.openapi import render
 
 logger = wiring.handler_logger()
@@ -74,7 +74,7 @@ def get_forecast() -> Response[str]:
     who = tenant()
     minutes = int_query("minutes", 60, 1, forecasting.MAX_MINUTES)
     result = wiring.container(metrics).core.forecast_service().forecast(minutes, tenant=who)
-    return json_response(200, forecasting.view(result))
+    return json_response(200, forecast_view(result))
 
 
 @route.post(
@@ -163,12 +163,13 @@ def create_jobs() -> Response[str]:
             answers[index] = problem
     for (index, _), created in zip(submissions, svc.create_many(who, [s for _, s in submissions]), strict=True):
         answers[index] = created
-    results: list[dict[str, Any]] = []
+    results: list[BatchResult] = []
     for index, answer in enumerate(answers):
         if isinstance(answer, Created):
             view = job_view(answer.job, svc)
             view["replayed"] = answer.replayed
-            results.append({"index": index, "status": 200 if answer.replayed else 201, "job": view})
+            # A job view is JobSpec's fields and views.Job's (merged so in the document too).
+            results.append({"index": index, "status": 200 if answer.replayed else 201, "job": cast(views.Job, view)})
         else:
             assert answer is not None
             refused = _problem_of(answer)
@@ -176,7 +177,8 @@ def create_jobs() -> Response[str]:
     accepted = sum(1 for r in results if r["status"] in (200, 201))
     logger.info("batch created", extra={"items": len(items), "created_or_replayed": accepted})
     metrics.add_metric(name="BatchItems", unit="Count", value=len(items))
-    return json_response(200, {"results": results})
+    batch: JobBatchResults = {"results": results}
+    return json_response(200, batch)
 
 
 def _problem_of(exc: Exception) -> Response[str]:
@@ -357,9 +359,7 @@ def resume_job(job_id: str) -> Response[str]:
 def trigger_job(job_id: str) -> Response[str]:
     who = tenant()
     timer = service().trigger(who, job_id)
-    return json_response(
-        202, {"job_id": job_id, "occurrence_key": timer.key, "scheduled_for": rfc3339(timer.scheduled_for)}
-    )
+    return json_response(202, trigger_view(timer))
 
 
 # -- errors -----------------------------------------------------------------------------------------------

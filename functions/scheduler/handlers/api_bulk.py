@@ -8,13 +8,13 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from scheduler.core.jobs.bulk import BULK_TIME_BUDGET, BulkAction, BulkService, OperationState, progress_view
+from scheduler.core.jobs.bulk import BULK_TIME_BUDGET, BulkAction, BulkService, OperationState
 from scheduler.handlers import wiring
 from scheduler.handlers.api_caller import metrics, tenant
 from scheduler.handlers.api_problems import Problem
 from scheduler.handlers.api_requests import app, header, json_body
 from scheduler.handlers.api_routes import Param, route
-from scheduler.handlers.api_views import json_response
+from scheduler.handlers.api_views import bulk_view, json_response
 
 #: Kept free before the Lambda's own deadline: the last page's checkpoint and the answer.
 DEADLINE_MARGIN = timedelta(seconds=5)
@@ -103,7 +103,7 @@ def bulk_action() -> Response[str]:
     operation = svc.run(who, key, action, labels, stop_at)
     status = 200 if operation.state == OperationState.DONE else 202
     location = f"/v1/operations/{operation.operation_id}"
-    return json_response(status, progress_view(operation), {"Location": location})
+    return json_response(status, bulk_view(operation), {"Location": location})
 
 
 @route.get(
@@ -116,4 +116,4 @@ def get_operation(operation_id: str) -> Response[str]:
     operation = bulk_service().operations.get(who, operation_id)
     if operation is None:
         raise Problem(404, "Not Found", f"no operation '{operation_id[:80]}' exists for this caller")
-    return json_response(200, progress_view(operation))
+    return json_response(200, bulk_view(operation))

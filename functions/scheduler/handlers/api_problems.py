@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ValidationError
@@ -22,6 +22,7 @@ from scheduler.core.errors import (
 )
 from scheduler.core.model.cron import InvalidSchedule
 from scheduler.core.model.validation import field_errors, summary
+from scheduler.handlers import api_models as views
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -45,15 +46,19 @@ class Problem(Exception):
 
 
 def problem_response(status: int, title: str, detail: str, **extra: Any) -> Response[str]:
-    body = {
-        "type": f"https://punctual.dev/problems/{title.lower().replace(' ', '-')}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        **extra,
-    }
-    headers = extra.pop("headers", None) if "headers" in extra else None
-    body.pop("headers", None)
+    """The problem+json answer; `extra` holds the members a problem of its kind adds (views.Problem declares them),
+    and `headers`, which go on the response."""
+    headers = extra.pop("headers", None)
+    body = cast(
+        views.Problem,
+        {
+            "type": f"https://punctual.dev/problems/{title.lower().replace(' ', '-')}",
+            "title": title,
+            "status": status,
+            "detail": detail,
+            **extra,
+        },
+    )
     return Response(status, PROBLEM, json.dumps(body), headers=headers)
 
 

@@ -13,6 +13,7 @@ from scheduler.core.model.job import Job
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import wiring
 from scheduler.handlers.api_caller import logger, metrics, service, tenant
+from scheduler.handlers.api_models import SigningKey, SigningKeys
 from scheduler.handlers.api_problems import Problem
 from scheduler.handlers.api_requests import IF_MATCH, if_match, json_body
 from scheduler.handlers.api_routes import route
@@ -75,7 +76,7 @@ def rotate_signing_key(job_id: str) -> Response[str]:
 def _signing_keys_response(job: Job, status: int) -> Response[str]:
     ring = wiring.container(metrics).key_ring
     now = wiring.container(metrics).core.clock.now()
-    keys = []
+    keys: list[SigningKey] = []
     for version in signing_versions(job.key_version, job.previous_key_until, now):
         until = job.previous_key_until if version != job.key_version else None
         expires = rfc3339(until) if until is not None else None
@@ -83,7 +84,7 @@ def _signing_keys_response(job: Job, status: int) -> Response[str]:
             {"key_id": kid, "key": key, "version": version, "expires_at": expires}
             for kid, key in ring.job_keys(job.job_id, version).items()
         ]
-    body = {
+    body: SigningKeys = {
         "job_id": job.job_id,
         "signature": "v2",
         "algorithm": "HMAC-SHA256",

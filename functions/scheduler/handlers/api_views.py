@@ -1,4 +1,5 @@
-"""How the API shows jobs, runs and backfills."""
+"""How the API shows jobs, runs, backfills, bulk operations and the forecast: each builds its view of
+`scheduler.handlers.api_models`, the one declaration of what the API answers."""
 
 from __future__ import annotations
 
@@ -7,20 +8,24 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
+from scheduler.core.capacity.forecast import Forecast
 from scheduler.core.jobs.backfill import BackfillService
+from scheduler.core.jobs.bulk import BulkOperation
 from scheduler.core.jobs.secrecy import spec_view
 from scheduler.core.jobs.service import JobService
 from scheduler.core.jobs.status import JobStatus
 from scheduler.core.model.job import Job
 from scheduler.core.model.timefmt import rfc3339
-from scheduler.core.ports import Backfill, Execution
+from scheduler.core.ports import Backfill, Execution, Timer
+from scheduler.handlers import api_models as views
 
 
 def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
-    spec = spec_view(job.spec)  # no secret header value, URL credential or query value
+    """The job's definition (no secret header value, URL credential or query value) and the view's fields."""
+    spec = spec_view(job.spec)
     upcoming = service.next_runs(job, max(1, preview))
     status = status or service.status(job)
-    view: dict[str, Any] = {
+    view: views.Job = {
         "job_id": job.job_id,
         "state": status.state.value,
         "version": job.version,
@@ -29,25 +34,24 @@ def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus 
         "next_run_at": rfc3339(upcoming[0]) if upcoming else None,
         "last_dispatched_for": rfc3339(job.last_dispatched_for) if job.last_dispatched_for else None,
         "misfire_skipped": job.misfire_skipped,
-        **spec,
     }
     if status.last_run_key is not None:
-        view["last_run"] = last_run_view(status)
+        view["last_run"] = last_run_view(status, status.last_run_key)
     if preview:
         view["next_runs"] = [rfc3339(t) for t in upcoming[:preview]]
-    return view
+    return {**view, **spec}
 
 
-def last_run_view(status: JobStatus) -> dict[str, Any]:
+def last_run_view(status: JobStatus, key: str) -> views.LastRun:
     """A COMPLETED (or DISPATCHED) job's last occurrence: where it is (QUEUED: dispatched, no run yet)."""
     return {
-        "occurrence_key": status.last_run_key,
+        "occurrence_key": key,
         "scheduled_for": rfc3339(status.last_run_scheduled_for) if status.last_run_scheduled_for else None,
         "state": status.last_run_state,
     }
 
 
-def run_view(run: Execution) -> dict[str, Any]:
+def run_view(run: Execution) -> views.Run:
     def ts(value: Any) -> str | None:
         return rfc3339(value) if value else None
 
@@ -66,7 +70,7 @@ def run_view(run: Execution) -> dict[str, Any]:
     }
 
 
-def backfill_view(backfill: Backfill, service: BackfillService) -> dict[str, Any]:
+def backfill_view(backfill: Backfill, service: BackfillService) -> views.Backfill:
     return {
         "backfill_id": backfill.backfill_id,
         "job_id": backfill.job_id,
@@ -82,6 +86,40 @@ def backfill_view(backfill: Backfill, service: BackfillService) -> dict[str, Any
         "last_dispatched_for": rfc3339(backfill.cursor) if backfill.cursor else None,
         "created_at": rfc3339(backfill.created_at),
         "updated_at": rfc3339(backfill.updated_at),
+    }
+
+
+def trigger_view(timer: Timer) -> views.Trigger:
+    return {"job_id": timer.job_id, "occurrence_key": timer.key, "scheduled_for": rfc3339(timer.scheduled_for)}
+
+
+def bulk_view(operation: BulkOperation) -> views.BulkOperation:
+    return {
+        "operation_id": operation.operation_id,
+        "action": operation.action.value,
+        "selector": {"labels": dict(operation.labels)},
+        "state": operation.state.value,
+        "matched": operation.matched,
+        "processed": operation.processed,
+        "changed": operation.changed,
+        "unchanged": operation.unchanged,
+        "failed": [{"job_id": f.job_id, "reason": f.reason} for f in operation.failed],
+    }
+
+
+def forecast_view(result: Forecast) -> views.Forecast:
+    """The JSON of `GET /v1/forecast` (and of `punctual forecast --json`)."""
+    peak = result.peak
+    return {
+        "start": rfc3339(result.start),
+        "minutes": [
+            {"minute": rfc3339(m.minute), "due": m.due, "peak_second": m.peak_second, "by_tenant": m.by_tenant}
+            for m in result.minutes
+        ],
+        "total": result.total,
+        "peak_minute": rfc3339(peak.minute) if peak is not None and peak.due else None,
+        "peak_due": peak.due if peak is not None else 0,
+        "timers_read": result.timers_read,
     }
 
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from scheduler.core.capacity.forecast import VIEW_SCHEMA as FORECAST_SCHEMA
-from scheduler.core.jobs.bulk import BulkAction, OperationState
+from scheduler.core.jobs.bulk import BulkAction
 from scheduler.core.jobs.service import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
-from scheduler.core.model.job import MAX_NOTE, BackfillState, JobSpec, JobState, RunState
+from scheduler.core.model.job import MAX_NOTE, JobSpec
 from scheduler.core.model.labels import MAX_SELECTORS
+from scheduler.handlers import api_models as views
 from scheduler.handlers.api_routes import NO_JOB
 
 if TYPE_CHECKING:
@@ -45,253 +45,97 @@ def _page_of(model: str, key: str) -> dict[str, Any]:
     }
 
 
-def _job_schema(spec_schema: dict[str, Any]) -> dict[str, Any]:
-    properties = dict(spec_schema.get("properties", {}))
-    properties.update(
-        {
-            "job_id": {"type": "string"},
-            "state": {"type": "string", "enum": [s.value for s in JobState]},
-            "version": {"type": "integer", "minimum": 1},
-            "created_at": {"type": "string", "format": "date-time"},
-            "updated_at": {"type": "string", "format": "date-time"},
-            "next_run_at": {"type": ["string", "null"], "format": "date-time"},
-            "next_runs": {"type": "array", "items": {"type": "string", "format": "date-time"}},
-            "last_dispatched_for": {"type": ["string", "null"], "format": "date-time"},
-            "last_run": {
-                "type": "object",
-                "description": "a COMPLETED or DISPATCHED job's last occurrence; state QUEUED: dispatched, no run yet",
-                "properties": {
-                    "occurrence_key": {"type": "string"},
-                    "scheduled_for": {"type": "string", "format": "date-time"},
-                    "state": {"type": "string", "enum": ["QUEUED", *(s.value for s in RunState)]},
-                },
-            },
-            "misfire_skipped": {"type": "integer"},
-            "replayed": {"type": "boolean", "description": "true when an Idempotency-Key replay returned this job"},
-        }
-    )
-    required = ["job_id", "state", "version", "schedule", "target"]
-    return {"type": "object", "properties": properties, "required": required}
-
-
 def document(operations: Sequence[Operation]) -> dict[str, Any]:
     """The document of the declared routes (the api handler's are `scheduler.handlers.api_routes.route.operations`
     once `scheduler.handlers.api` has declared them)."""
-    spec: dict[str, Any] = {}
-    _component(JobSpec, spec)
-    schemas: dict[str, Any] = {
-        **spec,
-        "Job": _job_schema(spec["JobSpec"]),
-        "JobPatch": {
-            "type": "object",
-            "description": "A JSON merge patch (RFC 7386) of JobSpec: present fields replace, null removes.",
-        },
-        "JobList": _page_of("Job", "jobs"),
-        "Run": {
-            "type": "object",
-            "properties": {
-                "occurrence_key": {"type": "string"},
-                "scheduled_for": {"type": "string", "format": "date-time"},
-                "state": {"type": "string", "enum": [s.value for s in RunState]},
-                "attempts": {"type": "integer"},
-                "created_at": {"type": ["string", "null"], "format": "date-time"},
-                "updated_at": {"type": ["string", "null"], "format": "date-time"},
-                "finished_at": {"type": ["string", "null"], "format": "date-time"},
-                "next_attempt_at": {"type": ["string", "null"], "format": "date-time"},
-                "last_error": {"type": ["string", "null"]},
-                "result": {"type": ["string", "null"]},
-                "history": {"type": "array", "items": {"type": "object"}},
+    schemas: dict[str, Any] = {}
+    _component(JobSpec, schemas)
+    for view in views.RESPONSE_VIEWS:
+        _component(view, schemas)
+    # A job is its definition and the view's fields: one object with both sets of properties.
+    job = schemas["Job"]
+    job["properties"] = {**schemas["JobSpec"]["properties"], **job["properties"]}
+    job["required"] = sorted({*job["required"], *schemas["JobSpec"].get("required", ())})
+    schemas.update(
+        {
+            "JobList": _page_of("Job", "jobs"),
+            "RunList": _page_of("Run", "runs"),
+            "BackfillList": _page_of("Backfill", "backfills"),
+        }
+    )
+    # The request bodies the handlers read field by field (JobSpec and BackfillRequest are models of their own).
+    schemas.update(
+        {
+            "JobPatch": {
+                "type": "object",
+                "description": "A JSON merge patch (RFC 7386) of JobSpec: present fields replace, null removes.",
             },
-        },
-        "SigningKeys": {
-            "type": "object",
-            "description": (
-                "The job's signature v2 keys (docs/security.md): verify X-Scheduler-Signature with them. The current "
-                "version's keys come first; during a rotation's overlap the replaced version's follow, with the "
-                "instant they stop signing."
-            ),
-            "properties": {
-                "job_id": {"type": "string"},
-                "signature": {"const": "v2"},
-                "algorithm": {"const": "HMAC-SHA256"},
-                "current_key_id": {"type": "string"},
-                "key_version": {"type": "integer", "minimum": 1, "description": "the current version of the key"},
-                "keys": {
-                    "type": "array",
-                    "items": {
+            "SigningKeyRotation": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "overlap_seconds": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": int(MAX_KEY_OVERLAP.total_seconds()),
+                        "default": int(DEFAULT_KEY_OVERLAP.total_seconds()),
+                        "description": "how long the replaced key keeps signing (a second signature); 0 revokes it now",
+                    },
+                },
+            },
+            "Resolve": {
+                "type": "object",
+                "required": ["outcome"],
+                "additionalProperties": False,
+                "properties": {
+                    "outcome": {"enum": ["succeeded", "retry"]},
+                    "note": {"type": "string", "minLength": 1, "maxLength": MAX_NOTE},
+                },
+            },
+            "BulkRequest": {
+                "type": "object",
+                "required": ["action", "selector"],
+                "additionalProperties": False,
+                "properties": {
+                    "action": {"enum": [a.value for a in BulkAction]},
+                    "selector": {
                         "type": "object",
+                        "required": ["labels"],
+                        "additionalProperties": False,
                         "properties": {
-                            "key_id": {"type": "string", "description": "`<root>` (version 1) or `<root>.<version>`"},
-                            "key": {"type": "string"},
-                            "version": {"type": "integer", "minimum": 1},
-                            "expires_at": {
-                                "type": ["string", "null"],
-                                "format": "date-time",
-                                "description": "when a replaced version stops signing; null for the current one",
-                            },
-                        },
-                        "required": ["key_id", "key", "version", "expires_at"],
-                    },
-                },
-            },
-            "required": ["job_id", "signature", "algorithm", "current_key_id", "key_version", "keys"],
-        },
-        "SigningKeyRotation": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "overlap_seconds": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": int(MAX_KEY_OVERLAP.total_seconds()),
-                    "default": int(DEFAULT_KEY_OVERLAP.total_seconds()),
-                    "description": "how long the replaced key keeps signing (a second signature); 0 revokes it now",
-                },
-            },
-        },
-        "RunList": _page_of("Run", "runs"),
-        "Trigger": {
-            "type": "object",
-            "properties": {
-                "job_id": {"type": "string"},
-                "occurrence_key": {"type": "string"},
-                "scheduled_for": {"type": "string", "format": "date-time"},
-            },
-        },
-        "Resolve": {
-            "type": "object",
-            "required": ["outcome"],
-            "additionalProperties": False,
-            "properties": {
-                "outcome": {"enum": ["succeeded", "retry"]},
-                "note": {"type": "string", "minLength": 1, "maxLength": MAX_NOTE},
-            },
-        },
-        "Backfill": {
-            "type": "object",
-            "description": "A backfill and its progress: it is sent in waves of at most wave_size per sweep",
-            "properties": {
-                "backfill_id": {"type": "string"},
-                "job_id": {"type": "string"},
-                "from": {"type": "string", "format": "date-time"},
-                "to": {"type": "string", "format": "date-time"},
-                "state": {"type": "string", "enum": [s.value for s in BackfillState]},
-                "total": {"type": "integer", "description": "occurrences in [from, to)"},
-                "dispatched": {"type": "integer"},
-                "remaining": {"type": "integer", "description": "0 once cancelled"},
-                "waves": {"type": "integer", "description": "waves sent so far"},
-                "wave_size": {"type": "integer", "description": "occurrences per wave (one wave per sweep)"},
-                "waves_left": {"type": "integer"},
-                "last_dispatched_for": {"type": ["string", "null"], "format": "date-time"},
-                "created_at": {"type": "string", "format": "date-time"},
-                "updated_at": {"type": "string", "format": "date-time"},
-            },
-        },
-        "BulkRequest": {
-            "type": "object",
-            "required": ["action", "selector"],
-            "additionalProperties": False,
-            "properties": {
-                "action": {"enum": [a.value for a in BulkAction]},
-                "selector": {
-                    "type": "object",
-                    "required": ["labels"],
-                    "additionalProperties": False,
-                    "properties": {
-                        "labels": {
-                            "type": "object",
-                            "minProperties": 1,
-                            "maxProperties": MAX_SELECTORS,
-                            "additionalProperties": {"type": "string"},
-                            "description": "every label must match (an empty value: the key is present)",
-                        }
-                    },
-                },
-            },
-        },
-        "BulkOperation": {
-            "type": "object",
-            "description": "A bulk action and its progress; every job ends changed, unchanged or in failed",
-            "properties": {
-                "operation_id": {"type": "string"},
-                "action": {"enum": [a.value for a in BulkAction]},
-                "selector": {"type": "object"},
-                "state": {"enum": [s.value for s in OperationState]},
-                "matched": {"type": "integer", "description": "jobs the selector matched"},
-                "processed": {"type": "integer", "description": "changed + unchanged + failed so far"},
-                "changed": {"type": "integer"},
-                "unchanged": {"type": "integer", "description": "already in the requested state"},
-                "failed": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {"job_id": {"type": "string"}, "reason": {"type": "string"}},
-                    },
-                },
-            },
-        },
-        "BackfillList": _page_of("Backfill", "backfills"),
-        "JobBatch": {
-            "type": "object",
-            "required": ["items"],
-            "additionalProperties": False,
-            "properties": {
-                "items": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": 25,
-                    # Each item is checked on its own (an invalid one gets its own 422 result, the others go on),
-                    # so any value is a schema-valid item; a valid one is {"job": JobSpec, "idempotency_key"?}.
-                    "items": {
-                        "description": (
-                            'an object {"job": <JobSpec>, "idempotency_key"?: <1-255 characters>}; anything else is '
-                            "refused on its own with a 422 result, and the other items go on"
-                        ),
-                    },
-                }
-            },
-        },
-        "JobBatchResults": {
-            "type": "object",
-            "properties": {
-                "results": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["index", "status"],
-                        "properties": {
-                            "index": {"type": "integer", "description": "the item's position in the request"},
-                            "status": {
-                                "type": "integer",
-                                "description": "201 created, 200 replayed, else the problem's status",
-                            },
-                            "job": {"$ref": REF.format(model="Job")},
-                            "problem": {"$ref": "#/components/schemas/Problem"},
+                            "labels": {
+                                "type": "object",
+                                "minProperties": 1,
+                                "maxProperties": MAX_SELECTORS,
+                                "additionalProperties": {"type": "string"},
+                                "description": "every label must match (an empty value: the key is present)",
+                            }
                         },
                     },
-                }
-            },
-        },
-        "Problem": {
-            "type": "object",
-            "description": "RFC 9457 problem details",
-            "properties": {
-                "type": {"type": "string"},
-                "title": {"type": "string"},
-                "status": {"type": "integer"},
-                "detail": {"type": "string"},
-                "errors": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
-                    },
                 },
             },
-            "required": ["title", "status", "detail"],
-        },
-    }
-    schemas["Forecast"] = FORECAST_SCHEMA
+            "JobBatch": {
+                "type": "object",
+                "required": ["items"],
+                "additionalProperties": False,
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 25,
+                        # Each item is checked on its own (an invalid one gets its own 422 result, the others go on),
+                        # so any value is a schema-valid item; a valid one is {"job": JobSpec, "idempotency_key"?}.
+                        "items": {
+                            "description": (
+                                'an object {"job": <JobSpec>, "idempotency_key"?: <1-255 characters>}; anything else '
+                                "is refused on its own with a 422 result, and the other items go on"
+                            ),
+                        },
+                    }
+                },
+            },
+        }
+    )
     paths = _paths(operations, schemas)
     return {
         "openapi": "3.1.0",

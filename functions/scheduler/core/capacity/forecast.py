@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from scheduler.core.model.keys import fire_at
 from scheduler.core.model.schedules import is_recurring, next_occurrence
-from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, rfc3339
+from scheduler.core.model.timefmt import ONE_MINUTE, minute_of
 from scheduler.core.ports import Clock, Metrics, Timer, TimerStore
 from scheduler.core.sweep.dispatch import MAX_EXPANSION
 
@@ -146,51 +146,3 @@ class ForecastService:
             read += self.timers.upcoming(minute)
             minute += ONE_MINUTE
         return forecast(read, start, minutes, tenant)
-
-
-def view(result: Forecast) -> dict[str, object]:
-    """The JSON of `GET /v1/forecast` (and of `punctual forecast --json`)."""
-    peak = result.peak
-    return {
-        "start": rfc3339(result.start),
-        "minutes": [
-            {
-                "minute": rfc3339(m.minute),
-                "due": m.due,
-                "peak_second": m.peak_second,
-                "by_tenant": m.by_tenant,
-            }
-            for m in result.minutes
-        ],
-        "total": result.total,
-        "peak_minute": rfc3339(peak.minute) if peak is not None and peak.due else None,
-        "peak_due": peak.due if peak is not None else 0,
-        "timers_read": result.timers_read,
-    }
-
-
-#: The JSON schema of `view` (declared in the OpenAPI document).
-VIEW_SCHEMA: dict[str, object] = {
-    "type": "object",
-    "description": "Occurrences due per minute from the stored timers and their schedules (an upper bound: a "
-    "cancelled or edited job's pending timer counts until the sweep drops it)",
-    "properties": {
-        "start": {"type": "string", "format": "date-time"},
-        "minutes": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "minute": {"type": "string", "format": "date-time"},
-                    "due": {"type": "integer"},
-                    "peak_second": {"type": "integer", "description": "most due within one second of the minute"},
-                    "by_tenant": {"type": "object", "additionalProperties": {"type": "integer"}},
-                },
-            },
-        },
-        "total": {"type": "integer"},
-        "peak_minute": {"type": ["string", "null"], "format": "date-time"},
-        "peak_due": {"type": "integer"},
-        "timers_read": {"type": "integer", "description": "timers read to compute it (its cost)"},
-    },
-}

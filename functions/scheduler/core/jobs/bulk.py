@@ -303,18 +303,3 @@ class BulkService:
         if not reached(action, state):
             return f"the job is {state.value} after the {action.value}"
         return "" if reached(action, pending.state) else None
-
-
-def progress_view(operation: BulkOperation) -> dict[str, object]:
-    """An operation as the API shows it."""
-    return {
-        "operation_id": operation.operation_id,
-        "action": operation.action.value,
-        "selector": {"labels": dict(operation.labels)},
-        "state": operation.state.value,
-        "matched": operation.matched,
-        "processed": operation.processed,
-        "changed": operation.changed,
-        "unchanged": operation.unchanged,
-        "failed": [{"job_id": f.job_id, "reason": f.reason} for f in operation.failed],
-    }
