@@ -37,7 +37,10 @@ from scheduler.core.execution.packing import MessageRunner, PackingConfig
 from scheduler.core.execution.recovery import HeldBatch, HoldConfig
 from scheduler.core.jobs.backfill import BackfillService
 from scheduler.core.jobs.bulk import BulkService, OperationStore
+from scheduler.core.jobs.reads import JobReads
+from scheduler.core.jobs.resolution import Resolution
 from scheduler.core.jobs.service import JobService
+from scheduler.core.jobs.signing_keys import KeyRotation
 from scheduler.core.model.job import JobSpec
 from scheduler.core.ports import (
     BackfillStore,
@@ -267,10 +270,19 @@ class Container:
             self.clock,
             max_active_jobs=self.configs.max_active_jobs,
             check_target=self.check_target,
-            outbox=self.outbox,
             ids=self.ids,
             sealer=self.sealer,
         )
+
+    def job_reads(self) -> JobReads:
+        return JobReads(self.stores.jobs, self.stores.ledger, self.clock)
+
+    def key_rotation(self) -> KeyRotation:
+        return KeyRotation(self.job_service(), self.clock)
+
+    def resolution(self) -> Resolution:
+        """An operator's resolve; its outcome's completion event is published at once, as the worker's are."""
+        return Resolution(self.stores.jobs, self.stores.ledger, self.dispatcher.queue, self.clock, self.outbox)
 
     def backfill_service(self, config: BackfillConfig | None = None) -> BackfillService:
         assert self.stores.backfills is not None, "no backfill store"

@@ -5,6 +5,7 @@ outcome it was handling (same event id, for consumers to dedupe)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -58,7 +59,9 @@ def test_a_worker_crash_around_the_outbox_loses_no_event(
     ledger = CrashAt(world.ledger, method, when, nth) if port == "ledger" else world.ledger
     doomed = world.executor("doomed", ledger=ledger)
     if port == "events":
-        doomed.outbox = Outbox(world.ledger, CrashAt(world.events, method, when, nth), world.metrics, world.clock)
+        doomed = replace(
+            doomed, outbox=Outbox(world.ledger, CrashAt(world.events, method, when, nth), world.metrics, world.clock)
+        )
     crashed = False
     while not crashed and world.clock.now() < END:
         try:

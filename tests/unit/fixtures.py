@@ -34,7 +34,10 @@ from scheduler.composition import Configs, Container, compose, memory_stores
 from scheduler.core.execution.events import Outbox
 from scheduler.core.execution.executor import ExecuteConfig, Executor, Outcome
 from scheduler.core.jobs.backfill import BackfillService
+from scheduler.core.jobs.reads import JobReads
+from scheduler.core.jobs.resolution import Resolution
 from scheduler.core.jobs.service import JobService
+from scheduler.core.jobs.signing_keys import KeyRotation
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.schedules import Schedule
 from scheduler.core.ports import Dispatch, Heartbeats, Ids, TargetCall, TargetFailure
@@ -246,6 +249,19 @@ class MemoryCore:
         return self.core.dispatcher
 
     @property
+    def reads(self) -> JobReads:
+        return self.core.job_reads()
+
+    @property
+    def key_rotation(self) -> KeyRotation:
+        return self.core.key_rotation()
+
+    @property
+    def resolution(self) -> Resolution:
+        """An operator's resolve, which publishes its outcome at once, as the api's does."""
+        return self.core.resolution()
+
+    @property
     def gate(self) -> ConcurrencyGate | None:
         """Per-tenant execution budgets (None: none)."""
         return self.core.gate
@@ -317,7 +333,6 @@ class MemoryCore:
         # A worker waiting out a sub-second remainder moves the fake clock.
         beats = heartbeats or ThreadHeartbeats()
         core = compose(settings, stores, clock, ids, metrics, configs=configs, sleep=clock.advance, heartbeats=beats)
-        # The service's resolve publishes its outcome at once, as the api's does.
         service = core.job_service()
         s = stores
         return cls(core, clock, s.jobs, s.timers, s.ledger, s.queue, metrics, s.events, s.backfills, s.tenant_budgets,

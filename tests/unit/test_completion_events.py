@@ -4,6 +4,7 @@ crash or a refusing bus left behind."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -190,7 +191,7 @@ def test_a_worker_that_dies_after_recording_the_outcome_still_gets_its_event_out
     if method == "record_unclaimed":
         dispatch = Dispatch("no-such-job", TENANT, dispatch.scheduled_for, dispatch.fire_at, 1)
     doomed = world.executor()
-    doomed.ledger = CrashAfter(world.ledger, method)  # type: ignore[assignment]
+    doomed = replace(doomed, ledger=CrashAfter(world.ledger, method))
 
     with pytest.raises(Crash):
         doomed.execute(dispatch, StubMessage())
@@ -215,7 +216,7 @@ def test_a_worker_that_dies_after_recording_the_outcome_still_gets_its_event_out
 def test_the_redelivered_message_of_a_dead_worker_publishes_without_waiting_for_the_sweep(world: MemoryCore) -> None:
     _, dispatch = world.due()
     doomed = world.executor()
-    doomed.ledger = CrashAfter(world.ledger, "finish")  # type: ignore[assignment]
+    doomed = replace(doomed, ledger=CrashAfter(world.ledger, "finish"))
     with pytest.raises(Crash):
         doomed.execute(dispatch, StubMessage())
 
@@ -281,7 +282,7 @@ def test_a_resolved_reconciling_run_publishes_both_outcomes_with_distinct_ids(wo
     world.executor(FakeTarget(world.clock, ambiguous())).execute(dispatch, StubMessage())
 
     # When the operator resolves it through the API, its outcome is published at once (no sweep needed)
-    world.service.resolve(TENANT, job.job_id, dispatch.key, RunState.SUCCEEDED, "the bank shows the charge")
+    world.resolution.resolve(TENANT, job.job_id, dispatch.key, RunState.SUCCEEDED, "the bank shows the charge")
 
     states = [e.state for e in published(world)]
     assert states == [RunState.RECONCILING, RunState.SUCCEEDED]
@@ -297,7 +298,7 @@ def test_an_outcome_recorded_while_an_earlier_one_is_unpublished_publishes_both(
     job, dispatch = world.due(delivery="at_most_once")
     world.events.failing = True
     world.executor(FakeTarget(world.clock, ambiguous())).execute(dispatch, StubMessage())
-    world.service.resolve(TENANT, job.job_id, dispatch.key, RunState.SUCCEEDED, "resolved")
+    world.resolution.resolve(TENANT, job.job_id, dispatch.key, RunState.SUCCEEDED, "resolved")
     world.events.failing = False
 
     settle(world)
@@ -315,7 +316,7 @@ def test_clearing_never_drops_an_outcome_appended_after_the_publish(world: Memor
     assert seen is not None and len(seen.outbox) == 1
 
     # When another outcome is appended between a drain's read and its clear
-    world.service.resolve(TENANT, job.job_id, dispatch.key, RunState.SUCCEEDED, "resolved")
+    world.resolution.resolve(TENANT, job.job_id, dispatch.key, RunState.SUCCEEDED, "resolved")
 
     assert not world.ledger.clear_outbox(dispatch.key, seen.outbox)
     assert len(outbox_of(world, dispatch.key)) == 2

@@ -71,5 +71,6 @@ def test_a_mechanism_is_on_where_the_settings_ask_and_its_store_is_there() -> No
     assert without_stores.backfill_runner() is None
     # The services share the container's wiring
     service, executor = on.job_service(), on.executor("w", {})
-    assert service.dispatcher is on.dispatcher and service.outbox is on.outbox and service.ids is RANDOM_IDS
+    assert service.dispatcher is on.dispatcher and service.ids is RANDOM_IDS
+    assert on.resolution().outbox is on.outbox
     assert executor.gate is on.gate and executor.outbox is on.outbox

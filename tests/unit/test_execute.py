@@ -478,7 +478,7 @@ def test_reconciling_resolved_to_retry_runs_once_more(world: MemoryCore) -> None
     executor.execute(dispatch, StubMessage())
 
     # When the operator decides it did not take effect
-    world.service.resolve(TENANT, job.job_id, dispatch.key, RunState.RETRY_WAIT, "checked: no effect")
+    world.resolution.resolve(TENANT, job.job_id, dispatch.key, RunState.RETRY_WAIT, "checked: no effect")
     world.deliver_until(world.now() + timedelta(seconds=5), executor)
 
     assert [c.key for c in target.calls] == [dispatch.key, dispatch.key]

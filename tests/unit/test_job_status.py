@@ -15,7 +15,7 @@ AT = "2026-01-05T09:03:00+00:00"
 
 
 def shown(world: MemoryCore, job_id: str) -> tuple[str, str | None]:
-    status = world.service.status(world.job(job_id))
+    status = world.reads.status(world.job(job_id))
     return status.state.value, status.last_run_state
 
 
@@ -29,7 +29,7 @@ def test_a_one_shot_reads_dispatched_until_its_occurrence_has_finished() -> None
     world.sweep()
     assert world.job(job.job_id).state == JobState.COMPLETED
     assert shown(world, job.job_id) == ("DISPATCHED", QUEUED)
-    status = world.service.status(world.job(job.job_id))
+    status = world.reads.status(world.job(job.job_id))
     assert (status.last_run_key, status.last_run_scheduled_for) == (key, job.next_run_at)
 
     # Its first attempt fails and waits for a retry: still DISPATCHED
@@ -63,7 +63,7 @@ def test_a_running_occurrence_is_dispatched_and_other_states_need_no_ledger_read
 
     other = world.create({"type": "cron", "expression": "0 * * * *"})
     world.service.cancel(TENANT, other.job_id)
-    assert world.service.status(world.job(other.job_id)).last_run_key is None
+    assert world.reads.status(world.job(other.job_id)).last_run_key is None
 
 
 def test_the_list_filters_on_the_shown_state() -> None:
@@ -75,7 +75,7 @@ def test_the_list_filters_on_the_shown_state() -> None:
     world.deliver(world.executor())
 
     def listed(state: JobState | None) -> dict[str, str]:
-        page, _ = world.service.list_shown(TENANT, state, 50, None)
+        page, _ = world.reads.list_shown(TENANT, state, 50, None)
         return {job.job_id: status.state.value for job, status in page}
 
     assert listed(None) == {done.job_id: "COMPLETED", waiting.job_id: "DISPATCHED"}

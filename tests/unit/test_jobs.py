@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.core import errors
-from scheduler.core.jobs.service import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP, Created, JobService, Submission
+from scheduler.core.jobs.service import Created, JobService, Submission
+from scheduler.core.jobs.signing_keys import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
 from scheduler.core.model.job import MAX_PAYLOAD_BYTES, JobState, RunState
 from scheduler.core.model.keys import occurrence_key
 from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, ambiguous, at, job_spec, spec_body
@@ -169,7 +170,7 @@ def test_another_tenants_job_is_not_found(world: MemoryCore) -> None:
     job = world.create(HOURLY, tenant="acme")
 
     with pytest.raises(errors.JobNotFound):
-        world.service.get("globex", job.job_id)
+        world.reads.get("globex", job.job_id)
     with pytest.raises(errors.JobNotFound):
         world.service.cancel("globex", job.job_id)
     assert world.job(job.job_id).state == JobState.ACTIVE
@@ -178,7 +179,7 @@ def test_another_tenants_job_is_not_found(world: MemoryCore) -> None:
 def test_next_runs_previews_the_coming_occurrences(world: MemoryCore) -> None:
     job = world.create(HOURLY)
 
-    assert world.service.next_runs(job, 3) == [at("2026-01-05T10:00"), at("2026-01-05T11:00"), at("2026-01-05T12:00")]
+    assert world.reads.next_runs(job, 3) == [at("2026-01-05T10:00"), at("2026-01-05T11:00"), at("2026-01-05T12:00")]
 
 
 # -- update -------------------------------------------------------------------------------------------------
@@ -606,18 +607,18 @@ def reconciling(world: MemoryCore) -> tuple[str, str]:
 def test_resolve_as_succeeded_closes_the_occurrence(world: MemoryCore) -> None:
     job_id, key = reconciling(world)
 
-    resolved = world.service.resolve(TENANT, job_id, key, RunState.SUCCEEDED, "checked the bank statement")
+    resolved = world.resolution.resolve(TENANT, job_id, key, RunState.SUCCEEDED, "checked the bank statement")
 
     assert resolved.state == RunState.SUCCEEDED
     with pytest.raises(errors.InvalidState):
-        world.service.resolve(TENANT, job_id, key, RunState.SUCCEEDED, "again")
+        world.resolution.resolve(TENANT, job_id, key, RunState.SUCCEEDED, "again")
 
 
 def test_resolve_of_another_tenants_occurrence_is_not_found(world: MemoryCore) -> None:
     job_id, key = reconciling(world)
 
     with pytest.raises(errors.JobNotFound):
-        world.service.resolve("globex", job_id, key, RunState.SUCCEEDED, "nope")
+        world.resolution.resolve("globex", job_id, key, RunState.SUCCEEDED, "nope")
 
 
 def test_resolve_to_retry_survives_a_failed_send(world: MemoryCore, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -630,11 +631,11 @@ def test_resolve_to_retry_survives_a_failed_send(world: MemoryCore, monkeypatch:
     with monkeypatch.context() as patch:
         patch.setattr(world.queue, "send", unavailable)
         with pytest.raises(RuntimeError):
-            world.service.resolve(TENANT, job_id, key, RunState.RETRY_WAIT, "no effect seen")
+            world.resolution.resolve(TENANT, job_id, key, RunState.RETRY_WAIT, "no effect seen")
 
     # Then the operator can retry the resolve, or the system re-sends it by itself: either way it runs again
     with contextlib.suppress(errors.InvalidState):
-        world.service.resolve(TENANT, job_id, key, RunState.RETRY_WAIT, "no effect seen")
+        world.resolution.resolve(TENANT, job_id, key, RunState.RETRY_WAIT, "no effect seen")
     target = FakeTarget(world.clock)
     world.run(world.now() + timedelta(minutes=5), world.executor(target))
     assert [c.key for c in target.calls] == [key]
@@ -711,8 +712,8 @@ def test_a_batch_answers_each_item_in_order_and_stores_the_valid_ones_together(w
     assert isinstance(answers[1], errors.PayloadTooLarge)
     assert isinstance(answers[2], errors.IdempotencyConflict)
     assert isinstance(answers[3], Created)
-    assert world.service.get(TENANT, answers[0].job.job_id) == answers[0].job
-    assert world.service.get(TENANT, answers[3].job.job_id) == answers[3].job
+    assert world.reads.get(TENANT, answers[0].job.job_id) == answers[0].job
+    assert world.reads.get(TENANT, answers[3].job.job_id) == answers[3].job
     assert len(world.jobs.jobs) == 3
 
 
@@ -756,25 +757,25 @@ def test_a_job_starts_at_key_version_1(world: MemoryCore) -> None:
 def test_rotating_bumps_the_key_version_and_lets_the_old_one_overlap(world: MemoryCore) -> None:
     job = world.create(HOURLY)
 
-    rotated = world.service.rotate_signing_key(TENANT, job.job_id, timedelta(hours=2), if_match=1)
+    rotated = world.key_rotation.rotate(TENANT, job.job_id, timedelta(hours=2), if_match=1)
 
     assert (rotated.key_version, rotated.version) == (2, 2)
     assert rotated.previous_key_until == world.now() + timedelta(hours=2)
     assert world.job(job.job_id) == rotated
     # The default overlap is a day; a second rotation replaces version 2, whose overlap starts now
-    again = world.service.rotate_signing_key(TENANT, job.job_id)
+    again = world.key_rotation.rotate(TENANT, job.job_id)
     assert (again.key_version, again.previous_key_until) == (3, world.now() + DEFAULT_KEY_OVERLAP)
 
 
 def test_a_revoke_leaves_no_overlap(world: MemoryCore) -> None:
     job = world.create(HOURLY)
-    revoked = world.service.rotate_signing_key(TENANT, job.job_id, timedelta(0))
+    revoked = world.key_rotation.rotate(TENANT, job.job_id, timedelta(0))
     assert (revoked.key_version, revoked.previous_key_until) == (2, None)
 
 
 def test_a_rotation_keeps_the_schedule_going(world: MemoryCore) -> None:
     job = world.create(HOURLY)
-    world.service.rotate_signing_key(TENANT, job.job_id)
+    world.key_rotation.rotate(TENANT, job.job_id)
 
     sweep_at(world, "2026-01-05T09:58", "2026-01-05T10:58")
 
@@ -785,7 +786,7 @@ def test_a_rotation_keeps_the_schedule_going(world: MemoryCore) -> None:
 def test_an_overlap_out_of_range_is_refused_and_changes_nothing(world: MemoryCore, overlap: timedelta) -> None:
     job = world.create(HOURLY)
     with pytest.raises(errors.InvalidRequest) as refused:
-        world.service.rotate_signing_key(TENANT, job.job_id, overlap)
+        world.key_rotation.rotate(TENANT, job.job_id, overlap)
     assert refused.value.field == "overlap_seconds"
     assert world.job(job.job_id) == job
 
@@ -793,11 +794,11 @@ def test_an_overlap_out_of_range_is_refused_and_changes_nothing(world: MemoryCor
 def test_a_rotation_with_a_stale_if_match_or_of_a_cancelled_or_foreign_job_is_refused(world: MemoryCore) -> None:
     job = world.create(HOURLY)
     with pytest.raises(errors.JobNotFound):
-        world.service.rotate_signing_key("someone-else", job.job_id)
+        world.key_rotation.rotate("someone-else", job.job_id)
     with pytest.raises(errors.VersionConflict):
-        world.service.rotate_signing_key(TENANT, job.job_id, if_match=7)
+        world.key_rotation.rotate(TENANT, job.job_id, if_match=7)
     assert world.job(job.job_id) == job
     cancelled = world.service.cancel(TENANT, job.job_id)
     with pytest.raises(errors.InvalidState):
-        world.service.rotate_signing_key(TENANT, job.job_id)
+        world.key_rotation.rotate(TENANT, job.job_id)
     assert world.job(job.job_id) == cancelled

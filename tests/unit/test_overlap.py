@@ -3,6 +3,7 @@ finishes, whatever the length of the run history."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -193,7 +194,7 @@ def test_a_run_parked_just_after_its_holder_finished_is_not_left_waiting_for_the
     world.handle(world.executor(FakeTarget(world.clock, long_run)), first)
     finished_at = world.now()
     late_reader = world.executor(worker_id="worker-2")
-    late_reader.ledger = StaleRuns(world.ledger, snapshot[0])
+    late_reader = replace(late_reader, ledger=StaleRuns(world.ledger, snapshot[0]))
     [parked] = [m for m in world.queue.receive(10) if m.dispatch.scheduled_for > first.dispatch.scheduled_for][:1]
 
     # When it parks the next occurrence behind the run it still sees running
@@ -262,7 +263,7 @@ def test_the_overlap_check_reads_only_the_runs_back_to_the_holder_candidate(
     # When the next occurrence's worker checks for overlap
     counted = CountedRuns(world.ledger)
     worker = world.executor(worker_id="worker-3")
-    worker.ledger = counted
+    worker = replace(worker, ledger=counted)
     world.clock.advance(2)
     world.sweep()
     world.deliver(worker)

@@ -32,7 +32,7 @@ from scheduler.handlers import (
 )
 from scheduler.handlers import api_models as views
 from scheduler.handlers.api_caller import metrics as metrics
-from scheduler.handlers.api_caller import service, tenant
+from scheduler.handlers.api_caller import reads, service, tenant
 from scheduler.handlers.api_models import BatchResult, Health, JobBatchResults
 from scheduler.handlers.api_problems import HANDLERS, PROBLEM, Problem, problem_response, validated, validation_problem
 from scheduler.handlers.api_requests import IF_MATCH, PAGE, app, header, if_match, int_query, json_body, page_of
@@ -108,7 +108,7 @@ def create_job() -> Response[str]:
         raise Problem.unprocessable("Idempotency-Key must be 1-255 characters")
     svc = service()
     created = svc.create(who, spec, key, body)
-    view = job_view(created.job, svc)
+    view = job_view(created.job, reads())
     view["replayed"] = created.replayed
     headers = {"Location": f"/v1/jobs/{created.job.job_id}", "ETag": f'"{created.job.version}"'}
     if created.replayed:
@@ -166,7 +166,7 @@ def create_jobs() -> Response[str]:
     results: list[BatchResult] = []
     for index, answer in enumerate(answers):
         if isinstance(answer, Created):
-            view = job_view(answer.job, svc)
+            view = job_view(answer.job, reads())
             view["replayed"] = answer.replayed
             # A job view is JobSpec's fields and views.Job's (merged so in the document too).
             results.append({"index": index, "status": 200 if answer.replayed else 201, "job": cast(views.Job, view)})
@@ -232,9 +232,9 @@ def list_jobs() -> Response[str]:
                 ("state", "unknown state"),
             ) from None
     query = _job_query()
-    svc = service()
-    shown, next_cursor = page_of(lambda limit, cursor: svc.list_shown(who, state, limit, cursor, query))
-    views = [job_view(job, svc, status=status) for job, status in shown]
+    jobs = reads()
+    shown, next_cursor = page_of(lambda limit, cursor: jobs.list_shown(who, state, limit, cursor, query))
+    views = [job_view(job, jobs, status=status) for job, status in shown]
     return json_response(200, {"jobs": views, "next_cursor": next_cursor})
 
 
@@ -282,9 +282,9 @@ def get_job_by_external_id(external_id: str) -> Response[str]:
     who = tenant()
     from urllib.parse import unquote
 
-    svc = service()
-    job = svc.get_by_external_id(who, unquote(external_id))
-    return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"', "Location": f"/v1/jobs/{job.job_id}"})
+    jobs = reads()
+    job = jobs.get_by_external_id(who, unquote(external_id))
+    return json_response(200, job_view(job, jobs), {"ETag": f'"{job.version}"', "Location": f"/v1/jobs/{job.job_id}"})
 
 
 @route.get(
@@ -296,9 +296,9 @@ def get_job_by_external_id(external_id: str) -> Response[str]:
 def get_job(job_id: str) -> Response[str]:
     who = tenant()
     preview = int_query("preview", 0, 0, 50)
-    svc = service()
-    job = svc.get(who, job_id)
-    return json_response(200, job_view(job, svc, preview), {"ETag": f'"{job.version}"'})
+    jobs = reads()
+    job = jobs.get(who, job_id)
+    return json_response(200, job_view(job, jobs, preview), {"ETag": f'"{job.version}"'})
 
 
 @route.patch(
@@ -317,14 +317,14 @@ def update_job(job_id: str) -> Response[str]:
         job = svc.update(who, job_id, body, expected)
     except ValidationError as exc:
         raise validation_problem(exc) from None
-    return json_response(200, job_view(job, svc), {"ETag": f'"{job.version}"'})
+    return json_response(200, job_view(job, reads()), {"ETag": f'"{job.version}"'})
 
 
 def _changed(change: Callable[[JobService, str, str], Job], job_id: str) -> Response[str]:
     """A change of state (cancel, pause, resume) of the caller's job, answered with the job as it is now."""
     who = tenant()
     svc = service()
-    return json_response(200, job_view(change(svc, who, job_id), svc))
+    return json_response(200, job_view(change(svc, who, job_id), reads()))
 
 
 @route.delete(

@@ -10,7 +10,10 @@ import math
 
 from aws_lambda_powertools import Metrics
 
+from scheduler.core.jobs.reads import JobReads
+from scheduler.core.jobs.resolution import Resolution
 from scheduler.core.jobs.service import JobService
+from scheduler.core.jobs.signing_keys import KeyRotation
 from scheduler.core.tenancy.request_limits import RequestGate
 from scheduler.handlers import wiring
 from scheduler.handlers.api_problems import Problem
@@ -54,4 +57,18 @@ def _admit(who: str, gate: RequestGate | None) -> None:
 
 
 def service() -> JobService:
+    """The changes of jobs."""
     return wiring.container(metrics).core.job_service()
+
+
+def reads() -> JobReads:
+    """The reads of jobs."""
+    return wiring.container(metrics).core.job_reads()
+
+
+def key_rotation() -> KeyRotation:
+    return wiring.container(metrics).core.key_rotation()
+
+
+def resolution() -> Resolution:
+    return wiring.container(metrics).core.resolution()

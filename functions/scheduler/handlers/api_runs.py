@@ -11,7 +11,7 @@ from scheduler.core.jobs.backfill import BackfillService
 from scheduler.core.model.job import MAX_NOTE, BackfillRequest, RunState
 from scheduler.core.model.timefmt import parse_rfc3339
 from scheduler.handlers import wiring
-from scheduler.handlers.api_caller import metrics, service, tenant
+from scheduler.handlers.api_caller import metrics, reads, resolution, service, tenant
 from scheduler.handlers.api_problems import Problem, validated
 from scheduler.handlers.api_requests import PAGE, json_body, page_of
 from scheduler.handlers.api_routes import Param, route
@@ -26,7 +26,7 @@ from scheduler.handlers.api_views import backfill_view, json_response, run_view
 )
 def job_runs(job_id: str) -> Response[str]:
     who = tenant()
-    runs, next_cursor = page_of(lambda limit, cursor: service().runs(who, job_id, limit, cursor))
+    runs, next_cursor = page_of(lambda limit, cursor: reads().runs(who, job_id, limit, cursor))
     return json_response(200, {"runs": [run_view(r) for r in runs], "next_cursor": next_cursor})
 
 
@@ -51,7 +51,7 @@ def resolve_run(job_id: str, occurrence_key: str) -> Response[str]:
             f"note, when given, is a string of 1-{MAX_NOTE} characters saying why the operator resolved the run",
             ("note", f"must be a string of 1-{MAX_NOTE} characters"),
         )
-    run = service().resolve(who, job_id, unquote(occurrence_key), outcome, note)
+    run = resolution().resolve(who, job_id, unquote(occurrence_key), outcome, note)
     return json_response(200, run_view(run))
 
 

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 from aws_lambda_powertools.event_handler import Response
 
-from scheduler.core.jobs.service import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
+from scheduler.core.jobs.signing_keys import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
 from scheduler.core.model.job import Job
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import wiring
-from scheduler.handlers.api_caller import logger, metrics, service, tenant
+from scheduler.handlers.api_caller import key_rotation, logger, metrics, reads, tenant
 from scheduler.handlers.api_models import SigningKey, SigningKeys
 from scheduler.handlers.api_problems import Problem
 from scheduler.handlers.api_requests import IF_MATCH, if_match, json_body
@@ -31,7 +31,7 @@ def signing_keys(job_id: str) -> Response[str]:
     while its overlap lasts): only its own tenant gets them (another tenant's job is a 404), and a key verifies that
     job's calls only (docs/security.md)."""
     who = tenant()
-    job = service().get(who, job_id)
+    job = reads().get(who, job_id)
     return _signing_keys_response(job, 200)
 
 
@@ -69,7 +69,7 @@ def rotate_signing_key(job_id: str) -> Response[str]:
             f"not {json.dumps(overlap)}",
             ("overlap_seconds", f"must be an integer 0-{limit}"),
         )
-    job = service().rotate_signing_key(who, job_id, timedelta(seconds=overlap), if_match())
+    job = key_rotation().rotate(who, job_id, timedelta(seconds=overlap), if_match())
     return _signing_keys_response(job, 200)
 
 

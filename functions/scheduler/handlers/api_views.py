@@ -11,8 +11,8 @@ from aws_lambda_powertools.event_handler import Response
 from scheduler.core.capacity.forecast import Forecast
 from scheduler.core.jobs.backfill import BackfillService
 from scheduler.core.jobs.bulk import BulkOperation
+from scheduler.core.jobs.reads import JobReads
 from scheduler.core.jobs.secrecy import spec_view
-from scheduler.core.jobs.service import JobService
 from scheduler.core.jobs.status import JobStatus
 from scheduler.core.model.job import Job
 from scheduler.core.model.timefmt import rfc3339
@@ -20,11 +20,11 @@ from scheduler.core.ports import Backfill, Execution, Timer
 from scheduler.handlers import api_models as views
 
 
-def job_view(job: Job, service: JobService, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
+def job_view(job: Job, reads: JobReads, preview: int = 0, status: JobStatus | None = None) -> dict[str, Any]:
     """The job's definition (no secret header value, URL credential or query value) and the view's fields."""
     spec = spec_view(job.spec)
-    upcoming = service.next_runs(job, max(1, preview))
-    status = status or service.status(job)
+    upcoming = reads.next_runs(job, max(1, preview))
+    status = status or reads.status(job)
     view: views.Job = {
         "job_id": job.job_id,
         "state": status.state.value,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, TypeAdapter
 
 from scheduler.core.jobs.bulk import BulkAction
-from scheduler.core.jobs.service import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
+from scheduler.core.jobs.signing_keys import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
 from scheduler.core.model.job import MAX_NOTE, JobSpec
 from scheduler.core.model.labels import MAX_SELECTORS
 from scheduler.handlers import api_models as views

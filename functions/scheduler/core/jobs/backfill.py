@@ -10,7 +10,7 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from scheduler.core.errors import BackfillNotFound, InvalidRequest, InvalidState
-from scheduler.core.jobs.service import owned_job
+from scheduler.core.jobs.reads import owned_job
 from scheduler.core.model.job import BackfillState, JobState
 from scheduler.core.model.schedules import is_recurring
 from scheduler.core.model.timefmt import to_ms, truncate_ms

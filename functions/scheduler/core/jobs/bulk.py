@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from scheduler.core.errors import IdempotencyConflict, InvalidRequest, InvalidState, JobNotFound, VersionConflict
+from scheduler.core.jobs.reads import owned_job
 from scheduler.core.jobs.service import JobService, request_hash
 from scheduler.core.model.job import JobQuery, JobState
 from scheduler.core.model.labels import MAX_SELECTORS, LabelSelector
@@ -295,7 +296,7 @@ class BulkService:
             state = change(tenant, pending.job_id).state
         except (InvalidState, VersionConflict, JobNotFound) as exc:
             try:
-                state = self.jobs.get(tenant, pending.job_id).state
+                state = owned_job(self.jobs.jobs, tenant, pending.job_id).state
             except JobNotFound:
                 return "the job no longer exists"
             if not reached(action, state):

@@ -19,6 +19,7 @@ import logging
 from datetime import datetime
 
 from scheduler.core.errors import ClaimRefused, InvalidState, JobNotFound
+from scheduler.core.jobs.reads import owned_job
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.model.keys import occurrence_key
@@ -33,7 +34,7 @@ RETRY_NOTE = "retried by its tenant"
 def retry_run(service: JobService, tenant: str, job_id: str, scheduled_for: datetime) -> Execution:
     """Make the occurrence of `job_id` scheduled for `scheduled_for` run again, and send it to the ready queue.
     Another tenant's job, or an occurrence with no run, is JobNotFound."""
-    job = service.get(tenant, job_id)
+    job = owned_job(service.jobs, tenant, job_id)
     key = occurrence_key(job_id, scheduled_for)
     execution = service.ledger.get(key)
     if execution is None or execution.job_id != job_id:

@@ -1,6 +1,7 @@
-"""The job use cases behind the public API (docs/design.md §4): create, read, list, edit, cancel, pause,
-resume, trigger, run history. Every change bumps the job's version; timers written for an older version are
-skipped by the sweeper, so an edit applies to every occurrence not yet dispatched."""
+"""The changes of a job behind the public API (docs/design.md §4): create, edit, cancel, pause, resume, trigger. Every
+change bumps the job's version; timers written for an older version are skipped by the sweeper, so an edit applies to
+every occurrence not yet dispatched. The job's reads are `scheduler.core.jobs.reads`, its signing key's rotation
+`signing_keys`, an operator's resolve of a run `resolution`."""
 
 from __future__ import annotations
 
@@ -17,23 +18,18 @@ from scheduler.core.errors import (
     IdempotentReplay,
     InvalidRequest,
     InvalidState,
-    JobNotFound,
     PayloadTooLarge,
     VersionConflict,
 )
-from scheduler.core.execution.events import Outbox
 from scheduler.core.jobs.lifecycle import cancelled, paused, resumed
+from scheduler.core.jobs.reads import owned_job
 from scheduler.core.jobs.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
-from scheduler.core.jobs.status import JobStatus, shown_status
 from scheduler.core.model.job import (
-    ALL_JOBS,
     MAX_PAYLOAD_BYTES,
     REDACTED,
     Job,
-    JobQuery,
     JobSpec,
     JobState,
-    RunState,
     merge_patch,
     payload_size,
 )
@@ -44,17 +40,12 @@ from scheduler.core.model.schedules import (
     is_occurrence,
     is_recurring,
     next_occurrence,
-    preview,
-    unindexed_occurrence,
 )
 from scheduler.core.model.timefmt import truncate_ms
 from scheduler.core.ports import (
     Clock,
-    Dispatch,
-    Execution,
     IdempotencyRecord,
     Ids,
-    JobReader,
     JobStore,
     Ledger,
     NewJob,
@@ -67,21 +58,8 @@ from scheduler.core.sweep.dispatch import Dispatcher, manual_timer, timer_for
 log = logging.getLogger(__name__)
 
 IDEMPOTENCY_TTL = timedelta(hours=24)
-#: How long the replaced key of a job keeps signing after a rotation, unless the rotation says otherwise (Svix's
-#: default), and the longest it may (Stripe's longest): receivers have that long to fetch the new key.
-DEFAULT_KEY_OVERLAP = timedelta(hours=24)
-MAX_KEY_OVERLAP = timedelta(days=7)
-MAX_PREVIEW = 50
 #: Attempts of a change of version that races sweeps advancing the job's chain.
 CHANGE_ATTEMPTS = 5
-
-
-def owned_job(jobs: JobReader, tenant: str, job_id: str) -> Job:
-    """The job `job_id` of `tenant`; another tenant's job is as unknown as one that does not exist."""
-    job = jobs.get(job_id)
-    if job is None or job.tenant != tenant:
-        raise JobNotFound(job_id)
-    return job
 
 
 @dataclass(frozen=True)
@@ -113,62 +91,9 @@ class JobService:
     _: KW_ONLY
     max_active_jobs: int
     check_target: Callable[[str, JobSpec], None] = lambda tenant, spec: None
-    #: Publishes the completion event of an outcome recorded here (an operator's resolve) at once.
-    outbox: Outbox | None = None
     ids: Ids = RANDOM_IDS
     #: Seals secret header values at rest (`scheduler.core.jobs.secrecy`); None: they are stored as given.
     sealer: SecretSealer | None = None
-
-    # -- reads -------------------------------------------------------------------------------------------
-
-    def get(self, tenant: str, job_id: str) -> Job:
-        return owned_job(self.jobs, tenant, job_id)
-
-    def list(self, tenant: str, state: JobState | None, limit: int, cursor: str | None) -> tuple[list[Job], str | None]:
-        return self.jobs.list(tenant, state, limit, cursor)
-
-    def get_by_external_id(self, tenant: str, external_id: str) -> Job:
-        job = self.jobs.get_by_external_id(tenant, external_id)
-        if job is None or job.tenant != tenant:
-            raise JobNotFound(f"external_id {external_id}")
-        return job
-
-    def status(self, job: Job) -> JobStatus:
-        """How the job is shown (`scheduler.core.jobs.status`)."""
-        return shown_status(job, self.ledger)
-
-    def list_shown(
-        self, tenant: str, state: JobState | None, limit: int, cursor: str | None, query: JobQuery = ALL_JOBS
-    ) -> tuple[builtins.list[tuple[Job, JobStatus]], str | None]:
-        """A page of the tenant's jobs with their shown status. COMPLETED and DISPATCHED are both stored as
-        COMPLETED: either filter reads those and keeps the ones shown so (a page may hold fewer than `limit`).
-        `query` filters by labels, target type and name prefix (scheduler.core.model.labels)."""
-        stored = JobState.COMPLETED if state == JobState.DISPATCHED else state
-        jobs, next_cursor = self.jobs.list(tenant, stored, limit, cursor, query)
-        shown = [(job, self.status(job)) for job in jobs]
-        if state in (JobState.COMPLETED, JobState.DISPATCHED):
-            shown = [(job, status) for job, status in shown if status.state == state]
-        return shown, next_cursor
-
-    def runs(
-        self, tenant: str, job_id: str, limit: int, cursor: str | None
-    ) -> tuple[builtins.list[Execution], str | None]:
-        job = self.get(tenant, job_id)
-        at = unindexed_occurrence(job.spec.schedule, job.created_at)
-        return self.ledger.runs(job_id, limit, cursor, occurrence_key(job_id, at) if at is not None else None)
-
-    def next_runs(self, job: Job, count: int) -> builtins.list[datetime]:
-        """The next `count` occurrences that have not started yet, as a user expects to see them."""
-        if job.state in (JobState.CANCELLED, JobState.PAUSED):
-            return []
-        now = self.clock.now()
-        spec = job.spec
-        if isinstance(spec.schedule, OnceSchedule):
-            at = first_occurrence(spec.schedule, job.created_at)
-            return [at] if at is not None and at > now and count > 0 else []
-        return preview(spec.schedule, now, job.created_at, min(count, MAX_PREVIEW))
-
-    # -- writes ------------------------------------------------------------------------------------------
 
     def create(self, tenant: str, spec: JobSpec, idempotency_key: str | None, body: Any) -> Created:
         """Validate, then store the job with its first timer atomically, then settle the timer (seal check)."""
@@ -235,7 +160,7 @@ class JobService:
         except IdempotentReplay as replay:
             if replay.record.job_id == new.job.job_id:  # this create's own write (a batch's, its answer lost)
                 return self._settled(new)
-            return Created(self.get(new.job.tenant, replay.record.job_id), replayed=True)
+            return Created(owned_job(self.jobs, new.job.tenant, replay.record.job_id), replayed=True)
         return self._settled(new)
 
     def _settled(self, new: NewJob) -> Created:
@@ -288,17 +213,17 @@ class JobService:
             changed = job.model_copy(update={**update, "next_run_at": pending})
             return sealed(changed, self.sealer, self._carried(job, spec)), state == JobState.ACTIVE
 
-        return self._change(tenant, job_id, edit)
+        return self.change(tenant, job_id, edit)
 
     def cancel(self, tenant: str, job_id: str) -> Job:
         """Tombstone the job (idempotent). Queued occurrences are recorded CANCELLED by the worker."""
 
-        return self._change(tenant, job_id, lambda job: cancelled(job, self._now))
+        return self.change(tenant, job_id, lambda job: cancelled(job, self._now))
 
     def pause(self, tenant: str, job_id: str) -> Job:
         """Stop the job's occurrences from this instant until a resume, which hands them to the misfire policy."""
 
-        return self._change(tenant, job_id, lambda job: paused(job, self._now))
+        return self.change(tenant, job_id, lambda job: paused(job, self._now))
 
     def resume(self, tenant: str, job_id: str) -> Job:
         """Resume a paused job. The occurrences that fell due while it was paused are handled by its misfire
@@ -308,44 +233,11 @@ class JobService:
         tenant's dispatch budget). Occurrences the paused chain already queued and not yet due are not sent
         again (the first timer's `queued_until`): a resume costs the policy's messages, not the look-ahead."""
 
-        return self._change(tenant, job_id, lambda job: resumed(job, self._now))
-
-    def rotate_signing_key(
-        self, tenant: str, job_id: str, overlap: timedelta = DEFAULT_KEY_OVERLAP, if_match: int | None = None
-    ) -> Job:
-        """Make the next version of the job's signing key current; the replaced version keeps signing calls (a
-        second signature) for `overlap` (0: revoked at once). Only the version just replaced overlaps: a rotation
-        during an overlap ends the older version's at once. A change of the job (a new version, which `if_match`
-        must equal when given), with its schedule unchanged: the chain goes on where it was."""
-        if not timedelta(0) <= overlap <= MAX_KEY_OVERLAP:
-            limit = int(MAX_KEY_OVERLAP.total_seconds())
-            raise InvalidRequest(f"overlap_seconds must be 0-{limit} (7 days), not {overlap.total_seconds():g}",
-                                 "overlap_seconds")  # fmt: skip
-
-        def rotate(job: Job) -> tuple[Job, bool] | None:
-            if if_match is not None and if_match != job.version:
-                raise VersionConflict(job)
-            if job.state == JobState.CANCELLED:
-                raise InvalidState("a cancelled job sends no calls, so its signing key cannot be rotated")
-            now = truncate_ms(self.clock.now())
-            update = {
-                "version": job.version + 1,
-                "updated_at": now,
-                "key_version": job.key_version + 1,
-                "previous_key_until": now + overlap if overlap else None,
-            }
-            return job.model_copy(update=update), job.state == JobState.ACTIVE and job.next_run_at is not None
-
-        rotated = self._change(tenant, job_id, rotate)
-        log.info(
-            "signing key rotated",
-            extra={"job_id": job_id, "key_version": rotated.key_version, "overlap_seconds": overlap.total_seconds()},
-        )
-        return rotated
+        return self.change(tenant, job_id, lambda job: resumed(job, self._now))
 
     def trigger(self, tenant: str, job_id: str) -> Timer:
         """Fire one extra occurrence now, with its own occurrence key; the schedule is not affected."""
-        job = self.get(tenant, job_id)
+        job = owned_job(self.jobs, tenant, job_id)
         if job.state in (JobState.CANCELLED, JobState.PAUSED):
             raise InvalidState(f"a {job.state.value} job cannot be triggered")
         now = truncate_ms(self.clock.now())
@@ -355,39 +247,17 @@ class JobService:
         self.dispatcher.place(timer)
         return timer
 
-    def resolve(self, tenant: str, job_id: str, key: str, outcome: RunState, note: str) -> Execution:
-        """Settle a RECONCILING occurrence: SUCCEEDED (it did take effect) or RETRY_WAIT (run it again).
-
-        Retry is two steps, the ledger write and then the message; a failure between them leaves the occurrence
-        in RETRY_WAIT with no message, so resolving to retry again is accepted and sends the message again
-        (a duplicate message is absorbed by the ledger)."""
-        job = self.get(tenant, job_id)
-        execution = self.ledger.get(key)
-        if execution is None or execution.job_id != job_id:
-            raise JobNotFound(key)
-        if execution.state == RunState.RECONCILING:
-            execution = self.ledger.resolve(key, outcome, self.clock.now(), note)
-            if self.outbox is not None:
-                self.outbox.flush(execution)  # SUCCEEDED's completion event, now (else the next sweep's drain)
-        elif not (outcome == RunState.RETRY_WAIT and execution.state == RunState.RETRY_WAIT):
-            raise InvalidState(f"occurrence is {execution.state.value}, not RECONCILING")
-        if outcome == RunState.RETRY_WAIT:
-            now = self.clock.now()
-            again = Dispatch(job_id, job.tenant, execution.scheduled_for, now, job.version, "manual", job.spec.priority)
-            self.dispatcher.queue.send([again], now)
-        return execution
-
     # -- internals ---------------------------------------------------------------------------------------
 
     def _now(self) -> datetime:
         return truncate_ms(self.clock.now())
 
-    def _change(self, tenant: str, job_id: str, change: Callable[[Job], tuple[Job, bool] | None]) -> Job:
+    def change(self, tenant: str, job_id: str, change: Callable[[Job], tuple[Job, bool] | None]) -> Job:
         """Read the job, compute its new version with `change` (None: nothing to change), and write it. A sweep
         that advances the chain between the read and the write makes the write fail (its plan's record must not be
         undone): read again and recompute, a bounded number of times."""
         for attempt in range(CHANGE_ATTEMPTS):
-            job = self.get(tenant, job_id)
+            job = owned_job(self.jobs, tenant, job_id)
             result = change(job)
             if result is None:
                 return job
