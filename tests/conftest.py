@@ -34,6 +34,7 @@ LONGEST_FIRST = (
     "test_deploy.py",
     "test_careful_user.py",
     "test_chaos.py",
+    "test_sweepers.py",
 )
 
 

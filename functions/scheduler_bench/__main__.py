@@ -5,6 +5,7 @@ bench/results.md and bench/lateness.png.
     python -m scheduler_bench --full          # pending 10k/100k/1M (long: loading 1M items takes a while)
     python -m scheduler_bench --burst 20 --pending 200 --due 20 --only cost,sweep,burst --out /tmp/b
     python -m scheduler_bench --only cost --variants baseline,one-per-message,no-job-copy,no-landing,slots
+    python -m scheduler_bench --only sweepers --sweepers-jobs 4000 --sweepers-rounds 3   # 1 vs 2 sweeper processes
 
 Runs against AWS_ENDPOINT_URL_* when set (another emulator, a recording proxy, a real account: then it creates
 and deletes its own tables and queues there); otherwise it starts DynamoDB Local and ministack and stops them.
@@ -25,14 +26,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scheduler_bench import burst, capacity, cost, emulator_latency, environment, plot, prices, report, sweep_scaling
+from scheduler_bench import (
+    burst,
+    capacity,
+    cost,
+    emulator_latency,
+    environment,
+    plot,
+    prices,
+    report,
+    sweep_scaling,
+    sweepers,
+)
 from scheduler_bench.capacity_inputs import Measured
 from scheduler_bench.dynamodb_billing import probe_transactions
 from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
 FULL_PENDING = (10_000, 100_000, 1_000_000)
-SCENARIOS = ("cost", "sweep", "burst", "emulator", "capacity")
+SCENARIOS = ("cost", "sweep", "burst", "emulator", "sweepers", "capacity")
 
 
 def log(message: str) -> None:
@@ -82,6 +94,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--moto-depths", default="0,1000,2000", help="queue depths for moto's, for comparison ('' skips moto)"
     )
     parser.add_argument(
+        "--sweepers-jobs", type=int, default=4000, help="jobs due within one minute in the sweepers scenario (4000)"
+    )
+    parser.add_argument("--sweepers-shards", type=int, default=32, help="their shards (32)")
+    parser.add_argument(
+        "--sweepers-processes", default="1,2", help="sweeper process counts compared, one run each per round (1,2)"
+    )
+    parser.add_argument("--sweepers-rounds", type=int, default=3, help="runs of each process count, alternating (3)")
+    parser.add_argument(
         "--capacity-sizes", default="10000,50000,500000", help="herds the capacity model simulates (10000,50000,500000)"
     )
     parser.add_argument(
@@ -115,8 +135,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.burst_sizes = _sizes(args.burst)
         args.peer_counts = _sizes(args.peer_processes)
         args.sweep_counts = _sizes(args.sweep_concurrency)
+        args.sweeper_processes = _sizes(args.sweepers_processes)
     except ValueError:
-        parser.error("--burst, --peer-processes and --sweep-concurrency take comma-separated whole numbers")
+        parser.error(
+            "--burst, --peer-processes, --sweep-concurrency and --sweepers-processes take comma-separated whole numbers"
+        )
+    if not args.sweeper_processes or min(args.sweeper_processes) < 1:
+        parser.error("--sweepers-processes takes whole numbers of at least 1")
+    if min(args.sweepers_jobs, args.sweepers_shards, args.sweepers_rounds) < 1:
+        parser.error("--sweepers-jobs, --sweepers-shards and --sweepers-rounds must be at least 1")
     if not args.sweep_counts or min(args.sweep_counts) < 1:
         parser.error("--sweep-concurrency takes whole numbers of at least 1")
     smallest = min(args.due, *args.burst_sizes, args.cost_jobs, args.recurring_jobs, args.occurrences, args.workers)
@@ -349,6 +376,15 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
                 args.sweep_counts,
             )
             ok &= _scenario("burst", results, "burst", lambda: burst.run(bursting, log))
+        if "sweepers" in only:
+            scaling_out = sweepers.SweepersConfig(
+                args.sweepers_jobs,
+                args.sweepers_shards,
+                args.sweeper_processes,
+                args.sweepers_rounds,
+                state_dir=args.out / "tmp",
+            )
+            ok &= _scenario("sweepers", results, "sweepers", lambda: sweepers.run(scaling_out, log))
         if "emulator" in only:
             latency = emulator_latency.EmulatorLatencyConfig(
                 _sizes(args.emulator_depths), _sizes(args.moto_depths), log_dir=environment.ROOT / ".local" / "logs"

@@ -9,6 +9,7 @@ from typing import Any
 from scheduler_bench import capacity_report
 from scheduler_bench.report_cost import cost_sections
 from scheduler_bench.report_latency import emulator_latency, latency_sections
+from scheduler_bench.report_sweepers import sweepers_section
 
 #: Where each scenario's results live in results.json.
 RESULT_KEYS = {
@@ -16,10 +17,11 @@ RESULT_KEYS = {
     "sweep": "sweep_scaling",
     "burst": "burst",
     "emulator": "emulator_latency",
+    "sweepers": "sweepers",
     "capacity": "capacity",
 }
 #: The scenarios whose times this machine's load affects (the capacity model is computed, not timed).
-MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator")
+MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator", "sweepers")
 
 
 def _carried(results: dict[str, Any], carried: dict[str, Any]) -> str:
@@ -65,6 +67,8 @@ def render(results: dict[str, Any]) -> str:
 
     lines += cost_sections(results)
     lines += latency_sections(results)
+    if "sweepers" in results:
+        lines += sweepers_section(results["sweepers"])
     if "capacity" in results:
         lines += capacity_report.render(results["capacity"])
     if "emulator_latency" in results:

@@ -1,9 +1,10 @@
 """`scripts/dev`: the whole system on this machine, in the foreground.
 
 Starts DynamoDB Local and ministack (SQS, SNS, EventBridge, ...) on 127.0.0.1 (unless AWS_ENDPOINT_URL_* point
-elsewhere), creates the tables and queues from the shared schema, then runs the api, the sweeper and the worker
-pollers as separate processes, restarting any that dies (so any of them can be killed to see the system recover). Prints
-`API: http://127.0.0.1:<port>` once the API answers. Ctrl-C stops everything it started.
+elsewhere), creates the tables and queues from the shared schema, then runs the api, the sweeper (or
+`SCHEDULER_LOCAL_SWEEPERS` of them, sharing the buckets through their claims as several sweeper invocations do) and
+the worker pollers as separate processes, restarting any that dies (so any of them can be killed to see the system
+recover). Prints `API: http://127.0.0.1:<port>` once the API answers. Ctrl-C stops everything it started.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,6 +44,8 @@ class Child:
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     retired_at: float = 0.0
+    #: Added to the supervisor's environment for this child alone (a sweeper's slot), at every (re)start.
+    env: dict[str, str] = field(default_factory=dict)
 
 
 class Supervisor:
@@ -57,7 +60,7 @@ class Supervisor:
         log = open(child.log, "ab")  # noqa: SIM115 - the child keeps writing to it
         child.proc = subprocess.Popen(
             [sys.executable, "-m", child.module],
-            env=self.env,
+            env={**self.env, **child.env},
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -193,6 +196,25 @@ class WorkerPool:
         )
 
 
+def local_sweepers(env: Mapping[str, str]) -> int:
+    """SCHEDULER_LOCAL_SWEEPERS: how many sweeper processes to run (1 unless set); a bad value stops the start."""
+    raw = env.get("SCHEDULER_LOCAL_SWEEPERS", "").strip() or "1"
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"SCHEDULER_LOCAL_SWEEPERS must be a whole number of at least 1, not {raw!r}")
+    return int(raw)
+
+
+def sweeper_children(count: int, logs: Path) -> list[Child]:
+    """`count` sweeper processes: `sweeper`, `sweeper-2`, ... (named as the api processes are), each told its slot,
+    so that their ticks are spread over the sweep interval (`scheduler_local.sweeper_loop`)."""
+    children = []
+    for slot in range(count):
+        name = "sweeper" if slot == 0 else f"sweeper-{slot + 1}"
+        env = {"SCHEDULER_LOCAL_SWEEPERS": str(count), "SCHEDULER_LOCAL_SWEEPER_SLOT": str(slot)}
+        children.append(Child(name, "scheduler_local.sweeper_loop", logs / f"{name}.log", env=env))
+    return children
+
+
 def acquire_lock(state_dir: Path, port: int) -> IO[str]:
     """One `scripts/dev` per state folder: a second one says who holds it instead of failing obscurely."""
     lock_path = state_dir / "dev.lock"
@@ -222,7 +244,9 @@ def write_stack_env(state_dir: Path, values: dict[str, str]) -> None:
     (state_dir / "stack.json").write_text(json.dumps(values, indent=2))
 
 
-def wait_healthy(url: str, children: list[Child], timeout: float) -> bool:
+def wait_healthy(url: str, supervisor: Supervisor, timeout: float) -> bool:
+    """Wait for the API to answer. A child that exits by itself meanwhile stops the start (it would most likely exit
+    again: a bad setting, a port taken); one killed by a signal is restarted, as it is once the stack is up."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
@@ -231,16 +255,23 @@ def wait_healthy(url: str, children: list[Child], timeout: float) -> bool:
                     return True
         except OSError:
             pass
-        for child in children:
-            if child.proc is not None and child.proc.poll() is not None:
-                say(f"{child.name} exited during start-up; see {child.log}")
+        for child in supervisor.children:
+            code = child.proc.poll() if child.proc is not None else None
+            if code is not None and code >= 0:
+                say(f"{child.name} exited during start-up (code {code}); see {child.log}")
                 return False
+        supervisor.watch()
         time.sleep(0.2)
     return False
 
 
 def main() -> int:
     port = int(os.environ.get("SCHEDULER_API_PORT", "8080"))
+    try:
+        sweepers = local_sweepers(os.environ)
+    except ValueError as exc:
+        say(str(exc))
+        return 1
     state_dir = Path(os.environ.get("SCHEDULER_STATE_DIR") or ROOT / ".local").resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     lock = acquire_lock(state_dir, port)
@@ -294,7 +325,7 @@ def main() -> int:
                 Child(f"api-{i}", "scheduler_local.api_server", logs / f"api-{i}.log")
                 for i in range(2, api_processes + 1)
             ],
-            Child("sweeper", "scheduler_local.sweeper_loop", logs / "sweeper.log"),
+            *sweeper_children(sweepers, logs),
         ]
         aws = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if k in os.environ}
         aws["AWS_DEFAULT_REGION"] = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
@@ -311,11 +342,13 @@ def main() -> int:
             pool.forecast_floor = lambda: policy.minimum + forecast_workers(state_dir, INVOCATIONS_PER_POLLER)
         pool.start()
         base = f"http://127.0.0.1:{port}"
-        if not wait_healthy(base + "/v1/health", children, 60):
+        if not wait_healthy(base + "/v1/health", supervisor, 60):
             say(f"the API did not become healthy; see the logs in {logs}")
             return 1
         say(f"API: {base}")
         say(f"tables {resources.jobs_table}, {resources.executions_table}; queue {resources.ready_queue_url}")
+        if sweepers > 1:
+            say(f"sweepers: {sweepers} processes, their ticks spread over the sweep interval")
         say(
             f"worker pollers: {policy.minimum} (up to {policy.maximum} while the ready queues are deep), "
             f"{os.environ.get('SCHEDULER_LOCAL_WORKER_THREADS', '10')} threads each"

@@ -46,6 +46,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _completion_events(sim)
     found += _backfills(sim)
     found += _dispatch_budgets(sim)
+    found += [Violation(14, message) for message in sim.watermark_passed]
     counts: dict[int, int] = {}
     kept: list[Violation] = []
     for violation in found:

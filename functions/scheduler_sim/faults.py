@@ -132,6 +132,8 @@ class GateHost(Protocol):
 
     def timer_stored(self, timer: Timer) -> None: ...
 
+    def watermark_moved(self) -> None: ...
+
 
 class Gate:
     """The fault point in front of every port call of one actor."""

@@ -171,11 +171,14 @@ class FaultyTimerStore(Gated[TimerStore]):
 
     def init_watermark(self, minute: datetime) -> datetime:
         with self.gate.call("timers.init_watermark"):
-            return self.inner.init_watermark(minute)
+            current = self.inner.init_watermark(minute)
+            self.gate.host.watermark_moved()
+            return current
 
     def advance_watermark(self, minute: datetime) -> None:
         with self.gate.call("timers.advance_watermark", minute):
             self.inner.advance_watermark(minute)
+            self.gate.host.watermark_moved()
 
     def put_late(self, timer: Timer) -> None:
         with self.gate.call("timers.put_late", timer):

@@ -25,6 +25,7 @@ INVARIANTS: dict[int, str] = {
     12: "once the run is quiet, a backfill of a live job has completed and every occurrence in its range reached a "
     "terminal state",
     13: "a tenant's dispatch budget holds: no release window of its calendar lets more through than its capacity",
+    14: "the watermark never moves past a minute with a bucket that is not done",
 }
 
 

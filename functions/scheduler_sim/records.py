@@ -40,6 +40,9 @@ class SimConfig:
     sweep_every: float = 60.0
     quiet: timedelta = timedelta(minutes=10)
     max_steps: int = 20_000
+    #: Sweepers (concurrent invocations) in the active phase; None: drawn per seed, 1-3. Set, the seed's own draw is
+    #: still made (and dropped), so the rest of the run draws as it would.
+    sweepers: int | None = None
 
     def core(
         self,

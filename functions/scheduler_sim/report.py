@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from scheduler_sim.faults import KNOWN_BUGS_AVOIDED, Exposure, FaultProfile
+from scheduler_sim.records import SimConfig
 from scheduler_sim.simulation import Event, SimResult, Simulation
 from scheduler_sim.variants import VARIANTS
 
@@ -25,19 +26,26 @@ def run_seed(
     profile: FaultProfile | None = None,
     exposure: Exposure | None = None,
     trace_calls: bool = False,
+    sweepers: int | None = None,
 ) -> SimResult:
-    """Run one seed of the simulation (optionally with a deliberately broken protocol `variant`)."""
+    """Run one seed of the simulation (optionally with a deliberately broken protocol `variant`, and with
+    `sweepers` concurrent sweepers instead of the seed's own 1-3)."""
     return Simulation(
         seed,
         variant=VARIANTS[variant] if variant else None,
         profile=profile,
         exposure=exposure,
         trace_calls=trace_calls,
+        config=SimConfig(sweepers=sweepers) if sweepers else None,
     ).run()
 
 
-def replay_command(seed: int, variant: str | None = None, exposure: Exposure | None = None) -> str:
+def replay_command(
+    seed: int, variant: str | None = None, exposure: Exposure | None = None, sweepers: int | None = None
+) -> str:
     extra = f" --variant {variant}" if variant else ""
+    if sweepers:
+        extra += f" --sweepers {sweepers}"
     if exposure == KNOWN_BUGS_AVOIDED:
         extra += " --avoid-known-bugs"
     return f".venv/bin/python -m scheduler_sim --seed {seed}{extra} --trace"
@@ -49,7 +57,12 @@ def format_event(event: Event) -> str:
 
 
 def format_failure(
-    result: SimResult, *, variant: str | None = None, exposure: Exposure | None = None, events: int = REPORT_EVENTS
+    result: SimResult,
+    *,
+    variant: str | None = None,
+    exposure: Exposure | None = None,
+    events: int = REPORT_EVENTS,
+    sweepers: int | None = None,
 ) -> str:
     """The seed, what was violated, the faults, the last `events` events and how to replay it."""
     lines = [f"seed {result.seed} FAILED ({len(result.violations)} violation(s)); faults: {result.profile.describe()}"]
@@ -62,7 +75,7 @@ def format_failure(
     shown = result.events[-events:] if events else result.events
     lines.append(f"  last {len(shown)} of {len(result.events)} events:")
     lines += [f"    {format_event(event)}" for event in shown]
-    lines.append(f"  replay: {replay_command(result.seed, variant, exposure)}")
+    lines.append(f"  replay: {replay_command(result.seed, variant, exposure, sweepers)}")
     return "\n".join(lines)
 
 
@@ -88,6 +101,7 @@ def run_seeds(
     profile: FaultProfile | None = None,
     exposure: Exposure | None = None,
     processes: int = 1,
+    sweepers: int | None = None,
 ) -> Summary:
     """Run many seeds, in this process or spread over `processes` worker processes (results are the same:
     each seed is independent and deterministic). Failed results keep their events for the report."""
@@ -96,10 +110,10 @@ def run_seeds(
     summary = Summary()
     if processes <= 1 or len(seeds) < 2:
         for seed in seeds:
-            _tally(summary, run_seed(seed, variant=variant, profile=profile, exposure=exposure))
+            _tally(summary, run_seed(seed, variant=variant, profile=profile, exposure=exposure, sweepers=sweepers))
     else:
         size = max(1, len(seeds) // (processes * 4))
-        chunks = [(seeds[i : i + size], variant, profile, exposure) for i in range(0, len(seeds), size)]
+        chunks = [(seeds[i : i + size], variant, profile, exposure, sweepers) for i in range(0, len(seeds), size)]
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             for passed, failed in pool.imap(_run_chunk, chunks):
                 summary.passed += passed
@@ -116,8 +130,8 @@ def _tally(summary: Summary, result: SimResult) -> None:
 
 
 def _run_chunk(
-    chunk: tuple[list[int], str | None, FaultProfile | None, Exposure | None],
+    chunk: tuple[list[int], str | None, FaultProfile | None, Exposure | None, int | None],
 ) -> tuple[int, list[SimResult]]:
-    seeds, variant, profile, exposure = chunk
-    summary = run_seeds(seeds, variant=variant, profile=profile, exposure=exposure)
+    seeds, variant, profile, exposure, sweepers = chunk
+    summary = run_seeds(seeds, variant=variant, profile=profile, exposure=exposure, sweepers=sweepers)
     return summary.passed, summary.failed

@@ -26,8 +26,8 @@ from scheduler.adapters.memory import (
 from scheduler.composition import memory_stores
 from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.jobs.service import JobService
-from scheduler.core.model.timefmt import rfc3339, truncate_ms
-from scheduler.core.ports import AdvanceResult, Dispatch, Timer
+from scheduler.core.model.timefmt import ONE_MINUTE, rfc3339, truncate_ms
+from scheduler.core.ports import AdvanceResult, BucketId, Dispatch, Timer
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig
 from scheduler.settings import Settings
 from scheduler_sim.actors import Actor, ApiActor, SimBatchVisibility, SimQueue, SweeperActor, WorkerActor, brief
@@ -136,6 +136,9 @@ class Simulation:
         #: Per tenant, the release instant of every dispatch a tenant admission let through (with dispatch budgets).
         self.releases: dict[str, list[tuple[datetime, str]]] = {}
         self.quiet_from: datetime | None = None
+        #: The watermark as judged at its last write, and each time a write moved it past a bucket not done (14).
+        self.watermark_judged: datetime | None = None
+        self.watermark_passed: list[str] = []
         self.steps = 0
         #: Batches dead workers left behind, and the time the fault model injected (outages, frozen and paused
         #: actors, the jump into quiescence): the checker's restart-time invariant allows for those.
@@ -143,7 +146,8 @@ class Simulation:
         self.stalls: list[tuple[datetime, float]] = []
 
         self.api = ApiActor(self, "api")
-        self.sweepers = [SweeperActor(self, f"sweeper-{n}") for n in range(1, self.rng.randint(1, 3) + 1)]
+        drawn = self.rng.randint(1, 3)
+        self.sweepers = [SweeperActor(self, f"sweeper-{n}") for n in range(1, (cfg.sweepers or drawn) + 1)]
         self.workers = [WorkerActor(self, f"worker-{n}") for n in range(1, self.rng.randint(1, 3) + 1)]
         self.actors: dict[str, Actor] = {a.name: a for a in [self.api, *self.sweepers, *self.workers]}
         skew = self.profile.skew_seconds
@@ -346,6 +350,28 @@ class Simulation:
         plan = self.open_plans.get(timer.job_id)
         if plan is not None and timer.plan is not None and timer.version == plan[0] and timer.scheduled_for > plan[1]:
             del self.open_plans[timer.job_id]
+
+    def watermark_moved(self) -> None:
+        """Right after a watermark write (its first, then each advance), judge the minutes it now passes: every
+        bucket of each must be done. A sweep claims each bucket it passes and a done bucket stays done, so the
+        buckets as they are at the write are what the sweep that wrote it had to have seen (invariant 14)."""
+        current = self.timers.watermark()
+        judged = self.watermark_judged
+        if current is None or (judged is not None and current <= judged):
+            return
+        self.watermark_judged = current
+        minute = current if judged is None else judged  # its first value passes nothing
+        while minute < current:
+            for shard in range(self.timers.shard_count):
+                bucket = self.timers.buckets.get(BucketId(minute, shard))
+                if bucket is not None and bucket.done:
+                    continue
+                state = "never claimed" if bucket is None else f"held by {bucket.owner} (epoch {bucket.epoch})"
+                who = self.stack[-1].name if self.stack else "sim"
+                self.watermark_passed.append(
+                    f"{who} moved the watermark to {rfc3339(current)} past bucket {minute:%H:%M}/{shard}, {state}"
+                )
+            minute += ONE_MINUTE
 
     def ledger_claimed(self, key: str, epoch: int) -> None:
         previous = self.max_epoch.get(key, 0)

@@ -21,7 +21,9 @@ from scheduler.core.ports import (
     AdvanceResult,
     AttemptEnd,
     Backfill,
+    BucketBusy,
     BucketClaim,
+    BucketId,
     BudgetCalendar,
     Dispatch,
     Execution,
@@ -107,6 +109,21 @@ class FinishAtEveryPage(memory.MemoryTimerStore):
         with self.lock:
             super().checkpoint(claim, cursor, lease_until, releases)
             self.buckets[claim.bucket].done = True
+
+
+class WatermarkFirstFinisher(memory.MemoryTimerStore):
+    """BROKEN on purpose: a sweep counts a bucket that another invocation holds as done, so the watermark moves past
+    a minute as soon as the first invocation to finish its own buckets of it is done, while the others are still
+    sweeping theirs (a fan-out whose watermark follows the first finisher instead of the minute's barrier). A
+    sweeper that dies holding its bucket leaves it behind the watermark, where no sweep looks again."""
+
+    def claim_bucket(
+        self, bucket: BucketId, owner: str, now: datetime, lease_until: datetime
+    ) -> BucketClaim | BucketBusy:
+        claim = super().claim_bucket(bucket, owner, now, lease_until)
+        if isinstance(claim, BucketBusy) and not claim.done:
+            return BucketBusy(done=True)
+        return claim
 
 
 class ReleaseOnEveryReplay(memory.MemoryJobStore):
@@ -277,6 +294,11 @@ VARIANTS: dict[str, Variant] = {
         "done-without-waiting",
         "a sweep counts every bucket of a minute done once it ran, whatever it returned (the watermark passes it)",
         buckets=DoneWithoutWaiting,
+    ),
+    "watermark-first-finisher": Variant(
+        "watermark-first-finisher",
+        "a bucket another sweeper holds counts as done: the watermark moves when the first invocation is done",
+        timers=WatermarkFirstFinisher,
     ),
     "overbooked-slots": Variant(
         "overbooked-slots",

@@ -99,6 +99,8 @@ def test_on_the_local_stack_the_metrics_are_the_emf_lines_of_the_last_hour(tmp_p
         + emf_line(NOW - timedelta(hours=2), DispatchLagSeconds=900.0, DeadLetters=4.0)  # outside the window
         + "not a metric line\n"
     )
+    # a second sweeper process (SCHEDULER_LOCAL_SWEEPERS=2) writes its own log
+    (tmp_path / "sweeper-2.log").write_text(emf_line(NOW - timedelta(minutes=2), OccurrencesDispatched=4.0))
     (tmp_path / "worker-1.log").write_text(emf_line(NOW - timedelta(minutes=1), Retries=2.0, DeadLetters=1.0))
     (tmp_path / "api-2.log").write_text(emf_line(NOW - timedelta(minutes=1), OccurrencesDispatched=3.0))
 
@@ -106,7 +108,7 @@ def test_on_the_local_stack_the_metrics_are_the_emf_lines_of_the_last_hour(tmp_p
 
     assert status.largest_lag_seconds == 75.0
     assert status.recent["DeadLetters"] == 1.0 and status.recent["Retries"] == 2.0
-    assert status.recent["OccurrencesDispatched"] == 3.0
+    assert status.recent["OccurrencesDispatched"] == 7.0
     assert status.recent_source == f"EMF lines in {tmp_path}, last hour"
     assert all(depth.oldest_age_seconds is None for depth in status.lanes.values())
     assert any("oldest message age" in note for note in status.notes)

@@ -35,7 +35,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     tiny += ["--herd-jobs", "12", "--recurring-herd-jobs", "12"]
     tiny += ["--recurring-jobs", "2", "--occurrences", "2", "--jitter", "2", "--out", str(tmp_path)]
     tiny += ["--emulator-depths", "0,30", "--moto-depths", "0", "--peer-processes", "2"]
-    tiny += ["--capacity-sizes", "500"]
+    tiny += ["--capacity-sizes", "500", "--sweepers-jobs", "20", "--sweepers-shards", "2", "--sweepers-rounds", "1"]
 
     # When the benchmark runs every scenario at a tiny size
     done = subprocess.run(
@@ -114,6 +114,9 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     assert [row["depth"] for row in measured["moto"]["depths"]] == [0]
     assert all(row["receive_message_10"]["median_ms"] > 0 for row in measured["ministack"]["depths"])
 
+    # And the sweepers scenario sent the whole herd once with one process and once with two
+    assert [(r["processes"], r["dispatched"]) for r in results["sweepers"]["runs"]] == [(1, 20), (2, 20)]
+
     # And the report and the plot are written
     markdown = (tmp_path / "results.md").read_text()
     for heading in (
@@ -124,6 +127,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
         "## Batching",
         "## The local SQS",
         "Where the CPU went while the herd drained",
+        "## Dispatch with one and with two sweeper processes",
     ):
         assert heading in markdown
     assert "EventBridge Scheduler alone" in markdown

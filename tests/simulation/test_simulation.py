@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.sweep.dispatch import DispatchConfig
-from scheduler_sim import FaultProfile, SimResult, Simulation, format_failure, run_seed, run_seeds
+from scheduler_sim import FaultProfile, SimConfig, SimResult, Simulation, format_failure, run_seed, run_seeds
 from scheduler_sim.faults import Exposure
 from scheduler_sim.workload import PlannedCall, Workload
 
@@ -22,10 +22,13 @@ SEEDS = 2000
 #: The whole fault model at the deployed settings: every run here uses it, the broken variants' included.
 PRODUCTION = Exposure()
 PROCESSES = 2
+#: Seeds run again with three concurrent sweepers each (the runs above draw 1-3 per seed): about 1.4 times a
+#: seed's CPU.
+SWEEPER_SEEDS = 400
 
 
-def _reports(failed: list[SimResult], exposure: Exposure | None) -> str:
-    return "\n\n".join(format_failure(result, exposure=exposure, events=40) for result in failed[:3])
+def _reports(failed: list[SimResult], exposure: Exposure | None, sweepers: int | None = None) -> str:
+    return "\n\n".join(format_failure(result, exposure=exposure, events=40, sweepers=sweepers) for result in failed[:3])
 
 
 def test_thousands_of_seeds_hold_every_invariant_under_the_full_fault_model_at_production_settings() -> None:
@@ -47,6 +50,49 @@ def test_more_seeds_hold_every_invariant_at_production_settings_too() -> None:
     # reports only: CI proves the production settings)
     summary = run_seeds(range(SEEDS, SEEDS + 200), exposure=PRODUCTION, processes=PROCESSES)
     assert not summary.failed, _reports(summary.failed, PRODUCTION)
+
+
+def test_seeds_with_three_sweepers_each_hold_every_invariant() -> None:
+    # Given three sweepers in every run, sharing the buckets through their claims under the whole fault model
+    summary = run_seeds(range(SWEEPER_SEEDS), exposure=PRODUCTION, processes=PROCESSES, sweepers=3)
+
+    # Then every run upholds every invariant, the watermark's (14) included
+    assert not summary.failed, _reports(summary.failed, PRODUCTION, sweepers=3)
+    assert summary.passed == SWEEPER_SEEDS
+
+
+def test_choosing_the_sweepers_changes_how_many_run_and_nothing_else() -> None:
+    for seed in range(4):
+        # Given a seed and the sweepers it draws itself
+        drawn = len(Simulation(seed).sweepers)
+
+        # When it runs with that many chosen, its trace is the seed's own, event for event
+        assert run_seed(seed, sweepers=drawn, trace_calls=True).events == run_seed(seed, trace_calls=True).events
+
+    # And with three chosen, three sweepers run whatever the seed draws
+    assert [s.name for s in Simulation(0, config=SimConfig(sweepers=3)).sweepers] == [
+        "sweeper-1",
+        "sweeper-2",
+        "sweeper-3",
+    ]
+
+
+def test_a_watermark_that_follows_the_first_finisher_is_caught_with_three_sweepers() -> None:
+    # Given a sweep that counts a bucket another sweeper holds as done (the first invocation to finish moves the
+    # watermark past the minute), with three sweepers in every run
+    def violated(seed: int, invariant: int, symptom: str) -> bool:
+        result = run_seed(seed, variant="watermark-first-finisher", exposure=PRODUCTION, sweepers=3)
+        return any(v.invariant == invariant and symptom in v.message for v in result.violations)
+
+    # When it runs seeds until one shows the watermark passing an unfinished bucket, and one loses an occurrence
+    passed = next((seed for seed in range(100) if violated(seed, 14, "moved the watermark to")), None)
+    lost = next((seed for seed in range(100) if violated(seed, 1, "will never be dispatched")), None)
+
+    # Then the simulator reports both, and the real protocol passes those very seeds
+    assert passed is not None, "no seed out of 100 showed the watermark passing a bucket that is not done"
+    assert lost is not None, "no seed out of 100 showed an occurrence lost behind the watermark"
+    for seed in {passed, lost}:
+        assert run_seed(seed, exposure=PRODUCTION, sweepers=3).ok
 
 
 #: A profile that often freezes workers inside the target while others take over: where fencing matters.
@@ -230,3 +276,16 @@ def test_the_command_line_summarises_and_fails_on_a_violation(capsys: pytest.Cap
     assert "VIOLATED (2)" in out
     assert "replay: .venv/bin/python -m scheduler_sim --seed 0 --variant random-key --trace" in out
     assert out.strip().splitlines()[-1].startswith("0 passed, 2 failed")
+
+
+def test_the_command_line_runs_a_chosen_number_of_sweepers_and_says_so_in_the_replay(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from scheduler_sim.__main__ import main
+
+    assert main(["--seeds", "2", "--variant", "watermark-first-finisher", "--sweepers", "3", "--show", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED (14)" in out
+    assert "replay: .venv/bin/python -m scheduler_sim --seed 0 --variant watermark-first-finisher --sweepers 3" in out
+    with pytest.raises(SystemExit):
+        main(["--seeds", "2", "--sweepers", "0"])

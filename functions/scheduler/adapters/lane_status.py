@@ -33,8 +33,8 @@ RECENT_METRICS = ("OccurrencesDispatched", "Retries", "TargetFailures", "DeadLet
 #: window.
 LAG_METRIC = "DispatchLagSeconds"
 WINDOW = timedelta(hours=1)
-#: Local log files that carry EMF lines (the api processes, the sweeper and each worker).
-LOG_PATTERNS = ("worker-*.log", "sweeper.log", "api.log", "api-*.log")
+#: Local log files that carry EMF lines (the api processes, the sweepers and each worker).
+LOG_PATTERNS = ("worker-*.log", "sweeper.log", "sweeper-*.log", "api.log", "api-*.log")
 
 
 @dataclass(frozen=True)
