@@ -7,7 +7,7 @@ import sys
 import time
 import traceback
 
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext
 
 
 def main() -> None:
