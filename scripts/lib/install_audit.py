@@ -4,7 +4,8 @@ with the environment's own python):
     python install_audit.py DIST_DIR REQUIREMENT...      e.g. dist "punctual-sdk[testing]" pytest
 
 - ours: every distribution built into DIST_DIR (its wheels). Each one installed must be that wheel, file for file
-  (its RECORD's hashes), not a namesake from a package index; and it may bring only its own top-level packages;
+  (its RECORD's hashes), not a namesake from a package index; it may bring only its own top-level packages, and
+  it names its licence (what `pip show` prints) and installs the licence's text;
 - declared: the REQUIREMENTs (what was asked for, with their extras) and everything they require, transitively, as
   the installed distributions' metadata says (markers evaluated here). Every installed distribution must be ours or
   declared (pip itself excepted), and every declared one installed;
@@ -93,6 +94,13 @@ def audit(dist_dir: Path, requested: list[str]) -> list[str]:
         extra = top_level(found) - TOP_LEVEL.get(name, set())
         if extra:
             problems.append(f"{name} installs top-level packages that are not its own: {', '.join(sorted(extra))}")
+        licence = found.metadata.get("License-Expression") or found.metadata.get("License")
+        texts = [f for f in found.files or [] if f.parent.name == "licenses" and f.locate().is_file()]
+        if not licence or not texts:
+            problems.append(
+                f"{name} installs without its licence (`pip show` names {licence or 'none'}, texts: "
+                f"{len(texts)}): license and license-files in its pyproject.toml"
+            )
 
     # declared: the closure of what was asked for, through the installed metadata
     declared: set[str] = set()
