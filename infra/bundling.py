@@ -1,8 +1,9 @@
 """The Lambda code asset, packaged without Docker.
 
-All three functions share one asset: the `scheduler` package from `functions/` plus the runtime
-dependencies from `pyproject.toml`'s `[project].dependencies` (the single list; not repeated here),
-installed by the local pip as wheels built for the Lambda platform (CPython 3.12 on manylinux aarch64).
+All three functions share one asset: the `scheduler` package from `functions/` plus the exact versions of its
+runtime dependencies in `runtime.lock` (one `name==version` for each of `pyproject.toml`'s
+`[project].dependencies`, which are ranges: what an app installs the core beside), installed by the local pip as
+wheels built for the Lambda platform (CPython 3.12 on manylinux aarch64).
 `--only-binary=:all:` makes pip refuse anything it would have to compile here, so a wheel built for this
 machine can never slip into the asset.
 
@@ -24,6 +25,8 @@ from typing import Any
 import jsii
 from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from infra import FUNCTIONS_DIR, REPO_ROOT
 
@@ -34,6 +37,8 @@ PIP_PLATFORM = "manylinux2014_aarch64"
 #: The package the handlers live in (`scheduler.handlers.*.lambda_handler`).
 PACKAGE = "scheduler"
 PYPROJECT = REPO_ROOT / "pyproject.toml"
+#: The exact versions the asset installs.
+LOCK = REPO_ROOT / "runtime.lock"
 #: Never shipped: the local stack, caches and tests. Also keeps them out of the asset hash, so editing
 #: the local stack does not redeploy the functions.
 ASSET_EXCLUDE = (
@@ -48,11 +53,42 @@ ASSET_EXCLUDE = (
 _COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "tests", ".mypy_cache")
 
 
-def runtime_dependencies(pyproject: Path = PYPROJECT) -> tuple[str, ...]:
-    """The requirement specifiers of `[project].dependencies`: what the functions import at run time."""
+class LockMismatch(ValueError):
+    """runtime.lock does not pin exactly pyproject.toml's runtime dependencies, each inside its range."""
+
+
+def runtime_dependencies(pyproject: Path = PYPROJECT, lock: Path = LOCK) -> tuple[str, ...]:
+    """The pins of `lock` (`name==version`, in its order): what the functions import at run time, exactly. Each of
+    `[project].dependencies` has one, inside its range, and the lock pins nothing else; `LockMismatch` says which
+    line to change otherwise."""
     with pyproject.open("rb") as file:
-        project = tomllib.load(file)["project"]
-    return tuple(project.get("dependencies", ()))
+        requirements = map(Requirement, tomllib.load(file)["project"].get("dependencies", ()))
+    declared = {canonicalize_name(r.name): r for r in requirements}
+    pins: dict[str, str] = {}
+    problems: list[str] = []
+    for number, raw in enumerate(lock.read_text().splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            pin = Requirement(line)
+        except InvalidRequirement:
+            pin = None
+        specifiers = list(pin.specifier) if pin is not None else []
+        if pin is None or len(specifiers) != 1 or specifiers[0].operator != "==" or pin.extras or pin.marker:
+            problems.append(f"{lock.name}:{number}: '{line}' is not one exact pin (name==version)")
+            continue
+        name, version = canonicalize_name(pin.name), specifiers[0].version
+        wanted = declared.get(name)
+        if wanted is None:
+            problems.append(f"{lock.name}:{number}: {pin.name} is not a runtime dependency in {pyproject.name}")
+        elif not wanted.specifier.contains(version, prereleases=True):
+            problems.append(f"{lock.name}:{number}: {pin.name}=={version} is outside {pyproject.name}'s '{wanted}'")
+        pins[name] = line
+    problems += [f"{lock.name} pins no version of {r}" for name, r in declared.items() if name not in pins]
+    if problems:
+        raise LockMismatch("; ".join(problems))
+    return tuple(pins.values())
 
 
 def pip_install_command(
@@ -125,7 +161,7 @@ def function_code(dependencies: Sequence[str] | None = None, *, pip_platform: st
     cloud assembly directory (`cdk --output`), or it would be taken for the Lambda one, and vice versa."""
     deps = runtime_dependencies() if dependencies is None else tuple(dependencies)
     # The Docker command is the fallback the CDK API requires next to a local bundler; it also carries
-    # the dependency list into the asset hash, so changing a pin in pyproject.toml re-bundles (the
+    # the dependency list into the asset hash, so changing a pin in runtime.lock re-bundles (the
     # source hash alone covers only functions/).
     docker_command = (
         f"pip install --no-compile --target /asset-output {shlex.join(deps)} && "

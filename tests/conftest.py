@@ -12,8 +12,8 @@ from typing import Any
 import boto3
 import pytest
 
+from scheduler.provision import Resources, provision
 from scheduler_local import emulators
-from scheduler_local.provision import Resources, provision
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 It verifies each call's signature v2 with the job's keys (fetched from the API and cached), runs `charge` once
 per occurrence however often the call is delivered (a redelivery gets the first answer), and refuses a stale
 fencing token (409), a forged or replayed call (401). Standard library WSGI server, nothing else to install but
-`punctual-sdk` (`punctual-sdk[aws]` for the DynamoDB dedupe store).
+`punctual-sdk` (`punctual-sdk[aws]` for the DynamoDB dedupe store; docs/sdk.md says how to install it).
 
     python examples/receiver/charge_receiver.py     # the local stack's API (scripts/dev) and its dev token
     # then point a job's target at http://127.0.0.1:9001/hooks/charge

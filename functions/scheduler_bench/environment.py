@@ -15,9 +15,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from scheduler.provision import Resources, create_table, provision
 from scheduler.schema import JOBS_TABLE
 from scheduler_local import emulators
-from scheduler_local.provision import Resources, create_table, provision
 
 ROOT = emulators.ROOT
 

@@ -31,10 +31,10 @@ from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.core.sweep.dispatch import Dispatcher
 from scheduler.core.sweep.sweeper import Sweeper
 from scheduler.handlers import wiring
+from scheduler.provision import Resources
 from scheduler.security.signing import KeyRing
 from scheduler.settings import Settings
 from scheduler_bench.metering import Meter
-from scheduler_local.provision import Resources
 
 #: As in the wiring (scheduler.handlers.wiring._BOTO_CONFIG), with a larger pool for the threaded loaders.
 BOTO_CONFIG = Config(

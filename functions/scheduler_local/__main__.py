@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from scheduler.provision import provision
 from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 from scheduler_local import emulators
 from scheduler_local.prescale import FILE_NAME, INVOCATIONS_PER_POLLER, forecast_workers
-from scheduler_local.provision import provision
 from scheduler_local.scaling import Backlog, ScalingPolicy
 
 ROOT = emulators.ROOT

@@ -19,15 +19,13 @@ import os
 import socket
 import sys
 import threading
-import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from scheduler.handlers.console_files import CONSOLE_PREFIX, console_file, console_headers
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext, to_event
 
 PUBLIC_PATHS = {"/v1/health"}
 HEALTH = "/v1/health"
@@ -49,46 +47,6 @@ def parse_tokens(spec: str) -> dict[str, str]:
         if sep and token and tenant:
             tokens[token.strip()] = tenant.strip()
     return tokens
-
-
-def to_event(
-    method: str, raw_path: str, headers: dict[str, str], body: bytes, tenant: str | None, ip: str
-) -> dict[str, Any]:
-    parts = urlsplit(raw_path)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    multi_query: dict[str, list[str]] = {}
-    for key, value in query:
-        multi_query.setdefault(key, []).append(value)
-    try:
-        text: str | None = body.decode() if body else None
-        encoded = False
-    except UnicodeDecodeError:
-        text, encoded = base64.b64encode(body).decode(), True
-    return {
-        "resource": "/{proxy+}",
-        "path": parts.path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {k: [v] for k, v in headers.items()},
-        "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
-        "multiValueQueryStringParameters": multi_query or None,
-        "pathParameters": {"proxy": parts.path.lstrip("/")},
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": "/{proxy+}",
-            "httpMethod": method,
-            "path": parts.path,
-            "stage": "local",
-            "requestId": uuid.uuid4().hex,
-            "requestTimeEpoch": int(time.time() * 1000),
-            "accountId": "000000000000",
-            "apiId": "local",
-            "protocol": "HTTP/1.1",
-            "identity": {"userArn": tenant, "caller": tenant, "sourceIp": ip, "accountId": "000000000000"},
-        },
-        "body": text,
-        "isBase64Encoded": encoded,
-    }
 
 
 def make_handler(invoke: Any, tokens: dict[str, str]) -> type[BaseHTTPRequestHandler]:

@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext
 
 
 def next_tick(now: float, interval: float, slot: int, slots: int) -> float:

@@ -37,7 +37,7 @@ from typing import Any
 import boto3
 
 from scheduler.core.execution.recovery import HoldConfig
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext
 
 REGION = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
 LANES = ("high", "normal", "low")

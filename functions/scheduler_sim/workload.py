@@ -198,7 +198,7 @@ def draw_backfill_range(rng: random.Random, start: datetime, call_at: datetime) 
 
 
 def draw_workload(rng: random.Random) -> Workload:
-    """The jobs (3-5, at most two cron: croniter is the slow part; sometimes a burst of 3-6 one-shot jobs due at one
+    """The jobs (3-5, at most two cron: cron is the slow part; sometimes a burst of 3-6 one-shot jobs due at one
     instant) and their calls over a 15-35 min window."""
     start = rng.choice(START_POINTS) + timedelta(milliseconds=rng.randint(0, 59_999))
     window = timedelta(minutes=rng.randint(15, 35))

@@ -13,22 +13,31 @@ log() { printf '%s\n' "$*" >&2; }
 fingerprint() { sha256sum "$@" | sha256sum | cut -c1-16; }
 
 ensure_python() {
-  local want
-  want="$(fingerprint pyproject.toml)"
+  local want site
+  want="$(fingerprint pyproject.toml runtime.lock sdk/pyproject.toml cli/pyproject.toml)"
   if [ -x .venv/bin/python ] && [ "$(cat .venv/.installed 2>/dev/null)" = "$want" ]; then
     return
   fi
-  log "setting up .venv (first run, or pyproject.toml changed) ..."
+  log "setting up .venv (first run, or pyproject.toml or runtime.lock changed) ..."
   command -v python3 >/dev/null || { log "python3 (3.11+) is required"; exit 1; }
   [ -x .venv/bin/python ] || python3 -m venv .venv
   mkdir -p .local
-  if ! { .venv/bin/python -m pip install --quiet --upgrade pip && .venv/bin/python -m pip install --quiet -e '.[dev]' \
-      && .venv/bin/python -m pip install --quiet --no-deps -e ./sdk; } \
+  # The core with the development tools, its runtime dependencies at the versions the Lambda asset ships
+  # (runtime.lock), then the SDK and the CLI over this checkout's sources. A venv made by an older checkout may hold
+  # the core under the distribution name `punctual`, which punctual-core replaces: it goes.
+  if ! { .venv/bin/python -m pip install --quiet --upgrade pip \
+      && .venv/bin/python -m pip install --quiet -c runtime.lock -e '.[dev]' \
+      && .venv/bin/python -m pip install --quiet --no-deps -e ./sdk -e ./cli \
+      && { .venv/bin/python -m pip uninstall --quiet --yes punctual || true; }; } \
       > .local/pip-install.log 2>&1; then
     cat .local/pip-install.log >&2
     log "installing the Python dependencies failed (log above, also in .local/pip-install.log)"
     exit 1
   fi
+  # The packages no distribution ships (the local stack, the simulator, the bench) import from functions/ as well,
+  # without PYTHONPATH (e.g. `.venv/bin/python -m scheduler_sim --seed 1`).
+  site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  printf '%s\n' "$ROOT/functions" > "$site/punctual-dev.pth"
   echo "$want" > .venv/.installed
 }
 

@@ -30,6 +30,7 @@ from punctual_sdk.auth import Auth, BearerAuth, SigV4Auth
 from punctual_sdk.errors import (
     ApiError,
     InvalidArgument,
+    InvalidResponse,
     ServerError,
     TooManyRequests,
     TransportError,
@@ -134,7 +135,7 @@ class Client:
             body_items.append({"job": _definition(definition), "idempotency_key": key or _new_key()})
         answer = self._call("POST", "/v1/jobs/batch", body={"items": body_items}, retry=True)
         results: list[Job | ApiError] = []
-        for result in answer.get("results", []):
+        for result in _items(answer, "results"):
             if result.get("status") in (200, 201) and isinstance(result.get("job"), dict):
                 results.append(Job.from_json(result["job"]))
             else:
@@ -335,7 +336,10 @@ class Client:
 
     def _page(self, method: str, path: str, query: Mapping[str, str | list[str]], noun: str, model: type[M]) -> Page[M]:
         body = self._call(method, path, query=query)
-        return Page([model.from_json(item) for item in body.get(noun) or []], body.get("next_cursor") or None)
+        cursor = body.get("next_cursor") or None
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidResponse(f"the API sent a next_cursor that is not a string: {cursor!r}", body)
+        return Page([model.from_json(item) for item in _items(body, noun)], cursor)
 
     def _call(
         self,
@@ -369,9 +373,7 @@ class Client:
                 self.sleep(self._backoff(attempt))
                 continue
             if response.status < 400:
-                text = response.body.decode() if response.body else ""
-                parsed = json.loads(text) if text.strip() else {}
-                return parsed if isinstance(parsed, dict) else {"value": parsed}
+                return _json(response.status, response.body)
             error = _error_from_response(response.status, response.body, response.headers)
             delay = self._retry_delay(error, repeatable, attempt)
             if delay is None:
@@ -398,6 +400,26 @@ class Client:
     def _backoff(self, attempt: int) -> float:
         """Exponential backoff with full jitter: a random wait up to backoff * 2^(attempt-1), capped."""
         return self.jitter() * min(self.max_backoff, self.backoff * 2.0 ** (attempt - 1))
+
+
+def _json(status: int, body: bytes) -> dict[str, Any]:
+    """A successful answer's JSON (an empty body: {}); `InvalidResponse` when it is not JSON."""
+    try:
+        text = body.decode() if body else ""
+        parsed = json.loads(text) if text.strip() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        shown = body[:200].decode(errors="replace")
+        raise InvalidResponse(f"the API answered {status} with a body that is not JSON: {shown!r}", body) from exc
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
+def _items(body: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
+    """The list `name` of an answer (absent: empty); `InvalidResponse` when it or an item is not what a list of
+    documents is."""
+    items = body.get(name) or []
+    if not isinstance(items, list) or not all(isinstance(item, Mapping) for item in items):
+        raise InvalidResponse(f"the API sent a '{name}' that is not a list of JSON objects", body)
+    return items
 
 
 def _new_key() -> str:

@@ -112,6 +112,16 @@ class TransportError(PunctualError):
     """The API could not be reached or did not answer (DNS, refused connection, timeout, TLS)."""
 
 
+class InvalidResponse(PunctualError):
+    """The API answered with success but with something this SDK cannot read: a body that is not JSON, or a document
+    without a field the SDK needs (or with one of the wrong type). `body` holds what was received. A field or a state
+    the SDK does not know is not this: a newer API's additions are kept (`raw`, the `UNKNOWN` states)."""
+
+    def __init__(self, message: str, body: Any = None) -> None:
+        super().__init__(message)
+        self.body = body
+
+
 class InvalidArgument(PunctualError, ValueError):
     """A call refused before anything was sent (a naive datetime, a batch over the limit); says what to fix."""
 
@@ -195,6 +205,7 @@ __all__ = [
     "FieldError",
     "Forbidden",
     "InvalidArgument",
+    "InvalidResponse",
     "NotFound",
     "PreconditionFailed",
     "PunctualError",

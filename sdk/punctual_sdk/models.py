@@ -3,7 +3,8 @@ trigger, signing keys and the forecast.
 
 Every model keeps fields it does not know (`extra="allow"`), so a newer API that adds a field does not break an
 older SDK; `raw` is the document exactly as the API sent it. Schedules and targets of a kind this SDK does not
-know come back as plain dicts.
+know come back as plain dicts, and a state it does not know as the `UNKNOWN` member of its enum (the state as sent
+is in `raw`). A document it cannot read at all (a missing or malformed field it needs) raises `InvalidResponse`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from punctual_sdk.errors import InvalidResponse
 
 
 class JobState(StrEnum):
+    #: A state this SDK does not know (a newer API's): the state as sent is the document's (`job.raw["state"]`).
+    UNKNOWN = "UNKNOWN"
     ACTIVE = "ACTIVE"
     PAUSED = "PAUSED"
     CANCELLED = "CANCELLED"
@@ -28,6 +33,8 @@ class JobState(StrEnum):
 
 
 class RunState(StrEnum):
+    #: A state this SDK does not know (a newer API's): the state as sent is the document's (`run.raw["state"]`).
+    UNKNOWN = "UNKNOWN"
     RUNNING = "RUNNING"
     RETRY_WAIT = "RETRY_WAIT"
     SUCCEEDED = "SUCCEEDED"
@@ -39,13 +46,36 @@ class RunState(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self not in (RunState.RUNNING, RunState.RETRY_WAIT)
+        """Settled for good. A state this SDK does not know is not taken for settled: a poller keeps polling."""
+        return self not in (RunState.RUNNING, RunState.RETRY_WAIT, RunState.UNKNOWN)
 
 
 class BackfillState(StrEnum):
+    #: A state this SDK does not know (a newer API's): the state as sent is the document's (`backfill.raw["state"]`).
+    UNKNOWN = "UNKNOWN"
     RUNNING = "RUNNING"
     COMPLETED = "COMPLETED"
     CANCELLED = "CANCELLED"
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _known_or_unknown(kind: type[E]) -> BeforeValidator:
+    """A state as its enum's member, or `UNKNOWN` for a string the enum does not have (a newer API's state)."""
+
+    def read(value: Any) -> Any:
+        if isinstance(value, str) and value not in kind._value2member_map_:
+            return kind("UNKNOWN")
+        return value
+
+    return BeforeValidator(read)
+
+
+#: The states as the API's documents carry them: one this SDK does not know is `UNKNOWN`, never a validation error.
+SentJobState = Annotated[JobState, _known_or_unknown(JobState)]
+SentRunState = Annotated[RunState, _known_or_unknown(RunState)]
+SentBackfillState = Annotated[BackfillState, _known_or_unknown(BackfillState)]
 
 
 class ApiModel(BaseModel):
@@ -56,7 +86,17 @@ class ApiModel(BaseModel):
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Self:
-        model = cls.model_validate(dict(body))
+        """The model of a document the API sent; `InvalidResponse` (a `PunctualError`) when it is not one."""
+        if not isinstance(body, Mapping):
+            raise InvalidResponse(f"the API sent {type(body).__name__} where {cls.__name__} is a JSON object", body)
+        try:
+            model = cls.model_validate(dict(body))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'the document'}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise InvalidResponse(f"the API sent a {cls.__name__} this SDK cannot read ({problems})", body) from exc
         model._raw = dict(body)
         return model
 
@@ -222,7 +262,7 @@ class Job(ApiModel):
     """A job as the API shows it: its definition plus what the scheduler tracks about it."""
 
     job_id: str
-    state: JobState
+    state: SentJobState
     version: int
     name: str | None = None
     schedule: Schedule | None = None
@@ -260,7 +300,7 @@ class Run(ApiModel):
 
     occurrence_key: str
     scheduled_for: datetime | None = None
-    state: RunState
+    state: SentRunState
     attempts: int = 0
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -278,7 +318,7 @@ class Backfill(ApiModel):
     job_id: str = ""
     range_from: datetime | None = Field(default=None, alias="from")
     range_to: datetime | None = Field(default=None, alias="to")
-    state: BackfillState
+    state: SentBackfillState
     total: int = 0
     dispatched: int = 0
     remaining: int = 0

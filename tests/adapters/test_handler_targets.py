@@ -23,8 +23,8 @@ from scheduler.core.model.keys import occurrence_key
 from scheduler.core.ports import Dispatch, TargetCall, TargetFailure
 from scheduler.core.records import Attempt
 from scheduler.examples import payments
+from scheduler.provision import EXAMPLE_TABLE, create_table
 from scheduler.targets.registry import HandlerContext, HandlerRegistry, HandlerTargetInvoker, registry
-from scheduler_local.provision import EXAMPLE_TABLE, create_table
 
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past.
 T0 = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)

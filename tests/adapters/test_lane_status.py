@@ -19,7 +19,7 @@ from scheduler.adapters.lane_status import (
     collect,
 )
 from scheduler.core.model.timefmt import minute_of
-from scheduler_local.provision import Resources
+from scheduler.provision import Resources
 
 NOW = datetime(2026, 1, 5, 9, 0, 30, tzinfo=UTC)
 

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from scheduler.handlers import api, sweeper, wiring, worker
-from scheduler_local.api_server import to_event
-from scheduler_local.lambda_context import LocalContext
-from scheduler_local.provision import Resources
+from scheduler.handlers.local_invocation import LocalContext, to_event
+from scheduler.provision import Resources
 from tests.sdk.http_server import Quiet, serving
 
 TENANT_A = "arn:aws:iam::111111111111:user/alice"

@@ -13,8 +13,8 @@ import pytest
 from scheduler.adapters.dispatch_message import dispatches_from_body
 from scheduler.core.model.timefmt import minute_of, rfc3339
 from scheduler.handlers import sweeper
+from scheduler.handlers.local_invocation import LocalContext
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
-from scheduler_local.lambda_context import LocalContext
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 

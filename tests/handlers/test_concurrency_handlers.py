@@ -16,8 +16,8 @@ from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
 from scheduler.handlers import wiring, worker
+from scheduler.handlers.local_invocation import LocalContext
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
-from scheduler_local.lambda_context import LocalContext
 from scheduler_local.worker_poller import to_event
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]

@@ -88,8 +88,7 @@ def test_a_symlink_out_of_the_console_folder_is_not_followed(tmp_path: Path) -> 
 
 def lambda_get(path: str) -> tuple[int, dict[str, str], str]:
     from scheduler.handlers import api
-    from scheduler_local.api_server import to_event
-    from scheduler_local.lambda_context import LocalContext
+    from scheduler.handlers.local_invocation import LocalContext, to_event
 
     answer = api.lambda_handler(to_event("GET", path, {}, b"", None, "127.0.0.1"), LocalContext("punctual-api", 29))
     headers = {k.lower(): v for k, v in (answer.get("headers") or {}).items()}

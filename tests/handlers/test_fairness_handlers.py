@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.core.model.timefmt import rfc3339, truncate_ms
 from scheduler.handlers import sweeper, wiring
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.handlers import sweeper
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")
 

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scheduler_local.api_server import to_event
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext, to_event
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import pytest
 from scheduler.adapters.dynamodb import DynamoTimerStore
 from scheduler.core.model.timefmt import minute_of, rfc3339
 from scheduler.handlers.api_operator import OperatorStatus
-from scheduler_local.provision import Resources
+from scheduler.provision import Resources
 
 TENANT_A = "arn:aws:iam::111111111111:user/alice"
 OPERATOR = "arn:aws:iam::333333333333:user/oncall"

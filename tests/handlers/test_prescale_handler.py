@@ -13,7 +13,7 @@ import pytest
 from scheduler.adapters.memory import MemoryPollerControl
 from scheduler.core.model.timefmt import minute_of, rfc3339
 from scheduler.handlers import prescaling, sweeper, wiring
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 

@@ -14,8 +14,8 @@ from scheduler.adapters.dispatch_message import dispatch_from_body
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, parse_rfc3339, rfc3339, truncate_ms
 from scheduler.core.ports import Dispatch
 from scheduler.handlers import sweeper
+from scheduler.handlers.local_invocation import LocalContext
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
-from scheduler_local.lambda_context import LocalContext
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 

@@ -21,11 +21,11 @@ from scheduler.adapters.sqs import SqsReadyQueue
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
 from scheduler.handlers import wiring, worker
+from scheduler.handlers.local_invocation import LocalContext
 from scheduler.ops.redrive import SqsDeadLetters, redrive
 from scheduler.security.signing import KeyRing, tenant_key
 from scheduler.settings import LOCAL_SIGNING_KEYS, Settings
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
-from scheduler_local.lambda_context import LocalContext
 from scheduler_local.worker_poller import to_event
 from tests.sdk.http_server import Quiet, serving
 

@@ -10,12 +10,15 @@ import pytest
 from aws_cdk import App, DockerImage, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from infra import REPO_ROOT
 from infra.bundling import (
     PIP_PLATFORM,
     PYTHON_VERSION,
     LocalPipBundler,
+    LockMismatch,
     function_code,
     pip_install_command,
     runtime_dependencies,
@@ -50,12 +53,43 @@ def test_bundling_target_matches_the_lambda_runtime() -> None:
     assert PIP_PLATFORM.endswith("_aarch64")
 
 
-def test_runtime_dependencies_are_pyprojects() -> None:
+def test_the_asset_installs_the_locks_exact_pins_and_apps_get_ranges() -> None:
     with (REPO_ROOT / "pyproject.toml").open("rb") as file:
-        declared = tomllib.load(file)["project"]["dependencies"]
+        declared = [Requirement(r) for r in tomllib.load(file)["project"]["dependencies"]]
+    pins = [Requirement(r) for r in runtime_dependencies()]
 
-    assert runtime_dependencies() == tuple(declared)
+    # The asset: one exact version of each runtime dependency, inside the range pyproject.toml declares
     assert declared  # the functions cannot run on the standard library alone
+    assert sorted(canonicalize_name(p.name) for p in pins) == sorted(canonicalize_name(d.name) for d in declared)
+    assert all([s.operator for s in p.specifier] == ["=="] for p in pins)
+    # An app that installs the core (the test scheduler) gets ranges, never an exact pin that would move its own
+    assert not [str(d) for d in declared if any(s.operator in ("==", "===") for s in d.specifier)]
+
+
+@pytest.mark.parametrize(
+    ("lock", "problem"),
+    [
+        ("boto3==1.44.8\n", "pins no version of pydantic"),
+        ("boto3==1.44.8\npydantic==1.10.0\n", "pydantic==1.10.0 is outside"),
+        ("boto3==1.44.8\npydantic==2.14.4\nrequests==2.32.0\n", "requests is not a runtime dependency"),
+        ("boto3>=1.44\npydantic==2.14.4\n", "is not one exact pin"),
+    ],
+)
+def test_a_lock_that_strays_from_the_declared_dependencies_is_refused(tmp_path: Path, lock: str, problem: str) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\ndependencies = ["boto3>=1.34,<2", "pydantic>=2.6,<3"]\n')
+    (tmp_path / "runtime.lock").write_text(lock)
+
+    with pytest.raises(LockMismatch, match=problem):
+        runtime_dependencies(pyproject, tmp_path / "runtime.lock")
+
+
+def test_a_lock_that_matches_gives_its_pins_in_order(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\ndependencies = ["boto3>=1.34,<2", "Pydantic>=2.6,<3"]\n')
+    (tmp_path / "runtime.lock").write_text("# exact\npydantic==2.14.4  # models\n\nboto3==1.44.8\n")
+
+    assert runtime_dependencies(pyproject, tmp_path / "runtime.lock") == ("pydantic==2.14.4", "boto3==1.44.8")
 
 
 @pytest.fixture

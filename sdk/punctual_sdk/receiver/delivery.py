@@ -18,7 +18,7 @@ from typing import Any, Literal
 from punctual_sdk.receiver.errors import InvalidDelivery
 from punctual_sdk.receiver.signature import MAX_DIGITS
 
-Source = Literal["http", "lambda", "sqs", "sns"]
+Source = Literal["http", "lambda", "sqs", "sns", "handler"]
 ENVELOPE_FIELDS = ("occurrence_key", "fencing_token", "job_id", "scheduled_for", "attempt")
 
 

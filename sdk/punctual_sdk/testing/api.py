@@ -22,8 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual_sdk.errors import error_from_response
 from scheduler.handlers import api, wiring
-from scheduler_local.api_server import to_event
-from scheduler_local.lambda_context import LocalContext
+from scheduler.handlers.local_invocation import LocalContext, to_event
 
 if TYPE_CHECKING:
     from punctual_sdk.transport import HttpRequest, HttpResponse

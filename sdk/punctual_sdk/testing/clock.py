@@ -62,7 +62,7 @@ def sqs_on(clock: VirtualClock) -> Iterator[None]:
     if missing:
         raise RuntimeError(
             f"this moto ({getattr(sqs_model, '__name__', 'moto')}) has no {', '.join(missing)} in its SQS model: the "
-            "test scheduler needs moto>=5,<6 (install punctual-sdk[testing])"
+            'test scheduler needs moto>=5.1.10,<6 (pip install "punctual-sdk[testing]")'
         )
 
     def unix_time(when: datetime | None = None) -> float:

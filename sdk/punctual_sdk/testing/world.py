@@ -21,8 +21,8 @@ from scheduler.core.execution.packing import MessageRunner
 from scheduler.core.model.job import BackfillState
 from scheduler.core.model.timefmt import minute_of
 from scheduler.handlers import wiring
+from scheduler.provision import Resources, provision
 from scheduler.settings import Settings
-from scheduler_local.provision import Resources, provision
 
 REGION = "us-east-1"
 ONE_MINUTE = timedelta(minutes=1)

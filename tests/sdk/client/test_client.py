@@ -15,6 +15,7 @@ from punctual_sdk.auth import BearerAuth, SigV4Auth, region_of
 from punctual_sdk.client import Client
 from punctual_sdk.models import (
     Backfill,
+    BackfillState,
     CronSchedule,
     HttpTarget,
     Job,
@@ -77,6 +78,56 @@ def test_a_schedule_or_target_of_a_kind_the_sdk_does_not_know_comes_back_as_a_di
     job = api.client().get("job-1")
 
     assert job.target == {"type": "kafka", "topic": "t"}
+
+
+def test_a_state_of_a_newer_api_is_unknown_and_kept_as_sent(api: Any, job_json: JobJson) -> None:
+    # Given a newer API whose job, run and backfill are in states this SDK has never heard of
+    api.answers["GET /v1/jobs/job-1"] = (200, job_json(state="HIBERNATING"))
+    api.answers["GET /v1/jobs/job-1/runs"] = (
+        200,
+        {"runs": [{"occurrence_key": "job-1:a", "state": "QUARANTINED", "attempts": 1}], "next_cursor": None},
+    )
+    api.answers["GET /v1/jobs/job-1/backfill/b-1"] = (200, {"backfill_id": "b-1", "state": "THROTTLED"})
+    client = api.client()
+
+    # When they are read
+    job = client.get("job-1")
+    [run] = client.runs("job-1").items
+    backfill = client.backfill("job-1", "b-1")
+
+    # Then each parses: the state is UNKNOWN, the state as sent is readable, and nothing is taken for settled
+    assert job.state is JobState.UNKNOWN and job.raw["state"] == "HIBERNATING"
+    assert run.state is RunState.UNKNOWN and run.raw["state"] == "QUARANTINED" and not run.state.terminal
+    assert backfill.state is BackfillState.UNKNOWN and backfill.raw["state"] == "THROTTLED"
+    assert job.version == 1 and run.occurrence_key == "job-1:a"
+
+
+@pytest.mark.parametrize(
+    ("answer", "call", "says"),
+    [
+        ((200, {"state": "ACTIVE", "version": 1}), lambda c: c.get("job-1"), "job_id: Field required"),
+        ((200, {"job_id": "job-1", "state": "ACTIVE", "version": "v1"}), lambda c: c.get("job-1"), "version"),
+        ((200, {"job_id": "job-1", "state": 7, "version": 1}), lambda c: c.get("job-1"), "state"),
+        ((200, b"<html>gateway</html>"), lambda c: c.get("job-1"), "not JSON"),
+        ((200, b"\xff\xfe"), lambda c: c.get("job-1"), "not JSON"),
+        ((200, {"runs": {"a": 1}}), lambda c: c.runs("job-1"), "'runs' that is not a list"),
+        ((200, {"runs": ["job-1:a"]}), lambda c: c.runs("job-1"), "'runs' that is not a list of JSON objects"),
+        ((200, {"runs": [], "next_cursor": 5}), lambda c: c.runs("job-1"), "next_cursor"),
+        ((200, {"results": "none"}), lambda c: c.create_batch([DEFINITION]), "'results'"),
+    ],
+)
+def test_an_answer_the_sdk_cannot_read_is_an_invalid_response_never_a_raw_parse_error(
+    api: Any, answer: tuple[int, Any], call: Callable[[Client], Any], says: str
+) -> None:
+    api.answers["GET /v1/jobs/job-1"] = answer
+    api.answers["GET /v1/jobs/job-1/runs"] = answer
+    api.answers["POST /v1/jobs/batch"] = answer
+
+    with pytest.raises(errors.InvalidResponse, match=says) as raised:
+        call(api.client())
+
+    assert isinstance(raised.value, errors.PunctualError)
+    assert raised.value.body is not None
 
 
 STATUSES = [

@@ -6,6 +6,9 @@ Each test runs its scheduler in-process (no emulator, no network): moto answers 
 from __future__ import annotations
 
 import json
+import logging
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,8 +16,9 @@ from typing import Any
 import pytest
 
 from punctual_sdk.errors import InvalidArgument, NotFound, Unprocessable
-from punctual_sdk.receiver import verify_v2
-from punctual_sdk.testing import HandlerContext, Request, Response, TestScheduler
+from punctual_sdk.models import Job, JobState, Run, RunState, SigningKeys, Triggered
+from punctual_sdk.receiver import Delivery, verify_v2
+from punctual_sdk.testing import Delivered, HandlerContext, Request, Response, TargetFailure, TestScheduler
 from punctual_sdk.testing.pytest_plugin import punctual  # noqa: F401 (the fixture)
 
 #: A Monday, 09:00 UTC.
@@ -37,10 +41,10 @@ def test_a_charge_in_seven_days_runs_once_at_its_time() -> None:
         scheduler.advance(days=7, hours=1)
         # Then it ran once, at its time, with the deployed occurrence key and fencing token
         assert [(c.occurrence_key, c.fencing_token, c.attempt, c.payload) for c in charges] == [
-            (f"{job['job_id']}:2026-03-09T09:00:00Z", 1, 1, {"card": "c_1"})
+            (f"{job.job_id}:2026-03-09T09:00:00Z", 1, 1, {"card": "c_1"})
         ]
         assert scheduler.deliveries[0].at == T0 + timedelta(days=7)
-        assert [(r["state"], r["attempts"]) for r in scheduler.runs(job["job_id"])] == [("SUCCEEDED", 1)]
+        assert [(r.state, r.attempts) for r in scheduler.runs(job.job_id)] == [("SUCCEEDED", 1)]
 
 
 def test_a_daily_cron_keeps_its_local_hour_across_the_spring_dst_change() -> None:
@@ -76,8 +80,8 @@ def test_a_failing_receiver_is_retried_with_backoff_until_dead_and_the_occurrenc
         assert len({d.occurrence_key for d in attempts}) == 1
         assert attempts[0].at < attempts[1].at < attempts[2].at
         assert all("HTTP 503" in (d.error or "") for d in attempts)
-        [run] = scheduler.runs(job["job_id"])
-        assert (run["state"], run["attempts"]) == ("DEAD", 3)
+        [run] = scheduler.runs(job.job_id)
+        assert (run.state, run.attempts) == ("DEAD", 3)
         [letter] = scheduler.dead_letters()
         assert attempts[0].occurrence_key in json.dumps(letter)
 
@@ -97,10 +101,10 @@ def test_pause_and_resume_apply_the_misfire_policy(policy: str, after_resume: li
             handler_job("tick", {"type": "cron", "expression": "*/5 * * * *"}, misfire_policy=policy)
         )
         scheduler.advance(minutes=6)
-        assert scheduler.pause(job["job_id"])["state"] == "PAUSED"
+        assert scheduler.pause(job.job_id).state == "PAUSED"
         scheduler.advance(minutes=30)
         assert [f.strftime("%H:%M") for f in fired] == ["09:05"]  # nothing while paused
-        scheduler.resume(job["job_id"])
+        scheduler.resume(job.job_id)
         scheduler.advance(minutes=10)
     assert [f.strftime("%H:%M") for f in fired[1:]] == after_resume
 
@@ -126,15 +130,17 @@ def test_an_http_receiver_gets_the_signed_request_a_deployed_worker_sends() -> N
             }
         )
         scheduler.advance(minutes=3)
-        keys = {k["key_id"]: k["key"] for k in scheduler.signing_keys(job["job_id"])["keys"]}
+        keys = scheduler.signing_keys(job.job_id).by_id()
         # Then the request verifies with the job's signing keys, as a receiver checks it
         [(headers, body)] = seen
         verified = verify_v2(keys, "POST", headers["Host"], "/charge", headers, body)
-        assert verified.occurrence_key == f"{job['job_id']}:2026-03-02T09:02:00Z"
+        # And it is signed as a new deployment signs: v2 alone, no v1 for receivers older than v2
+        assert "v2=" in headers["X-Scheduler-Signature"] and "v1=" not in headers["X-Scheduler-Signature"]
+        assert verified.occurrence_key == f"{job.job_id}:2026-03-02T09:02:00Z"
         assert verified.fencing_token == 1
         assert json.loads(body) == {"order": 7}
         assert headers["Idempotency-Key"] == verified.occurrence_key
-        assert scheduler.runs(job["job_id"])[0]["state"] == "SUCCEEDED"
+        assert scheduler.runs(job.job_id)[0].state == "SUCCEEDED"
 
 
 def test_an_asgi_receiver_and_a_trigger_run_now() -> None:
@@ -154,14 +160,12 @@ def test_an_asgi_receiver_and_a_trigger_run_now() -> None:
                 "payload": [1, 2],
             }
         )
-        scheduler.trigger(job["job_id"])
+        scheduler.trigger(job.job_id)
         scheduler.advance()  # runs what is due now
     assert received == [{"path": "/run", "body": [1, 2]}]
 
 
 def test_a_handler_can_fail_permanently_and_a_run_is_not_retried() -> None:
-    from scheduler.core.ports import TargetFailure
-
     def refuse(context: HandlerContext) -> None:
         raise TargetFailure("permanent", "card declined")
 
@@ -169,7 +173,7 @@ def test_a_handler_can_fail_permanently_and_a_run_is_not_retried() -> None:
         job = scheduler.create(handler_job("billing.charge", {"type": "once", "delay_seconds": 10}))
         scheduler.advance(minutes=30)
         assert [d.attempt for d in scheduler.deliveries] == [1]
-        assert scheduler.runs(job["job_id"])[0]["state"] == "DEAD"
+        assert scheduler.runs(job.job_id)[0].state == "DEAD"
 
 
 def test_the_fixture_gives_a_started_scheduler(punctual: TestScheduler) -> None:  # noqa: F811
@@ -265,3 +269,102 @@ def test_a_plain_receiver_gets_a_request_and_may_answer_a_response() -> None:
         assert [r.path for r in got] == ["/x"]
         assert got[0].header("idempotency-key") == scheduler.deliveries[0].occurrence_key
         assert _responses(r for _, r in scheduler.http.sent if isinstance(r, Response)) == [202]
+
+
+# -- what a test reads: the SDK's models, one Delivery, a quiet scheduler -------------------------------------------
+
+
+def test_the_reads_are_the_sdks_models() -> None:
+    with TestScheduler(handlers={"tick": lambda c: None}, start=T0) as scheduler:
+        job = scheduler.create({**handler_job("tick", {"type": "cron", "expression": "*/5 * * * *"}), "name": "tick"})
+        triggered = scheduler.trigger(job.job_id)
+        scheduler.advance(minutes=6)
+
+        assert isinstance(job, Job) and job.state is JobState.ACTIVE and job.name == "tick"
+        assert isinstance(triggered, Triggered) and triggered.occurrence_key.startswith(job.job_id)
+        assert [j.job_id for j in scheduler.list()] == [job.job_id] == [scheduler.get(job.job_id).job_id]
+        runs = scheduler.runs(job.job_id)
+        assert runs and all(isinstance(r, Run) and r.state is RunState.SUCCEEDED for r in runs)
+        assert isinstance(scheduler.signing_keys(job.job_id), SigningKeys)
+        assert scheduler.update(job.job_id, {"name": "tock"}, if_match=job.version).name == "tock"
+        assert scheduler.pause(job.job_id).state is JobState.PAUSED
+        assert scheduler.resume(job.job_id).state is JobState.ACTIVE
+        assert scheduler.cancel(job.job_id).state is JobState.CANCELLED
+        assert scheduler.client() is scheduler.client()
+        with pytest.raises(InvalidArgument, match=r"job\.job_id"):
+            scheduler.runs(job)  # type: ignore[arg-type]
+
+
+def test_a_delivery_is_the_receiver_kits_delivery_with_its_outcome() -> None:
+    def refuse(context: HandlerContext) -> None:
+        raise TargetFailure("permanent", "card declined")
+
+    with TestScheduler(handlers={"billing.charge": refuse}, receivers=lambda r: 204, start=T0) as scheduler:
+        handled = scheduler.create(handler_job("billing.charge", {"type": "once", "delay_seconds": 60}, payload=[1]))
+        posted = scheduler.create(
+            {
+                "schedule": {"type": "once", "delay_seconds": 120},
+                "target": {"type": "http", "url": "https://shop.example.com/charge"},
+                "payload": {"order": 7},
+            }
+        )
+        first, second = scheduler.advance(minutes=3)
+
+    assert all(isinstance(d, Delivered) and isinstance(d, Delivery) for d in (first, second))
+    assert (first.job_id, first.source, first.payload, first.raw) == (handled.job_id, "handler", [1], None)
+    assert first.scheduled_for == "2026-03-02T09:01:00Z" and first.at == T0 + timedelta(minutes=1)
+    assert first.result is None and "card declined" in (first.error or "")
+    assert (second.job_id, second.source, second.payload) == (posted.job_id, "http", {"order": 7})
+    assert isinstance(second.raw, Request) and second.raw.header("Idempotency-Key") == second.occurrence_key
+    assert (second.result, second.error, second.fencing_token, second.attempt) == ("HTTP 204", None, 1, 1)
+
+
+def _a_day_with_a_failing_receiver(**options: Any) -> None:
+    with TestScheduler(receivers=lambda request: 503, start=T0, **options) as scheduler:
+        scheduler.create(
+            {
+                "schedule": {"type": "once", "delay_seconds": 60},
+                "target": {"type": "http", "url": "https://shop.example.com/hook"},
+                "retry": {"max_attempts": 2, "initial_backoff_seconds": 10},
+            }
+        )
+        scheduler.advance(days=1)
+
+
+def test_the_scheduler_is_quiet_unless_asked(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    core = logging.getLogger("scheduler.core.execution.record")
+    level = core.level
+    # Given a day in which a job is created, retried and dies (each logged by the deployed core)
+    _a_day_with_a_failing_receiver()
+    quiet, quiet_records = capfd.readouterr(), list(caplog.records)
+    caplog.clear()
+    _a_day_with_a_failing_receiver(log_level="INFO")
+    asked, asked_records = capfd.readouterr(), list(caplog.records)
+
+    # Then by default nothing of the core's reaches the test's output or its logging; asked, its JSON lines do
+    assert (quiet.out, quiet.err, quiet_records) == ("", "", [])
+    assert '"message":"occurrence dead"' in asked.out and '"message":"job created"' in asked.out
+    assert {r.getMessage() for r in asked_records} >= {"job created", "occurrence dead"}
+    # And the core's loggers are as they were once the scheduler is closed
+    assert core.level == level
+
+
+def test_a_log_level_that_is_not_one_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="log_level"):
+        TestScheduler(log_level="LOUD")
+
+
+@pytest.mark.parametrize(("absent", "names"), [("moto", "moto"), ("scheduler", "punctual-core")])
+def test_without_the_testing_extra_the_import_says_which_extra_to_install(absent: str, names: str) -> None:
+    # Given an environment without part of the `testing` extra (its module hidden from the import system)
+    script = f"import sys; sys.modules[{absent!r}] = None; import punctual_sdk.testing"
+
+    # When the test scheduler is imported
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+
+    # Then the ImportError names the extra to install, and what it would bring
+    assert ran.returncode != 0
+    assert "ImportError: punctual_sdk.testing needs the `testing` extra" in ran.stderr
+    assert 'pip install "punctual-sdk[testing]"' in ran.stderr and names in ran.stderr

@@ -1,4 +1,6 @@
-"""Create the local tables and queues from the same definitions the CDK stack uses (`scheduler.schema`)."""
+"""Create the tables and queues from the same definitions the CDK stack uses (`scheduler.schema`): for the local
+stack (`scheduler_local`), the test scheduler (`punctual_sdk.testing`, on moto) and the tests. Never on AWS, where
+the CDK stack creates them."""
 
 from __future__ import annotations
 
