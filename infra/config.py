@@ -188,6 +188,10 @@ class PunctualConfig(BaseModel):
     #: API Gateway stage throttling: steady requests per second and burst.
     api_throttle_rate_limit: float = Field(default=50.0, gt=0, le=10_000)
     api_throttle_burst_limit: int = Field(default=100, ge=1, le=5_000)
+    #: The console's files (`GET /console/...`, the one unauthenticated route besides the health check) have a
+    #: throttle of their own, within the stage's: anonymous traffic can take only this share of the function.
+    console_throttle_rate_limit: float = Field(default=5.0, gt=0, le=10_000, validate_default=True)
+    console_throttle_burst_limit: int = Field(default=20, ge=1, le=5_000, validate_default=True)
     #: Create the account-level role API Gateway needs to write logs. Turn off when the account's
     #: API Gateway settings already name a CloudWatch role (it is one setting per account and region).
     api_cloudwatch_role: bool = True
@@ -259,6 +263,14 @@ class PunctualConfig(BaseModel):
                     "operator"
                 )
         return operators
+
+    @field_validator("console_throttle_rate_limit", "console_throttle_burst_limit")
+    @classmethod
+    def _console_within_the_stage(cls, value: float, info: ValidationInfo) -> float:
+        stage = str(info.field_name).replace("console_", "api_")
+        if stage in info.data and value > info.data[stage]:
+            raise ValueError(f"must be at most {stage} ({info.data[stage]}): the console's share of the stage's")
+        return value
 
     @model_validator(mode="after")
     def _allow_lists_within_the_grants(self) -> PunctualConfig:

@@ -156,8 +156,9 @@ class Settings(BaseSettings):
     #: the keys of its jobs); on AWS in Secrets Manager (`signing_keys_arn`).
     signing_keys: str = LOCAL_SIGNING_KEYS
     signing_keys_arn: str = ""
-    #: Also sign every call with v1 (the migration window for receivers that verify v1); turn off once they verify v2.
-    signature_v1: bool = True
+    #: Also sign every call with v1 (the migration window for receivers that verify v1). Off unless a deployment turns
+    #: it on (the stack's `signature_v1`): anything built from Settings alone signs v2 only.
+    signature_v1: bool = False
     #: The key that authenticates dispatch messages (an HMAC in every ready-queue body, checked by the worker and by
     #: redrive); read by the API, the sweeper and the worker; on AWS in Secrets Manager (`message_secret_arn`).
     message_secret: str = LOCAL_MESSAGE_SECRET

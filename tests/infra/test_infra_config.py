@@ -79,6 +79,8 @@ def test_cli_can_clear_an_optional_value() -> None:
         ({"sweeper_reserved_concurrency": -1}, "sweeper_reserved_concurrency"),
         ({"sweep_safety_seconds": 60}, "sweep_safety_seconds"),
         ({"api_throttle_rate_limit": 0}, "api_throttle_rate_limit"),
+        ({"console_throttle_rate_limit": 60}, "console_throttle_rate_limit"),  # above the stage's 50
+        ({"api_throttle_burst_limit": 10}, "console_throttle_burst_limit"),  # the console's 20 above the stage's
         ({"stage": "Prod_1"}, "stage"),
         ({"alarm_email": "not-an-address"}, "alarm_email"),
         ({"log_retention_days": 31}, "log_retention_days"),
