@@ -31,6 +31,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from scheduler.core.errors import InvalidRequest
+from scheduler.core.jobs.secrecy import redact_url
 from scheduler.core.model.job import HttpTarget, JobSpec
 from scheduler.settings import Settings
 
@@ -141,8 +142,9 @@ class AddressGuard:
         if self.allow_http or urlsplit(url).scheme == "https":
             return None
         return (
-            f"target url '{url}' uses plain http; this deployment calls http targets over https only, because the "
-            "signed call, its headers and its payload would cross the network in clear text - use an https:// URL"
+            f"target url '{redact_url(url)}' uses plain http; this deployment calls http targets over https only, "
+            "because the signed call, its headers and its payload would cross the network in clear text - use an "
+            "https:// URL"
         )
 
     def refusal(self, address: str | IpAddress) -> str | None:
@@ -195,11 +197,11 @@ class AddressGuard:
         if literal is not None:
             why = self.refusal(literal)
             if why is not None:
-                raise InvalidRequest(f"target url '{url}' points at {literal}, {why}", field="target.url")
+                raise InvalidRequest(f"target url '{redact_url(url)}' points at {literal}, {why}", field="target.url")
             return
         if host == "localhost" or host.endswith((".localhost", ".internal", ".local")):
             if not self.allow_private:
-                raise InvalidRequest(f"target url '{url}' points at a local host name", field="target.url")
+                raise InvalidRequest(f"target url '{redact_url(url)}' points at a local host name", field="target.url")
             return
         try:
             self.addresses(url)

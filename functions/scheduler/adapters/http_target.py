@@ -24,7 +24,7 @@ from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
 from scheduler.adapters.call_deadlines import CallDeadlines, CallWatch
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execution.retry import classify_http_status
-from scheduler.core.jobs.secrecy import headers_to_send
+from scheduler.core.jobs.secrecy import headers_to_send, redact_url
 from scheduler.core.model.job import SCHEDULER_HEADERS, HttpTarget, Job, JobSpec, header_problem
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Metrics, SealFailed, SecretSealer, TargetCall, TargetFailure
@@ -351,7 +351,8 @@ class HttpTargetInvoker:
                 "retryable", f"HTTP {response.status}", retry_after_seconds(response.getheader("Retry-After"))
             )
         if 300 <= response.status < 400:
-            location = response.getheader("Location") or "no Location"
+            # A redirect may carry a token of its own (a pre-signed URL): shown like the target's URL.
+            location = redact_url(response.getheader("Location") or "") or "no Location"
             raise TargetFailure(
                 "permanent",
                 f"HTTP {response.status} to {location} (not retried: redirects are not followed, because the "
