@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
 from scheduler.adapters.call_deadlines import CallDeadlines, CallWatch
+from scheduler.adapters.host_lookups import LookupsBusy
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execution.retry import classify_http_status
 from scheduler.core.jobs.secrecy import headers_to_send, redact_url
@@ -224,12 +225,15 @@ class HttpTargetInvoker:
         self, call: TargetCall, target: HttpTarget, job_headers: dict[str, str], watch: CallWatch, timeout: float
     ) -> str | None:
         url = str(target.url)
+        left = watch.deadline - self.deadlines.monotonic()  # the lookup is the call's first step: within its deadline
         try:
-            host, port, addresses = self.guard.addresses(url, timeout)
+            host, port, addresses = self.guard.addresses(url, max(left, 0.0), tenant=call.job.tenant)
         except BlockedAddress as exc:
             raise TargetFailure("permanent", str(exc)) from exc
         except TimeoutError as exc:
             raise TargetFailure("retryable", f"not sent: {exc} (timeout_seconds is {timeout:g})") from exc
+        except LookupsBusy as exc:
+            raise TargetFailure("retryable", f"not sent: {exc}") from exc
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         body = json.dumps(call.job.spec.payload, separators=(",", ":")).encode()
