@@ -68,7 +68,9 @@ class SchedulerApi(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         config = build.config
-        self.handler = SchedulerFunction(self, API, build)
+        self.handler = SchedulerFunction(
+            self, API, build, reserved_concurrent_executions=config.api_reserved_concurrency or None
+        )
         self.function = self.handler.function
         self.access_logs = logs.LogGroup(
             self, "AccessLogs", retention=log_retention(config), removal_policy=data_removal_policy(config)

@@ -181,7 +181,13 @@ class PunctualConfig(BaseModel):
     #: it unreserved, for accounts whose concurrency quota is still the new-account 10 (Lambda's own
     #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.
     sweeper_reserved_concurrency: int = Field(default=2, ge=0, le=100)
+    #: Reserved concurrency of the api function: what the API may take at most (a tenant's bulk actions hold an
+    #: invocation for up to about 20 s each), so no load on the API can take the account's concurrency from the
+    #: workers, and what it keeps for itself. 0 leaves it unreserved and unbounded (accounts whose concurrency quota
+    #: is still the new-account 10).
+    api_reserved_concurrency: int = Field(default=50, ge=0, le=1000)
     tenant_request_rate: float | None = function_setting("tenant_request_rate")
+    bulk_max_running: int | None = function_setting("bulk_max_running")
     #: The tenants that may read the operator's view (`GET /v1/operator/status`), keyed as the API keys them (as in
     #: `tenant_targets`). Unset: nobody.
     operators: list[str] | None = function_setting("operators")

@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     #: counted request costs one write unit.
     tenant_request_rate: float = Field(default=20.0, ge=0)
     tenant_request_window_seconds: int = Field(default=10, ge=1, le=300)
+    #: Bulk actions (scheduler.core.jobs.bulk) of one tenant running at once; another's request is a 429 meanwhile.
+    #: Each job a bulk action changes counts against the tenant's request rate too. 0: no limit.
+    bulk_max_running: int = Field(default=2, ge=0, le=100)
     #: Budgets of particular tenants, overriding the three above (and the request rate).
     tenant_budgets: dict[str, TenantBudgetSetting] = Field(default_factory=dict)
     #: The sweeper forecasts this many minutes ahead every sweep (scheduler.core.capacity.forecast): the metric
