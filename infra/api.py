@@ -68,7 +68,9 @@ class SchedulerApi(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         config = build.config
-        self.handler = SchedulerFunction(self, API, build)
+        self.handler = SchedulerFunction(
+            self, API, build, reserved_concurrent_executions=config.api_reserved_concurrency or None
+        )
         self.function = self.handler.function
         self.access_logs = logs.LogGroup(
             self, "AccessLogs", retention=log_retention(config), removal_policy=data_removal_policy(config)
@@ -130,6 +132,7 @@ def _build_rest_api(scope: Construct, config: PunctualConfig, access_logs: logs.
             logging_level=EXECUTION_LOG_LEVEL,
             data_trace_enabled=False,
             metrics_enabled=True,
+            method_options=_console_throttle(config),
         ),
     )
     # RestApi exports its URL under a generated output name; the stack exports it as `ApiUrl` instead.
@@ -146,9 +149,12 @@ def _build_rest_api(scope: Construct, config: PunctualConfig, access_logs: logs.
         Acknowledgment(
             id="AwsSolutions-APIG3",
             reason=(
-                "No WAF web ACL: every route but the health check requires SigV4, so anonymous traffic is "
-                "rejected by API Gateway before any integration runs, and the stage is throttled. Attach a "
-                "web ACL per deployment if the account's policy requires one."
+                "No WAF web ACL: every route but the health check and the console's static files (GET /console/...) "
+                "requires SigV4, so other anonymous traffic is rejected by API Gateway before any integration runs. "
+                "Anonymous GETs of the health check and the console do reach the api function; the console's methods "
+                "have a throttle of their own, well within the stage's (console_throttle_*), so they cannot take the "
+                "function from signed callers, and the stage is throttled. Attach a web ACL per deployment if the "
+                "account's policy requires one."
             ),
         ),
     )
@@ -166,6 +172,19 @@ def _build_rest_api(scope: Construct, config: PunctualConfig, access_logs: logs.
             )
         )
     return rest_api
+
+
+def _console_throttle(config: PunctualConfig) -> dict[str, apigw.MethodDeploymentOptions]:
+    """The console's methods (unauthenticated: anyone may call them) throttled on their own, within the stage's
+    throttle; with the stage's other method settings, since an override replaces them for its method."""
+    options = apigw.MethodDeploymentOptions(
+        throttling_rate_limit=config.console_throttle_rate_limit,
+        throttling_burst_limit=config.console_throttle_burst_limit,
+        logging_level=EXECUTION_LOG_LEVEL,
+        data_trace_enabled=False,
+        metrics_enabled=True,
+    )
+    return {f"/{CONSOLE_PATH}/GET": options, f"/{CONSOLE_PATH}/{{proxy+}}/GET": options}
 
 
 def _add_routes(rest_api: apigw.RestApi, function: lambda_.IFunction) -> None:

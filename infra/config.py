@@ -181,13 +181,23 @@ class PunctualConfig(BaseModel):
     #: it unreserved, for accounts whose concurrency quota is still the new-account 10 (Lambda's own
     #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.
     sweeper_reserved_concurrency: int = Field(default=2, ge=0, le=100)
+    #: Reserved concurrency of the api function: what the API may take at most (a tenant's bulk actions hold an
+    #: invocation for up to about 20 s each), so no load on the API can take the account's concurrency from the
+    #: workers, and what it keeps for itself. 0 leaves it unreserved and unbounded (accounts whose concurrency quota
+    #: is still the new-account 10).
+    api_reserved_concurrency: int = Field(default=50, ge=0, le=1000)
     tenant_request_rate: float | None = function_setting("tenant_request_rate")
+    bulk_max_running: int | None = function_setting("bulk_max_running")
     #: The tenants that may read the operator's view (`GET /v1/operator/status`), keyed as the API keys them (as in
     #: `tenant_targets`). Unset: nobody.
     operators: list[str] | None = function_setting("operators")
     #: API Gateway stage throttling: steady requests per second and burst.
     api_throttle_rate_limit: float = Field(default=50.0, gt=0, le=10_000)
     api_throttle_burst_limit: int = Field(default=100, ge=1, le=5_000)
+    #: The console's files (`GET /console/...`, the one unauthenticated route besides the health check) have a
+    #: throttle of their own, within the stage's: anonymous traffic can take only this share of the function.
+    console_throttle_rate_limit: float = Field(default=5.0, gt=0, le=10_000, validate_default=True)
+    console_throttle_burst_limit: int = Field(default=20, ge=1, le=5_000, validate_default=True)
     #: Create the account-level role API Gateway needs to write logs. Turn off when the account's
     #: API Gateway settings already name a CloudWatch role (it is one setting per account and region).
     api_cloudwatch_role: bool = True
@@ -259,6 +269,14 @@ class PunctualConfig(BaseModel):
                     "operator"
                 )
         return operators
+
+    @field_validator("console_throttle_rate_limit", "console_throttle_burst_limit")
+    @classmethod
+    def _console_within_the_stage(cls, value: float, info: ValidationInfo) -> float:
+        stage = str(info.field_name).replace("console_", "api_")
+        if stage in info.data and value > info.data[stage]:
+            raise ValueError(f"must be at most {stage} ({info.data[stage]}): the console's share of the stage's")
+        return value
 
     @model_validator(mode="after")
     def _allow_lists_within_the_grants(self) -> PunctualConfig:

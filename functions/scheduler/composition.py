@@ -89,6 +89,8 @@ class Stores:
     request_windows: RequestWindows | None = None
     #: Bulk actions' progress (`scheduler.core.jobs.bulk`); None: no bulk actions.
     operations: OperationStore | None = None
+    #: Each tenant's running bulk actions (`BulkService.max_running`); None: no limit on them.
+    bulk_slots: TenantSlots | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class MemoryStores(Stores):
     events: MemoryEventPublisher
     request_windows: MemoryRequestWindows
     operations: MemoryOperationStore
+    bulk_slots: MemoryTenantSlots
 
 
 def memory_stores(
@@ -133,6 +136,7 @@ def memory_stores(
         events=MemoryEventPublisher(),
         request_windows=MemoryRequestWindows(),
         operations=MemoryOperationStore(),
+        bulk_slots=MemoryTenantSlots(),
     )
 
 
@@ -301,7 +305,14 @@ class Container:
 
     def bulk_service(self) -> BulkService:
         assert self.stores.operations is not None, "no operation store"
-        return BulkService(self.job_service(), self.stores.operations, self.clock)
+        return BulkService(
+            self.job_service(),
+            self.stores.operations,
+            self.clock,
+            requests=self.request_gate(),
+            slots=self.stores.bulk_slots,
+            max_running=self.settings.bulk_max_running,
+        )
 
     def forecast_service(self) -> ForecastService:
         return ForecastService(self.stores.timers, self.clock, self.configs.forecast_lookback, self.metrics)

@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     #: counted request costs one write unit.
     tenant_request_rate: float = Field(default=20.0, ge=0)
     tenant_request_window_seconds: int = Field(default=10, ge=1, le=300)
+    #: Bulk actions (scheduler.core.jobs.bulk) of one tenant running at once; another's request is a 429 meanwhile.
+    #: Each job a bulk action changes counts against the tenant's request rate too. 0: no limit.
+    bulk_max_running: int = Field(default=2, ge=0, le=100)
     #: Budgets of particular tenants, overriding the three above (and the request rate).
     tenant_budgets: dict[str, TenantBudgetSetting] = Field(default_factory=dict)
     #: The sweeper forecasts this many minutes ahead every sweep (scheduler.core.capacity.forecast): the metric
@@ -156,8 +159,9 @@ class Settings(BaseSettings):
     #: the keys of its jobs); on AWS in Secrets Manager (`signing_keys_arn`).
     signing_keys: str = LOCAL_SIGNING_KEYS
     signing_keys_arn: str = ""
-    #: Also sign every call with v1 (the migration window for receivers that verify v1); turn off once they verify v2.
-    signature_v1: bool = True
+    #: Also sign every call with v1 (the migration window for receivers that verify v1). Off unless a deployment turns
+    #: it on (the stack's `signature_v1`): anything built from Settings alone signs v2 only.
+    signature_v1: bool = False
     #: The key that authenticates dispatch messages (an HMAC in every ready-queue body, checked by the worker and by
     #: redrive); read by the API, the sweeper and the worker; on AWS in Secrets Manager (`message_secret_arn`).
     message_secret: str = LOCAL_MESSAGE_SECRET

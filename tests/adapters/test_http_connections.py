@@ -187,3 +187,24 @@ def test_a_connection_is_reused_only_for_the_address_just_checked_and_not_when_i
         pool.give(key, connection)  # type: ignore[arg-type]
     assert first.closed and not second.closed and not third.closed
     assert pool.take(key) is third
+
+
+def test_a_redirects_location_is_redacted_in_the_failure() -> None:
+    # A receiver answering 302 to a pre-signed URL: the failure (a run's last_error, hence its log line and its
+    # completion event) names where it pointed, without the URL's secrets
+    class Redirect(Quiet, BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(302)
+            self.send_header("Location", "https://bucket.example/obj?X-Amz-Signature=S3CR3T&X-Amz-Expires=60")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Redirect)) as url, pytest.raises(TargetFailure) as refused:
+        invoker().invoke(call(f"{url}/hook"))
+
+    assert refused.value.kind == "permanent"
+    assert "HTTP 302 to https://bucket.example/obj?X-Amz-Signature=<redacted>&X-Amz-Expires=<redacted>" in (
+        refused.value.message
+    )
+    assert "S3CR3T" not in refused.value.message

@@ -43,3 +43,14 @@ def test_concurrent_takes_never_count_past_the_limit(windows, make) -> None:
     for thread in threads:
         thread.join()
     assert admitted.count(True) == 12
+
+
+def test_a_take_of_many_counts_them_all_or_none(windows, make) -> None:
+    # A bulk action's page counts as its jobs: all of them fit in what the window has left, or none is counted
+    expires = make.t0 + timedelta(minutes=1)
+    assert windows.take("tenant-a", 3, 10, expires, 4)
+    assert windows.take("tenant-a", 3, 10, expires, 5)
+    assert not windows.take("tenant-a", 3, 10, expires, 2)  # 9 counted: 2 more would pass 10
+    assert windows.take("tenant-a", 3, 10, expires)  # ... while the last one fits
+    assert not windows.take("tenant-a", 3, 10, expires)
+    assert windows.take("tenant-a", 4, 10, expires, 10)  # a whole window, in the next one

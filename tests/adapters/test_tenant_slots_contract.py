@@ -101,3 +101,26 @@ def test_concurrent_acquirers_never_exceed_the_limit(slots, tenant) -> None:
     assert len({slot for _, slot in won}) == len(won)  # never one slot for two holders
     for holder, slot in won:
         assert slots.extend(tenant, slot, holder, LEASE)
+
+
+@pytest.fixture(params=BACKENDS)
+def two_kinds(request: pytest.FixtureRequest) -> Any:
+    """A tenant's execution slots and its bulk operations' slots, side by side in one store."""
+    return (
+        jobs_table_store(request, MemoryTenantSlots, DynamoTenantSlots),
+        jobs_table_store(
+            request, MemoryTenantSlots, lambda table, client: DynamoTenantSlots(table, client, kind="BULK")
+        ),
+    )
+
+
+def test_slots_of_another_kind_are_counted_apart(two_kinds, tenant) -> None:
+    executions, bulk = two_kinds
+    assert executions.acquire(tenant, 1, "attempt", T0, LEASE) == 0
+
+    # the tenant's bulk slot 0 is free although its execution slot 0 is held, and each is freed on its own
+    assert bulk.acquire(tenant, 1, "operation", T0, LEASE) == 0
+    assert executions.acquire(tenant, 1, "another attempt", T0, LEASE) is None
+    bulk.release(tenant, 0, "operation")
+    assert executions.acquire(tenant, 1, "another attempt", T0, LEASE) is None
+    assert bulk.acquire(tenant, 1, "another operation", T0, LEASE) == 0

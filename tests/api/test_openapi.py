@@ -10,6 +10,7 @@ import pytest
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
+from scheduler.core.model.ids import TOKEN_ID
 from scheduler.core.model.job import BackfillRequest, JobSpec
 from scheduler.handlers.api import route
 from scheduler.handlers.api_routes import DeclaredResolver, Param, Routes, UndocumentedRoute
@@ -72,7 +73,7 @@ def _declared_operation() -> Routes:
     @routes.post(
         "/v1/things/<thing_id>/backfill",
         summary="a declared route",
-        params=(Param.path("thing_id", "names the thing"), Param.query("dry_run", {"type": "boolean"})),
+        params=(Param.path("thing_id", "names the thing", rule=TOKEN_ID), Param.query("dry_run", {"type": "boolean"})),
         body=BackfillRequest,
         responses={202: ("accepted", "Job"), 404: "no such thing"},
     )
@@ -131,6 +132,22 @@ def test_a_declaration_that_cannot_be_true_is_refused() -> None:
         document(routes.operations)
     with pytest.raises(ValueError, match="GET /v1/things is declared twice"):
         routes.get("/v1/things/", summary="again", responses={200: ("ok", None)})
+    # A path parameter reaches a store's key: one without a rule is refused
+    with pytest.raises(ValueError, match="path parameter 'thing_id' has no id rule"):
+        routes.get("/v1/things/<thing_id>", summary="s", responses={200: ("ok", None)})
+
+
+def test_every_id_in_a_path_or_a_cursor_declares_its_length_and_characters() -> None:
+    rendered = json.loads(render())
+    checked = 0
+    for path, operations in rendered["paths"].items():
+        for method, operation in operations.items():
+            for param in operation.get("parameters", []):
+                if param["in"] == "path" or param["name"] == "cursor":
+                    assert {"maxLength", "pattern"} <= set(param["schema"]), (method, path, param)
+                    assert param["schema"]["maxLength"] <= 4096, (method, path, param)
+                    checked += 1
+    assert checked >= 20
 
 
 def test_the_405s_come_from_the_route_table() -> None:

@@ -205,6 +205,23 @@ def test_invalid_cron_detail_says_what_is_wrong(api_call) -> None:
     assert problem["detail"].startswith("schedule.expression")
 
 
+def test_a_question_mark_outside_the_day_fields_is_a_422_naming_the_field(api_call, snapshot) -> None:
+    job_id = api_call("POST", "/v1/jobs", job_body()).body["job_id"]
+    before = snapshot()
+    every_minute = {"type": "cron", "expression": "? * * * *"}
+    for method, path, body in (
+        ("POST", "/v1/jobs", job_body(schedule=every_minute)),
+        ("PATCH", f"/v1/jobs/{job_id}", {"schedule": {"expression": "0 ? * * *"}}),
+    ):
+        problem = assert_problem(api_call(method, path, body), 422)
+        assert "field '?': '?' (no specific value) is allowed only in the day-of-month" in problem["detail"]
+        assert problem["detail"].startswith("minute" if method == "POST" else "hour")
+        assert problem["errors"][0]["field"] == "schedule.expression"
+    assert snapshot() == before
+    accepted = api_call("POST", "/v1/jobs", job_body(schedule={"type": "cron", "expression": "0 9 ? * MON"}))
+    assert accepted.status == 201, accepted.text
+
+
 def test_private_targets_are_refused_unless_allowed(api_call, snapshot, monkeypatch) -> None:
     from scheduler.handlers import wiring
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 from typing import Any
 
 import pytest
@@ -139,3 +140,87 @@ def test_json_nested_to_the_limit_is_accepted(api_call) -> None:
     assert created.body["payload"] == payload
     batch = api_call("POST", "/v1/jobs/batch", {"items": [{"job": job_body(payload=nested(119, []))}]})
     assert batch.status == 200 and batch.body["results"][0]["status"] == 201, batch.text
+
+
+#: Past DynamoDB's key limits (2,048 bytes for a partition key, 1,024 for a sort key) and any id the API hands out.
+OVER_LONG = "a" * 3000
+
+
+def over_long_cursors(job_id: str) -> list[str]:
+    """Cursors shaped as each list's own, with every key part over-long."""
+    mine = {"S": f"TENANT#{TENANT_A}"}
+    long = {"S": OVER_LONG}
+    shapes: list[dict[str, Any]] = [
+        {"PK": long, "SK": long, "tenant_pk": mine, "tenant_sk": long, "at": 0},  # inside a batch's list entry
+        {"PK": long, "SK": long, "tenant_pk": mine, "tenant_sk": long},
+        {"PK": long, "SK": long},  # a label list's
+        {"PK": long, "job_id": {"S": job_id}, "scheduled_ms": {"N": "1"}},  # the run history's
+        {"PK": {"S": "BACKFILL"}, "SK": long, "job_id": {"S": job_id}},  # the backfills'
+    ]
+    return [token(shape) for shape in shapes] + ["A" * 20_000]
+
+
+def test_an_over_long_id_is_a_4xx_naming_it_on_every_route_and_changes_nothing(api_call, snapshot) -> None:
+    from urllib.parse import quote
+
+    from scheduler.handlers.api_routes import route
+
+    # Given a job, and a valid value of every id a route takes in its path
+    job_id = api_call("POST", "/v1/jobs", job_body(external_id="ext-1")).body["job_id"]
+    at = "2026-01-05T09:00:00Z"
+    valid = {
+        "job_id": job_id,
+        "external_id": "ext-1",
+        "operation_id": "0" * 32,
+        "backfill_id": "0" * 24,
+        "occurrence_key": f"{job_id}:{at}",
+        "scheduled_for": at,
+        "name": "app.js",  # a console file's
+    }
+    bodies: dict[tuple[str, str], Any] = {
+        ("POST", "/v1/jobs"): job_body(),
+        ("POST", "/v1/jobs/batch"): {"items": [{"job": job_body()}]},
+        ("POST", "/v1/jobs/bulk"): {"action": "pause", "selector": {"labels": {"team": "a"}}},
+        ("PATCH", "/v1/jobs/<job_id>"): {"payload": {"n": 2}},
+        ("POST", "/v1/jobs/<job_id>/runs/<occurrence_key>/resolve"): {"outcome": "succeeded"},
+        ("POST", "/v1/jobs/<job_id>/backfill"): {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"},
+    }
+    requests: list[tuple[str, str, Any, dict[str, str], str]] = []
+    for operation in route.operations:
+        body = bodies.get((operation.method, operation.rule))
+        path_names = [p.name for p in operation.params if p.where == "path"]
+
+        def path(values: dict[str, str], rule: str = operation.rule) -> str:
+            return re.sub(r"<(\w+)>", lambda m: quote(values[m[1]], safe=":"), rule)
+
+        # each id in the path over-long in turn (the others valid), and each list's cursor
+        for name in path_names:
+            requests.append((operation.method, path({**valid, name: OVER_LONG}), body, {}, name))
+        if any(p.name == "cursor" for p in operation.params):
+            for cursor in over_long_cursors(job_id):
+                requests.append((operation.method, f"{path(valid)}?cursor={cursor}", body, {}, "cursor"))
+        if any(p.name == "Idempotency-Key" for p in operation.params):
+            requests.append((operation.method, path(valid), body, {"Idempotency-Key": OVER_LONG}, "Idempotency-Key"))
+    # ... and the ids a body carries
+    requests += [
+        ("POST", "/v1/jobs", job_body(external_id=OVER_LONG), {}, "external_id"),
+        ("POST", "/v1/jobs/batch", {"items": [{"job": job_body(external_id=OVER_LONG)}]}, {}, "external_id"),
+        ("POST", "/v1/jobs/batch", {"items": [{"job": job_body(), "idempotency_key": OVER_LONG}]}, {}, "idempotency"),
+        ("PATCH", f"/v1/jobs/{job_id}", {"external_id": OVER_LONG}, {}, "external_id"),
+    ]
+    assert {name for *_, name in requests} >= set(valid), "every id of every route is sent over-long"
+    before = snapshot()
+
+    refused_badly = []
+    for method, path, body, headers, name in requests:
+        # When a route is sent an over-long id
+        response = api_call(method, path, body, headers=headers)
+        # Then it is refused with a 4xx problem that names it (a batch refuses the item), never a 500
+        problem = response.body if isinstance(response.body, dict) else {}
+        if path.startswith("/v1/jobs/batch") and response.status == 200:
+            problem = response.body["results"][0]["problem"]
+        named = name in str(problem.get("detail")) or name in json.dumps(problem.get("errors"))
+        if not (400 <= problem.get("status", response.status) < 500 and named):
+            refused_badly.append((method, path[:60], name, response.status, str(problem.get("detail"))[:100]))
+    assert refused_badly == [], "\n".join(map(str, refused_badly))
+    assert snapshot() == before

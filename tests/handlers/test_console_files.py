@@ -83,6 +83,12 @@ def test_a_symlink_out_of_the_console_folder_is_not_followed(tmp_path: Path) -> 
     assert console_file("/console/leak.js", root) is None
 
 
+def test_a_name_too_long_for_a_file_is_no_file() -> None:
+    # 200 characters, 400 bytes: past the 255 bytes a file's name may have
+    assert console_file("/console/" + "é" * 200 + ".js") is None
+    assert console_file("/console/" + "a" * 5000) is None
+
+
 # -- on AWS: the api function serves the same files at GET /console/... (no credentials) ---------------------
 
 

@@ -47,7 +47,10 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def receiver(env: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """The receiver checks both signatures, so the worker signs v1 too (off unless a deployment turns it on)."""
+    monkeypatch.setenv("SCHEDULER_SIGNATURE_V1", "true")
+    wiring.container.cache_clear()
     signing_key = tenant_key(Settings().signing_secret, TENANT)
     state = Receiver("")
     lock = threading.Lock()

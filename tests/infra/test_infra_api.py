@@ -67,26 +67,55 @@ def test_stage_is_throttled_and_logged(default) -> None:
     props = stage["Properties"]
 
     assert props["StageName"] == "dev"
-    assert props["MethodSettings"] == [
-        {
-            "HttpMethod": "*",
-            "ResourcePath": "/*",
-            "ThrottlingRateLimit": 50,
-            "ThrottlingBurstLimit": 100,
-            "LoggingLevel": "ERROR",
-            "DataTraceEnabled": False,  # request bodies are tenants' data
-            "MetricsEnabled": True,
-        }
-    ]
+    assert props["MethodSettings"][0] == {
+        "HttpMethod": "*",
+        "ResourcePath": "/*",
+        "ThrottlingRateLimit": 50,
+        "ThrottlingBurstLimit": 100,
+        "LoggingLevel": "ERROR",
+        "DataTraceEnabled": False,  # request bodies are tenants' data
+        "MetricsEnabled": True,
+    }
     access_logs = default.logical_id(default.stack.api.access_logs)
     assert access_logs in json.dumps(props["AccessLogSetting"]["DestinationArn"])
     log_line = json.loads(props["AccessLogSetting"]["Format"])
     assert {"requestId", "userArn", "httpMethod", "resourcePath", "status"} <= set(log_line)
 
 
+def _console_settings(synthesized) -> dict[str, dict]:
+    """The stage's method settings of the console's methods, by resource path."""
+    (stage,) = synthesized.resources("AWS::ApiGateway::Stage").values()
+    return {s["ResourcePath"]: s for s in stage["Properties"]["MethodSettings"] if s["ResourcePath"] != "/*"}
+
+
+def test_the_console_has_a_throttle_of_its_own_within_the_stages(default) -> None:
+    # The console's files are served to anyone, unsigned: their own throttle keeps anonymous traffic to a share
+    settings = _console_settings(default)
+
+    assert set(settings) == {"/~1console", "/~1console~1{proxy+}"}
+    for setting in settings.values():
+        assert setting == {
+            "HttpMethod": "GET",
+            "ResourcePath": setting["ResourcePath"],
+            "ThrottlingRateLimit": 5,
+            "ThrottlingBurstLimit": 20,
+            "LoggingLevel": "ERROR",
+            "DataTraceEnabled": False,
+            "MetricsEnabled": True,
+        }
+    methods = _methods(default)
+    assert {f"GET {path[1:].replace('~1', '/')}" for path in settings} == PUBLIC - {"GET /v1/health"} <= set(methods)
+
+
+def test_the_console_throttle_is_configurable(synth) -> None:
+    settings = _console_settings(synth({"console_throttle_rate_limit": 2, "console_throttle_burst_limit": 4}))
+
+    assert {(s["ThrottlingRateLimit"], s["ThrottlingBurstLimit"]) for s in settings.values()} == {(2, 4)}
+
+
 def test_throttling_and_stage_name_are_configurable(configured) -> None:
     (stage,) = configured.resources("AWS::ApiGateway::Stage").values()
-    (settings,) = stage["Properties"]["MethodSettings"]
+    settings = stage["Properties"]["MethodSettings"][0]
 
     assert stage["Properties"]["StageName"] == "prod"
     assert settings["ThrottlingRateLimit"] == 250

@@ -77,8 +77,12 @@ def test_cli_can_clear_an_optional_value() -> None:
         ({"worker_batch_size": 11}, "worker_batch_size"),
         ({"worker_max_concurrency": 1}, "worker_max_concurrency"),
         ({"sweeper_reserved_concurrency": -1}, "sweeper_reserved_concurrency"),
+        ({"api_reserved_concurrency": -1}, "api_reserved_concurrency"),
+        ({"bulk_max_running": -1}, "bulk_max_running"),
         ({"sweep_safety_seconds": 60}, "sweep_safety_seconds"),
         ({"api_throttle_rate_limit": 0}, "api_throttle_rate_limit"),
+        ({"console_throttle_rate_limit": 60}, "console_throttle_rate_limit"),  # above the stage's 50
+        ({"api_throttle_burst_limit": 10}, "console_throttle_burst_limit"),  # the console's 20 above the stage's
         ({"stage": "Prod_1"}, "stage"),
         ({"alarm_email": "not-an-address"}, "alarm_email"),
         ({"log_retention_days": 31}, "log_retention_days"),

@@ -199,11 +199,18 @@ def test_sweeper_reservation_can_be_turned_off(configured) -> None:
     assert "ReservedConcurrentExecutions" not in props
 
 
-def test_only_the_sweeper_reserves_concurrency(default) -> None:
+def test_the_api_reserves_a_bounded_concurrency_and_the_worker_none(default, synth) -> None:
+    # The api's is its ceiling too: however many requests (a bulk action holds one for about 20 s), the API cannot
+    # take the account's concurrency from the workers
+    _, api = default.function("api")
+    assert api["ReservedConcurrentExecutions"] == 50
+    _, unreserved = synth({"api_reserved_concurrency": 0}).function("api")
+    assert "ReservedConcurrentExecutions" not in unreserved
+    _, raised = synth({"api_reserved_concurrency": 120}).function("api")
+    assert raised["ReservedConcurrentExecutions"] == 120
     # Reserved concurrency on the worker below the mapping's maximum would throttle batches into the DLQ.
-    for handler in ("api", "worker"):
-        _, props = default.function(handler)
-        assert "ReservedConcurrentExecutions" not in props
+    _, worker = default.function("worker")
+    assert "ReservedConcurrentExecutions" not in worker
 
 
 @pytest.mark.parametrize("handler", HANDLERS)

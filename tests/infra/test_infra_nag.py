@@ -68,3 +68,16 @@ def test_wildcard_acknowledgments_are_limited_to_table_indexes(default) -> None:
                 assert path.endswith("/Api/Api/Role"), (path, rule)
             elif "AwsSolutions-IAM5" in rule:
                 assert rule.endswith(".Arn>/index/*]"), (path, rule)
+
+
+def test_the_waf_acknowledgment_says_which_anonymous_traffic_reaches_the_function(default) -> None:
+    # Anonymous GETs of the console's files reach the api function: the reason must not claim that none does
+    (reason,) = [
+        reason
+        for rules in _acknowledgments(default.app).values()
+        for rule, reason in rules.items()
+        if rule.endswith("AwsSolutions-APIG3")
+    ]
+
+    assert "console" in reason and "console_throttle" in reason
+    assert "every route but the health check requires SigV4" not in reason

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from harness import LocalStack, Receiver, local_client, wait_for_run
 
-from punctual_sdk.receiver import verify_v1
+from punctual_sdk.receiver import verify_v2
 from scheduler.adapters.dispatch_message import dispatch_to_body
 from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler.core.ports import Dispatch
-from scheduler.security.signing import tenant_key
-from scheduler.settings import Settings
+from scheduler.security.signing import KeyRing
+from scheduler.settings import LOCAL_SIGNING_KEYS
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 pytestmark = pytest.mark.system
@@ -56,7 +56,10 @@ def test_a_one_shot_job_fires_once_on_time_with_its_headers(stack: LocalStack, r
     assert call.headers["x-scheduler-attempt"] == "1"
     assert int(call.headers["x-scheduler-fencing-token"]) >= 1
     assert json.loads(call.body) == {"charge": "card-42"}
-    verify_v1(tenant_key(Settings().signing_secret, "alice"), call.headers, call.body)
+    job_keys = KeyRing.parse(LOCAL_SIGNING_KEYS).job_keys(str(job["job_id"]))
+    verify_v2(job_keys, "POST", call.headers["host"], "/hook", call.headers, call.body)
+    # v1 is signed only where a deployment turns it on (SCHEDULER_SIGNATURE_V1)
+    assert ",v1=" not in call.headers["x-scheduler-signature"]
 
     # And the run history says SUCCEEDED
     status, runs, _ = stack.call("GET", f"/v1/jobs/{job['job_id']}/runs")

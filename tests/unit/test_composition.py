@@ -74,3 +74,21 @@ def test_a_mechanism_is_on_where_the_settings_ask_and_its_store_is_there() -> No
     assert service.dispatcher is on.dispatcher and service.ids is RANDOM_IDS
     assert on.resolution().outbox is on.outbox
     assert executor.gate is on.gate and executor.outbox is on.outbox
+
+
+def test_bulk_actions_are_bounded_by_the_request_limit_and_the_running_operations() -> None:
+    memory = memory_stores(FakeClock(), 2)
+    bounded = compose(
+        Settings(tenant_request_rate=3, bulk_max_running=4), memory, FakeClock(), RANDOM_IDS, RecordingMetrics()
+    )
+    unbounded = compose(
+        Settings(tenant_request_rate=0, bulk_max_running=0), memory, FakeClock(), RANDOM_IDS, RecordingMetrics()
+    )
+
+    service = bounded.bulk_service()
+    assert service.requests is not None and service.requests.config.limit("t") == 30
+    assert service.slots is memory.bulk_slots and service.max_running == 4
+    assert service.slots is not memory.tenant_slots  # running operations are counted apart from executions
+    free = unbounded.bulk_service()
+    assert free.requests is None and free.max_running == 0
+    assert Settings().bulk_max_running == 2

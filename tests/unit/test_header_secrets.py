@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from scheduler.adapters.codec import job_from_item, job_to_item
 from scheduler.adapters.sealing import LocalSealer
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.jobs.secrecy import headers_to_send, shown_url, spec_view
+from scheduler.core.jobs.secrecy import headers_to_send, redact_url, spec_view
 from scheduler.core.jobs.service import JobService
 from scheduler.core.model.job import REDACTED, Job, JobSpec, JobState
 from scheduler.core.ports import SealFailed
@@ -158,7 +158,7 @@ def test_url_credentials_are_refused_at_submit(world: MemoryCore) -> None:
 
 
 def test_a_read_shows_no_url_credentials_nor_query_values() -> None:
-    shown = shown_url("https://user:pa55@hooks.example.com/run?token=t0k&sig=abc&flag#frag")
+    shown = redact_url("https://user:pa55@hooks.example.com/run?token=t0k&sig=abc&flag#frag")
     assert shown == f"https://{REDACTED}@hooks.example.com/run?token={REDACTED}&sig={REDACTED}&{REDACTED}#{REDACTED}"
 
 

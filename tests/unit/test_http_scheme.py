@@ -4,6 +4,7 @@ and, for a job stored before, at every call - permanently, without connecting.""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from scheduler.adapters.address_guard import AddressGuard
 from scheduler.adapters.http_target import HttpTargetInvoker
 from scheduler.core.errors import InvalidRequest
-from scheduler.core.model.job import JobSpec
+from scheduler.core.model.job import JobSpec, RunState
 from scheduler.core.ports import TargetFailure
 from scheduler.security.signing import KeyRing
 from scheduler.settings import LOCAL_SIGNING_KEYS, Settings
@@ -37,6 +38,17 @@ def test_plain_http_is_refused_at_submit_on_aws(url: str) -> None:
         guard.check_spec(spec(url))
     assert refused.value.field == "target.url"
     assert "https" in refused.value.detail and "clear text" in refused.value.detail
+
+
+def test_a_refused_urls_query_is_not_repeated_in_the_refusal() -> None:
+    for guard, url in (
+        (AddressGuard.of(ON_AWS), f"http://{PUBLIC}/hook?token=S3CR3T"),
+        (AddressGuard.of(ON_AWS), "https://10.0.0.8/hook?token=S3CR3T"),
+        (AddressGuard.of(ON_AWS), "https://metadata.internal/hook?token=S3CR3T"),
+    ):
+        with pytest.raises(InvalidRequest) as refused:
+            guard.check_spec(spec(url))
+        assert "token=<redacted>" in refused.value.detail and "S3CR3T" not in refused.value.detail
 
 
 def test_https_is_accepted_on_aws() -> None:
@@ -69,3 +81,33 @@ def test_a_stored_plain_http_job_fails_permanently_without_a_connection(no_conne
     with pytest.raises(TargetFailure) as tried:
         invoker.invoke(call_of(spec(f"https://{PUBLIC}/hook")))
     assert tried.value.kind == "retryable" and no_connections == [(PUBLIC, 443)]
+
+
+def test_a_stored_plain_http_urls_query_is_redacted_in_the_run_the_dead_letter_log_and_the_event(
+    world: Any, no_connections: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a job stored with a plain http URL whose query carries a secret (before https was required) ...
+    url = f"http://{PUBLIC}/hook?token=S3CR3T&x=1#S3CR3T-fragment"
+    body = {"schedule": {"type": "once", "delay_seconds": 10}, "target": {"type": "http", "url": url}}
+    job = world.service.create("acme", JobSpec.model_validate(body), None, body).job
+    # ... called by a worker on AWS, which refuses plain http before any connection
+    invoker = HttpTargetInvoker(AddressGuard.of(ON_AWS), KeyRing.parse(LOCAL_SIGNING_KEYS))
+    executor = world.executor(extra_targets={"http": invoker})
+    world.set_time(job.next_run_at)
+    world.sweep()
+
+    with caplog.at_level(logging.INFO):
+        world.deliver(executor)
+
+    # Then the run is DEAD with the reason, which shows the URL's shape but none of its secrets
+    (run,) = [e for e in world.ledger.items.values() if e.job_id == job.job_id]
+    assert run.state == RunState.DEAD and no_connections == []
+    shown = f"http://{PUBLIC}/hook?token=<redacted>&x=<redacted>#<redacted>"
+    assert f"target url '{shown}' uses plain http" in run.last_error
+    # ... and neither its dead-letter log line nor its completion event carry them
+    (dead,) = [r for r in caplog.records if r.getMessage() == "occurrence dead"]
+    assert "token=<redacted>" in dead.error
+    (event,) = [e for e in world.events.published if e.job_id == job.job_id]
+    assert "token=<redacted>" in str(event.error)
+    written = [run.last_error, *(r.getMessage() + str(r.__dict__) for r in caplog.records), repr(event)]
+    assert not [text for text in written if "S3CR3T" in text]

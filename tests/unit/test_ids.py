@@ -54,3 +54,28 @@ def test_jobs_attempt_owners_and_backfills_take_their_ids_from_the_port() -> Non
     backfill = world.backfill.start(TENANT, recurring.job_id, at("2026-01-05T09:30"), at("2026-01-05T09:40"))
     assert recurring.job_id == "job-3"
     assert backfill.backfill_id == f"{to_ms(world.now()):012x}000000000004"
+
+
+def test_every_id_the_scheduler_makes_keeps_the_rule_the_api_checks_it_by() -> None:
+    # The API refuses an id that breaks its rule before any store sees it: none it ever handed out may break one
+    import random
+    from datetime import UTC, datetime
+
+    from scheduler.core.jobs.bulk import operation_id
+    from scheduler.core.model.ids import EXTERNAL_ID_RULE, JOB_ID, OCCURRENCE, TOKEN_ID
+    from scheduler.core.model.keys import occurrence_key
+    from scheduler.core.sweep.backfill import new_backfill_id
+    from scheduler_sim.determinism import SeededIds
+
+    latest = datetime(2199, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC)
+    for ids in (RandomIds(), SeededIds(random.Random(7))):
+        job_id = ids.job_id()
+        assert JOB_ID.problem(job_id) is None
+        assert OCCURRENCE.problem(occurrence_key(job_id, latest)) is None
+        assert OCCURRENCE.problem(occurrence_key("x" * 128, latest)) is None  # the longest job id
+        assert TOKEN_ID.problem(new_backfill_id(latest, ids)) is None
+    assert TOKEN_ID.problem(operation_id("arn:aws:iam::111111111111:role/a#AROA1", "k" * 255)) is None
+    assert EXTERNAL_ID_RULE.problem("order-981") is None and EXTERNAL_ID_RULE.problem("~" * 128) is None
+    for rule in (JOB_ID, EXTERNAL_ID_RULE, OCCURRENCE, TOKEN_ID):
+        assert rule.problem("a" * 3000) is not None and rule.problem("") is not None
+    assert JOB_ID.problem("a:b") is not None and JOB_ID.problem("a/b") is not None

@@ -166,6 +166,52 @@ def test_schedule_without_a_future_occurrence_is_refused(world: MemoryCore) -> N
     assert stored_nothing(world)
 
 
+@pytest.mark.parametrize(
+    ("expression", "field"),
+    [
+        ("? * * * *", "minute"),
+        ("0 ? * * *", "hour"),
+        ("0 9 * ? *", "month"),
+        ("0,? 9 * * *", "minute"),
+        ("?/5 * * * *", "minute"),
+    ],
+)
+def test_a_question_mark_outside_the_day_fields_is_refused_naming_the_field(
+    world: MemoryCore, expression: str, field: str
+) -> None:
+    # `?` means "no specific value" in the day fields only (EventBridge, Quartz): `? * * * *` would run every minute
+    with pytest.raises(errors.InvalidRequest) as caught:
+        world.create({"type": "cron", "expression": expression}, key="q")
+
+    assert caught.value.field == "schedule.expression"
+    assert caught.value.detail.startswith(f"{field} field ")
+    assert "only in the day-of-month and day-of-week fields" in caught.value.detail
+    assert stored_nothing(world)
+
+
+@pytest.mark.parametrize("expression", ["0 9 ? * MON", "0 9 1 * ?", "0 9 ? * ?", "0 9 ?/2 * *"])
+def test_a_question_mark_in_a_day_field_is_accepted(world: MemoryCore, expression: str) -> None:
+    job = world.create({"type": "cron", "expression": expression})
+
+    assert world.job(job.job_id).spec.schedule == job.spec.schedule
+
+
+def test_a_question_mark_is_refused_by_a_change_of_the_schedule_not_by_other_changes(world: MemoryCore) -> None:
+    # Given a job stored with `?` in its minute field before the rule (the parser still reads it, as `*`)
+    job = world.create(HOURLY)
+    stored = job.model_copy(update={"spec": job_spec({"type": "cron", "expression": "? 9 * * *"})})
+    world.jobs.jobs[job.job_id] = stored
+
+    # When its schedule is changed to another with `?` there, it is refused and nothing changes
+    with pytest.raises(errors.InvalidRequest, match="minute field '\\?'"):
+        world.service.update(TENANT, job.job_id, {"schedule": {"expression": "? 10 * * *"}}, if_match=1)
+    assert world.job(job.job_id) == stored
+
+    # ... while a change of anything else keeps the stored schedule as it is
+    changed = world.service.update(TENANT, job.job_id, {"payload": {"n": 2}}, if_match=1)
+    assert changed.spec.schedule == stored.spec.schedule and changed.version == 2
+
+
 def test_another_tenants_job_is_not_found(world: MemoryCore) -> None:
     job = world.create(HOURLY, tenant="acme")
 

@@ -40,3 +40,20 @@ def test_a_tenant_of_its_own_has_its_own_rate_and_zero_means_no_limit() -> None:
 def test_no_rate_admits_everything() -> None:
     gate, _, _ = _gate(RequestLimitConfig(PerTenant(0.0)))
     assert all(gate.admit("t") is None for _ in range(1000))
+
+
+def test_the_work_of_many_requests_counts_as_many_as_the_window_still_takes() -> None:
+    # A bulk action's page: 20 requests a window; the tenant made 3 requests already
+    gate, clock, metrics = _gate(RequestLimitConfig(PerTenant(2.0), window_seconds=10))
+    for _ in range(3):
+        assert gate.admit("bulk") is None
+
+    assert gate.admit_up_to("bulk", 50) == (10, None)  # a whole window (20) does not fit in the 17 left; 10 does
+    assert gate.admit_up_to("bulk", 50) == (5, None)  # 7 left: 20 no, 10 no, 5
+    assert gate.admit_up_to("bulk", 5) == (2, None)  # 2 left: 5 no, 2
+    counted, wait = gate.admit_up_to("bulk", 50)
+    assert counted == 0 and wait is not None and abs(wait - 10.0) < 1e-6
+    assert metrics.counts["TenantRequestsThrottled"] == 1
+    assert gate.admit("bulk") is not None  # the window is full for single requests too
+    clock.advance(10)
+    assert gate.admit_up_to("bulk", 50) == (20, None)

@@ -219,3 +219,19 @@ def test_the_local_stack_opens_its_targets_to_its_tenants() -> None:
     policy = TargetPolicy.of(local)
     assert _refusal(policy, "dev", {"type": "handler", "name": "greet"}) is None
     assert OwnResources.of(local).home.account == "000000000000"
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "https://sqs.eu-central-1.amazonaws.com/123456789012/orders?token=S3CR3T",
+        "https://sqs.eu-central-1.amazonaws.com/12345/orders#S3CR3T",
+    ],
+)
+def test_a_refused_queue_urls_query_is_not_repeated_in_the_refusal(address: str) -> None:
+    from scheduler.targets.resources import Home, NotAResource, sqs_queue_arn
+
+    with pytest.raises(NotAResource) as refused:
+        sqs_queue_arn(address, Home.of("123456789012"))
+
+    assert "<redacted>" in str(refused.value) and "S3CR3T" not in str(refused.value)

@@ -22,19 +22,18 @@ the call, its headers and its payload go over https only.
 
 from __future__ import annotations
 
-import concurrent.futures
 import ipaddress
 import re
 import socket
-from collections.abc import Callable
 from typing import Literal
 from urllib.parse import urlsplit
 
+from scheduler.adapters.host_lookups import HostLookups, Resolver
 from scheduler.core.errors import InvalidRequest
+from scheduler.core.jobs.secrecy import redact_url
 from scheduler.core.model.job import HttpTarget, JobSpec
 from scheduler.settings import Settings
 
-Resolver = Callable[[str, int], list[str]]
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 AddressClass = Literal["public", "private", "forbidden"]
 
@@ -123,6 +122,8 @@ class AddressGuard:
     def __init__(self, allow_private: bool, resolver: Resolver = resolve, *, allow_http: bool | None = None) -> None:
         self.allow_private = allow_private
         self.resolver = resolver
+        #: Where a call with a deadline resolves its host (`addresses(..., timeout)`), shared fairly by the tenants.
+        self.lookups = HostLookups(resolver)
         #: Plain http carries the signed call, its headers (an Authorization one too) and its payload in clear text,
         #: so only a deployment that calls receivers on its own machine or network takes it. Left out: as
         #: `allow_private` (a guard for such a deployment).
@@ -141,8 +142,9 @@ class AddressGuard:
         if self.allow_http or urlsplit(url).scheme == "https":
             return None
         return (
-            f"target url '{url}' uses plain http; this deployment calls http targets over https only, because the "
-            "signed call, its headers and its payload would cross the network in clear text - use an https:// URL"
+            f"target url '{redact_url(url)}' uses plain http; this deployment calls http targets over https only, "
+            "because the signed call, its headers and its payload would cross the network in clear text - use an "
+            "https:// URL"
         )
 
     def refusal(self, address: str | IpAddress) -> str | None:
@@ -152,9 +154,11 @@ class AddressGuard:
             return None
         return _REFUSED[kind]
 
-    def addresses(self, url: str, timeout: float | None = None) -> tuple[str, int, list[str]]:
+    def addresses(self, url: str, timeout: float | None = None, *, tenant: str = "") -> tuple[str, int, list[str]]:
         """Resolve the URL's host and return (host, port, allowed addresses); BlockedAddress if any is refused.
-        With `timeout`, a resolution that takes longer raises TimeoutError (the resolver goes on, on its thread)."""
+        With `timeout` (what is left of a call's deadline), the lookup is one of `tenant`'s on the guard's lookup
+        threads (scheduler.adapters.host_lookups): one that takes longer raises TimeoutError (the resolver goes on,
+        on its thread), and LookupsBusy when no thread is free."""
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -166,10 +170,7 @@ class AddressGuard:
                 if timeout is None:
                     found = self.resolver(host, port)
                 else:
-                    try:
-                        found = _RESOLVING.submit(self.resolver, host, port).result(timeout)
-                    except concurrent.futures.TimeoutError:
-                        raise TimeoutError(f"resolving host '{host}' took over {timeout:.1f} s") from None
+                    found = self.lookups.resolve(tenant, host, port, timeout)
             except TimeoutError:
                 raise
             except OSError as exc:
@@ -195,11 +196,11 @@ class AddressGuard:
         if literal is not None:
             why = self.refusal(literal)
             if why is not None:
-                raise InvalidRequest(f"target url '{url}' points at {literal}, {why}", field="target.url")
+                raise InvalidRequest(f"target url '{redact_url(url)}' points at {literal}, {why}", field="target.url")
             return
         if host == "localhost" or host.endswith((".localhost", ".internal", ".local")):
             if not self.allow_private:
-                raise InvalidRequest(f"target url '{url}' points at a local host name", field="target.url")
+                raise InvalidRequest(f"target url '{redact_url(url)}' points at a local host name", field="target.url")
             return
         try:
             self.addresses(url)
@@ -207,8 +208,3 @@ class AddressGuard:
             if "cannot resolve" in str(exc) or "no address" in str(exc):
                 return  # DNS can change; the call-time check decides. Refuse only what is known to be internal.
             raise InvalidRequest(str(exc), field="target.url") from exc
-
-
-#: Where a call's host is resolved when the call has a deadline: getaddrinfo cannot be interrupted, so the call
-#: stops waiting for it instead (a resolver stuck past its own timeouts holds one of these threads, not a call).
-_RESOLVING = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="target-resolve")

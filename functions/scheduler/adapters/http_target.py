@@ -22,9 +22,10 @@ from urllib.parse import urlsplit
 
 from scheduler.adapters.address_guard import AddressGuard, BlockedAddress
 from scheduler.adapters.call_deadlines import CallDeadlines, CallWatch
+from scheduler.adapters.host_lookups import LookupsBusy
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execution.retry import classify_http_status
-from scheduler.core.jobs.secrecy import headers_to_send
+from scheduler.core.jobs.secrecy import headers_to_send, redact_url
 from scheduler.core.model.job import SCHEDULER_HEADERS, HttpTarget, Job, JobSpec, header_problem
 from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Metrics, SealFailed, SecretSealer, TargetCall, TargetFailure
@@ -224,12 +225,15 @@ class HttpTargetInvoker:
         self, call: TargetCall, target: HttpTarget, job_headers: dict[str, str], watch: CallWatch, timeout: float
     ) -> str | None:
         url = str(target.url)
+        left = watch.deadline - self.deadlines.monotonic()  # the lookup is the call's first step: within its deadline
         try:
-            host, port, addresses = self.guard.addresses(url, timeout)
+            host, port, addresses = self.guard.addresses(url, max(left, 0.0), tenant=call.job.tenant)
         except BlockedAddress as exc:
             raise TargetFailure("permanent", str(exc)) from exc
         except TimeoutError as exc:
             raise TargetFailure("retryable", f"not sent: {exc} (timeout_seconds is {timeout:g})") from exc
+        except LookupsBusy as exc:
+            raise TargetFailure("retryable", f"not sent: {exc}") from exc
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         body = json.dumps(call.job.spec.payload, separators=(",", ":")).encode()
@@ -351,7 +355,8 @@ class HttpTargetInvoker:
                 "retryable", f"HTTP {response.status}", retry_after_seconds(response.getheader("Retry-After"))
             )
         if 300 <= response.status < 400:
-            location = response.getheader("Location") or "no Location"
+            # A redirect may carry a token of its own (a pre-signed URL): shown like the target's URL.
+            location = redact_url(response.getheader("Location") or "") or "no Location"
             raise TargetFailure(
                 "permanent",
                 f"HTTP {response.status} to {location} (not retried: redirects are not followed, because the "

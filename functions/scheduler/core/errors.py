@@ -63,6 +63,16 @@ class QuotaExceeded(SchedulerError):
     pass
 
 
+class Throttled(SchedulerError):
+    """The tenant may not do this now (a limit of its own is used up); it may in `retry_after` seconds. Nothing was
+    done (HTTP 429 with Retry-After)."""
+
+    def __init__(self, detail: str, retry_after: float) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.retry_after = retry_after
+
+
 class InvalidState(SchedulerError):
     """The operation does not apply to the job in its current state (e.g. resume a cancelled job)."""
 

@@ -65,7 +65,10 @@ def _request(body: Any) -> tuple[BulkAction, dict[str, str]]:
     summary="pause, resume or cancel every job matching a label selector (at most MAX_BULK_JOBS)",
     description=(
         "Works until done or about 20 s, then answers 202 with the progress; the same request with the same "
-        "Idempotency-Key goes on from there (also after a crash or a timeout) until 200 with the final report."
+        "Idempotency-Key goes on from there (also after a crash or a timeout) until 200 with the final report. "
+        "Each job it changes counts as a request against the tenant's request limit (a request stops, with its "
+        "progress, when the limit takes no more), and a tenant runs at most 2 operations at once "
+        "(SCHEDULER_BULK_MAX_RUNNING; each until it is done, or 40 s after its last request)."
     ),
     params=(
         Param.header(
@@ -83,6 +86,11 @@ def _request(body: Any) -> tuple[BulkAction, dict[str, str]]:
         409: "Idempotency-Key reused with another action or selector",
         415: "not JSON",
         422: "bad action or selector: empty, malformed, or matching more jobs than one takes",
+        429: (
+            "over the tenant's request limit (each job a bulk action changes counts as a request), or the tenant "
+            "already runs as many bulk operations as it may: nothing was done; Retry-After says when to send the same "
+            "request again"
+        ),
     },
 )
 def bulk_action() -> Response[str]:

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
 
+from scheduler.core.model.ids import IdRule
 from scheduler.handlers.api_problems import problem_response
 from scheduler.handlers.api_requests import app
-from scheduler.handlers.api_routes import Answer, route
+from scheduler.handlers.api_routes import Answer, Param, route
 from scheduler.handlers.console_files import CONSOLE_PREFIX, console_file, console_headers
 
 #: The answers of a console file. The files are no API operation: the route table has them (the 405s read it), the
 #: OpenAPI document does not.
 FILE: dict[int, Answer] = {200: ("the file", None), 404: "no such file"}
+#: A console file's name: it names a file of the package (`console_file` refuses any other), never a key; at most
+#: the longest name a file may have.
+FILE_NAME = (Param.path("name", rule=IdRule(r".+", 255, "a console file's name (at most 255 characters)")),)
 
 
 def _serve(path: str) -> Response[str]:
@@ -31,11 +35,25 @@ def console_index() -> Response[str]:
     return _serve(CONSOLE_PREFIX + "/")
 
 
-@route.get(CONSOLE_PREFIX + "/<name>", summary="a file of the console", public=True, documented=False, responses=FILE)
+@route.get(
+    CONSOLE_PREFIX + "/<name>",
+    summary="a file of the console",
+    params=FILE_NAME,
+    public=True,
+    documented=False,
+    responses=FILE,
+)
 def console_file_route(name: str) -> Response[str]:
     return _serve(f"{CONSOLE_PREFIX}/{name}")
 
 
-@route.get(CONSOLE_PREFIX + "/vendor/<name>", summary="a vendored file", public=True, documented=False, responses=FILE)
+@route.get(
+    CONSOLE_PREFIX + "/vendor/<name>",
+    summary="a vendored file",
+    params=FILE_NAME,
+    public=True,
+    documented=False,
+    responses=FILE,
+)
 def console_vendor_file(name: str) -> Response[str]:
     return _serve(f"{CONSOLE_PREFIX}/vendor/{name}")

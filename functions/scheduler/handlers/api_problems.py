@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -18,6 +19,7 @@ from scheduler.core.errors import (
     JobNotFound,
     PayloadTooLarge,
     QuotaExceeded,
+    Throttled,
     VersionConflict,
 )
 from scheduler.core.model.cron import InvalidSchedule
@@ -143,6 +145,11 @@ def on_quota(exc: QuotaExceeded) -> Response[str]:
     return problem_response(429, "Too Many Jobs", f"{exc}; cancel some or ask for a higher quota")
 
 
+def on_throttled(exc: Throttled) -> Response[str]:
+    retry_after = str(max(1, math.ceil(exc.retry_after)))
+    return problem_response(429, "Too Many Requests", exc.detail, headers={"Retry-After": retry_after})
+
+
 #: The problem response of each domain error (the API's exception handlers; scheduler.handlers.api registers them).
 HANDLERS: dict[type[Exception], Callable[[Any], Response[str]]] = {
     Problem: on_problem,
@@ -156,4 +163,5 @@ HANDLERS: dict[type[Exception], Callable[[Any], Response[str]]] = {
     InvalidState: on_invalid_state,
     PayloadTooLarge: on_too_large,
     QuotaExceeded: on_quota,
+    Throttled: on_throttled,
 }

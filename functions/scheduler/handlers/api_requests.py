@@ -14,6 +14,8 @@ from scheduler.handlers.api_routes import app as app
 #: The whole request body may carry the definition around the payload; refuse anything far beyond it early.
 MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 16 * 1024
 MAX_PAGE = 100
+#: The longest `cursor` a list takes: every one it hands out is far shorter (a few keys of at most 1 KiB, base64).
+MAX_CURSOR = 4096
 #: The deepest nesting of arrays and objects a request body may have (a job's payload a few levels less): deeper
 #: bodies are refused before anything reads them, as pydantic cannot serialise much past 250 levels and Python's
 #: parser stops near 1000 - either would be a 500. serde_json's default limit, and generous for any real payload.
@@ -103,7 +105,7 @@ PAGE = (
     Param.query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 50}),
     Param.query(
         "cursor",
-        {"type": "string", "pattern": "^([A-Za-z0-9_-]{16,}={0,2})?$"},
+        {"type": "string", "maxLength": MAX_CURSOR, "pattern": "^([A-Za-z0-9_-]{16,}={0,2})?$"},
         "next_cursor of the previous page, exactly as returned (empty: the first page); any other value is a 422",
     ),
 )
@@ -114,6 +116,9 @@ def page_of(fetch: Callable[[int, str | None], tuple[list[T], str | None]]) -> t
     passed to `fetch`; a cursor the store did not hand out is a 422 on the `cursor` field."""
     limit = int_query("limit", 50, 1, MAX_PAGE)
     cursor = app.current_event.get_query_string_value("cursor", None)
+    if cursor is not None and len(cursor) > MAX_CURSOR:
+        detail = f"cursor is not one this API returned (those are at most {MAX_CURSOR} characters)"
+        raise Problem.unprocessable(detail, ("cursor", detail))
     try:
         return fetch(limit, cursor)
     except ValueError as exc:

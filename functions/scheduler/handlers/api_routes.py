@@ -13,7 +13,10 @@ the 405s read the same table. The resolver refuses a route registered any other 
     )
     def get_job(job_id: str) -> Response[str]: ...
 
-The path parameters come from the rule (declare one with `Param.path` only to describe it). `responses` maps a
+The path parameters come from the rule (declare one with `Param.path` only to describe it). Each is an id that reaches
+a store's key, checked against its rule (`PATH_IDS`, by name; `scheduler.core.model.ids`) before the handler runs: one
+that breaks it is a 422 naming the parameter, and the document declares the rule (maxLength, pattern). A path
+parameter without a rule cannot be declared (give it one with `Param.path(name, rule=...)`). `responses` maps a
 status to a problem's description (a str, answered as problem+json) or to `(description, schema)`, the schema being
 a component's name in `scheduler.handlers.openapi`, a pydantic model or a TypedDict view (`api_models.py`), or None for
 a response without a body. The statuses every route of its kind answers (401, 403 and 429 when authenticated, 400 and
@@ -23,12 +26,17 @@ a response without a body. The statuses every route of its kind answers (401, 40
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Required, TypedDict, TypeVar, Unpack
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+from scheduler.core.model.ids import EXTERNAL_ID_RULE, JOB_ID, OCCURRENCE, TOKEN_ID, IdRule
+from scheduler.handlers.api_problems import Problem
 
 #: What a response or a request body carries: a component's name, a pydantic model or a TypedDict (None: no body).
 Schema = str | type | None
@@ -40,6 +48,15 @@ _PATH_PARAMETER = re.compile(r"<(\w+)>")
 
 #: The 404 of a route under a job: another tenant's job is not found either.
 NO_JOB = "no such job for this caller"
+#: The rule of each path parameter, by its name: every one is an id that reaches a store's key.
+PATH_IDS: Mapping[str, IdRule] = {
+    "job_id": JOB_ID,
+    "external_id": EXTERNAL_ID_RULE,
+    "occurrence_key": OCCURRENCE,
+    "scheduled_for": OCCURRENCE,
+    "backfill_id": TOKEN_ID,
+    "operation_id": TOKEN_ID,
+}
 
 
 class UndocumentedRoute(Exception):
@@ -57,10 +74,19 @@ class Param:
     required: bool = False
     style: str | None = None
     explode: bool | None = None
+    #: A path parameter's rule, checked before the handler runs.
+    rule: IdRule | None = None
 
     @classmethod
-    def path(cls, name: str, description: str | None = None) -> Param:
-        return cls(name, "path", description=description, required=True)
+    def path(cls, name: str, description: str | None = None, rule: IdRule | None = None) -> Param:
+        """A path parameter, checked by `rule` (by default the rule `PATH_IDS` has for its name)."""
+        rule = rule or PATH_IDS.get(name)
+        if rule is None:
+            raise ValueError(
+                f"path parameter '{name}' has no id rule: add it to PATH_IDS, or declare Param.path({name!r}, "
+                "rule=...) - whatever a path names may reach a store's key"
+            )
+        return cls(name, "path", rule.schema(), description, required=True, rule=rule)
 
     @classmethod
     def query(cls, name: str, schema: Mapping[str, Any], description: str | None = None, **more: Any) -> Param:
@@ -128,6 +154,23 @@ class DeclaredResolver(APIGatewayRestResolver):
         )
 
 
+def _checking_ids(handler: Handler, params: tuple[Param, ...]) -> Callable[..., Any]:
+    """`handler`, called only when each path parameter (percent-decoded, as the handlers read them) keeps its rule;
+    else the 422 that names it."""
+    rules = {param.name: param.rule for param in params if param.rule is not None}
+
+    @functools.wraps(handler)
+    def checked(**values: Any) -> Any:
+        for name, value in values.items():
+            rule = rules.get(name)
+            problem = rule.problem(unquote(value)) if rule is not None and isinstance(value, str) else None
+            if problem is not None:
+                raise Problem.unprocessable(f"path parameter '{name}' {problem}", (name, problem))
+        return handler(**values)
+
+    return checked
+
+
 class Routes:
     """The route table: each declaration registers its handler with the resolver and records its operation."""
 
@@ -171,10 +214,10 @@ class Routes:
             raise ValueError(f"{method} {rule} is declared twice")
         if not any(200 <= status < 400 for status in responses):
             raise ValueError(f"{method} {rule} declares no successful response")
-        path_params = tuple(described.get(name, Param.path(name)) for name in in_rule)
+        path_params = tuple(described[name] if name in described else Param.path(name) for name in in_rule)
 
         def register(handler: Handler) -> Handler:
-            APIGatewayRestResolver.route(self.resolver, rule, method)(handler)
+            APIGatewayRestResolver.route(self.resolver, rule, method)(_checking_ids(handler, path_params))
             operation = Operation(
                 method=method,
                 rule=rule,

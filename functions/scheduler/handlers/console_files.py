@@ -31,11 +31,11 @@ def console_file(path: str, root: Path = CONSOLE_DIR) -> tuple[bytes, str] | Non
     try:
         base = root.resolve()
         file = (base / relative).resolve()
-    except (OSError, ValueError):
+        if not file.is_relative_to(base) or not file.is_file() or file.suffix not in CONSOLE_TYPES:
+            return None
+        return file.read_bytes(), CONSOLE_TYPES[file.suffix]
+    except (OSError, ValueError):  # a name too long for a file, or one the file system cannot hold
         return None
-    if not file.is_relative_to(base) or not file.is_file() or file.suffix not in CONSOLE_TYPES:
-        return None
-    return file.read_bytes(), CONSOLE_TYPES[file.suffix]
 
 
 def console_headers(content_type: str) -> dict[str, str]:

@@ -302,6 +302,7 @@ def build(
         tenant_slots=DynamoTenantSlots(settings.jobs_table, dynamodb),
         request_windows=DynamoRequestWindows(settings.jobs_table, dynamodb),
         operations=DynamoOperationStore(settings.jobs_table, dynamodb),
+        bulk_slots=DynamoTenantSlots(settings.jobs_table, dynamodb, kind="BULK"),
         events=EventBridgePublisher(settings.event_bus_name, clients.events) if settings.completion_events else None,
     )
     port_metrics: PortMetrics = PowertoolsMetrics(metrics) if isinstance(metrics, Metrics) else metrics

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from scheduler.core.jobs.secrecy import redact_url
+
 #: The session tag the worker sets on the target role's session; the role's grants are conditioned on it.
 TENANT_TAG = "punctual-tenant"
 
@@ -72,13 +74,14 @@ def sqs_queue_arn(address: str, home: Home) -> str:
         split = urlsplit(address)
         segments = split.path.split("/")
         if split.scheme not in ("http", "https") or split.query or split.fragment or len(segments) != 3:
-            raise NotAResource(f"'{address}' is not an SQS queue URL (https://<host>/<account>/<name>)")
+            raise NotAResource(f"'{redact_url(address)}' is not an SQS queue URL (https://<host>/<account>/<name>)")
         _, account, name = (unquote(segment) for segment in segments)
         host = _SQS_HOST.match((split.hostname or "").lower())
         region = (host[1] or host[2] or "us-east-1") if host else home.region
         partition = home.partition
     if not (account.isdigit() and len(account) == 12) or not _SQS_NAME.match(name):
-        raise NotAResource(f"'{address}' does not name an SQS queue (an account of 12 digits and a queue name)")
+        shown = address if address.startswith("arn:") else redact_url(address)
+        raise NotAResource(f"'{shown}' does not name an SQS queue (an account of 12 digits and a queue name)")
     return f"arn:{partition}:sqs:{region}:{account}:{name}"
 
 

@@ -140,6 +140,8 @@ def test_an_http_receiver_gets_the_signed_request_a_deployed_worker_sends() -> N
         assert verified.fencing_token == 1
         assert json.loads(body) == {"order": 7}
         assert headers["Idempotency-Key"] == verified.occurrence_key
+        # ... and carries no v1 signature: the functions sign v1 only where a deployment turns it on
+        assert ",v1=" not in headers["X-Scheduler-Signature"]
         assert scheduler.runs(job.job_id)[0].state == "SUCCEEDED"
 
 

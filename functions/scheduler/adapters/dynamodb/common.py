@@ -97,11 +97,17 @@ def encode_cursor(key: dict[str, Any] | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
 
 
+#: The longest string a cursor's key may hold, in UTF-8 bytes: DynamoDB's limit for a sort key (a partition key may
+#: take 2,048). Every key this API hands out in a cursor is shorter; a longer one would be refused by the table (a
+#: 500 where it is read by key), so it is a cursor this API did not hand out.
+MAX_CURSOR_PART = 1024
+
+
 def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
-    """The key a cursor of `encode_cursor` carries: a flat object of key attributes (`{"S": ...}` or `{"N": ...}`)
-    and whole numbers (a position). Anything else is a ValueError (a cursor this API did not hand out): the caller
-    sent it, so it may be any bytes - nested a thousand levels deep, too, which `json.loads` refuses with a
-    RecursionError."""
+    """The key a cursor of `encode_cursor` carries: a flat object of key attributes (`{"S": ...}` or `{"N": ...}`,
+    each at most MAX_CURSOR_PART bytes) and whole numbers (a position). Anything else is a ValueError (a cursor this
+    API did not hand out): the caller sent it, so it may be any bytes - nested a thousand levels deep, too, which
+    `json.loads` refuses with a RecursionError."""
     if not cursor:
         return None
     try:
@@ -115,7 +121,10 @@ def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
 
 def _cursor_part(value: Any) -> bool:
     if isinstance(value, dict):
-        return len(value) == 1 and next(iter(value)) in ("S", "N") and isinstance(next(iter(value.values())), str)
+        if len(value) != 1 or next(iter(value)) not in ("S", "N"):
+            return False
+        text = next(iter(value.values()))
+        return isinstance(text, str) and len(text.encode("utf-8", "surrogatepass")) <= MAX_CURSOR_PART
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -61,25 +61,28 @@ class DynamoTenantSlots:
     """Each tenant's execution slots in the jobs table: `PK=TENANT#{tenant}`, `SK=SLOT#{n:05d}`, next to its quota
     counter and budget calendar, so one query reads them all. A slot item exists while it is held (or until its
     dead holder's lease ends): taking one is a conditional put (absent, or its lease ended), releasing it a
-    conditional delete (still ours). Every holder's item expires by TTL a day after its lease, whatever happens."""
+    conditional delete (still ours). Every holder's item expires by TTL a day after its lease, whatever happens.
+
+    `kind` names another set of slots of each tenant beside its execution slots (`SK={kind}#{n:05d}`): its running
+    bulk operations' (`BULK`, scheduler.core.jobs.bulk)."""
 
     #: Free slots tried (in random order, so concurrent workers spread out) before the tenant counts as full.
     ATTEMPTS = 3
 
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None, *, kind: str = "SLOT") -> None:
         self.table = table_name
         self.client: Any = client or boto3.client("dynamodb")
+        self.prefix = f"{kind}#"
 
-    @staticmethod
-    def _key(tenant: str, slot: int) -> dict[str, Any]:
-        return {"PK": s(f"TENANT#{tenant}"), "SK": s(f"SLOT#{slot:05d}")}
+    def _key(self, tenant: str, slot: int) -> dict[str, Any]:
+        return {"PK": s(f"TENANT#{tenant}"), "SK": s(f"{self.prefix}{slot:05d}")}
 
     def _held(self, tenant: str, now: datetime) -> dict[int, int]:
         """Slot -> lease end (epoch ms) of every live holder."""
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "PK = :pk AND begins_with(SK, :slot)",
-            "ExpressionAttributeValues": {":pk": s(f"TENANT#{tenant}"), ":slot": s("SLOT#")},
+            "ExpressionAttributeValues": {":pk": s(f"TENANT#{tenant}"), ":slot": s(self.prefix)},
             "ProjectionExpression": "SK, lease_until",
             "ConsistentRead": True,
         }
@@ -88,7 +91,7 @@ class DynamoTenantSlots:
             for item in items:
                 until = int(item["lease_until"]["N"])
                 if until >= to_ms(now):
-                    held[int(item["SK"]["S"].removeprefix("SLOT#"))] = until
+                    held[int(item["SK"]["S"].removeprefix(self.prefix))] = until
         return held
 
     def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
@@ -152,13 +155,17 @@ class DynamoRequestWindows:
         self.table = table_name
         self.client: Any = client or boto3.client("dynamodb")
 
-    def take(self, tenant: str, window: int, limit: int, expires: datetime) -> bool:
+    def take(self, tenant: str, window: int, limit: int, expires: datetime, count: int = 1) -> bool:
         return conditionally(
             self.client.update_item,
             TableName=self.table,
             Key={"PK": s(f"TENANT#{tenant}"), "SK": s(f"REQUESTS#{window}")},
-            UpdateExpression="ADD #count :one SET expires_at = :expires",
-            ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
+            UpdateExpression="ADD #count :count SET expires_at = :expires",
+            ConditionExpression="attribute_not_exists(#count) OR #count <= :room",
             ExpressionAttributeNames={"#count": "count"},
-            ExpressionAttributeValues={":one": n(1), ":limit": n(limit), ":expires": epoch_seconds(expires)},
+            ExpressionAttributeValues={
+                ":count": n(count),
+                ":room": n(limit - count),
+                ":expires": epoch_seconds(expires),
+            },
         )

@@ -74,10 +74,10 @@ class MemoryRequestWindows:
         self.counts: dict[tuple[str, int], int] = {}
         self.lock = threading.RLock()
 
-    def take(self, tenant: str, window: int, limit: int, expires: datetime) -> bool:
+    def take(self, tenant: str, window: int, limit: int, expires: datetime, count: int = 1) -> bool:
         with self.lock:
             counted = self.counts.get((tenant, window), 0)
-            if counted >= limit:
+            if counted + count > limit:
                 return False
-            self.counts[(tenant, window)] = counted + 1
+            self.counts[(tenant, window)] = counted + count
             return True

@@ -17,25 +17,46 @@ A crash before 1 lists the page again; between 1 and 3 the next request applies 
 (no-ops for those already changed) and counts them by the state recorded in 1, so a job changed before the crash
 still counts as changed, once; a crash after 3 goes on with the next page. Every job ends in the requested state or
 in `failed` with the reason, and none is half-changed (each change is one write).
+
+What one tenant's bulk actions may take (docs/security.md, "Bulk actions"):
+
+- each job a page changes counts as one request against the tenant's API request limit
+  (`scheduler.core.tenancy.request_limits`), counted before the page is listed: a page is as many jobs as the
+  tenant's window still takes (all of BULK_PAGE, else half as many, and so on down to one). When not even one fits,
+  the request stops: before its first page it is `Throttled` (a 429 with Retry-After, the time to the next window);
+  later it answers with its progress, and the next request goes on when the limit allows;
+- at most `max_running` operations of a tenant run at once: an operation holds one of its tenant's bulk slots
+  (`TenantSlots`) from its first request until it is done, renewed by each request and kept `BULK_IDLE` after the
+  request's time is up (so an operation its caller gave up on frees its slot by then). Another operation's request
+  meanwhile is `Throttled`, before it reads anything.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
-from scheduler.core.errors import IdempotencyConflict, InvalidRequest, InvalidState, JobNotFound, VersionConflict
+from scheduler.core.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    InvalidState,
+    JobNotFound,
+    Throttled,
+    VersionConflict,
+)
 from scheduler.core.jobs.reads import owned_job
 from scheduler.core.jobs.service import JobService, request_hash
 from scheduler.core.model.job import JobQuery, JobState
 from scheduler.core.model.labels import MAX_SELECTORS, LabelSelector
 from scheduler.core.model.timefmt import truncate_ms
-from scheduler.core.ports import Clock
+from scheduler.core.ports import Clock, TenantSlots
+from scheduler.core.tenancy.request_limits import RequestGate
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +71,17 @@ BULK_TIME_BUDGET = timedelta(seconds=20)
 MAX_REASON = 200
 #: How long an operation stays readable (and its key means it) after its last change.
 OPERATION_RETENTION = timedelta(days=7)
+#: Operations of one tenant running at once (the default of `SCHEDULER_BULK_MAX_RUNNING`).
+MAX_RUNNING = 2
+#: How long a running operation keeps its tenant's bulk slot after its request's time is up: room for its caller's
+#: next request. An operation nobody goes on with frees its slot then.
+BULK_IDLE = timedelta(seconds=40)
+
+
+class _RequestsUsedUp(Exception):
+    def __init__(self, wait: float) -> None:
+        super().__init__(wait)
+        self.wait = wait
 
 
 class BulkAction(StrEnum):
@@ -171,6 +203,12 @@ class BulkService:
     page_size: int = BULK_PAGE
     #: Called after each page is recorded (the CLI-facing progress in tests; a crash point in the protocol tests).
     on_page: Callable[[BulkOperation], None] = field(default=lambda operation: None)
+    #: The tenants' API request limits, which every job a page changes counts against (None: no limit).
+    requests: RequestGate | None = None
+    #: Each tenant's bulk slots, one per running operation (None: no limit on running operations).
+    slots: TenantSlots | None = None
+    #: Operations of one tenant running at once (0: no limit).
+    max_running: int = MAX_RUNNING
 
     def run(
         self,
@@ -181,16 +219,25 @@ class BulkService:
         stop_at: datetime,
     ) -> BulkOperation:
         """Start the operation this request names, or go on with it, until it is DONE or `stop_at` passes; the
-        operation as it then is. A key reused with another action or selector raises IdempotencyConflict."""
+        operation as it then is. A key reused with another action or selector raises IdempotencyConflict; Throttled
+        when the tenant has `max_running` other operations running, or its request limit takes no page now."""
         query = selector_query(labels)
         op_id = operation_id(tenant, idempotency_key)
         digest = request_hash({"action": action.value, "labels": dict(labels)})
         operation = self.operations.get(tenant, op_id)
+        if operation is not None and operation.request_hash != digest:
+            raise IdempotencyConflict(idempotency_key)
+        if operation is not None and operation.state == OperationState.DONE:
+            return operation
+        slot = self._hold_slot(tenant, op_id, stop_at)
         if operation is None:
             operation = self.operations.create(self._new(tenant, op_id, action, labels, query, digest))
-        if operation.request_hash != digest:
-            raise IdempotencyConflict(idempotency_key)
-        return self.resume_work(operation, stop_at)
+            if operation.request_hash != digest:  # another request created it first, with another body
+                raise IdempotencyConflict(idempotency_key)
+        operation = self.resume_work(operation, stop_at)
+        if operation.state == OperationState.DONE and slot is not None and self.slots is not None:
+            self.slots.release(tenant, slot, op_id)
+        return operation
 
     def get(self, tenant: str, op_id: str) -> BulkOperation:
         operation = self.operations.get(tenant, op_id)
@@ -199,9 +246,20 @@ class BulkService:
         return operation
 
     def resume_work(self, operation: BulkOperation, stop_at: datetime) -> BulkOperation:
+        pages = 0
         while operation.state == OperationState.RUNNING and self.clock.now() < stop_at:
             if operation.pending is None:
-                begun = self._begin_page(operation)
+                try:
+                    begun = self._begin_page(operation)
+                except _RequestsUsedUp as used_up:
+                    if pages:
+                        return operation  # the next request goes on when the limit allows
+                    raise Throttled(
+                        "this tenant's request limit is used up: a bulk action counts each job it changes as a "
+                        f"request ({operation.processed} of {operation.matched} jobs done); send the same request "
+                        f"again after {math.ceil(used_up.wait)} s to go on",
+                        used_up.wait,
+                    ) from None
                 if begun is None:
                     return self.get(operation.tenant, operation.operation_id)  # another request works on it
                 operation = begun
@@ -211,6 +269,7 @@ class BulkService:
             if ended is None:
                 return self.get(operation.tenant, operation.operation_id)
             operation = ended
+            pages += 1
             self.on_page(operation)
         return operation
 
@@ -236,11 +295,35 @@ class BulkService:
         log.info("bulk operation started", extra={"operation_id": op_id, "action": action.value, "matched": matched})
         return BulkOperation(op_id, tenant, action, dict(labels), digest, now, now, matched)
 
+    def _hold_slot(self, tenant: str, op_id: str, stop_at: datetime) -> int | None:
+        """The tenant's bulk slot this operation holds, renewed until `stop_at` and BULK_IDLE after (None: no limit);
+        Throttled when `max_running` other operations of the tenant hold one each."""
+        if self.slots is None or self.max_running <= 0:
+            return None
+        until = stop_at + BULK_IDLE
+        for held in range(self.max_running):
+            if self.slots.extend(tenant, held, op_id, until):
+                return held
+        slot = self.slots.acquire(tenant, self.max_running, op_id, self.clock.now(), until)
+        if slot is None:
+            wait = BULK_TIME_BUDGET.total_seconds()
+            raise Throttled(
+                f"this tenant has {self.max_running} bulk operations running, as many as run at once (each until it "
+                f"is done, or {int(BULK_IDLE.total_seconds())} s after its last request); finish one, or send this "
+                f"request again after {int(wait)} s",
+                wait,
+            )
+        return slot
+
     def _begin_page(self, operation: BulkOperation) -> BulkOperation | None:
         room = self.max_jobs - operation.processed
-        page, next_cursor = self.jobs.jobs.list(
-            operation.tenant, None, min(self.page_size, room), operation.cursor, operation.query
-        )
+        size = min(self.page_size, room)
+        if self.requests is not None and size > 0:
+            # The page's jobs count as requests, before it is listed (the last page may count a few it does not hold)
+            size, wait = self.requests.admit_up_to(operation.tenant, size)
+            if wait is not None:
+                raise _RequestsUsedUp(wait)
+        page, next_cursor = self.jobs.jobs.list(operation.tenant, None, size, operation.cursor, operation.query)
         if room <= len(page):
             # Jobs labelled after the count would take the operation over its limit: it ends at the limit.
             next_cursor = None

@@ -43,9 +43,11 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def shown_url(url: str) -> str:
-    """The URL as a read shows it: its userinfo, every query value and its fragment replaced by REDACTED (the query
-    parameters' names stay). A query may carry a token (`?sig=...`), so no value of it is shown."""
+def redact_url(url: str) -> str:
+    """A target URL as anything shows or writes it - a read, an error message (a run's `last_error`, hence the
+    dead-letter log line and the completion event), a log line: its userinfo, every query value and its fragment
+    replaced by REDACTED (the query parameters' names stay). A query may carry a token (`?sig=...`), so no value of
+    it is shown. The one place a URL is redacted: every message that names a target URL builds it with this."""
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:
@@ -62,7 +64,7 @@ def spec_view(spec: JobSpec) -> dict[str, Any]:
     shown = spec.model_dump(mode="json", exclude_none=True)
     target = spec.target
     if isinstance(target, HttpTarget):
-        shown["target"]["url"] = shown_url(str(target.url))
+        shown["target"]["url"] = redact_url(str(target.url))
         if target.headers:
             shown["target"]["headers"] = {
                 name: REDACTED if is_secret_header(name, target.public_headers) else value

@@ -24,6 +24,7 @@ from scheduler.core.errors import (
 from scheduler.core.jobs.lifecycle import cancelled, paused, resumed
 from scheduler.core.jobs.reads import owned_job
 from scheduler.core.jobs.secrecy import carry_secrets, opened_headers, sealed, submitted_problem
+from scheduler.core.model.cron import misplaced_no_specific_value
 from scheduler.core.model.job import (
     MAX_PAYLOAD_BYTES,
     REDACTED,
@@ -35,6 +36,7 @@ from scheduler.core.model.job import (
 )
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.schedules import (
+    CronSchedule,
     OnceSchedule,
     first_occurrence,
     is_occurrence,
@@ -135,6 +137,7 @@ class JobService:
         spec = submission.spec
         self._check_payload(spec)
         self._check_secrets(spec)
+        self._check_schedule(spec)
         self.check_target(tenant, spec)
         now = truncate_ms(self.clock.now())
         idempotency = None
@@ -193,6 +196,8 @@ class JobService:
                 raise InvalidRequest("external_id is set on create and cannot change", field="external_id")
             self._check_payload(spec)
             self._check_secrets(spec, placeholders=True)
+            if spec.schedule != job.spec.schedule:  # a schedule stored before a rule keeps running as it is
+                self._check_schedule(spec)
             self.check_target(tenant, spec)
             now = truncate_ms(self.clock.now())
             if spec.schedule == job.spec.schedule and job.next_run_at is not None:
@@ -308,6 +313,14 @@ class JobService:
         problem = submitted_problem(spec, placeholders=placeholders)
         if problem is not None:
             raise problem
+
+    @staticmethod
+    def _check_schedule(spec: JobSpec) -> None:
+        """What a submitted schedule may not hold beyond what the parser reads (which a stored one may hold)."""
+        if isinstance(spec.schedule, CronSchedule):
+            problem = misplaced_no_specific_value(spec.schedule.expression)
+            if problem is not None:
+                raise InvalidRequest(problem, field="schedule.expression")
 
     @staticmethod
     def _check_payload(spec: JobSpec) -> None:

@@ -161,6 +161,26 @@ def _plan(expression: str) -> _CronPlan:
     )
 
 
+#: The fields where `?` may stand: day of month and day of week, as in EventBridge and Quartz, where it means "no
+#: specific value" (here the same as `*`).
+_NO_SPECIFIC_VALUE = (2, _DAY_OF_WEEK)
+
+
+def misplaced_no_specific_value(expression: str) -> str | None:
+    """Why `expression` has a `?` outside the day-of-month and day-of-week fields, or None. A new or changed
+    schedule with one is refused: `? * * * *` reads as "no specific minute" and would run every minute. (The parser
+    itself still takes it everywhere, as `*`, so a job stored before this rule is read and runs as it did.)"""
+    for index, field in enumerate(_fields(expression)):
+        if index in _NO_SPECIFIC_VALUE or not any(item.partition("/")[0] == "?" for item in field.split(",")):
+            continue
+        name = _FIELDS[index][0]
+        return (
+            f"{name} field '{field}': '?' (no specific value) is allowed only in the day-of-month and day-of-week "
+            f"fields; write '*' for every {name}"
+        )
+    return None
+
+
 def normalise_cron(expression: str) -> str:
     """Validate a 5-field cron expression and return it with macros expanded and single spaces between fields.
 
