@@ -348,8 +348,9 @@ class SigningKey(ApiModel):
     key: str
     #: The job key's version this key signs for.
     version: int = 1
-    #: When a replaced version stops signing (None: the current one); a receiver must not accept it after.
-    expires_at: datetime | None = None
+    #: When a replaced version stops signing (RFC 3339; None: the current one); a receiver must not accept it after.
+    #: Kept as the API sent it: the receiver kit reads it, and refuses a key whose expiry it cannot read.
+    expires_at: str | None = None
 
 
 class SigningKeys(ApiModel):

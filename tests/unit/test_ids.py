@@ -61,10 +61,10 @@ def test_every_id_the_scheduler_makes_keeps_the_rule_the_api_checks_it_by() -> N
     import random
     from datetime import UTC, datetime
 
+    from scheduler.core.jobs.backfill import new_backfill_id
     from scheduler.core.jobs.bulk import operation_id
     from scheduler.core.model.ids import EXTERNAL_ID_RULE, JOB_ID, OCCURRENCE, TOKEN_ID
     from scheduler.core.model.keys import occurrence_key
-    from scheduler.core.sweep.backfill import new_backfill_id
     from scheduler_sim.determinism import SeededIds
 
     latest = datetime(2199, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC)
