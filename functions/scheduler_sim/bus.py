@@ -6,20 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from scheduler.core.ports import OutcomeEvent
+from scheduler_sim.records import Published
 
 if TYPE_CHECKING:
     from scheduler_sim.simulation import Simulation
-
-
-@dataclass(frozen=True)
-class Published:
-    at: datetime  # true time
-    actor: str
-    event: OutcomeEvent
 
 
 @dataclass

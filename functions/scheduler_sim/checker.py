@@ -18,7 +18,7 @@ from scheduler_sim.invariants import INVARIANTS, Violation, instant, span
 from scheduler_sim.recurrence import chains, run_all_skips
 
 if TYPE_CHECKING:
-    from scheduler_sim.simulation import Simulation
+    from scheduler_sim.observed import Observed
 
 #: Added to the hold time: a worker's poll interval (up to 1.5 s) and the clock a few steps take (sub-second
 #: early waits) before one receives a message that came back.
@@ -28,7 +28,7 @@ RESTART_SLACK_SECONDS = 10.0
 MAX_PER_INVARIANT = 5
 
 
-def check(sim: Simulation) -> list[Violation]:
+def check(sim: Observed) -> list[Violation]:
     """All invariants, in order. Returns the violations found (empty when the run is correct)."""
     found: list[Violation] = []
     found += [Violation(0, error) for error in sim.errors]
@@ -41,7 +41,7 @@ def check(sim: Simulation) -> list[Violation]:
     found += _bad_input(sim)
     found += _quota(sim)
     found += _version_change_costs(sim)
-    found += [Violation(9, message) for message in sim.sink.over_limit]
+    found += [Violation(9, message) for message in sim.over_limit]
     found += _restarts(sim)
     found += _completion_events(sim)
     found += _backfills(sim)
@@ -56,7 +56,7 @@ def check(sim: Simulation) -> list[Violation]:
     return kept
 
 
-def _quota(sim: Simulation) -> list[Violation]:
+def _quota(sim: Observed) -> list[Violation]:
     """Invariant 7: the counter the API's quota check reads (created, resumed and edited jobs in, completed and
     cancelled jobs out - some of them released by the sweeper's page checkpoints) matches the jobs themselves."""
     counted: dict[str, int] = {}
@@ -72,21 +72,21 @@ def _quota(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _backlogged(sim: Simulation, deadline: datetime, again: datetime) -> bool:
+def _backlogged(sim: Observed, deadline: datetime, again: datetime) -> bool:
     """Whether the queue had more visible messages than the workers took, from the restart bound (less the poll's
     slack) until the message was received: every receive in that span came back full. A receive that came back
     short took every visible message, so a message visible then would have been received."""
     since = deadline - timedelta(seconds=RESTART_SLACK_SECONDS)
-    polls = [full for at, full in sim.queue.polls if since <= at < again]
+    polls = [full for at, full in sim.polls if since <= at < again]
     return bool(polls) and all(polls)
 
 
-def _completion_events(sim: Simulation) -> list[Violation]:
+def _completion_events(sim: Observed) -> list[Violation]:
     """Invariant 11 (the outbox): the terminal write and its outbox entry are one fact, and the worker's publish or
     a sweep's drain announces it at least once. Judged on each occurrence's final outcome (event id: key, epoch,
     state) once the queue and the outbox were drained."""
     found: list[Violation] = []
-    published = sim.bus.event_ids()
+    published = sim.event_ids()
     for key, item in sim.ledger.items.items():
         job = sim.jobs.jobs.get(item.job_id)
         announced = job is not None and job.spec.events is True
@@ -97,7 +97,7 @@ def _completion_events(sim: Simulation) -> list[Violation]:
                 Violation(11, f"{key} ended {item.state.value} (epoch {item.epoch}); no completion event announced it")
             )
     quiet = {job_id for job_id, job in sim.jobs.jobs.items() if job.spec.events is not True}
-    for entry in sim.bus.published:
+    for entry in sim.published:
         if entry.event.job_id in quiet:
             found.append(
                 Violation(11, f"{entry.actor} published {entry.event.event_id}; its job has completion events off")
@@ -105,7 +105,7 @@ def _completion_events(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _backfills(sim: Simulation) -> list[Violation]:
+def _backfills(sim: Observed) -> list[Violation]:
     """Invariant 12: every backfill the store holds (acknowledged or not: a client that lost the answer still made
     it) of a job neither cancelled nor paused at the end has sent its whole range, and each occurrence of the range
     has a terminal ledger item under its normal key (one accepted effect at most: invariant 2 judges every key)."""
@@ -127,7 +127,7 @@ def _backfills(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _dispatch_budgets(sim: Simulation) -> list[Violation]:
+def _dispatch_budgets(sim: Observed) -> list[Violation]:
     """Invariant 13: every dispatch a tenant admission let through carries its release instant (its fire time, or
     the later instant its budget gave it), booked in one window of the tenant's calendar; a window holds at most the
     budget's capacity, so no window sees more releases than that (what bounds a tenant's burst, `fairness.py`)."""
@@ -152,12 +152,12 @@ def _dispatch_budgets(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _terminal_item(sim: Simulation, key: str) -> bool:
+def _terminal_item(sim: Observed, key: str) -> bool:
     item = sim.ledger.items.get(key)
     return item is not None and item.state.terminal
 
 
-def _restarts(sim: Simulation) -> list[Violation]:
+def _restarts(sim: Observed) -> list[Violation]:
     """Invariant 10 (bounded recovery): every message a worker held when it died, its batch's hold applied, is
     received again within the hold time (the lease, for the occurrence it had claimed) plus a poll's slack of the
     death - not after the queue's visibility timeout. Time the fault model injected meanwhile (an outage, a
@@ -174,7 +174,7 @@ def _restarts(sim: Simulation) -> list[Violation]:
             for start, seconds in sorted(sim.stalls):
                 if abandoned.at <= start <= deadline:
                     deadline += timedelta(seconds=seconds)
-            again = next((t for t in sim.queue.receives.get(message_id, []) if t >= abandoned.at), None)
+            again = next((t for t in sim.receives.get(message_id, []) if t >= abandoned.at), None)
             if again is not None and again > deadline and _backlogged(sim, deadline, again):
                 continue  # visible in time, but every receive meanwhile came back full: the workers were behind
             if again is None or again > deadline:
@@ -190,7 +190,7 @@ def _restarts(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _terminal(sim: Simulation) -> list[Violation]:
+def _terminal(sim: Observed) -> list[Violation]:
     found: list[Violation] = []
     items = sim.ledger.items
     for key, item in items.items():
@@ -218,16 +218,16 @@ def _terminal(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _effects(sim: Simulation) -> list[Violation]:
+def _effects(sim: Observed) -> list[Violation]:
     found: list[Violation] = []
-    for (job_id, scheduled_for), effects in sim.sink.effects.items():
+    for (job_id, scheduled_for), effects in sim.effects.items():
         if len(effects) > 1:
             keys = ", ".join(f"{e.key} (token {e.token}, {e.actor} at {instant(e.at)})" for e in effects)
             found.append(
                 Violation(2, f"occurrence {job_id} @ {instant(scheduled_for)} took effect {len(effects)} times: {keys}")
             )
     acted: dict[tuple[str, datetime], int] = {}
-    for call in sim.sink.calls:
+    for call in sim.calls:
         derived = occurrence_key(call.job_id, call.scheduled_for)
         if call.key != derived:
             found.append(Violation(2, f"{call.actor} called the target with key {call.key}, not the derived {derived}"))
@@ -246,10 +246,10 @@ def _effects(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _cancellations(sim: Simulation) -> list[Violation]:
+def _cancellations(sim: Observed) -> list[Violation]:
     cancelled = {r.job_id: r.cancel_acked for r in sim.records if r.job_id and r.cancel_acked}
     found: list[Violation] = []
-    for call in sim.sink.calls:
+    for call in sim.calls:
         acked = cancelled.get(call.job_id)
         if acked is None or call.at <= acked:
             continue
@@ -265,7 +265,7 @@ def _cancellations(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _pause_windows(sim: Simulation) -> dict[str, list[tuple[datetime, datetime]]]:
+def _pause_windows(sim: Observed) -> dict[str, list[tuple[datetime, datetime]]]:
     """Per job, from the first attempt of each pause to the acknowledgement of the resume that ended it (or the
     end of the run): the occurrences scheduled inside are the resume's to decide, not the paused worker's."""
     windows: dict[str, list[tuple[datetime, datetime]]] = {}
@@ -287,7 +287,7 @@ def _pause_windows(sim: Simulation) -> dict[str, list[tuple[datetime, datetime]]
 _END = datetime.max.replace(tzinfo=UTC)
 
 
-def _version_change_costs(sim: Simulation) -> list[Violation]:
+def _version_change_costs(sim: Observed) -> list[Violation]:
     """Invariant 8: a pause, resume, edit or cancel does not send its chain's look-ahead
     again. It may send the old version's last plan once only while that plan is unproven (a sweep lost or still
     running between its advance and its next timer's write); a pause or cancel starts no chain, so sends no more."""
@@ -301,7 +301,7 @@ def _version_change_costs(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _bad_input(sim: Simulation) -> list[Violation]:
+def _bad_input(sim: Observed) -> list[Violation]:
     found: list[Violation] = []
     for outcome in sim.invalid_outcomes:
         if outcome.changed:

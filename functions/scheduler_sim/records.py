@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Literal
 
 from scheduler.composition import Configs
 from scheduler.core.execution.executor import ExecuteConfig
 from scheduler.core.execution.packing import PackingConfig
 from scheduler.core.execution.recovery import HoldConfig
 from scheduler.core.model.job import Job
+from scheduler.core.ports import OutcomeEvent
 from scheduler.core.sweep.backfill import BackfillConfig
 from scheduler.core.sweep.dispatch import DispatchConfig
 from scheduler.core.sweep.sweeper import SweepConfig
@@ -172,3 +174,32 @@ class SimResult:
     @property
     def ok(self) -> bool:
         return not self.violations
+
+
+Fate = Literal["ok", "retryable", "throttled", "permanent", "timeout-before", "timeout-after", "pause", "slow"]
+Verdict = Literal["accepted", "duplicate", "stale"]
+
+
+@dataclass
+class RawCall:
+    """One call that reached the target."""
+
+    at: datetime  # true time
+    actor: str
+    key: str
+    job_id: str
+    scheduled_for: datetime
+    token: int
+    attempt: int
+    delivery: str
+    job_read_at: datetime | None  # true time of the worker's last read of the job before this call
+    fate: Fate
+    reached: bool = False  # the call got to the point of acting (a target without dedupe would have acted)
+    verdict: Verdict | None = None
+
+
+@dataclass(frozen=True)
+class Published:
+    at: datetime  # true time
+    actor: str
+    event: OutcomeEvent

@@ -30,8 +30,8 @@ from scheduler_sim.determinism import next_occurrence
 from scheduler_sim.invariants import Violation, instant, span
 
 if TYPE_CHECKING:
+    from scheduler_sim.observed import Observed
     from scheduler_sim.records import JobRecord
-    from scheduler_sim.simulation import Simulation
 
 #: Nominal occurrences listed per era at most (a run spans at most a couple of hours).
 MAX_NOMINAL = 500
@@ -49,7 +49,7 @@ class Era:
     end: datetime | None = None  # first attempt of the call that ended it (None: it lasts to the end)
 
 
-def chains(sim: Simulation) -> list[Violation]:
+def chains(sim: Observed) -> list[Violation]:
     ran: dict[str, dict[datetime, Execution]] = {}
     for item in sim.ledger.items.values():
         if item.state == RunState.SKIPPED and item.last_error == "job paused" and _resumed_after(sim, item):
@@ -83,7 +83,7 @@ def chains(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _resumed_after(sim: Simulation, item: Execution) -> bool:
+def _resumed_after(sim: Observed, item: Execution) -> bool:
     """Whether the item's occurrence fell inside a pause that a resume ended (strictly after the pause's write)."""
     for record in sim.records:
         if record.job_id != item.job_id:
@@ -126,7 +126,7 @@ def _nominal(
     return out
 
 
-def _gaps(sim: Simulation, record: JobRecord, final: Job, era: Era, ran: dict[datetime, Execution]) -> list[Violation]:
+def _gaps(sim: Observed, record: JobRecord, final: Job, era: Era, ran: dict[datetime, Execution]) -> list[Violation]:
     job = era.job
     spec = job.spec
     if era.end is not None:
@@ -157,7 +157,7 @@ def _gaps(sim: Simulation, record: JobRecord, final: Job, era: Era, ran: dict[da
     return found
 
 
-def _misfired(sim: Simulation, job: Job, era: Era, missed: list[datetime]) -> bool:
+def _misfired(sim: Observed, job: Job, era: Era, missed: list[datetime]) -> bool:
     """Whether the core decided, for a chain timer it found late, to skip these occurrences, under a policy
     that skips (`run_all` skips nothing within its catch-up window of a day, longer than any run)."""
     grace = sim.config.misfire_grace
@@ -172,7 +172,7 @@ def _misfired(sim: Simulation, job: Job, era: Era, missed: list[datetime]) -> bo
     )
 
 
-def run_all_skips(sim: Simulation) -> list[Violation]:
+def run_all_skips(sim: Observed) -> list[Violation]:
     found: list[Violation] = _catch_up_overlap_skips(sim)
     window = sim.config.catchup_window
     for job_id, decisions in sim.misfires.items():
@@ -188,7 +188,7 @@ def run_all_skips(sim: Simulation) -> list[Violation]:
     return found
 
 
-def _catch_up_overlap_skips(sim: Simulation) -> list[Violation]:
+def _catch_up_overlap_skips(sim: Observed) -> list[Violation]:
     """A catch-up is never SKIPPED for overlap, whatever the overlap policy: each waits behind the one before it.
     Judged where the catch-up is certain: for a job whose every known version is `run_all`, an occurrence first
     claimed later than the misfire grace after its fire time (so late whenever its overlap was judged); for any
@@ -235,7 +235,7 @@ def _last_pause(record: JobRecord) -> tuple[datetime, datetime] | None:
     return window if pause is None and window is not None and window[0] < window[1] else None
 
 
-def _chain_alive(sim: Simulation, record: JobRecord, final: Job) -> list[Violation]:
+def _chain_alive(sim: Observed, record: JobRecord, final: Job) -> list[Violation]:
     if final.state != JobState.ACTIVE:
         return []
     name = f"job-{record.index} ({final.job_id}) v{final.version}"

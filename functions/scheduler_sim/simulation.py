@@ -36,6 +36,7 @@ from scheduler_sim.bus import SimEventBus
 from scheduler_sim.checker import check
 from scheduler_sim.determinism import SeededIds, quiet_logging, snapshot
 from scheduler_sim.faults import Crash, Exposure, FaultProfile, Throttled
+from scheduler_sim.observed import Observed
 from scheduler_sim.quiescence import quiesce
 from scheduler_sim.records import (
     Abandoned,
@@ -176,7 +177,7 @@ class Simulation:
                 self.trace("sim", f"job-{record.index}: {record.description}")
             self.advance_to(self.end, api=True)
             quiesce(self)
-            violations = check(self)
+            violations = check(self.observed())
         return SimResult(self.seed, violations, self.events, self.profile, self._stats())
 
     def advance_to(self, until: datetime, *, api: bool) -> None:
@@ -270,6 +271,38 @@ class Simulation:
 
     def trace(self, actor: str, text: str) -> None:
         self.events.append((self.clock.now(), actor, text))
+
+    def observed(self) -> Observed:
+        """What the checker judges: the run as it stands, and nothing it could call back into."""
+        return Observed(
+            clock=self.clock,
+            config=self.config,
+            execute_config=self.execute_config,
+            hold_config=self.hold_config,
+            fairness=self.fairness,
+            records=self.records,
+            jobs=self.jobs,
+            timers=self.timers,
+            ledger=self.ledger,
+            backfills=self.backfills,
+            calls=self.sink.calls,
+            effects=self.sink.effects,
+            over_limit=self.sink.over_limit,
+            receives=self.queue.receives,
+            polls=self.queue.polls,
+            published=self.bus.published,
+            errors=self.errors,
+            stale_writes=self.stale_writes,
+            invalid_outcomes=self.invalid_outcomes,
+            first_send=self.first_send,
+            sent_dispatch=self.sent_dispatch,
+            misfires=self.misfires,
+            version_changes=self.version_changes,
+            releases=self.releases,
+            abandoned=self.abandoned,
+            stalls=self.stalls,
+            watermark_passed=self.watermark_passed,
+        )
 
     def current_actor(self) -> Actor:
         return self.stack[-1]

@@ -10,34 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from scheduler.core.ports import TargetCall, TargetFailure
+from scheduler_sim.records import Fate, RawCall, Verdict
 
 if TYPE_CHECKING:
     from scheduler_sim.simulation import Simulation
-
-Fate = Literal["ok", "retryable", "throttled", "permanent", "timeout-before", "timeout-after", "pause", "slow"]
-Verdict = Literal["accepted", "duplicate", "stale"]
-
-
-@dataclass
-class RawCall:
-    """One call that reached the target."""
-
-    at: datetime  # true time
-    actor: str
-    key: str
-    job_id: str
-    scheduled_for: datetime
-    token: int
-    attempt: int
-    delivery: str
-    job_read_at: datetime | None  # true time of the worker's last read of the job before this call
-    fate: Fate
-    reached: bool = False  # the call got to the point of acting (a target without dedupe would have acted)
-    verdict: Verdict | None = None
-
 
 #: Actors' clocks differ by up to 5 s (faults.FaultProfile): a lease is only counted as live this far inside it.
 SKEW_MARGIN = timedelta(seconds=12)
