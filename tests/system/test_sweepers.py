@@ -43,9 +43,9 @@ from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.timefmt import ONE_MINUTE, from_ms, minute_key, minute_of, rfc3339
 from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.handlers import wiring
+from scheduler.provision import provision
 from scheduler.schema import READY_QUEUE
 from scheduler.settings import Settings
-from scheduler_local.provision import provision
 
 pytestmark = pytest.mark.system
 
