@@ -150,6 +150,29 @@ def test_the_thread_heartbeats_beat_every_period_until_stopped() -> None:
     assert len(beats) == stopped  # stop() returned with no beat in flight and none after
 
 
+def test_a_slow_beat_does_not_push_back_the_next_one() -> None:
+    # A renewal whose request takes most of a period: the next beat is still due a period after it was due, not a
+    # period after it ended (which would eat into the lease's margin at every slow renewal)
+    starts: list[float] = []
+
+    def slow_first() -> bool:
+        starts.append(time.monotonic())
+        if len(starts) == 1:
+            time.sleep(0.8)
+        return len(starts) < 2
+
+    began = time.monotonic()
+    beating = ThreadHeartbeats().start(slow_first, 1.0)
+    deadline = time.monotonic() + 5
+    while len(starts) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    beating.stop()
+
+    assert len(starts) == 2
+    assert starts[0] - began == pytest.approx(1.0, abs=0.4)
+    assert starts[1] - starts[0] < 1.5  # 1.0 on a fixed rate; 1.8 if the period counted from the slow beat's end
+
+
 def test_a_thread_heartbeat_ends_when_its_beat_says_so() -> None:
     calls = threading.Event()
     count = 0
