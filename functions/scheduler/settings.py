@@ -75,8 +75,11 @@ class Settings(BaseSettings):
     #: How far ahead the sweeper dispatches (SQS DelaySeconds caps at 900 s, and a bucket spans 60 s).
     lookahead_seconds: int = Field(default=300, ge=0, le=780)
     bucket_lease_seconds: int = Field(default=120, ge=5, le=900)
-    #: Worker lease on an occurrence; long targets heartbeat to extend it.
-    lease_seconds: int = Field(default=60, ge=5, le=900)
+    #: Worker lease on an occurrence, renewed by a heartbeat every third of it while the target runs (a call of any
+    #: length keeps it). What a dead worker's started occurrence waits: it restarts once the lease and its margin
+    #: have passed since the last renewal, kept shorter than the batch hold so that it restarts within the hold
+    #: (docs/reliability.md).
+    lease_seconds: int = Field(default=15, ge=5, le=900)
     #: An occurrence found this much later than its fire time is a misfire (its job's policy applies).
     misfire_grace_seconds: int = Field(default=60, ge=1)
     catchup_window_seconds: int = Field(default=86_400, ge=60)

@@ -17,7 +17,8 @@ Fault model (what the seed may choose, see `faults.FaultProfile`):
 - messages delivered twice, redelivered minutes later (also after being acknowledged), in random order;
 - a worker frozen inside the target past its lease, or past its message's visibility timeout, while other
   workers take over; a fencing-aware target may then heartbeat (and get LeaseLost);
-- a slow target (1-30 s, inside the lease) while other workers take messages: one tenant's calls overlap;
+- a slow target (1-30 s, up to two leases, which its background heartbeat renews meanwhile) while other workers
+  take messages: one tenant's calls overlap;
 - target failures: 503/429 (not applied), 400, and timeouts with the effect applied or not;
 - an outage (the clock jumps 10-60 minutes), per-actor clock skew of up to 5 s with jumps within it.
 
@@ -25,7 +26,8 @@ Backfills of recurring jobs run in waves through the same faults (the checker wa
 occurrence of its range terminal). Completion events are on: the outbox's publish and clear go through the same
 faults, and the checker wants every terminal outcome of a job with events on announced once the run is quiet.
 
-Not modelled: the background heartbeat (runs use `heartbeat_fraction=None`: no `Heartbeats`), DynamoDB's eventual
+The lease and the heartbeat are the deployed ones (`SimConfig`); the heartbeat beats on the simulated clock while a
+slow target runs (`scheduler_sim.heartbeats`), never while an actor is frozen. Not modelled: DynamoDB's eventual
 consistency (the protocol only relies on strongly consistent reads), the DLQ redrive, concurrency finer
 than one port call, and the API's HTTP layer (the handler's validation is called directly).
 """

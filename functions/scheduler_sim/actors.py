@@ -33,6 +33,7 @@ from scheduler_sim.faulty_ports import (
     FaultyTimerStore,
     SkewedClock,
 )
+from scheduler_sim.heartbeats import SimHeartbeats
 from scheduler_sim.records import Change, VersionChange
 from scheduler_sim.workload import InvalidCall, PlannedCall
 
@@ -106,6 +107,8 @@ class Actor:
         self.queue = FaultyQueue(sim.queue, self.gate)
         self.next_at = sim.clock.now()
         self.job_read_at: datetime | None = None
+        #: The background heartbeat of the actor's target calls (beaten by `Simulation.busy`).
+        self.heartbeats = SimHeartbeats(sim.clock)
 
     def core(self, *, jobs: JobStore | None = None, ledger: Ledger | None = None) -> Container:
         """The real core composed over this actor's fault-injecting ports (or the bare stores given instead), with
@@ -122,7 +125,14 @@ class Actor:
             backfills=FaultyBackfills(sim.backfills, self.gate),
         )
         container = compose(
-            sim.settings, stores, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep
+            sim.settings,
+            stores,
+            self.clock,
+            sim.ids,
+            sim.metrics,
+            configs=sim.configs,
+            sleep=sim.sleep,
+            heartbeats=self.heartbeats,
         )
         broken = sim.variant.admission if sim.variant is not None else None
         if broken is not None and container.dispatcher.admission is not None:

@@ -164,12 +164,12 @@ def _restarts(sim: Observed) -> list[Violation]:
     frozen or paused actor, the jump into quiescence) is added."""
     found: list[Violation] = []
     hold = sim.hold_config.hold_seconds
-    leased = sim.execute_config.lease.total_seconds() + sim.execute_config.lease_margin_seconds
+    # A message whose occurrence the dead worker had claimed is back after the hold, or after its last renewal's
+    # extension to the lease (and its margin), whichever it had last; it then waits for the lease to end.
+    leased = max(hold, sim.execute_config.lease.total_seconds() + sim.execute_config.lease_margin_seconds)
     for abandoned in sim.abandoned:
         started = abandoned.started or (False,) * len(abandoned.message_ids)
         for message_id, key, claimed in zip(abandoned.message_ids, abandoned.keys, started, strict=True):
-            # A message whose occurrence the dead worker had claimed may have been extended to the lease by its
-            # own heartbeat: the next worker could not take it over before the lease ends anyway.
             deadline = abandoned.at + timedelta(seconds=(leased if claimed else hold) + RESTART_SLACK_SECONDS)
             for start, seconds in sorted(sim.stalls):
                 if abandoned.at <= start <= deadline:

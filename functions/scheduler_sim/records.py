@@ -18,6 +18,7 @@ from scheduler.core.sweep.dispatch import DispatchConfig
 from scheduler.core.sweep.sweeper import SweepConfig
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig
 from scheduler.core.tenancy.fairness import FairnessConfig
+from scheduler.settings import Settings
 from scheduler_sim.faults import FaultProfile
 from scheduler_sim.invariants import Violation
 from scheduler_sim.workload import CallKind
@@ -26,6 +27,8 @@ Event = tuple[datetime, str, str]
 
 #: Occurrences per backfill wave in the simulation.
 BACKFILL_WAVE = 5
+#: The occurrence lease the functions deploy (their default).
+DEPLOYED_LEASE = timedelta(seconds=Settings.model_fields["lease_seconds"].default)
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,9 @@ class SimConfig:
     misfire_grace: timedelta = timedelta(seconds=60)
     catchup_window: timedelta = timedelta(days=1)
     bucket_lease: timedelta = timedelta(seconds=120)
-    lease: timedelta = timedelta(seconds=60)
+    lease: timedelta = DEPLOYED_LEASE
+    #: The background heartbeat's period, as a fraction of the lease (the deployed one: `ExecuteConfig`'s default).
+    heartbeat_fraction: float | None = ExecuteConfig.heartbeat_fraction
     #: >= 6x the worker timeout, as docs/design.md §2 asks.
     visibility_timeout: float = 360.0
     sweep_every: float = 60.0
@@ -74,7 +79,10 @@ class SimConfig:
             ),
             # Completion events for the jobs that ask (`events: true`); the others get the deployed default (off).
             execute=ExecuteConfig(
-                lease=self.lease, heartbeat_fraction=None, misfire_grace=self.misfire_grace, events_by_default=False
+                lease=self.lease,
+                heartbeat_fraction=self.heartbeat_fraction,
+                misfire_grace=self.misfire_grace,
+                events_by_default=False,
             ),
             # Waves of a few occurrences (500 deployed: the rate a backfill drains at, not a margin), so the sim's
             # small backfills take several sweeps: a wave's cursor meets crashes, races and the dispatch budget.

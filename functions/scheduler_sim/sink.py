@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from scheduler.core.model.job import RunState
 from scheduler.core.ports import TargetCall, TargetFailure
 from scheduler_sim.records import Fate, RawCall, Verdict
 
 if TYPE_CHECKING:
     from scheduler_sim.simulation import Simulation
 
-#: Actors' clocks differ by up to 5 s (faults.FaultProfile): a lease is only counted as live this far inside it.
-SKEW_MARGIN = timedelta(seconds=12)
+#: A lease is only counted as live this far inside it, beyond what the actors' clocks may differ by (twice each
+#: one's offset, `FaultProfile.skew_seconds`).
+SKEW_SLACK = timedelta(seconds=2)
 
 
 @dataclass
@@ -37,8 +39,8 @@ class SinkTarget:
     keys: dict[str, KeyState] = field(default_factory=dict)
     #: Accepted effects, by (job_id, scheduled_for): the true identity of an occurrence, whatever key it carried.
     effects: dict[tuple[str, datetime], list[RawCall]] = field(default_factory=dict)
-    #: Target calls in progress, by tenant: (occurrence key, the attempt's lease end as the call began).
-    in_flight: dict[str, list[tuple[str, datetime]]] = field(default_factory=dict)
+    #: Target calls in progress, by tenant: (occurrence key, the attempt's fencing token).
+    in_flight: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     #: Calls that began while their tenant already had `limit` others in progress within their leases.
     over_limit: list[str] = field(default_factory=list)
 
@@ -47,21 +49,30 @@ class SinkTarget:
         tenant = call.job.tenant
         now = self.sim.clock.now()
         running = self.in_flight.setdefault(tenant, [])
-        # Others still inside their lease (with a margin for the actors' clock skew): a worker frozen past its
-        # lease has lost its slot as it has lost its claim, so it does not count.
-        live = [key for key, until in running if until - SKEW_MARGIN > now]
+        # Others still inside their lease, as their heartbeats renewed it (with a margin for the actors' clock skew):
+        # a worker frozen past its lease has lost its slot as it has lost its claim, so it does not count.
+        margin = timedelta(seconds=2 * self.sim.profile.skew_seconds) + SKEW_SLACK
+        live = [key for key, token in running if (until := self._leased(key, token)) and until - margin > now]
         limit = self.sim.concurrency.of(tenant)
         if limit > 0 and len(live) >= limit:
             self.over_limit.append(
                 f"tenant {tenant}: {call.occurrence_key} started at {now.isoformat()} while {len(live)} "
                 f"({', '.join(live)}) were running, limit {limit}"
             )
-        entry = (call.occurrence_key, call.deadline)
+        entry = (call.occurrence_key, call.fencing_token)
         running.append(entry)
         try:
             return self._invoke(call)
         finally:
             running.remove(entry)
+
+    def _leased(self, key: str, token: int) -> datetime | None:
+        """Until when the attempt of `token` holds its occurrence (the ledger's lease, which its heartbeat renews);
+        None once another attempt took it over or it ended."""
+        item = self.sim.ledger.items.get(key)
+        if item is None or item.epoch != token or item.state != RunState.RUNNING:
+            return None
+        return item.lease_until
 
     def _invoke(self, call: TargetCall) -> str | None:
         sim = self.sim

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from tests.sdk.http_server import Quiet, serving
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
 TENANT = "arn:aws:iam::111111111111:user/alice"
+#: How long the receiver takes to answer on `/slow`.
+SLOW_CALL_SECONDS = 2.5
 
 
 @dataclass
@@ -68,6 +71,8 @@ def receiver(env: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
                     state.bad_signatures.append(str(exc))
                 status = 401
             occurrence = self.headers["Idempotency-Key"]
+            if self.path == "/slow":
+                time.sleep(SLOW_CALL_SECONDS)
             with lock:
                 state.headers.append({k.lower(): v for k, v in self.headers.items()} | {"body": body.decode()})
                 if self.path == "/hangup-once" and occurrence not in state.hung_up:
@@ -436,3 +441,43 @@ def test_a_message_of_several_occurrences_with_one_forged_runs_none_of_them(env,
     assert receiver.calls == Counter()
     [dead] = drain(sqs_client, env.dlq_url)
     assert dead["unauthenticated"] == body and "does not match" in dead["error"]
+
+
+def test_a_call_past_a_heartbeat_period_renews_through_the_clients_that_give_up_fast(
+    env, api_call, receiver, sqs_client, monkeypatch
+):
+    # Given a lease of 6 s (a heartbeat every 2 s), execution slots, and two occurrences due: one answered at once,
+    # one slowly
+    monkeypatch.setenv("SCHEDULER_LEASE_SECONDS", "6")
+    monkeypatch.setenv("SCHEDULER_TENANT_MAX_CONCURRENCY", "5")
+    wiring.container.cache_clear()
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    fast = Dispatch(create_job(api_call, f"{receiver.url}/hook", due), TENANT, due, due, 1)
+    slow = Dispatch(create_job(api_call, f"{receiver.url}/slow", due), TENANT, due, due, 1)
+    clients = wiring.container(worker.metrics).clients
+
+    # When the short call runs, nothing renews: the renewal clients are not even made
+    invoke(receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(fast, LOCAL_MESSAGE_KEY)]))
+    assert clients.renewal_dynamodb._client is None and clients.renewal_sqs._client is None
+
+    # When the slow call outlasts a heartbeat period
+    renewals: Counter[tuple[str, str]] = Counter()
+
+    def count(model: Any, params: dict[str, Any], **_: Any) -> None:
+        renewals[(model.name, params.get("TableName", "sqs"))] += 1
+
+    for renewal in (clients.renewal_dynamodb, clients.renewal_sqs):
+        renewal.client.meta.events.register("before-parameter-build", count)
+    invoke(receive_records(sqs_client, env.ready_queue_url, [dispatch_to_body(slow, LOCAL_MESSAGE_KEY)]))
+
+    # Then its lease (the ledger), its execution slot and its message were renewed through clients that give up
+    # within the lease's margin (a second to connect, two to read, one retry), and the occurrence ran once
+    assert set(renewals) == {
+        ("UpdateItem", env.executions_table),
+        ("UpdateItem", env.jobs_table),
+        ("ChangeMessageVisibility", "sqs"),
+    }, renewals
+    config = clients.renewal_dynamodb.meta.config
+    assert (config.connect_timeout, config.read_timeout, config.retries["total_max_attempts"]) == (1, 2, 2)
+    assert receiver.calls == Counter({fast.key: 1, slow.key: 1})
+    assert api_call("GET", f"/v1/jobs/{slow.job_id}/runs", tenant=TENANT).body["runs"][0]["state"] == "SUCCEEDED"

@@ -36,16 +36,16 @@ from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.runtime.tasks import InOrder
 from scheduler.core.sweep.dispatch import Dispatcher
 from scheduler.core.sweep.sweeper import Sweeper
-from tests.unit.fixtures import settings_for
+from tests.unit.fixtures import LEASE, settings_for
 
 # In the future on purpose: DynamoDB Local really deletes items whose TTL attribute lies in the (real) past,
 # so a fake clock in the past would see its timers and ledger items vanish.
 T0 = datetime(2030, 3, 4, 9, 0, 0, tzinfo=UTC)
 SHARDS = 2
-LEASE = timedelta(seconds=30)
 BUCKET_LEASE = timedelta(seconds=20)
 LOOKAHEAD = timedelta(seconds=60)
-#: What the protocol tests run at (shorter than deployed, so that leases run out within a test's fake time).
+#: What the protocol tests run at: the deployed occurrence lease (`LEASE`), a bucket lease and a look-ahead shorter than
+#: deployed, so that they run out within a test's fake time.
 SETTINGS = settings_for(
     shard_count=SHARDS,
     lookahead=LOOKAHEAD,

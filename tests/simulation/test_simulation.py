@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from scheduler.composition import Configs
 from scheduler.core.sweep.dispatch import DispatchConfig
+from scheduler.settings import Settings
 from scheduler_sim import FaultProfile, SimConfig, SimResult, Simulation, format_failure, run_seed, run_seeds
 from scheduler_sim.faults import Exposure
 from scheduler_sim.workload import PlannedCall, Workload
@@ -289,3 +291,46 @@ def test_the_command_line_runs_a_chosen_number_of_sweepers_and_says_so_in_the_re
     assert "replay: .venv/bin/python -m scheduler_sim --seed 0 --variant watermark-first-finisher --sweepers 3" in out
     with pytest.raises(SystemExit):
         main(["--seeds", "2", "--sweepers", "0"])
+
+
+def slow_calls_overtaken(sim: Simulation) -> tuple[int, list[str]]:
+    """The run's slow target calls longer than the lease, and those another attempt of the same occurrence reached
+    the target during (a takeover of a live call)."""
+    lease = sim.execute_config.lease.total_seconds()
+    long_calls, overtaken = 0, []
+    pending: dict[str, tuple[str, int, datetime]] = {}  # actor -> its call in progress (key, token, start)
+    for at, actor, text in sim.events:
+        if text.startswith("target ") and text.endswith(": slow"):
+            key, token = text.split()[1], int(text.split()[3].rstrip(":"))
+            pending[actor] = (key, token, at)
+        elif text.startswith("FAULT slow: ") and actor in pending:
+            key, token, start = pending.pop(actor)
+            seconds = float(text.split()[2].rstrip("s"))
+            if seconds <= lease:
+                continue
+            long_calls += 1
+            end = start + timedelta(seconds=seconds)
+            overtaken += [
+                f"{key} token {token} ({seconds:.1f}s from {start}): token {c.token} at {c.at}"
+                for c in sim.sink.calls
+                if c.key == key and c.token > token and start < c.at < end
+            ]
+    return long_calls, overtaken
+
+
+def test_the_simulation_runs_at_the_deployed_lease_and_heartbeat() -> None:
+    deployed = Configs.of(Settings()).execute
+    execute = Simulation(1).execute_config
+    assert (execute.lease, execute.heartbeat_fraction) == (deployed.lease, deployed.heartbeat_fraction)
+
+
+def test_a_slow_call_longer_than_its_lease_keeps_its_occurrence_by_its_heartbeat() -> None:
+    # When seeds run whose slow target calls outlast the lease (up to two of them)
+    sims = [Simulation(seed) for seed in range(60)]
+    for sim in sims:
+        sim.run()
+
+    # Then the call's heartbeat renewed its lease meanwhile: no other attempt reached the target while it ran
+    found = [slow_calls_overtaken(sim) for sim in sims]
+    assert sum(long_calls for long_calls, _ in found) >= 20
+    assert [line for _, overtaken in found for line in overtaken] == []

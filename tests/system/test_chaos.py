@@ -3,10 +3,11 @@ the worker, sweeper and api processes are SIGKILLed at random moments (the super
 starts new ones) - workers while they are in the middle of a batch, the api while jobs are being created.
 
 The stack runs with the values `infra/` deploys: the ready queue's visibility timeout (6 x the worker timeout,
-720 s), the occurrence lease (60 s) and the bucket lease (120 s). Asserted: every occurrence of an accepted job
+720 s), the occurrence lease (15 s) and the bucket lease (120 s). Asserted: every occurrence of an accepted job
 takes effect exactly once (a receiver that applies each occurrence key once), none is missing, every occurrence
-STARTED within 90 s of its time (the first call of its key at the receiver), no refused create ever fires, and a
-one-shot whose occurrence has not run yet never reads COMPLETED. The lateness distribution is printed.
+STARTED within 30 s of its time (the first call of its key at the receiver: a killed worker's batch is back within
+its 20 s hold, and an occurrence it had started has its 15 s lease ended by then), no refused create ever fires,
+and a one-shot whose occurrence has not run yet never reads COMPLETED. The lateness distribution is printed.
 
 `PUNCTUAL_CHAOS_JOBS` and `PUNCTUAL_CHAOS_KILLS` scale it (CI: 120 jobs, 10 kills; docs/reliability.md: 200, 16).
 """
@@ -44,8 +45,9 @@ SEED = int(os.environ.get("PUNCTUAL_CHAOS_SEED", "20261201"))
 RATE_JOBS = 4
 LATE_CREATES = 30  # created while the api is being killed
 REFUSED_CREATES = 5
-#: The bound asserted on every occurrence's start lateness.
-MAX_START_LATENESS = 90.0
+#: The bound asserted on every occurrence's start lateness: the batch hold (20 s), which a killed worker's started
+#: occurrences wait out too (their lease and its margin are shorter), and the restart of the killed process.
+MAX_START_LATENESS = 30.0
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = json.loads((ROOT / "cdk.json").read_text())["context"]["punctual"]
 
@@ -171,7 +173,7 @@ def victims(rng: random.Random) -> list[str]:
     return planned
 
 
-def test_every_occurrence_takes_effect_once_and_starts_within_90s_while_processes_are_killed(
+def test_every_occurrence_takes_effect_once_and_starts_within_30s_while_processes_are_killed(
     chaos_stack: LocalStack,
 ) -> None:
     sqs = local_client("sqs", json.loads((chaos_stack.state_dir / "stack.json").read_text()))
@@ -282,7 +284,7 @@ def test_every_occurrence_takes_effect_once_and_starts_within_90s_while_processe
         assert not refused_payloads, f"refused creates fired: {refused_payloads}"
         assert sum(kills.values()) >= KILLS * 0.8 and kills["api"] + kills["sweeper"] >= 1, kills
 
-        # And every occurrence started within 90 s of its time
+        # And every occurrence started within 30 s of its time
         lateness = {key: first_call[key] - expected[key].timestamp() for key in expected}
         worst = sorted(lateness.items(), key=lambda kv: -kv[1])[:3]
         summary = lateness_summary(list(lateness.values()))

@@ -63,6 +63,8 @@ class GivenJobIds(RandomIds):
 #: Monday 2026-01-05 09:00:00 UTC: the default start of every world.
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 TENANT = "acme"
+#: The deployed lease on an occurrence (the functions' default), which every world runs with.
+LEASE = timedelta(seconds=Settings.model_fields["lease_seconds"].default)
 
 _SCHEDULE = TypeAdapter(Schedule)
 
@@ -212,7 +214,7 @@ def settings_for(
         "misfire_grace_seconds": int(misfire_grace.total_seconds()),
         "catchup_window_seconds": int(catchup_window.total_seconds()),
         "bucket_lease_seconds": 120,
-        "lease_seconds": 60,
+        "lease_seconds": int(LEASE.total_seconds()),
         "dispatch_budget": budget,
         "sweep_safety_seconds": 5,
         "max_active_jobs_per_tenant": max_active_jobs,
@@ -399,7 +401,7 @@ class MemoryCore:
         target: Any = None,
         *,
         worker_id: str = "worker-1",
-        lease: timedelta = timedelta(seconds=60),
+        lease: timedelta = LEASE,
         config: ExecuteConfig | None = None,
         extra_targets: dict[str, Any] | None = None,
     ) -> Executor:

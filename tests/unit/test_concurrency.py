@@ -14,7 +14,7 @@ from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch, TargetCall
 from scheduler.core.sweep.dispatch import timer_for
 from scheduler.core.tenancy.concurrency import MAX_THROTTLE_WAIT, RESEND_AFTER, ConcurrencyConfig, throttle_wait
-from tests.unit.fixtures import T0, TENANT, FakeTarget, MemoryCore, StubMessage, ambiguous, permanent
+from tests.unit.fixtures import LEASE, T0, TENANT, FakeTarget, MemoryCore, StubMessage, ambiguous, permanent
 
 LIMITED = ConcurrencyConfig(default=2, overrides={"big": 5, "free": 0})
 
@@ -172,16 +172,16 @@ def test_the_heartbeat_extends_the_slot_with_the_lease() -> None:
     leases: list[datetime] = []
 
     def long_running(call: TargetCall) -> str:
-        world.clock.advance(50)
+        world.clock.advance(LEASE.total_seconds() - 5)
         call.heartbeat()
-        world.clock.advance(50)  # past the first lease (60 s): the slot is still ours
+        world.clock.advance(LEASE.total_seconds() - 5)  # past the first lease: the slot is still ours
         [(_, until)] = [v for (t, _), v in world.tenant_slots.held.items() if t == TENANT]
         leases.append(until)
         assert len(world.tenant_slots.live(TENANT, world.now())) == 1
         return "ok"
 
     world.executor(FakeTarget(world.clock, long_running)).execute(dispatch, StubMessage())
-    assert leases == [T0 + timedelta(seconds=10 + 50 + 60)]
+    assert leases == [T0 + timedelta(seconds=10) + (LEASE - timedelta(seconds=5)) + LEASE]
 
 
 def test_a_worker_that_dies_holding_a_slot_frees_it_when_its_lease_ends() -> None:

@@ -20,6 +20,7 @@ from scheduler.core.model.job import JobSpec, RetryPolicy, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, TargetCall
 from scheduler.core.records import Attempt, Execution
 from tests.unit.fixtures import (
+    LEASE,
     TENANT,
     FakeTarget,
     MemoryCore,
@@ -124,12 +125,12 @@ def test_duplicate_of_a_finished_occurrence_is_acknowledged_without_running(worl
 
 
 def test_duplicate_while_another_worker_holds_a_live_lease_is_hidden_until_the_lease_ends(world: MemoryCore) -> None:
-    # Given worker 1 is running the occurrence (lease 60 s) when a duplicate of its message arrives 10 s in
+    # Given worker 1 is running the occurrence when a duplicate of its message arrives 5 s in
     _, dispatch = world.due()
     duplicate = []
 
     def running(call: TargetCall) -> str:
-        world.clock.advance(10)
+        world.clock.advance(5)
         duplicate.append(world.executor(FakeTarget(world.clock), worker_id="worker-2").execute(dispatch, StubMessage()))
         return "ok"
 
@@ -137,13 +138,13 @@ def test_duplicate_while_another_worker_holds_a_live_lease_is_hidden_until_the_l
     world.executor(target, worker_id="worker-1").execute(dispatch, StubMessage())
 
     # Then the duplicate is not acknowledged (it may be the holder's own message) but hidden until the lease
-    # has ended (50 s left) plus a margin; it did not run
+    # has ended (all but 5 s of it left) plus a margin; it did not run
     [outcome] = duplicate
     assert not outcome.ack
-    assert outcome.hide_seconds == 50 + 2
+    assert outcome.hide_seconds == LEASE.total_seconds() - 5 + 2
     assert len(target.calls) == 1
     # And when it returns, the occurrence is finished, so it is acknowledged
-    world.clock.advance(52)
+    world.clock.advance(outcome.hide_seconds)
     assert world.executor(FakeTarget(world.clock)).execute(dispatch, StubMessage()).ack
 
 
@@ -202,9 +203,9 @@ def test_heartbeat_extends_the_lease_and_the_message_visibility(world: MemoryCor
     duplicate = []
 
     def long_job(call: TargetCall) -> str:
-        world.clock.advance(50)
+        world.clock.advance(LEASE.total_seconds() - 5)
         call.heartbeat()
-        world.clock.advance(50)  # 100 s in: past the first lease, inside the extended one
+        world.clock.advance(LEASE.total_seconds() - 5)  # past the first lease, inside the extended one
         duplicate.append(world.executor(FakeTarget(world.clock), worker_id="worker-2").execute(dispatch, StubMessage()))
         return "done"
 
@@ -212,7 +213,7 @@ def test_heartbeat_extends_the_lease_and_the_message_visibility(world: MemoryCor
     outcome = world.executor(FakeTarget(world.clock, long_job)).execute(dispatch, message)
 
     assert outcome.ack
-    assert message.extensions == [60 + 2]
+    assert message.extensions == [LEASE.total_seconds() + 2]
     assert not duplicate[0].ack  # the lease was still live: no takeover
     run = world.ledger.get(dispatch.key)
     assert run is not None and (run.state, run.epoch) == (RunState.SUCCEEDED, 1)
@@ -582,10 +583,10 @@ def test_background_heartbeat_that_loses_the_lease_aborts_without_writing(
             raise
 
     monkeypatch.setattr(world.ledger, "heartbeat", recording_heartbeat)
-    config = ExecuteConfig(lease=timedelta(seconds=60), heartbeat_fraction=0.0005)  # a beat every 30 ms
+    config = ExecuteConfig(lease=LEASE, heartbeat_fraction=0.03 / LEASE.total_seconds())  # a beat every 30 ms
 
     def stalls(call: TargetCall) -> str:
-        world.clock.advance(61)
+        world.clock.advance(LEASE.total_seconds() + 1)
         worker_2.execute(dispatch, StubMessage(receive_count=2))
         taken_over.set()
         assert wait_until(lambda: bool(lost))

@@ -25,9 +25,10 @@ from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, Execution, TargetCall
 from scheduler.core.tenancy.concurrency import RESEND_AFTER, ConcurrencyConfig, ConcurrencyGate, Permit
-from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore, StubMessage, permanent
+from tests.unit.fixtures import LEASE, TENANT, FakeTarget, MemoryCore, StubMessage, permanent
 
-CONFIG = ExecuteConfig(lease=timedelta(seconds=60), heartbeat_fraction=None)
+CONFIG = ExecuteConfig(lease=LEASE, heartbeat_fraction=None)
+LEASE_S = LEASE.total_seconds()
 OWNER = "worker-1/attempt"
 
 
@@ -144,7 +145,7 @@ def test_a_claim_bumps_the_epoch_and_a_second_one_is_told_to_wait_for_the_live_l
     job = world.job(dispatch.job_id)
     again = step.take(job, dispatch, "worker-2/x", Permit.unlimited(TENANT, "worker-2/x"), StubMessage(), MessageCopy())
     assert isinstance(again, Outcome) and again.why is Why.RUNNING_ELSEWHERE
-    assert again.hide_seconds == 60 + CONFIG.lease_margin_seconds
+    assert again.hide_seconds == LEASE_S + CONFIG.lease_margin_seconds
 
 
 def test_a_refused_claim_without_an_item_looks_again_in_a_second(world: MemoryCore) -> None:
@@ -169,19 +170,19 @@ def test_a_lease_aged_since_the_claim_is_renewed_before_the_call(world: MemoryCo
     _, dispatch = world.due()
     message = StubMessage()
     held = lease(world, claim(world, dispatch, message))
-    world.clock.advance(45)  # past what a heartbeat keeps (half the lease without a background heartbeat)
+    world.clock.advance(LEASE_S * 3 / 4)  # past what a heartbeat keeps (half the lease without a background heartbeat)
 
     assert held.renew_before_call() is held
     run = world.ledger.get(dispatch.key)
     assert run is not None and run.lease_until == world.now() + CONFIG.lease
-    assert message.extensions == [60 + CONFIG.lease_margin_seconds]
+    assert message.extensions == [LEASE_S + CONFIG.lease_margin_seconds]
     assert world.metrics.counts["LeaseRenewedBeforeCall"] == 1
 
 
 def test_a_lease_that_keeps_ageing_is_given_back_uncalled(world: MemoryCore) -> None:
     _, dispatch = world.due()
     held = lease(world, claim(world, dispatch))
-    world.clock.advance(45)
+    world.clock.advance(LEASE_S * 3 / 4)
     renewals = 0
     real_renew = held.renew
 
@@ -189,7 +190,7 @@ def test_a_lease_that_keeps_ageing_is_given_back_uncalled(world: MemoryCore) -> 
         nonlocal renewals
         renewals += 1
         kept = real_renew()
-        world.clock.advance(45)  # each renewal paused as long
+        world.clock.advance(LEASE_S * 3 / 4)  # each renewal paused as long
         return kept
 
     held.renew = paused_renew  # type: ignore[method-assign]
@@ -204,7 +205,7 @@ def test_a_lease_that_keeps_ageing_is_given_back_uncalled(world: MemoryCore) -> 
 def test_a_lease_another_attempt_took_is_not_called_on(world: MemoryCore) -> None:
     _, dispatch = world.due()
     held = lease(world, claim(world, dispatch))
-    world.clock.advance(61)
+    world.clock.advance(LEASE_S + 1)
     claim(world, dispatch)  # another attempt takes over the expired lease (at least once)
 
     outcome = held.renew_before_call()
@@ -258,7 +259,7 @@ def test_a_permanent_failure_is_recorded_dead_and_dead_lettered(world: MemoryCor
 def test_a_write_after_another_attempt_took_over_is_fenced(world: MemoryCore) -> None:
     _, dispatch = world.due()
     stale = claim(world, dispatch)
-    world.clock.advance(61)
+    world.clock.advance(LEASE_S + 1)
     claim(world, dispatch)
 
     outcome = recorder(world).record(stale, AttemptEnd(RunState.SUCCEEDED, result="late"))
@@ -278,7 +279,7 @@ def test_an_occurrence_of_a_recurring_job_waits_behind_a_running_one_under_buffe
     job = world.create({"type": "rate", "every_seconds": 60}, overlap_policy="buffer_one")
     first = Dispatch(job.job_id, TENANT, world.now(), world.now(), job.version, "scheduled")
     claim(world, first)  # still running
-    world.clock.advance(30)  # within its lease
+    world.clock.advance(LEASE_S / 2)  # within its lease
     second = Dispatch(
         job.job_id, TENANT, first.scheduled_for + timedelta(seconds=60), world.now(), job.version, "scheduled"
     )

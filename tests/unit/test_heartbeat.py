@@ -13,15 +13,19 @@ import pytest
 from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.memory import FakeClock, ManualHeartbeats, MemoryBatchVisibility, MemoryQueue, RecordingMetrics
 from scheduler.core.execution.executor import ExecuteConfig, Executor
+from scheduler.core.execution.outcome import Why
 from scheduler.core.execution.recovery import HeldBatch, HoldConfig
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import Dispatch, TargetCall
 from scheduler.core.records import Attempt
-from tests.unit.fixtures import T0, FakeTarget, MemoryCore, StubMessage
+from tests.unit.fixtures import LEASE, T0, FakeTarget, MemoryCore, StubMessage
 
-LEASE = timedelta(seconds=60)
-#: A beat every 20 s of the 60 s lease (the deployed fraction).
+#: The deployed lease and heartbeat: a beat every third of the lease.
 CONFIG = ExecuteConfig(lease=LEASE)
+assert CONFIG.heartbeat_fraction is not None
+PERIOD = LEASE.total_seconds() * CONFIG.heartbeat_fraction
+#: What a beat extends the message's visibility to: the lease and its margin.
+VISIBLE = LEASE.total_seconds() + CONFIG.lease_margin_seconds
 
 
 def test_each_beat_extends_the_lease_and_the_message_while_the_target_runs() -> None:
@@ -35,7 +39,7 @@ def test_each_beat_extends_the_lease_and_the_message_while_the_target_runs() -> 
     def long_call(call: TargetCall) -> str:
         # (an assertion in here would only fail the target: what it sees is recorded and asserted below)
         for _ in range(3):
-            world.clock.advance(20)
+            world.clock.advance(PERIOD)
             beats.append(manual.beat())
             run = world.ledger.get(dispatch.key)
             leases.append(run.lease_until if run is not None else None)
@@ -46,10 +50,10 @@ def test_each_beat_extends_the_lease_and_the_message_while_the_target_runs() -> 
     assert outcome.ack
     assert beats == [1, 1, 1]
     [beating] = manual.started
-    assert beating.every == pytest.approx(20) and not beating.running  # stopped when the target returned
+    assert beating.every == pytest.approx(PERIOD) and not beating.running  # stopped when the target returned
     start = dispatch.fire_at
-    assert leases == [start + timedelta(seconds=s) + LEASE for s in (20, 40, 60)]
-    assert message.extensions == [62, 62, 62]  # the lease and its margin, at every beat
+    assert leases == [start + timedelta(seconds=PERIOD * k) + LEASE for k in (1, 2, 3)]
+    assert message.extensions == [VISIBLE] * 3  # the lease and its margin, at every beat
     run = world.ledger.get(dispatch.key)
     assert run is not None and (run.state, run.epoch) == (RunState.SUCCEEDED, 1)
 
@@ -62,7 +66,7 @@ def test_a_beat_that_finds_the_lease_taken_stops_beating_and_the_attempt_writes_
 
     def stalls(call: TargetCall) -> str:
         # Past the lease, another worker takes the occurrence over; then this worker's next beats
-        world.clock.advance(61)
+        world.clock.advance(LEASE.total_seconds() + 1)
         now = world.now()
         world.ledger.claim(dispatch, Attempt("worker-2/taken", now, now + LEASE, take_over_expired=True))
         beats.extend(manual.beat() for _ in range(2))
@@ -93,18 +97,48 @@ def test_a_failing_beat_is_retried_next_period() -> None:
     world.ledger.heartbeat = flaky  # type: ignore[method-assign]
 
     beats: list[int] = []
+    taken: list[Why | None] = []
 
     def long_call(call: TargetCall) -> str:
         for _ in range(2):
-            world.clock.advance(20)
+            world.clock.advance(PERIOD)
             beats.append(manual.beat())
+            # (the margin: with one beat lost, the lease still holds until the next one lands)
+            taken.append(world.executor(worker_id="worker-2").execute(dispatch, StubMessage()).why)
         return "ok"
 
     outcome = world.executor(FakeTarget(world.clock, long_call), config=CONFIG).execute(dispatch, message)
 
     assert outcome.ack
     assert beats == [1, 1]  # still beating after the failure
-    assert message.extensions == [62]  # the first beat failed before extending anything; the second went through
+    assert message.extensions == [VISIBLE]  # the first beat failed before extending anything; the second went through
+    assert taken == [Why.RUNNING_ELSEWHERE] * 2  # nobody could take the occurrence over meanwhile
+
+
+def test_a_call_many_leases_long_keeps_its_lease_while_it_beats() -> None:
+    # Given a call that runs ten leases, beating at the deployed period
+    manual = ManualHeartbeats()
+    world = MemoryCore.build(heartbeats=manual)
+    _, dispatch = world.due()
+    others: list[tuple[Why | None, float]] = []
+
+    def long_call(call: TargetCall) -> str:
+        for _ in range(round(10 * LEASE.total_seconds() / PERIOD)):
+            world.clock.advance(PERIOD)
+            manual.beat()
+            # When another worker gets the occurrence's message meanwhile
+            other = world.executor(worker_id="worker-2").execute(dispatch, StubMessage())
+            others.append((other.why, other.hide_seconds))
+        return "ok"
+
+    outcome = world.executor(FakeTarget(world.clock, long_call), config=CONFIG).execute(dispatch, StubMessage())
+
+    # Then it finds the lease live every time, and looks again no later than a lease from then
+    assert outcome.ack
+    assert {why for why, _ in others} == {Why.RUNNING_ELSEWHERE}
+    assert max(hide for _, hide in others) <= VISIBLE
+    run = world.ledger.get(dispatch.key)
+    assert run is not None and (run.state, run.epoch, run.attempts) == (RunState.SUCCEEDED, 1, 1)
 
 
 def test_an_executor_whose_config_asks_for_a_heartbeat_needs_heartbeats(world: MemoryCore) -> None:
@@ -148,6 +182,29 @@ def test_the_thread_heartbeats_beat_every_period_until_stopped() -> None:
 
     assert 3 <= stopped <= 8
     assert len(beats) == stopped  # stop() returned with no beat in flight and none after
+
+
+def test_a_slow_beat_does_not_push_back_the_next_one() -> None:
+    # A renewal whose request takes most of a period: the next beat is still due a period after it was due, not a
+    # period after it ended (which would eat into the lease's margin at every slow renewal)
+    starts: list[float] = []
+
+    def slow_first() -> bool:
+        starts.append(time.monotonic())
+        if len(starts) == 1:
+            time.sleep(0.8)
+        return len(starts) < 2
+
+    began = time.monotonic()
+    beating = ThreadHeartbeats().start(slow_first, 1.0)
+    deadline = time.monotonic() + 5
+    while len(starts) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    beating.stop()
+
+    assert len(starts) == 2
+    assert starts[0] - began == pytest.approx(1.0, abs=0.4)
+    assert starts[1] - starts[0] < 1.5  # 1.0 on a fixed rate; 1.8 if the period counted from the slow beat's end
 
 
 def test_a_thread_heartbeat_ends_when_its_beat_says_so() -> None:

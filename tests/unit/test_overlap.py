@@ -12,7 +12,7 @@ import pytest
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import TargetCall
 from scheduler.core.records import Execution
-from tests.unit.fixtures import TENANT, FakeTarget, MemoryCore
+from tests.unit.fixtures import LEASE, TENANT, FakeTarget, MemoryCore
 
 EVERY_2S = {"type": "rate", "every_seconds": 2}
 
@@ -100,13 +100,13 @@ def test_a_catch_up_runs_every_occurrence_it_sends_one_after_another(
     assert len(missed) >= 4, missed
     version = world.job(job_id).version
 
-    # When each run takes 20 s and a second worker takes the others while the first runs
+    # When each run takes two thirds of its lease and a second worker takes the others while the first runs
     order: list[datetime] = []
     other_worker = world.executor(FakeTarget(world.clock, lambda call: order.append(call.scheduled_for) or "ok"))
 
     def slow(call: TargetCall) -> str:
         order.append(call.scheduled_for)
-        world.clock.advance(20)
+        world.clock.advance(LEASE.total_seconds() * 2 / 3)
         world.deliver(other_worker)  # the rest of the catch-up, while this one runs
         return "ok"
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 
 class ThreadBeating:
-    """One heartbeat's thread: waits `every` seconds, beats, and again, until the beat returns False or `stop`."""
+    """One heartbeat's thread: beats every `every` seconds, until the beat returns False or `stop`.
+
+    The beats keep to a fixed rate: each is due a period after the one before was due, not after it ended, so a slow
+    beat (a renewal whose request took seconds) does not push back the ones after it; one that overran its period is
+    followed at once. A lease renewed every third of its length thus keeps two periods of margin for a late renewal
+    (docs/reliability.md)."""
 
     def __init__(self, beat: Callable[[], bool], every: float) -> None:
         self._beat = beat
@@ -17,9 +23,11 @@ class ThreadBeating:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._every):
+        due = time.monotonic() + self._every
+        while not self._stop.wait(max(0.0, due - time.monotonic())):
             if not self._beat():
                 return
+            due = max(due + self._every, time.monotonic())
 
     def stop(self) -> None:
         self._stop.set()

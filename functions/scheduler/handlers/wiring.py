@@ -63,6 +63,26 @@ _BOTO_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20, max_pool_connections=32
 )
 
+#: The lease's renewals - the ledger's heartbeat, the execution slot's extension, the message's visibility - go
+#: through clients of their own that give up fast: a renewal may land up to two heartbeat periods late before the
+#: lease ends (docs/reliability.md), and the clients above would wait 20 s on one hung connection before retrying.
+#: Here a hung request costs one beat, not the lease (`worst_request_seconds`).
+_RENEWAL_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=1, read_timeout=2, max_pool_connections=32
+)
+
+
+def worst_request_seconds(config: Config) -> float:
+    """The longest one request can take under `config` before it fails: each attempt's connect and read timeouts,
+    and botocore's standard backoff before each retry (for a throttled request at most 1 s before the first retry,
+    doubling for each next one). (botocore's `max_attempts` counts the retries, `total_max_attempts` the first
+    request too.)"""
+    options: Any = config  # (its attributes are set from keyword arguments: the stubs do not know them)
+    retries = options.retries
+    attempts = int(retries["total_max_attempts"] if "total_max_attempts" in retries else retries["max_attempts"] + 1)
+    per_attempt = float(options.connect_timeout + options.read_timeout)
+    return attempts * per_attempt + float(sum(2**i for i in range(attempts - 1)))
+
 
 #: What Powertools puts on every line that the log group already says (the function's name, memory and ARN) or
 #: that the message tells well enough (the code's location; an exception's line keeps its stack trace): left out,
@@ -122,10 +142,40 @@ class Clients:
     sqs: Any
     #: EventBridge, for completion events (None when they are off).
     events: Any | None
+    #: What the lease's renewals go through (`RenewalClient`s in the functions); None: `dynamodb` and `sqs`.
+    renewal_dynamodb: Any | None = None
+    renewal_sqs: Any | None = None
 
     @classmethod
     def default(cls, events: bool) -> Clients:
-        return cls(aws_client("dynamodb"), aws_client("sqs"), aws_client("events") if events else None)
+        return cls(
+            aws_client("dynamodb"),
+            aws_client("sqs"),
+            aws_client("events") if events else None,
+            RenewalClient("dynamodb"),
+            RenewalClient("sqs"),
+        )
+
+
+class RenewalClient:
+    """A client of `service` with `_RENEWAL_CONFIG`, made on first use: only a worker whose target outlasts a
+    heartbeat's period renews a lease, so no other function (and no short call) pays for making it."""
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+        self.config = _RENEWAL_CONFIG
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        with self._lock:  # the heartbeats of a batch's records run on threads of their own
+            if self._client is None:
+                self._client = boto3.client(self.service, config=self.config)  # type: ignore[call-overload]
+            return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
 
 
 def aws_client(service: str) -> Any:
@@ -295,11 +345,11 @@ def build(
     stores = Stores(
         jobs=DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb),
         timers=DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb),
-        ledger=DynamoLedger(settings.executions_table, dynamodb),
+        ledger=DynamoLedger(settings.executions_table, dynamodb, clients.renewal_dynamodb),
         queue=queue,
         backfills=DynamoBackfillStore(settings.jobs_table, dynamodb),
         tenant_budgets=DynamoTenantBudgets(settings.jobs_table, dynamodb),
-        tenant_slots=DynamoTenantSlots(settings.jobs_table, dynamodb),
+        tenant_slots=DynamoTenantSlots(settings.jobs_table, dynamodb, clients.renewal_dynamodb),
         request_windows=DynamoRequestWindows(settings.jobs_table, dynamodb),
         operations=DynamoOperationStore(settings.jobs_table, dynamodb),
         bulk_slots=DynamoTenantSlots(settings.jobs_table, dynamodb, kind="BULK"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -123,7 +124,9 @@ def handle_record(record: SQSRecord) -> str:
     # The message's own lane: its visibility is changed on the queue it came from.
     queue_url = container.queue.queue_url_of(record.event_source_arn or "")
     message = SqsMessage(container.queue.client, queue_url, record.receipt_handle, receive_count)
-    outcome = runner().run(dispatches, message)
+    # The lease's renewals change the message's visibility through the client that gives up fast (wiring).
+    renewing = replace(message, client=container.clients.renewal_sqs or container.queue.client)
+    outcome = runner().run(dispatches, renewing)
     if outcome.ack:
         return outcome.reason
     release(record)

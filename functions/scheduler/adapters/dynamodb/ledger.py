@@ -49,9 +49,16 @@ def _outbox_values(entry: OutboxEntry, key: str) -> dict[str, Any]:
 
 
 class DynamoLedger:
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+    """`renewals`: the client the lease's heartbeat writes through (default: `client`); the functions give it one that
+    gives up within the lease's margin (`scheduler.handlers.wiring`), so a hung connection costs a beat, not the
+    lease."""
+
+    def __init__(
+        self, table_name: str, client: DynamoDBClient | None = None, renewals: DynamoDBClient | None = None
+    ) -> None:
         self.table = table_name
         self.client: Any = client or boto3.client("dynamodb")
+        self.renewals: Any = renewals or self.client
 
     def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
         owner, now, lease_until = attempt.owner, attempt.now, attempt.lease_until
@@ -123,7 +130,7 @@ class DynamoLedger:
 
     def heartbeat(self, key: str, owner: str, epoch: int, lease_until: datetime) -> None:
         try:
-            self.client.update_item(
+            self.renewals.update_item(
                 TableName=self.table,
                 Key={"PK": s(key)},
                 UpdateExpression="SET lease_ms = :lease",

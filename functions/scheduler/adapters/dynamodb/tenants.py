@@ -69,9 +69,18 @@ class DynamoTenantSlots:
     #: Free slots tried (in random order, so concurrent workers spread out) before the tenant counts as full.
     ATTEMPTS = 3
 
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None, *, kind: str = "SLOT") -> None:
+    def __init__(
+        self,
+        table_name: str,
+        client: DynamoDBClient | None = None,
+        renewals: DynamoDBClient | None = None,
+        *,
+        kind: str = "SLOT",
+    ) -> None:
         self.table = table_name
         self.client: Any = client or boto3.client("dynamodb")
+        #: The client a held slot's extension (the lease's heartbeat) goes through; default: `client`.
+        self.renewals: Any = renewals or self.client
         self.prefix = f"{kind}#"
 
     def _key(self, tenant: str, slot: int) -> dict[str, Any]:
@@ -122,7 +131,7 @@ class DynamoTenantSlots:
 
     def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
         return conditionally(
-            self.client.update_item,
+            self.renewals.update_item,
             TableName=self.table,
             Key=self._key(tenant, slot),
             UpdateExpression="SET lease_until = :until, expires_at = :exp",

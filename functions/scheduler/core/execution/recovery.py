@@ -15,12 +15,13 @@ worker holds its batch only for as long as it lives:
 
 The bound. Every record the worker still holds is visible again at most one hold time after the worker's last
 renewal, so at most `hold` after it died. A record it had not started is then simply run by the worker that
-receives it. A record it had started (claimed in the ledger) is found with the dead worker's lease still running,
+receives it. A record it had started (claimed in the ledger) may be found with the dead worker's lease still running,
 at most `lease` from its last heartbeat, so the receiving worker keeps it hidden until just after the lease ends
 (the executor's step 3, a refused claim). So an occurrence held by a worker that dies at any instruction after the
-batch's first hold restarts at most `hold` (not started) or `lease + margin` (started) after the death, plus the time to
-receive it; the hold is shorter than the lease so that a second death of a second worker holding the same
-not-started record adds only another `hold`. (A function that dies before its first instruction, e.g. while the
+batch's first hold restarts at most `hold` (not started) or `max(hold, lease + margin)` (started) after the death,
+plus the time to receive it: with the lease and its margin shorter than the hold (the deployed settings), `hold` for
+both. The hold is kept short so that a second death of a second worker holding the same not-started record adds
+only another `hold`. (A function that dies before its first instruction, e.g. while the
 runtime starts, leaves its batch to the queue's visibility timeout: the window between the event source mapping's
 receive and the handler is AWS's. The local stack's poller receives with the hold time itself.)
 
