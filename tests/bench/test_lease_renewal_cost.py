@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from scheduler_local.provision import Resources
 
 from scheduler.adapters.sqs import SqsMessage
 from scheduler.composition import Configs
@@ -19,6 +18,7 @@ from scheduler.core.model.job import JobSpec
 from scheduler.core.ports import Dispatch, TargetCall
 from scheduler.core.runtime.metrics import NullMetrics
 from scheduler.handlers import wiring
+from scheduler.provision import Resources
 from scheduler_bench.metering import Meter
 from scheduler_bench.services import client, settings_for
 
