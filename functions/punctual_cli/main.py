@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from punctual_cli import output
+from punctual_cli.apply_commands import cmd_apply
 from punctual_cli.backfill_commands import (
     WATCH_INTERVAL,
     cmd_backfill_cancel,
@@ -225,6 +226,18 @@ def build_parser() -> argparse.ArgumentParser:
     backfill_status.add_argument("--interval", type=_interval, metavar="DURATION", help=interval)
     backfill_command("cancel", cmd_backfill_cancel, "stop a backfill's further waves (idempotent)").add_argument(
         "backfill_id"
+    )
+
+    apply = command("apply", cmd_apply, "make your jobs match a YAML file of job definitions (jobs as code)")
+    apply.add_argument("-f", "--file", required=True, metavar="PATH", help="the jobs file (- reads standard input)")
+    apply.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    apply.add_argument(
+        "--prune", action="store_true", help="also delete (cancel) the jobs managed by the file's owner that it lacks"
+    )
+    apply.add_argument(
+        "--resend-secrets",
+        action="store_true",
+        help="also update jobs whose secret header values or URL query a read never shows, sending them again",
     )
 
     preview_cmd = command("preview", cmd_preview, "the next occurrences of a schedule, without submitting anything")
