@@ -16,6 +16,7 @@ import math
 import random
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import cache
 
 from scheduler.adapters.memory import (
     FakeClock,
@@ -59,6 +60,14 @@ from scheduler_sim.workload import InvalidCall, Workload, draw_fairness, draw_wo
 MAX_BUSY_SECONDS = 30
 #: While a slow call runs, the other workers take messages this often (and at least once, halfway).
 BUSY_INTERJECT_SECONDS = 5
+
+
+@cache
+def sim_settings() -> Settings:
+    """The settings every run composes its core from, built once a process (validating them is a fifth of a seed's
+    CPU): the production defaults with completion events on (the outbox); the composed core reads them, never
+    changes them."""
+    return Settings(completion_events=True, tenant_dispatch_rate=0)
 
 
 class Simulation:
@@ -114,7 +123,7 @@ class Simulation:
         self.fairness = draw_fairness(random.Random(f"punctual-sim/budgets/{seed}"))
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say
         # that completion events are on (the outbox), the configuration is the run's own.
-        self.settings = Settings(completion_events=True, tenant_dispatch_rate=0)
+        self.settings = sim_settings()
         self.configs = cfg.core(shards, self.exposure.seal_margin, self.packing, self.fairness, self.concurrency)
         self.dispatch_config = self.configs.dispatch
         self.sweep_config = self.configs.sweep

@@ -313,8 +313,8 @@ def quiet_lateness(fairness: FairnessConfig | None) -> float:
                 world.handle(executor, message)
             started += len(batch)
         world.clock.advance(1)
-    quiet = [c for c in target.calls if c.key.startswith(tuple(j.job_id for j in world.jobs.jobs.values()
-                                                                  if j.tenant == "quiet"))]  # fmt: skip
+    quiet_jobs = tuple(f"{j.job_id}:" for j in world.jobs.jobs.values() if j.tenant == "quiet")
+    quiet = [c for c in target.calls if c.key.startswith(quiet_jobs)]
     assert len({c.key for c in quiet}) == 61
     return max((c.at - c.scheduled_for).total_seconds() for c in quiet)
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 def utc(dt: datetime) -> datetime:
     """Return `dt` as an aware UTC datetime; naive datetimes are refused (they are ambiguous)."""
+    if dt.tzinfo is UTC:
+        return dt  # already one (the common case: the core's own instants)
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise ValueError("a time needs an explicit UTC offset")
     return dt.astimezone(UTC)
@@ -17,9 +19,10 @@ def rfc3339(dt: datetime) -> str:
     dt = utc(dt)
     # Only the milliseconds count: an instant with a few microseconds formats as its millisecond-truncated self
     # (what storage and the message body carry), so the key read back from a message is the key it was sent with.
+    text = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
     if ms := dt.microsecond // 1000:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{text}.{ms:03d}Z"
+    return f"{text}Z"
 
 
 def parse_rfc3339(text: str) -> datetime:
