@@ -63,10 +63,21 @@ def late_item(timer: Timer, shard_count: int) -> Item:
 
 
 class DynamoTimerStore:
-    def __init__(self, table_name: str, shard_count: int, client: DynamoDBClient | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        shard_count: int,
+        client: DynamoDBClient | None = None,
+        page_size: int = TIMER_PAGE_SIZE,
+    ) -> None:
+        if not 1 <= page_size <= TIMER_PAGE_SIZE:
+            raise ValueError(f"a page of timers holds 1-{TIMER_PAGE_SIZE} (one transaction with its checkpoint)")
         self.table = table_name
         self.shard_count = shard_count
         self.client: Any = client or boto3.client("dynamodb")
+        #: Timers a page reads (and its checkpoint's transaction writes): the most a transaction holds, less the
+        #: checkpoint; smaller only where a test wants many pages of few timers.
+        self.page_size = page_size
 
     def bucket_of(self, timer: Timer) -> BucketId:
         return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
@@ -136,7 +147,7 @@ class DynamoTimerStore:
                 "KeyConditionExpression": "PK = :pk" + (" AND SK > :after" if after else ""),
                 "ExpressionAttributeValues": {":pk": s(_due_pk(bucket))},
                 "ConsistentRead": True,
-                "Limit": TIMER_PAGE_SIZE,
+                "Limit": self.page_size,
             }
             if after:
                 request["ExpressionAttributeValues"][":after"] = s(after)
