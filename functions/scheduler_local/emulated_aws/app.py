@@ -15,9 +15,9 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from infra.app import build_app
-from infra.bundling import function_code
-from infra.lambda_function import SchedulerFunction
 from infra.stack import PunctualStack
+from punctual_cdk.bundling import function_code
+from punctual_cdk.lambda_function import SchedulerFunction
 from scheduler_local.emulated_aws.adjustments import ALLOW_PRIVATE_TARGETS, PLAIN_ALARMS, PRIVATE_TARGETS
 
 
