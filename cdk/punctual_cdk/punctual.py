@@ -8,6 +8,7 @@ queues, the dead-letter queue, the completion-event bus, and grants of the API's
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from aws_cdk import Acknowledgment, CfnElement, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
@@ -38,6 +39,9 @@ from punctual_cdk.secrets import SigningSecret
 from punctual_cdk.storage import Storage
 from punctual_cdk.sweeper import Sweeper
 from punctual_cdk.worker import TARGET_ROLE_VARIABLE, Worker
+
+if TYPE_CHECKING:
+    from punctual_cdk.scheduled_job import JobsProvider
 
 #: The routes `grant_submit` opens: every change of the caller's own jobs (create, batch, change, cancel, pause,
 #: resume, trigger, retry, resolve, backfill, key rotation, bulk actions), all of them under `/v1/jobs`.
@@ -122,6 +126,7 @@ class Punctual(Construct):
         self.storage, self.queues, self.signing, self.completion = storage, queues, signing, completion
         self.sealing = sealing
         self.sweeper, self.worker, self.api, self.monitoring = sweeper, worker, api, monitoring
+        self._jobs_provider: JobsProvider | None = None
 
     # -- what an app wires to ---------------------------------------------------------------------------------
 
@@ -210,6 +215,18 @@ class Punctual(Construct):
         for holder in {id(c): c for c in (grantee, grantee.grant_principal) if isinstance(c, Construct)}.values():
             Validations.of(holder).acknowledge(*acknowledgments)
         return grant
+
+    # -- jobs as code -----------------------------------------------------------------------------------------
+
+    @property
+    def jobs_provider(self) -> JobsProvider:
+        """The function that creates, changes and cancels the `ScheduledJob`s of this scheduler on deploy, made
+        with the first of them (a stack without one has none)."""
+        if self._jobs_provider is None:
+            from punctual_cdk.scheduled_job import JobsProvider
+
+            self._jobs_provider = JobsProvider(self, "JobsAsCode", scheduler=self)
+        return self._jobs_provider
 
 
 def _cfn(construct: Construct) -> CfnElement:
