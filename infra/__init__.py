@@ -1,10 +1,8 @@
-"""The CDK app that deploys punctual: one construct per concern, composed by `infra.stack`.
+"""This repository's CDK app: the `punctual-<stage>` stack, made of the construct library `punctual_cdk` (cdk/).
 
-The Lambda code lives in `functions/` (package `scheduler`), and the tables and queues are built from
-`scheduler.schema`, the same module the local stack provisions from, so the two cannot drift. That module
-is importable under pytest (`pythonpath = ["functions", "."]`) and after `pip install -e .`, but not when
-the CDK CLI runs `python -m infra.app` from a bare checkout; so make `functions/` importable here, once,
-before any construct module imports the schema.
+The construct library and the Lambda code it packages (`functions/`, package `scheduler`) are importable under
+pytest and in `.venv` (editable installs), but not when the CDK CLI runs `python -m infra.app` from a bare
+checkout; so make both folders importable here, once, before the app imports them.
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = REPO_ROOT / "functions"
+CDK_DIR = REPO_ROOT / "cdk"
 
-if str(FUNCTIONS_DIR) not in sys.path:
-    sys.path.insert(0, str(FUNCTIONS_DIR))
+for _folder in (CDK_DIR, FUNCTIONS_DIR):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))

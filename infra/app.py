@@ -16,8 +16,8 @@ from aws_cdk import App, Environment, Tags, Validations
 from aws_cdk import aws_lambda as lambda_
 from cdk_nag import AwsSolutionsChecks
 
-from infra.config import ConfigError, load_config
 from infra.stack import PunctualStack
+from punctual_cdk.config import ConfigError, load_config
 
 
 def build_app(

@@ -70,13 +70,14 @@ class QueueSchema:
 READY_QUEUE = QueueSchema(logical_name="Ready")
 
 #: Powertools' `service` dimension on every metric and log line (the dashboard and alarms filter on it), and the
-#: CloudWatch namespace the handlers' EMF metrics land in: what infra/environment.py deploys, what the local stack
-#: runs with, and what the benchmark prices the logs of.
+#: CloudWatch namespace the handlers' EMF metrics land in: what cdk/punctual_cdk/environment.py deploys, what the
+#: local stack runs with, and what the benchmark prices the logs of.
 SERVICE_NAME = "punctual"
 METRICS_NAMESPACE = "Punctual"
 
-#: The worker event source mapping's defaults (infra/config.py `worker_batch_size`, `worker_max_concurrency`; the
-#: capacity model assumes them): messages per invocation, and the standard-mode mapping's MaximumConcurrency.
+#: The worker event source mapping's defaults (cdk/punctual_cdk/config.py `worker_batch_size`,
+#: `worker_max_concurrency`; the capacity model assumes them): messages per invocation, and the standard-mode
+#: mapping's MaximumConcurrency.
 WORKER_BATCH_SIZE = 10
 WORKER_MAX_CONCURRENCY = 50
 #: Occurrences of a batch's messages that carry several (scheduler.core.execution.packing) the worker runs at once, on
@@ -87,7 +88,7 @@ WORKER_OCCURRENCE_THREADS = 20
 #: gives a function CPU in proportion to its memory, one vCPU at 1,769 MB. The sweeper is one Python process whose
 #: bucket chains share that CPU: at 512 MB a sweep dispatches about a third as fast as at 1,769 MB; a deployment
 #: whose herds one sweep at 512 MB cannot dispatch within the look-ahead (docs/capacity.md says how large that is)
-#: raises `sweeper_memory_mb` (infra/config.py). Below that, 512 MB is the cheapest: the sweep's landing
+#: raises `sweeper_memory_mb` (cdk/punctual_cdk/config.py). Below that, 512 MB is the cheapest: the sweep's landing
 #: waits are billed at its memory, and its CPU-bound work costs the same GB-seconds at any size.
 FUNCTION_MEMORY_MB: dict[str, int] = {"api": 512, "sweeper": 512, "worker": 512}
 

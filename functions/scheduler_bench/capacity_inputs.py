@@ -167,8 +167,9 @@ class Assumptions:
     #: DynamoDB calls; the herd's tenants have no execution budget, so no slot is taken).
     before_target_fraction: float = 2 / 3
     account_concurrency: int = 1000
-    #: The deployed defaults (scheduler.schema, what infra/config.py deploys): messages per worker invocation, and
-    #: the standard-mode mapping's MaximumConcurrency (a pre-scaled deployment's provisioned mapping has none).
+    #: The deployed defaults (scheduler.schema, what cdk/punctual_cdk/config.py deploys): messages per worker
+    #: invocation, and the standard-mode mapping's MaximumConcurrency (a pre-scaled deployment's provisioned mapping
+    #: has none).
     batch_size: int = WORKER_BATCH_SIZE
     #: Occurrences a message carries (scheduler.core.execution.packing): full messages, the herd's occurrences of each
     #: tenant being due together.

@@ -49,8 +49,8 @@ LAMBDA_PLATFORM_LINES = (
     "Memory Size: 512 MB\tMax Memory Used: 97 MB\t",
 )
 LAMBDA_PLATFORM_BYTES = sum(len(line.encode()) for line in LAMBDA_PLATFORM_LINES)
-#: API Gateway's access log line of one request, in the format infra/api.py deploys (ACCESS_LOG_FIELDS), at its usual
-#: length: what a submission adds to the logs besides the api function's own lines.
+#: API Gateway's access log line of one request, in the format cdk/punctual_cdk/api.py deploys (ACCESS_LOG_FIELDS), at
+#: its usual length: what a submission adds to the logs besides the api function's own lines.
 API_ACCESS_LOG_LINE = (
     '{"requestId": "3f2a1c9e-8d7b-4e6f-9a1b-2c3d4e5f6a7b", "extendedRequestId": "Qx3ZrFp8IAMEbCw=", '
     '"requestTime": "02/Dec/2026:18:41:03 +0000", "sourceIp": "203.0.113.17", "caller": "AROAEXAMPLEID:session", '

@@ -27,7 +27,7 @@ ACCOUNT_ID = "000000000000"
 REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 HEALTH_PATH = "/_ministack/health"
-#: The Lambda runtime's Python (infra/bundling.py PYTHON_VERSION), which ministack's own interpreter must be.
+#: The Lambda runtime's Python (cdk/punctual_cdk/bundling.py PYTHON_VERSION), which ministack's own interpreter must be.
 LAMBDA_PYTHON = "3.12"
 
 

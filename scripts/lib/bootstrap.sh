@@ -14,7 +14,7 @@ fingerprint() { sha256sum "$@" | sha256sum | cut -c1-16; }
 
 ensure_python() {
   local want site
-  want="$(fingerprint pyproject.toml runtime.lock sdk/pyproject.toml cli/pyproject.toml)"
+  want="$(fingerprint pyproject.toml runtime.lock sdk/pyproject.toml cli/pyproject.toml cdk/pyproject.toml)"
   if [ -x .venv/bin/python ] && [ "$(cat .venv/.installed 2>/dev/null)" = "$want" ]; then
     return
   fi
@@ -23,11 +23,11 @@ ensure_python() {
   [ -x .venv/bin/python ] || python3 -m venv .venv
   mkdir -p .local
   # The core with the development tools, its runtime dependencies at the versions the Lambda asset ships
-  # (runtime.lock), then the SDK and the CLI over this checkout's sources. A venv made by an older checkout may hold
-  # the core under the distribution name `punctual`, which punctual-core replaces: it goes.
+  # (runtime.lock), then the SDK, the CLI and the construct library over this checkout's sources. A venv made by an
+  # older checkout may hold the core under the distribution name `punctual`, which punctual-core replaces: it goes.
   if ! { .venv/bin/python -m pip install --quiet --upgrade pip \
       && .venv/bin/python -m pip install --quiet -c runtime.lock -e '.[dev]' \
-      && .venv/bin/python -m pip install --quiet --no-deps -e ./sdk -e ./cli \
+      && .venv/bin/python -m pip install --quiet --no-deps -e ./sdk -e ./cli -e ./cdk \
       && { .venv/bin/python -m pip uninstall --quiet --yes punctual || true; }; } \
       > .local/pip-install.log 2>&1; then
     cat .local/pip-install.log >&2
@@ -76,7 +76,7 @@ bootstrap() {
 
 # ministack, a local AWS emulator (MIT, on PyPI), for the deploy-and-fire test, `scripts/deploy --local`, and
 # the local SQS. It runs the Lambda functions with its own interpreter, so its venv must be the Lambda
-# runtime's Python (3.12, infra/bundling.py); it gets a venv of its own under .local/, apart from .venv.
+# runtime's Python (3.12, cdk/punctual_cdk/bundling.py); it gets a venv of its own under .local/, apart from .venv.
 MINISTACK_VERSION="1.5.33"
 MINISTACK_VENV="$ROOT/.local/ministack"
 

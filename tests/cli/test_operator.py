@@ -177,8 +177,8 @@ def test_the_status_view_says_what_it_knows_and_what_it_cannot() -> None:
 
 
 def test_status_counts_the_metrics_the_dashboard_shows() -> None:
-    from infra.environment import METRICS_NAMESPACE, SERVICE_NAME
-    from infra.metrics import APPLICATION_METRICS
+    from punctual_cdk.environment import METRICS_NAMESPACE, SERVICE_NAME
+    from punctual_cdk.metrics import APPLICATION_METRICS
     from punctual_cli import status
 
     assert set(RECENT_METRICS) <= set(APPLICATION_METRICS)

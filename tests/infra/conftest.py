@@ -21,6 +21,7 @@ from aws_cdk.assertions import Template
 from infra import REPO_ROOT
 from infra.app import build_app
 from infra.stack import PunctualStack
+from punctual_cdk import Punctual
 
 #: The context the CLI passes from cdk.json (feature flags and the `punctual` defaults), so the tests
 #: check the template that `scripts/deploy` would deploy.
@@ -85,6 +86,11 @@ class Synthesized:
     #: The template as parsed JSON (read once: `Template.to_json` is a round trip to the jsii runtime).
     json: dict[str, Any]
 
+    @property
+    def punctual(self) -> Punctual:
+        """The scheduler construct the stack is made of."""
+        return self.stack.punctual
+
     def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
         return {
             logical_id: resource
@@ -98,7 +104,7 @@ class Synthesized:
 
     def table(self, schema: Any) -> dict[str, Any]:
         """Properties of the table built from `schema` (a scheduler.schema.TableSchema)."""
-        construct = self.stack.storage.node.find_child(schema.logical_name)
+        construct = self.punctual.storage.node.find_child(schema.logical_name)
         properties: dict[str, Any] = self.json["Resources"][self.logical_id(construct)]["Properties"]
         return properties
 

@@ -47,7 +47,7 @@ def test_every_method_proxies_to_the_api_function(default) -> None:
 
 def test_api_function_may_be_invoked_only_by_this_api_stage(default) -> None:
     api_id, _ = default.function("api")
-    rest_api_id = default.logical_id(default.stack.api.rest_api)
+    rest_api_id = default.logical_id(default.punctual.api.rest_api)
     permissions = [
         permission["Properties"]
         for permission in default.resources("AWS::Lambda::Permission").values()
@@ -76,7 +76,7 @@ def test_stage_is_throttled_and_logged(default) -> None:
         "DataTraceEnabled": False,  # request bodies are tenants' data
         "MetricsEnabled": True,
     }
-    access_logs = default.logical_id(default.stack.api.access_logs)
+    access_logs = default.logical_id(default.punctual.api.access_logs)
     assert access_logs in json.dumps(props["AccessLogSetting"]["DestinationArn"])
     log_line = json.loads(props["AccessLogSetting"]["Format"])
     assert {"requestId", "userArn", "httpMethod", "resourcePath", "status"} <= set(log_line)

@@ -14,16 +14,20 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from infra import REPO_ROOT
-from infra.bundling import (
+from punctual_cdk import bundling
+from punctual_cdk.bundling import (
     PIP_PLATFORM,
     PYTHON_VERSION,
     LocalPipBundler,
     LockMismatch,
+    core_pyproject,
+    declared_dependencies,
     function_code,
+    package_dir,
     pip_install_command,
     runtime_dependencies,
 )
-from infra.lambda_function import ARCHITECTURE, RUNTIME
+from punctual_cdk.lambda_function import ARCHITECTURE, RUNTIME
 
 IMAGE = DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")
 
@@ -94,7 +98,7 @@ def test_a_lock_that_matches_gives_its_pins_in_order(tmp_path: Path) -> None:
 
 @pytest.fixture
 def source(tmp_path: Path) -> Path:
-    """A functions/ folder with the package, its caches and tests, and the local stack."""
+    """The `scheduler` package's folder (in a functions/ folder beside the local stack), with caches and tests."""
     root = tmp_path / "functions"
     (root / "scheduler" / "handlers").mkdir(parents=True)
     (root / "scheduler" / "__init__.py").write_text("")
@@ -105,7 +109,7 @@ def source(tmp_path: Path) -> Path:
     (root / "scheduler" / "tests" / "test_x.py").write_text("")
     (root / "scheduler_local").mkdir()
     (root / "scheduler_local" / "__init__.py").write_text("")
-    return root
+    return root / "scheduler"
 
 
 def test_local_bundler_runs_pip_then_copies_only_the_package(source: Path, tmp_path: Path, monkeypatch) -> None:
@@ -139,6 +143,19 @@ def test_local_bundler_fails_loudly_when_pip_fails(source: Path, tmp_path: Path,
     )
     with pytest.raises(RuntimeError, match="no wheel"):
         LocalPipBundler(["croniter==7.0.0"], source_dir=source).try_bundle(str(tmp_path), image=IMAGE)
+
+
+def test_the_asset_is_the_imported_scheduler_package_and_the_core_declares_what_the_lock_pins(monkeypatch) -> None:
+    # In this checkout the functions' package is functions/scheduler and the core's pyproject.toml is read
+    assert package_dir() == REPO_ROOT / "functions" / "scheduler"
+    assert core_pyproject() == REPO_ROOT / "pyproject.toml"
+    # Installed (an app's environment: no checkout around the package), the distribution's metadata declares the
+    # same ranges, without its extras
+    monkeypatch.setattr(bundling, "core_pyproject", lambda: None)
+    source, installed = declared_dependencies()
+    assert source == "punctual-core"
+    assert sorted(map(str, installed)) == sorted(map(str, declared_dependencies(REPO_ROOT / "pyproject.toml")[1]))
+    assert runtime_dependencies() == runtime_dependencies(REPO_ROOT / "pyproject.toml")
 
 
 def test_all_functions_share_one_asset(default) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from infra import REPO_ROOT
 from infra.app import build_app
-from infra.config import ConfigError, PunctualConfig, load_config, parse_config
+from punctual_cdk.config import ConfigError, PunctualConfig, load_config, parse_config
 
 CDK_JSON_SETTINGS = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["punctual"]
 ACCOUNT_REGION = "eu-central-1:123456789012"
@@ -125,7 +125,7 @@ def test_stack_is_named_after_the_stage(default, configured) -> None:
 def test_function_settings_have_one_home_in_the_functions_settings() -> None:
     """A function setting is declared once, on scheduler.settings.Settings: the deployment names it, takes its
     bounds from there and restates no default (cdk.json ships it unset)."""
-    from infra.config import function_settings
+    from punctual_cdk.config import function_settings
     from scheduler.settings import Settings
 
     names = function_settings()

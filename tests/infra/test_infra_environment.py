@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config import PunctualConfig
-from infra.environment import check_against_handler_settings, scheduler_environment
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.environment import check_against_handler_settings, scheduler_environment
 
 RESOURCES = {
     "jobs_table_name": "jobs",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.events import OUTBOX_ATTRIBUTES, OUTBOX_INDEX
+from punctual_cdk.events import OUTBOX_ATTRIBUTES, OUTBOX_INDEX
 from scheduler.schema import EXECUTIONS_TABLE
 
 
@@ -25,14 +25,14 @@ def test_the_stack_creates_its_own_bus_by_default(default) -> None:
 
 def test_the_functions_that_record_outcomes_may_put_events_on_that_bus_only(default) -> None:
     # worker: every outcome it records; sweeper: the outbox drain; api: an operator's resolve of a RECONCILING run
-    bus_id = default.logical_id(default.stack.completion.bus)
+    bus_id = default.logical_id(default.punctual.completion.bus)
     for handler in ("worker", "sweeper", "api"):
         [statement] = _put_events_statements(default, handler)
         assert statement["Resource"] == {"Fn::GetAtt": [bus_id, "Arn"]}
 
 
 def test_the_sweeper_reads_only_the_outbox_index_and_updates_only_outbox_attributes(default) -> None:
-    table_id = default.logical_id(default.stack.storage.executions_table)
+    table_id = default.logical_id(default.punctual.storage.executions_table)
     on_ledger = [s for s in default.statements("sweeper") if table_id in json.dumps(s["Resource"])]
 
     by_action = {tuple(_as_list(s["Action"])): s for s in on_ledger}
@@ -51,7 +51,7 @@ def test_the_outbox_index_is_sparse_on_the_pending_flag(default) -> None:
 
 
 def test_functions_get_the_bus_name(default) -> None:
-    bus_id = default.logical_id(default.stack.completion.bus)
+    bus_id = default.logical_id(default.punctual.completion.bus)
     for handler in ("worker", "sweeper", "api"):
         _, props = default.function(handler)
         variables = props["Environment"]["Variables"]

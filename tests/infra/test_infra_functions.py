@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from infra.environment import MESSAGE_SECRET_ARN_VARIABLE, SIGNING_KEYS_ARN_VARIABLE, SIGNING_SECRET_ARN_VARIABLE
+from punctual_cdk.environment import MESSAGE_SECRET_ARN_VARIABLE, SIGNING_KEYS_ARN_VARIABLE, SIGNING_SECRET_ARN_VARIABLE
 from scheduler.schema import FUNCTION_MEMORY_MB, READY_QUEUE
 from scheduler.settings import Settings
 
@@ -47,12 +47,12 @@ def test_every_function_gets_the_scheduler_environment(default, handler: str) ->
     variables = _variables(default, handler)
 
     assert set(variables) >= COMMON_VARIABLES
-    assert variables["SCHEDULER_JOBS_TABLE"] == {"Ref": default.logical_id(default.stack.storage.jobs_table)}
+    assert variables["SCHEDULER_JOBS_TABLE"] == {"Ref": default.logical_id(default.punctual.storage.jobs_table)}
     assert variables["SCHEDULER_EXECUTIONS_TABLE"] == {
-        "Ref": default.logical_id(default.stack.storage.executions_table)
+        "Ref": default.logical_id(default.punctual.storage.executions_table)
     }
-    assert variables["SCHEDULER_READY_QUEUE_URL"] == {"Ref": default.logical_id(default.stack.queues.ready_queue)}
-    assert variables["SCHEDULER_DLQ_URL"] == {"Ref": default.logical_id(default.stack.queues.dead_letter_queue)}
+    assert variables["SCHEDULER_READY_QUEUE_URL"] == {"Ref": default.logical_id(default.punctual.queues.ready_queue)}
+    assert variables["SCHEDULER_DLQ_URL"] == {"Ref": default.logical_id(default.punctual.queues.dead_letter_queue)}
     # Unset tuning settings are left to the functions' own defaults (declared once, in Settings).
     assert not {"SCHEDULER_SHARD_COUNT", "SCHEDULER_LOOKAHEAD_SECONDS", "SCHEDULER_LEASE_SECONDS"} & set(variables)
     assert variables["SCHEDULER_ALLOW_PRIVATE_TARGETS"] == "false"
@@ -95,7 +95,7 @@ def test_each_secret_arn_goes_to_its_readers_only(
     synth, v1: bool, variable: str, secret: str, readers: set[str]
 ) -> None:
     stack = synth({"signature_v1": v1})
-    ref = {"Ref": stack.logical_id(getattr(stack.stack.signing, secret))}
+    ref = {"Ref": stack.logical_id(getattr(stack.punctual.signing, secret))}
     for handler in HANDLERS:
         variables = _variables(stack, handler)
         assert (variables.get(variable) == ref) == (handler in readers), handler
@@ -119,7 +119,7 @@ def _mappings_by_lane(synthesized) -> dict[str, dict]:
     """The worker's event source mappings, by the priority lane of the queue each consumes."""
     by_arn = {
         json.dumps({"Fn::GetAtt": [synthesized.logical_id(queue), "Arn"]}): priority
-        for priority, queue in synthesized.stack.queues.lanes.items()
+        for priority, queue in synthesized.punctual.queues.lanes.items()
     }
     return {
         by_arn[json.dumps(m["Properties"]["EventSourceArn"])]: m["Properties"]
@@ -145,7 +145,7 @@ def test_worker_consumes_every_lane_with_partial_batch_responses(default) -> Non
         "low": {"MaximumConcurrency": 5},
     }
     assert mappings["normal"]["EventSourceArn"] == {
-        "Fn::GetAtt": [default.logical_id(default.stack.queues.ready_queue), "Arn"]
+        "Fn::GetAtt": [default.logical_id(default.punctual.queues.ready_queue), "Arn"]
     }
 
 

@@ -58,12 +58,12 @@ def test_function_roles_carry_no_managed_policies(default) -> None:
 
 
 def test_the_api_reads_the_lanes_depths_and_the_metrics_for_the_operator_view(default) -> None:
-    stack = default.stack
+    scheduler = default.punctual
 
     # Every lane's ready queue and the dead-letter queue: their depths, nothing else besides the sends
-    for queue in (*stack.queues.lanes.values(), stack.queues.dead_letter_queue):
+    for queue in (*scheduler.queues.lanes.values(), scheduler.queues.dead_letter_queue):
         assert "sqs:GetQueueAttributes" in default.actions_on("api", queue), queue.node.id
-    assert default.actions_on("api", stack.queues.dead_letter_queue) == {"sqs:GetQueueAttributes"}
+    assert default.actions_on("api", scheduler.queues.dead_letter_queue) == {"sqs:GetQueueAttributes"}
     # ... and the metrics, which IAM grants only on `*`; no other function reads them
     on_everything = [s for s in default.statements("api") if "*" in _as_list(s["Resource"])]
     assert [_as_list(s["Action"]) for s in on_everything] == [["cloudwatch:GetMetricData"]]
@@ -72,46 +72,49 @@ def test_the_api_reads_the_lanes_depths_and_the_metrics_for_the_operator_view(de
 
 
 def test_api_reads_and_writes_jobs_and_executions_and_sends_to_the_ready_queue(default) -> None:
-    stack = default.stack
+    scheduler = default.punctual
 
-    assert default.actions_on("api", stack.storage.jobs_table) >= READ | WRITE
+    assert default.actions_on("api", scheduler.storage.jobs_table) >= READ | WRITE
     # The api settles RECONCILING runs (POST .../runs/{key}/resolve): a conditional write to the ledger.
-    assert default.actions_on("api", stack.storage.executions_table) >= READ | WRITE
-    assert "sqs:SendMessage" in default.actions_on("api", stack.queues.ready_queue)
-    assert not default.actions_on("api", stack.queues.ready_queue) & {"sqs:ReceiveMessage", "sqs:DeleteMessage"}
-    assert default.actions_on("api", stack.queues.dead_letter_queue) == {"sqs:GetQueueAttributes"}  # its depth
+    assert default.actions_on("api", scheduler.storage.executions_table) >= READ | WRITE
+    assert "sqs:SendMessage" in default.actions_on("api", scheduler.queues.ready_queue)
+    assert not default.actions_on("api", scheduler.queues.ready_queue) & {"sqs:ReceiveMessage", "sqs:DeleteMessage"}
+    assert default.actions_on("api", scheduler.queues.dead_letter_queue) == {"sqs:GetQueueAttributes"}  # its depth
 
 
 def test_sweeper_reads_and_writes_jobs_and_sends_to_the_ready_queue_only(default) -> None:
-    stack = default.stack
+    scheduler = default.punctual
 
-    assert default.actions_on("sweeper", stack.storage.jobs_table) >= READ | WRITE
+    assert default.actions_on("sweeper", scheduler.storage.jobs_table) >= READ | WRITE
     # On the ledger, only the completion-event outbox: read its index, clear its entries (see test_infra_events)
-    assert default.actions_on("sweeper", stack.storage.executions_table) == {"dynamodb:Query", "dynamodb:UpdateItem"}
-    assert "sqs:SendMessage" in default.actions_on("sweeper", stack.queues.ready_queue)
-    assert "sqs:ReceiveMessage" not in default.actions_on("sweeper", stack.queues.ready_queue)
-    assert default.actions_on("sweeper", stack.queues.dead_letter_queue) == set()
-    assert default.actions_on("sweeper", stack.signing.secret) == set()
-    assert default.actions_on("sweeper", stack.signing.keys) == set()
+    assert default.actions_on("sweeper", scheduler.storage.executions_table) == {
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+    }
+    assert "sqs:SendMessage" in default.actions_on("sweeper", scheduler.queues.ready_queue)
+    assert "sqs:ReceiveMessage" not in default.actions_on("sweeper", scheduler.queues.ready_queue)
+    assert default.actions_on("sweeper", scheduler.queues.dead_letter_queue) == set()
+    assert default.actions_on("sweeper", scheduler.signing.secret) == set()
+    assert default.actions_on("sweeper", scheduler.signing.keys) == set()
 
 
 def test_worker_owns_the_ledger_reads_jobs_consumes_and_dead_letters(default) -> None:
-    stack = default.stack
+    scheduler = default.punctual
 
-    assert default.actions_on("worker", stack.storage.executions_table) >= READ | WRITE
-    assert default.actions_on("worker", stack.storage.jobs_table) >= READ
-    assert default.actions_on("worker", stack.queues.ready_queue) >= {
+    assert default.actions_on("worker", scheduler.storage.executions_table) >= READ | WRITE
+    assert default.actions_on("worker", scheduler.storage.jobs_table) >= READ
+    assert default.actions_on("worker", scheduler.queues.ready_queue) >= {
         "sqs:ReceiveMessage",
         "sqs:DeleteMessage",
         "sqs:ChangeMessageVisibility",
         "sqs:SendMessage",  # a throttled occurrence goes back as a new message
     }
-    assert "sqs:SendMessage" in default.actions_on("worker", stack.queues.dead_letter_queue)
+    assert "sqs:SendMessage" in default.actions_on("worker", scheduler.queues.dead_letter_queue)
 
 
 def test_the_worker_writes_only_tenant_items_of_the_jobs_table(default) -> None:
     # Its tenants' execution slots (`TENANT#...`), never a job or a timer.
-    jobs = default.logical_id(default.stack.storage.jobs_table)
+    jobs = default.logical_id(default.punctual.storage.jobs_table)
     writes = [
         statement
         for statement in default.statements("worker")
@@ -136,13 +139,13 @@ def test_the_worker_writes_only_tenant_items_of_the_jobs_table(default) -> None:
 def test_each_secret_is_readable_by_its_readers_only(synth, v1: bool, secret: str, readers: set[str]) -> None:
     stack = synth({"signature_v1": v1})
     for handler in HANDLERS:
-        actions = stack.actions_on(handler, getattr(stack.stack.signing, secret))
+        actions = stack.actions_on(handler, getattr(stack.punctual.signing, secret))
         assert ("secretsmanager:GetSecretValue" in actions) == (handler in readers), handler
 
 
 def test_with_signature_v1_off_nothing_refers_to_its_secret(synth) -> None:
     stack = synth({"signature_v1": False})
-    secret = stack.logical_id(stack.stack.signing.secret)
+    secret = stack.logical_id(stack.punctual.signing.secret)
 
     # The secret stays (turning v1 on again keeps the tenants' v1 keys), but no grant, variable or output names it
     assert stack.json["Resources"][secret]["Type"] == "AWS::SecretsManager::Secret"
@@ -159,7 +162,7 @@ def test_with_signature_v1_on_the_worker_signs_with_it(synth) -> None:
     stack = synth({"signature_v1": True})
     variables = stack.function("worker")[1]["Environment"]["Variables"]
     assert variables["SCHEDULER_SIGNATURE_V1"] == "true"
-    assert variables["SCHEDULER_SIGNING_SECRET_ARN"] == {"Ref": stack.logical_id(stack.stack.signing.secret)}
+    assert variables["SCHEDULER_SIGNING_SECRET_ARN"] == {"Ref": stack.logical_id(stack.punctual.signing.secret)}
 
 
 @pytest.mark.parametrize("handler", HANDLERS)
@@ -169,11 +172,11 @@ def test_no_function_holds_table_actions_it_does_not_use(default, handler: str) 
 
 
 def test_the_worker_cannot_write_the_jobs_definitions(default) -> None:
-    actions = default.actions_on("worker", default.stack.storage.jobs_table)
+    actions = default.actions_on("worker", default.punctual.storage.jobs_table)
     granted_without_condition = {
         action
         for statement in default.statements("worker")
-        if default.logical_id(default.stack.storage.jobs_table) in json.dumps(statement["Resource"])
+        if default.logical_id(default.punctual.storage.jobs_table) in json.dumps(statement["Resource"])
         and "Condition" not in statement
         for action in _as_list(statement["Action"])
     }
@@ -181,8 +184,8 @@ def test_the_worker_cannot_write_the_jobs_definitions(default) -> None:
 
 
 def test_no_target_grants_without_configuration(default) -> None:
-    own_bus = default.logical_id(default.stack.completion.bus)
-    own_key = default.logical_id(default.stack.sealing.key)
+    own_bus = default.logical_id(default.punctual.completion.bus)
+    own_key = default.logical_id(default.punctual.sealing.key)
     for handler in HANDLERS:
         for statement in default.statements(handler):
             actions = set(_as_list(statement["Action"]))
@@ -198,7 +201,7 @@ def test_no_target_grants_without_configuration(default) -> None:
 
 
 def test_open_grants_are_granted_to_the_target_role_exactly(configured, targets) -> None:
-    role = configured.stack.worker.target_role
+    role = configured.punctual.worker.target_role
     assert role is not None
     role_id = configured.logical_id(role)
     granted: dict[str, set[str]] = {}
@@ -238,13 +241,13 @@ def test_the_worker_itself_holds_no_target_grant_only_the_assume_role(configured
     assert literal == set()
     assume = [s for s in configured.statements("worker") if "sts:AssumeRole" in _as_list(s["Action"])]
     assert [s["Resource"] for s in assume] == [
-        {"Fn::GetAtt": [configured.logical_id(configured.stack.worker.target_role), "Arn"]}
+        {"Fn::GetAtt": [configured.logical_id(configured.punctual.worker.target_role), "Arn"]}
     ]
 
 
 def test_the_target_role_exists_without_targets_and_grants_nothing(default) -> None:
     # Without a role the worker would call AWS targets with its own credentials; with it, there is nothing to lend.
-    role = default.stack.worker.target_role
+    role = default.punctual.worker.target_role
     role_id = default.logical_id(role)
     for handler in ("worker", "api"):
         assert default.function(handler)[1]["Environment"]["Variables"]["SCHEDULER_TARGET_ROLE_ARN"] == {
@@ -264,7 +267,7 @@ def _role_grants(synthesized: Any, role: Any) -> list[dict[str, Any]]:
 
 
 def test_closed_grants_name_the_tenant_each_is_for(isolated) -> None:
-    grants = _role_grants(isolated, isolated.stack.worker.target_role)
+    grants = _role_grants(isolated, isolated.punctual.worker.target_role)
     by_tenant: dict[str, set[str]] = {}
     for statement in grants:
         resources = set(_as_list(statement["Resource"]))

@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
-from infra.metrics import APPLICATION_METRICS
+from punctual_cdk.metrics import APPLICATION_METRICS
 
 
 def _alarms(synthesized) -> dict[str, dict]:
@@ -25,7 +25,7 @@ def test_dead_letter_queue_alarm_fires_on_any_visible_message(default) -> None:
     assert alarm["Dimensions"] == [
         {
             "Name": "QueueName",
-            "Value": {"Fn::GetAtt": [default.logical_id(default.stack.queues.dead_letter_queue), "QueueName"]},
+            "Value": {"Fn::GetAtt": [default.logical_id(default.punctual.queues.dead_letter_queue), "QueueName"]},
         }
     ]
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
@@ -50,7 +50,7 @@ def test_ready_queue_age_alarm_allows_the_longest_delay_plus_slack(default) -> N
 
     assert alarm["MetricName"] == "ApproximateAgeOfOldestMessage"
     assert alarm["Dimensions"][0]["Value"] == {
-        "Fn::GetAtt": [default.logical_id(default.stack.queues.ready_queue), "QueueName"]
+        "Fn::GetAtt": [default.logical_id(default.punctual.queues.ready_queue), "QueueName"]
     }
     assert alarm["Threshold"] == 900 + 300
 
@@ -80,7 +80,7 @@ def test_fenced_writes_alarm_is_informational(default) -> None:
 
 
 def test_every_alarm_notifies_the_alarm_topic(default) -> None:
-    topic = {"Ref": default.logical_id(default.stack.monitoring.topic)}
+    topic = {"Ref": default.logical_id(default.punctual.monitoring.topic)}
     alarms = _alarms(default)
 
     assert len(alarms) == 10
@@ -134,6 +134,6 @@ def test_dashboard_shows_every_application_metric_and_the_queues(default) -> Non
 
     for metric in APPLICATION_METRICS:
         assert f'\\"{metric}\\"' in body, metric
-    for queue in (default.stack.queues.ready_queue, default.stack.queues.dead_letter_queue):
+    for queue in (default.punctual.queues.ready_queue, default.punctual.queues.dead_letter_queue):
         assert default.logical_id(queue) in body
     assert "ApproximateAgeOfOldestMessage" in body

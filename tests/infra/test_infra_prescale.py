@@ -1,5 +1,5 @@
 """Pre-scaling in the template: provisioned worker mappings, and the sweeper's least-privilege grant to read and set
-exactly their pollers (infra/prescale.py)."""
+exactly their pollers (cdk/punctual_cdk/prescale.py)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_the_sweeper_is_told_which_mapping_is_which_lane_and_its_ceiling(prescal
 
 
 def test_the_ceiling_is_validated_against_what_aws_accepts() -> None:
-    from infra.config import ConfigError, parse_config
+    from punctual_cdk.config import ConfigError, parse_config
 
     with pytest.raises(ConfigError, match="prescale_ceiling_pollers"):
         parse_config({"prescale_ceiling_pollers": 201})

@@ -15,7 +15,7 @@ def _queue(synthesized, construct) -> dict:
 
 
 def test_ready_queue_visibility_is_six_times_the_worker_timeout(default) -> None:
-    ready = _queue(default, default.stack.queues.ready_queue)
+    ready = _queue(default, default.punctual.queues.ready_queue)
     _, worker = default.function("worker")
 
     assert worker["Timeout"] == READY_QUEUE.worker_timeout_seconds
@@ -23,8 +23,8 @@ def test_ready_queue_visibility_is_six_times_the_worker_timeout(default) -> None
 
 
 def test_ready_queue_dead_letters_after_the_schema_receive_count(default) -> None:
-    ready = _queue(default, default.stack.queues.ready_queue)
-    dlq_id = default.logical_id(default.stack.queues.dead_letter_queue)
+    ready = _queue(default, default.punctual.queues.ready_queue)
+    dlq_id = default.logical_id(default.punctual.queues.dead_letter_queue)
 
     assert ready["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
@@ -33,7 +33,7 @@ def test_ready_queue_dead_letters_after_the_schema_receive_count(default) -> Non
 
 
 def test_dead_letter_queue_keeps_messages_fourteen_days(default) -> None:
-    dlq = _queue(default, default.stack.queues.dead_letter_queue)
+    dlq = _queue(default, default.punctual.queues.dead_letter_queue)
 
     assert READY_QUEUE.dlq_retention_days == 14
     assert dlq["MessageRetentionPeriod"] == FOURTEEN_DAYS
@@ -41,7 +41,7 @@ def test_dead_letter_queue_keeps_messages_fourteen_days(default) -> None:
 
 def test_ready_queue_outlives_a_long_worker_outage(default) -> None:
     # The SQS default (4 days) would drop dispatched occurrences during a longer outage.
-    assert _queue(default, default.stack.queues.ready_queue)["MessageRetentionPeriod"] == FOURTEEN_DAYS
+    assert _queue(default, default.punctual.queues.ready_queue)["MessageRetentionPeriod"] == FOURTEEN_DAYS
 
 
 def test_every_queue_is_encrypted_and_refuses_plain_http(default) -> None:
@@ -60,11 +60,11 @@ def test_every_queue_is_encrypted_and_refuses_plain_http(default) -> None:
 
 
 def test_every_lane_is_a_ready_queue_sharing_the_dlq(default) -> None:
-    dlq_id = default.logical_id(default.stack.queues.dead_letter_queue)
-    lanes = default.stack.queues.lanes
+    dlq_id = default.logical_id(default.punctual.queues.dead_letter_queue)
+    lanes = default.punctual.queues.lanes
 
     assert set(lanes) == set(READY_LANES) == {"high", "normal", "low"}
-    assert lanes["normal"] is default.stack.queues.ready_queue
+    assert lanes["normal"] is default.punctual.queues.ready_queue
     for priority, queue in lanes.items():
         props = _queue(default, queue)
         assert props["VisibilityTimeout"] == READY_LANES[priority].visibility_timeout_seconds
@@ -74,7 +74,7 @@ def test_every_lane_is_a_ready_queue_sharing_the_dlq(default) -> None:
 
 @pytest.mark.parametrize("handler", ["api", "sweeper"])
 def test_api_and_sweeper_send_to_every_lane_and_the_worker_consumes_them(default, handler: str) -> None:
-    for queue in default.stack.queues.lanes.values():
+    for queue in default.punctual.queues.lanes.values():
         assert "sqs:SendMessage" in default.actions_on(handler, queue)
         assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= default.actions_on(
             "worker", queue
@@ -85,7 +85,7 @@ def test_each_lane_has_a_backlog_alarm(default) -> None:
     alarms = {
         a["Properties"]["AlarmName"]: a["Properties"] for a in default.resources("AWS::CloudWatch::Alarm").values()
     }
-    lanes = default.stack.queues.lanes
+    lanes = default.punctual.queues.lanes
     for name, lane in (("ready-queue", "normal"), ("ready-high", "high"), ("ready-low", "low")):
         alarm = alarms[f"punctual-dev-{name}-backlog"]
         assert alarm["MetricName"] == "ApproximateAgeOfOldestMessage"
@@ -105,7 +105,7 @@ def _as_list(value):
 def test_every_function_knows_the_lane_queues(default, handler: str) -> None:
     _, props = default.function(handler)
     variables = props["Environment"]["Variables"]
-    lanes = default.stack.queues.lanes
+    lanes = default.punctual.queues.lanes
 
     assert variables["SCHEDULER_READY_QUEUE_HIGH_URL"] == {"Ref": default.logical_id(lanes["high"])}
     assert variables["SCHEDULER_READY_QUEUE_LOW_URL"] == {"Ref": default.logical_id(lanes["low"])}

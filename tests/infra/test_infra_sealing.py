@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from infra.sealing import HEADER_KEY_VARIABLE
+from punctual_cdk.sealing import HEADER_KEY_VARIABLE
 
 
 def test_the_key_rotates(default) -> None:
-    key = default.resources("AWS::KMS::Key")[default.logical_id(default.stack.sealing.key)]
+    key = default.resources("AWS::KMS::Key")[default.logical_id(default.punctual.sealing.key)]
     assert key["Properties"]["EnableKeyRotation"] is True
 
 
@@ -17,7 +17,7 @@ def test_the_key_rotates(default) -> None:
     [("api", {"kms:GenerateDataKey", "kms:Decrypt"}), ("worker", {"kms:Decrypt"}), ("sweeper", set())],
 )
 def test_each_function_may_do_exactly_its_part_with_the_key(default, handler: str, actions: set[str]) -> None:
-    key = default.stack.sealing.key
+    key = default.punctual.sealing.key
     assert default.actions_on(handler, key) == actions
 
 
@@ -27,4 +27,4 @@ def test_the_sealing_functions_know_the_key(default, handler: str, named: bool) 
     variables = props["Environment"]["Variables"]
     assert (HEADER_KEY_VARIABLE in variables) is named
     if named:
-        assert default.logical_id(default.stack.sealing.key) in str(variables[HEADER_KEY_VARIABLE])
+        assert default.logical_id(default.punctual.sealing.key) in str(variables[HEADER_KEY_VARIABLE])

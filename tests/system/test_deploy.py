@@ -23,7 +23,7 @@ import pytest
 from botocore.exceptions import ClientError
 from harness import Receiver
 
-from infra.bundling import PIP_PLATFORM
+from punctual_cdk.bundling import PIP_PLATFORM
 from punctual_cli.client import Run, SchedulerClient, SigV4Auth
 from punctual_sdk.errors import ApiError
 from punctual_sdk.receiver import verify_v2

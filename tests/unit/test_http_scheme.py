@@ -21,7 +21,7 @@ from tests.unit.test_http_guard import call_of
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 PUBLIC = "93.184.216.34"  # a literal public address: no DNS
-#: The deployed stack's settings (infra/environment.py sets both explicitly).
+#: The deployed stack's settings (cdk/punctual_cdk/environment.py sets both explicitly).
 ON_AWS = Settings(local_mode=False, allow_private_targets=False)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from infra.config import ConfigError, parse_config
+from punctual_cdk.config import ConfigError, parse_config
 from scheduler.adapters.aws_targets import SqsTargetInvoker, tenant_sessions
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.model.job import JobSpec, Target

@@ -134,7 +134,7 @@ class _AwsTargetInvoker:
     """An invoker holding one boto3 client: the injected one, or one built on first use."""
 
     service: ClassVar[str]
-    #: How the operator grants the worker access to this kind of target (infra/config.py field names).
+    #: How the operator grants the worker access to this kind of target (cdk/punctual_cdk/config.py field names).
     grant: ClassVar[str]
 
     def __init__(

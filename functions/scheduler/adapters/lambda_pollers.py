@@ -1,6 +1,6 @@
 """PollerControl on AWS: the worker event source mappings' `ProvisionedPollerConfig.MinimumPollers`, read with
 GetEventSourceMapping and set with UpdateEventSourceMapping (the sweeper's role may call exactly those two, on exactly
-these mappings: infra/prescale.py)."""
+these mappings: cdk/punctual_cdk/prescale.py)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ around it. Every comparison is of full ARNs (`scheduler.targets.resources`), nev
   to call it with, rather than being called with the worker's own credentials.
 
 IAM stays the outer bound: the worker calls AWS targets through the target role, assumed per tenant with the tenant's
-session tag, and each grant of that role names the tenant it is for (infra/worker.py).
+session tag, and each grant of that role names the tenant it is for (cdk/punctual_cdk/worker.py).
 """
 
 from __future__ import annotations

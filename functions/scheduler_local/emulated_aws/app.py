@@ -7,6 +7,7 @@ runs it so).
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Mapping
 from typing import Any
@@ -15,10 +16,17 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from infra.app import build_app
-from infra.bundling import function_code
-from infra.lambda_function import SchedulerFunction
 from infra.stack import PunctualStack
-from scheduler_local.emulated_aws.adjustments import ALLOW_PRIVATE_TARGETS, PLAIN_ALARMS, PRIVATE_TARGETS
+from punctual_cdk.bundling import function_code
+from punctual_cdk.lambda_function import SchedulerFunction
+from punctual_cdk.scheduled_job import JobsProvider
+from scheduler_local.emulated_aws.adjustments import (
+    ALLOW_PRIVATE_TARGETS,
+    JOBS_API_URL_VARIABLE,
+    LOCAL_JOBS_API,
+    PLAIN_ALARMS,
+    PRIVATE_TARGETS,
+)
 
 
 def host_pip_platform() -> str:
@@ -28,9 +36,29 @@ def host_pip_platform() -> str:
 def adjusted_app(context: Mapping[str, Any] | None = None) -> tuple[App, PunctualStack]:
     """The real app and stack with the stack adjustments applied."""
     app, stack = build_app(context, code=function_code(pip_platform=host_pip_platform()))
+    adjust(stack)
+    return app, stack
+
+
+def adjust(stack: Stack) -> None:
+    """The stack adjustments of ADJUSTMENTS, on any stack the `Punctual` construct is in; and, where the stack has
+    `ScheduledJob`s, those of JOBS_ADJUSTMENTS."""
     plain_error_alarms(stack)
     allow_private_targets(stack)
-    return app, stack
+    if any(isinstance(node, JobsProvider) for node in stack.node.find_all()):
+        jobs_api_on_the_emulator(stack)
+
+
+def jobs_api_on_the_emulator(stack: Stack) -> None:
+    """The jobs-as-code provider calls the API where the emulator serves it, path-style on its own address (the
+    synth runs with the emulator's AWS_ENDPOINT_URL)."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "").rstrip("/")
+    if not endpoint.startswith("http://127.0.0.1:"):
+        raise RuntimeError(f"{LOCAL_JOBS_API.name}: synthesize with the emulator's AWS_ENDPOINT_URL (got {endpoint!r})")
+    for provider in [node for node in stack.node.find_all() if isinstance(node, JobsProvider)]:
+        api = provider.scheduler.rest_api
+        url = f"{endpoint}/_aws/execute-api/{api.rest_api_id}/{api.deployment_stage.stage_name}/"
+        provider.function.add_environment(JOBS_API_URL_VARIABLE, url)
 
 
 def metric_math_alarms(stack: Stack) -> list[cloudwatch.CfnAlarm]:

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,17 +36,32 @@ class DeployFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
+class CdkApp:
+    """A CDK app deployed into the emulator: the command that runs it, its stack, its own cloud assembly folder."""
+
+    command: str
+    stack_name: str
+    assembly_dir: Path
+
+
+#: This repository's app, adjusted (scheduler_local.emulated_aws.app).
+REPOSITORY_APP = CdkApp(APP, STACK_NAME, ASSEMBLY_DIR)
+
+
+@dataclass(frozen=True)
 class Deployment:
     outputs: dict[str, str]
     #: The API as the emulator serves it (its path-style execute-api address on 127.0.0.1).
     api_url: str
     #: Seconds spent in synth, bootstrap and deploy.
     timings: dict[str, float]
+    app: CdkApp = REPOSITORY_APP
 
     @property
     def template(self) -> dict[str, object]:
         """The deployed template."""
-        loaded: dict[str, object] = json.loads((ASSEMBLY_DIR / f"{STACK_NAME}.template.json").read_text())
+        path = self.app.assembly_dir / f"{self.app.stack_name}.template.json"
+        loaded: dict[str, object] = json.loads(path.read_text())
         return loaded
 
 
@@ -57,23 +73,33 @@ def local_api_url(emulator: Ministack, api_url: str) -> str:
     return f"{emulator.endpoint}/_aws/execute-api/{match['api']}/{match['stage']}/"
 
 
-def deploy(emulator: Ministack, log: Path, *, timeout: float = 600) -> Deployment:
-    """Synthesize, bootstrap the emulator's account, deploy; the outputs as CloudFormation reports them."""
+def deploy(
+    emulator: Ministack,
+    log: Path,
+    *,
+    timeout: float = 600,
+    app: CdkApp = REPOSITORY_APP,
+    context: Mapping[str, str] | None = None,
+    bootstrap: bool = True,
+) -> Deployment:
+    """Synthesize `app` (with `context`, `-c key=value`), bootstrap the emulator's account (unless it already is),
+    deploy; the outputs as CloudFormation reports them (the stack's `ApiUrl` among them)."""
     outputs_file = log.parent / "outputs.json"
     outputs_file.unlink(missing_ok=True)
-    assembly = ["--app", str(ASSEMBLY_DIR)]
-    timings = {
-        "synth": _cdk(emulator, log, ["synth", "--app", APP, "--output", str(ASSEMBLY_DIR), "--quiet"], timeout),
-        "bootstrap": _cdk(emulator, log, ["bootstrap", *assembly, f"aws://{ACCOUNT_ID}/{REGION}"], timeout),
-        "deploy": _cdk(
-            emulator,
-            log,
-            ["deploy", *assembly, STACK_NAME, "--require-approval", "never", "--outputs-file", str(outputs_file)],
-            timeout,
-        ),
-    }
-    outputs = json.loads(outputs_file.read_text())[STACK_NAME]
-    return Deployment(outputs, local_api_url(emulator, outputs["ApiUrl"]), timings)
+    assembly = ["--app", str(app.assembly_dir)]
+    given = [part for key, value in (context or {}).items() for part in ("-c", f"{key}={value}")]
+    synth = ["synth", "--app", app.command, "--output", str(app.assembly_dir), *given, "--quiet"]
+    timings = {"synth": _cdk(emulator, log, synth, timeout)}
+    if bootstrap:
+        timings["bootstrap"] = _cdk(emulator, log, ["bootstrap", *assembly, f"aws://{ACCOUNT_ID}/{REGION}"], timeout)
+    timings["deploy"] = _cdk(
+        emulator,
+        log,
+        ["deploy", *assembly, app.stack_name, "--require-approval", "never", "--outputs-file", str(outputs_file)],
+        timeout,
+    )
+    outputs = json.loads(outputs_file.read_text())[app.stack_name]
+    return Deployment(outputs, local_api_url(emulator, outputs["ApiUrl"]), timings, app)
 
 
 def _cdk(emulator: Ministack, log: Path, arguments: list[str], timeout: float) -> float:

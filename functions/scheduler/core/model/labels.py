@@ -23,6 +23,9 @@ MAX_EXTERNAL_ID = 128
 #: Label selectors one list request takes at most.
 MAX_SELECTORS = 10
 MAX_NAME_PREFIX = 128
+#: The label of a job declared as code: its value names the owner that created it and may change or delete it (a
+#: CDK stack's `ScheduledJob`s: `cdk.<stack name>`), so that a tool reconciling its own jobs never touches another's.
+MANAGED_BY_LABEL = "punctual.dev/managed-by"
 
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -10,9 +10,9 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.lambda_function import Entry, FunctionBuild, SchedulerFunction
-from infra.queues import Queues
-from infra.storage import Storage, acknowledge_index_grants, grant_table
+from punctual_cdk.lambda_function import Entry, FunctionBuild, SchedulerFunction
+from punctual_cdk.queues import Queues
+from punctual_cdk.storage import Storage, acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB
 
 HANDLER = "scheduler.handlers.sweeper.lambda_handler"

@@ -14,14 +14,15 @@ from aws_cdk import Aws
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from infra.config import PunctualConfig, function_settings
+from punctual_cdk.config import PunctualConfig, function_settings
 from scheduler.schema import METRICS_NAMESPACE, SERVICE_NAME
 from scheduler.settings import Settings
 
 #: The prefix `Settings` reads (its `env_prefix`).
 ENV_PREFIX = "SCHEDULER_"
 #: Secrets are not in the environment (they would show in the console and in GetFunction): each function gets the
-#: ARNs of the secrets it uses (infra/secrets.py) and resolves them from Secrets Manager (scheduler.security.secrets).
+#: ARNs of the secrets it uses (punctual_cdk/secrets.py) and resolves them from Secrets Manager
+#: (scheduler.security.secrets).
 SIGNING_SECRET_ARN_VARIABLE = "SCHEDULER_SIGNING_SECRET_ARN"
 SIGNING_KEYS_ARN_VARIABLE = "SCHEDULER_SIGNING_KEYS_ARN"
 MESSAGE_SECRET_ARN_VARIABLE = "SCHEDULER_MESSAGE_SECRET_ARN"

@@ -9,7 +9,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.config import PunctualConfig
+from punctual_cdk.config import PunctualConfig
 from scheduler.schema import EXECUTIONS_TABLE
 
 #: The sparse index of the executions table holding items with unpublished outcomes (scheduler.schema).

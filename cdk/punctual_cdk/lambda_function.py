@@ -17,11 +17,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.bundling import PYTHON_VERSION
-from infra.config import PunctualConfig
-from infra.environment import check_against_handler_settings
+from punctual_cdk.bundling import PYTHON_VERSION
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.environment import check_against_handler_settings
 
-#: Pinned with the bundling's pip target (`infra.bundling.PYTHON_VERSION`); upgrade both together.
+#: Pinned with the bundling's pip target (`punctual_cdk.bundling.PYTHON_VERSION`); upgrade both together.
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 #: Graviton: cheaper per GB-second, and the wheels are bundled for manylinux aarch64.
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -139,7 +139,7 @@ class SchedulerFunction(Construct):
                 id="AwsSolutions-L1",
                 reason=(
                     "Runtime pinned to python3.12 on purpose: the dependencies are bundled as cp312 "
-                    "manylinux aarch64 wheels (infra/bundling.py); moving to a newer runtime is a "
+                    "manylinux aarch64 wheels (punctual_cdk/bundling.py); moving to a newer runtime is a "
                     "deliberate change of RUNTIME and PYTHON_VERSION together, tested, not a drift."
                 ),
             )

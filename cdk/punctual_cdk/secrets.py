@@ -8,7 +8,7 @@ values) and read access to exactly the ones they use.
 | `Messages`      | the HMAC key of dispatch messages (the ready queues' bodies)          | api, sweeper, worker |
 
 The v1 secret is created whatever `signature_v1` says, so that turning v1 off and on again keeps every tenant's v1
-key; only while v1 is on is it granted to the worker and its ARN passed (infra/stack.py).
+key; only while v1 is on is it granted to the worker and its ARN passed (punctual_cdk/punctual.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from aws_cdk import Acknowledgment, Validations
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.config import PunctualConfig
-from infra.lambda_function import data_removal_policy
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.lambda_function import data_removal_policy
 
 SECRET_LENGTH = 64
 #: The key id of the first v2 root key; a rotation adds the next one (docs/security.md, "Rotation").

@@ -1,6 +1,6 @@
-"""Alarms (to an SNS topic, optionally e-mailed) and a CloudWatch dashboard (`infra.dashboard`).
+"""Alarms (to an SNS topic, optionally e-mailed) and a CloudWatch dashboard (`punctual_cdk.dashboard`).
 
-The handlers emit CloudWatch EMF metrics (Powertools, `infra.metrics`) in namespace `Punctual` with the dimension
+The handlers emit CloudWatch EMF metrics (Powertools, `punctual_cdk.metrics`) in namespace `Punctual` with the dimension
 `service=punctual`; the queue, Lambda and API Gateway metrics come from AWS.
 """
 
@@ -20,9 +20,9 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import PunctualConfig
-from infra.dashboard import build_dashboard
-from infra.metrics import DISPATCH_LAG, FENCED_WRITES, OUTBOX_BACKLOG, PERIOD, application_metric
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.dashboard import build_dashboard
+from punctual_cdk.metrics import DISPATCH_LAG, FENCED_WRITES, OUTBOX_BACKLOG, PERIOD, application_metric
 
 #: The sweep watermark may trail by a minute or two in normal operation; three minutes running above
 #: this means buckets are not being finished.

@@ -11,7 +11,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 
-from infra.config import PunctualConfig
+from punctual_cdk.config import PunctualConfig
 
 #: The provisioned mode floor AWS accepts for SQS; the sweeper lowers the mappings back to it after a peak.
 BASELINE_POLLERS = 2

@@ -8,8 +8,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
-from infra.config import PunctualConfig
-from infra.lambda_function import data_removal_policy
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.lambda_function import data_removal_policy
 from scheduler.schema import EXECUTIONS_TABLE, JOBS_TABLE, TableSchema
 
 _ATTRIBUTE_TYPES = {

@@ -10,11 +10,11 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import ALLOW_LIST_GRANTS, PunctualConfig
-from infra.lambda_function import Entry, FunctionBuild, SchedulerFunction
-from infra.prescale import provisioned_pollers
-from infra.queues import Queues
-from infra.storage import Storage, acknowledge_index_grants, grant_table
+from punctual_cdk.config import ALLOW_LIST_GRANTS, PunctualConfig
+from punctual_cdk.lambda_function import Entry, FunctionBuild, SchedulerFunction
+from punctual_cdk.prescale import provisioned_pollers
+from punctual_cdk.queues import Queues
+from punctual_cdk.storage import Storage, acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB, READY_QUEUE
 from scheduler.settings import TenantTargets
 from scheduler.targets.resources import TENANT_TAG, tenant_tag

@@ -11,8 +11,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.config import PunctualConfig
-from infra.lambda_function import data_removal_policy
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.lambda_function import data_removal_policy
 
 HEADER_KEY_VARIABLE = "SCHEDULER_HEADER_KEY_ID"
 SEAL_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")

@@ -1,4 +1,4 @@
-"""The CloudWatch dashboard of a stage: one page with the alarms, the application metrics (`infra.metrics`), the
+"""The CloudWatch dashboard of a stage: one page with the alarms, the application metrics (`punctual_cdk.metrics`), the
 queues, the functions and the API."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import PunctualConfig
-from infra.metrics import (
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.metrics import (
     BACKFILL_DISPATCHED,
     BATCH_HOLD_FAILURES,
     COMPLETION_EVENT_FAILURES,

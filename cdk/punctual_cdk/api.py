@@ -11,10 +11,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import PunctualConfig
-from infra.lambda_function import Entry, FunctionBuild, SchedulerFunction, data_removal_policy, log_retention
-from infra.queues import Queues
-from infra.storage import Storage, acknowledge_index_grants, grant_table
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.lambda_function import Entry, FunctionBuild, SchedulerFunction, data_removal_policy, log_retention
+from punctual_cdk.queues import Queues
+from punctual_cdk.storage import Storage, acknowledge_index_grants, grant_table
 from scheduler.schema import FUNCTION_MEMORY_MB
 
 HANDLER = "scheduler.handlers.api.lambda_handler"

@@ -87,7 +87,7 @@ def function_setting(name: str, **bounds: Any) -> Any:
     """A deployable setting of the functions: its meaning, bounds and default are declared once, on
     `scheduler.settings.Settings`; here it is unset (None) unless the deployment sets it, and then it is validated
     with Settings' own bounds (and `bounds`, what the deployment needs beyond them) and passed to every function as
-    `SCHEDULER_<NAME>` (infra.environment)."""
+    `SCHEDULER_<NAME>` (punctual_cdk.environment)."""
     source = Settings.model_fields[name]
     extra: FieldInfo = Field(**bounds)
     return FieldInfo.merge_field_infos(
