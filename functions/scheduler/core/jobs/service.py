@@ -56,6 +56,7 @@ from scheduler.core.ports import (
 )
 from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.sweep.dispatch import Dispatcher, manual_timer, timer_for
+from scheduler.core.tenancy.flow_control import FlowKeys
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +97,14 @@ class JobService:
     ids: Ids = RANDOM_IDS
     #: Seals secret header values at rest (`scheduler.core.jobs.secrecy`); None: they are stored as given.
     sealer: SecretSealer | None = None
+    #: Flow-control keys (`scheduler.core.tenancy.flow_control`); None: a job naming one is refused.
+    flow: FlowKeys | None = None
 
     def create(self, tenant: str, spec: JobSpec, idempotency_key: str | None, body: Any) -> Created:
         """Validate, then store the job with its first timer atomically, then settle the timer (seal check)."""
-        return self._store(self._prepare(tenant, Submission(spec, idempotency_key, body)))
+        new = self._prepare(tenant, Submission(spec, idempotency_key, body))
+        self._declare_flow(tenant, spec)
+        return self._store(new)
 
     def create_many(self, tenant: str, submissions: Sequence[Submission]) -> builtins.list[Created | Exception]:
         """Create several jobs of one tenant, each answered on its own, in order: its `Created`, or the exception
@@ -117,14 +122,17 @@ class JobService:
                 answers[index] = exc
         keys = [new.idempotency.key for _, new in prepared if new.idempotency is not None]
         # Two items with one key cannot share a transaction (and the second is the first's replay): one at a time.
+        # Jobs naming a flow-control key are created one at a time too: each declares its key's limits first.
         stored = 0
-        if len(set(keys)) == len(keys):
+        if len(set(keys)) == len(keys) and not any(new.job.spec.flow_control for _, new in prepared):
             try:
                 stored = self.jobs.create_all([new for _, new in prepared], self.max_active_jobs)
             except Exception:  # nothing was stored: each item is tried on its own and answers for itself
                 log.warning("batch transaction failed; creating its jobs one at a time", exc_info=True)
         for position, (index, new) in enumerate(prepared):
             try:
+                if position >= stored:
+                    self._declare_flow(tenant, new.job.spec)
                 answers[index] = self._settled(new) if position < stored else self._store(new)
             except Exception as exc:
                 answers[index] = exc
@@ -139,6 +147,7 @@ class JobService:
         self._check_secrets(spec)
         self._check_schedule(spec)
         self.check_target(tenant, spec)
+        self._check_flow(tenant, spec)
         now = truncate_ms(self.clock.now())
         idempotency = None
         if submission.idempotency_key is not None:
@@ -199,6 +208,8 @@ class JobService:
             if spec.schedule != job.spec.schedule:  # a schedule stored before a rule keeps running as it is
                 self._check_schedule(spec)
             self.check_target(tenant, spec)
+            self._check_flow(tenant, spec, backlog=False)
+            self._declare_flow(tenant, spec)
             now = truncate_ms(self.clock.now())
             if spec.schedule == job.spec.schedule and job.next_run_at is not None:
                 pending: datetime | None = job.next_run_at
@@ -245,6 +256,8 @@ class JobService:
         job = owned_job(self.jobs, tenant, job_id)
         if job.state in (JobState.CANCELLED, JobState.PAUSED):
             raise InvalidState(f"a {job.state.value} job cannot be triggered")
+        if self.flow is not None and job.flow_key is not None:
+            self.flow.check_room(tenant, job.flow_key, None)
         now = truncate_ms(self.clock.now())
         if is_occurrence(job.spec.schedule, now, job.created_at):
             now += timedelta(milliseconds=1)  # an extra occurrence has its own key, never a scheduled one's
@@ -307,6 +320,23 @@ class JobService:
         """The old version's sealed header values, opened only when the new definition keeps one of them."""
         headers = getattr(spec.target, "headers", None) or {}
         return opened_headers(old, self.sealer) if REDACTED in headers.values() else {}
+
+    def _check_flow(self, tenant: str, spec: JobSpec, *, backlog: bool = True) -> None:
+        """A job naming a flow-control key needs flow control here, and room in the key's backlog (a create)."""
+        limits = spec.flow_control
+        if limits is None:
+            return
+        if self.flow is None:
+            raise InvalidRequest(
+                "flow control is not available in this deployment: leave out flow_control", field="flow_control"
+            )
+        if backlog:
+            self.flow.check_room(tenant, limits.key, limits.max_backlog)
+
+    def _declare_flow(self, tenant: str, spec: JobSpec) -> None:
+        """The job's flow-control limits become its key's (the most recent write naming a key sets its limits)."""
+        if self.flow is not None and spec.flow_control is not None:
+            self.flow.declare(tenant, spec.flow_control)
 
     @staticmethod
     def _check_secrets(spec: JobSpec, *, placeholders: bool = False) -> None:
