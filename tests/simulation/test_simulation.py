@@ -126,6 +126,8 @@ PREEMPT = FaultProfile(preempt=0.2)
         ("done-without-waiting", CRASHES, 1, "never"),
         # A tenant's execution slot taken whoever holds it: more of its occurrences run at once than its limit.
         ("overbooked-slots", SLOW, 9, "were running, limit"),
+        # A flow-control key's slot taken whoever holds it: more calls to its destination at once than its parallelism.
+        ("overbooked-flow-slots", SLOW, 15, "were running, parallelism"),
         # The tenant admission drops what its dispatch budget holds back past SQS's horizon: a burst's jobs never run.
         ("drop-deferred", None, 5, "never ran"),
         # The budget calendar saved without its version condition: racing bookings overwrite, a window overflows.
