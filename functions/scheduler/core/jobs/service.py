@@ -102,9 +102,7 @@ class JobService:
 
     def create(self, tenant: str, spec: JobSpec, idempotency_key: str | None, body: Any) -> Created:
         """Validate, then store the job with its first timer atomically, then settle the timer (seal check)."""
-        new = self._prepare(tenant, Submission(spec, idempotency_key, body))
-        self._declare_flow(tenant, spec)
-        return self._store(new)
+        return self._store(self._prepare(tenant, Submission(spec, idempotency_key, body)))
 
     def create_many(self, tenant: str, submissions: Sequence[Submission]) -> builtins.list[Created | Exception]:
         """Create several jobs of one tenant, each answered on its own, in order: its `Created`, or the exception
@@ -122,17 +120,14 @@ class JobService:
                 answers[index] = exc
         keys = [new.idempotency.key for _, new in prepared if new.idempotency is not None]
         # Two items with one key cannot share a transaction (and the second is the first's replay): one at a time.
-        # Jobs naming a flow-control key are created one at a time too: each declares its key's limits first.
         stored = 0
-        if len(set(keys)) == len(keys) and not any(new.job.spec.flow_control for _, new in prepared):
+        if len(set(keys)) == len(keys):
             try:
                 stored = self.jobs.create_all([new for _, new in prepared], self.max_active_jobs)
             except Exception:  # nothing was stored: each item is tried on its own and answers for itself
                 log.warning("batch transaction failed; creating its jobs one at a time", exc_info=True)
         for position, (index, new) in enumerate(prepared):
             try:
-                if position >= stored:
-                    self._declare_flow(tenant, new.job.spec)
                 answers[index] = self._settled(new) if position < stored else self._store(new)
             except Exception as exc:
                 answers[index] = exc
@@ -176,7 +171,10 @@ class JobService:
         return self._settled(new)
 
     def _settled(self, new: NewJob) -> Created:
-        """After the job is stored: settle its timer (the seal check), then it is created."""
+        """After the job is stored: its flow-control limits become its key's, then its timer is settled (the seal
+        check, which may dispatch it through the key), then it is created. The limits are written after the job so
+        that a refused create (a key reused, the quota full) changes nothing."""
+        self._declare_flow(new.job.tenant, new.job.spec)
         self.dispatcher.settle(new.timer, new.late)
         job = new.job
         log.info(
@@ -209,7 +207,6 @@ class JobService:
                 self._check_schedule(spec)
             self.check_target(tenant, spec)
             self._check_flow(tenant, spec, backlog=False)
-            self._declare_flow(tenant, spec)
             now = truncate_ms(self.clock.now())
             if spec.schedule == job.spec.schedule and job.next_run_at is not None:
                 pending: datetime | None = job.next_run_at
@@ -229,7 +226,9 @@ class JobService:
             changed = job.model_copy(update={**update, "next_run_at": pending})
             return sealed(changed, self.sealer, self._carried(job, spec)), state == JobState.ACTIVE
 
-        return self.change(tenant, job_id, edit)
+        changed = self.change(tenant, job_id, edit)
+        self._declare_flow(tenant, changed.spec)  # after the write: a refused change changes nothing
+        return changed
 
     def cancel(self, tenant: str, job_id: str) -> Job:
         """Tombstone the job (idempotent). Queued occurrences are recorded CANCELLED by the worker."""
