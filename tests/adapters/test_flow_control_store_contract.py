@@ -73,3 +73,14 @@ def test_a_push_back_lowers_the_rate_and_its_pause_only_moves_later(flows, make)
     assert state.paused_until == later
     assert state.rate_factor == 0.25 and state.factor_at == make.t0 + timedelta(seconds=1)
     assert flows.get("tenant-a", "nobody") is None
+
+
+def test_a_start_is_taken_over_the_next_start_read(flows, make) -> None:
+    flows.put_limits("tenant-a", PAYMENTS, make.t0)
+    gap = timedelta(milliseconds=200)
+    assert not flows.take_start("tenant-b", "payments-api", None, make.t0 + gap)  # no such key
+
+    assert flows.take_start("tenant-a", "payments-api", None, make.t0 + gap)
+    assert not flows.take_start("tenant-a", "payments-api", None, make.t0 + gap)  # another worker started one
+    assert flows.take_start("tenant-a", "payments-api", make.t0 + gap, make.t0 + 2 * gap)
+    assert flows.get("tenant-a", "payments-api").next_start == make.t0 + 2 * gap

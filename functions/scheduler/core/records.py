@@ -414,6 +414,8 @@ class FlowKeyState:
     paused_until: datetime | None = None
     rate_factor: float = 1.0
     factor_at: datetime | None = None
+    #: The earliest instant the key's next call may start (its start pacing: the gap its rate allows).
+    next_start: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -334,6 +334,11 @@ class FlowControlStore(Protocol):
         another writer got there first. Leaves the limits and the feedback as they are."""
         ...
 
+    def take_start(self, tenant: str, key: str, seen: datetime | None, next_start: datetime) -> bool:
+        """Start a call of the key now: its next call may start at `next_start`, if the stored `next_start` is still
+        `seen` (None: none yet); False if another worker started one meanwhile."""
+        ...
+
     def throttled(
         self, tenant: str, key: str, paused_until: datetime | None, rate_factor: float, now: datetime
     ) -> None:

@@ -245,6 +245,7 @@ class DynamoFlowControls:
             paused_until=from_ms(int(item["paused_ms"]["N"])) if "paused_ms" in item else None,
             rate_factor=float(item["rate_factor"]["N"]) if "rate_factor" in item else 1.0,
             factor_at=from_ms(int(item["factor_ms"]["N"])) if "factor_ms" in item else None,
+            next_start=from_ms(int(item["next_start_ms"]["N"])) if "next_start_ms" in item else None,
         )
 
     @staticmethod
@@ -282,6 +283,22 @@ class DynamoFlowControls:
             TableName=self.table,
             Key=self._key(tenant, key),
             UpdateExpression="SET cal_version = :v, window_ms = :w, cal = :cal",
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+
+    def take_start(self, tenant: str, key: str, seen: datetime | None, next_start: datetime) -> bool:
+        values: dict[str, Any] = {":next": n(to_ms(next_start))}
+        if seen is None:
+            condition = "attribute_exists(limits) AND attribute_not_exists(next_start_ms)"
+        else:
+            condition = "next_start_ms = :seen"
+            values[":seen"] = n(to_ms(seen))
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=self._key(tenant, key),
+            UpdateExpression="SET next_start_ms = :next",
             ConditionExpression=condition,
             ExpressionAttributeValues=values,
         )

@@ -106,6 +106,14 @@ class MemoryFlowControls:
             self.states[(tenant, key)] = replace(current, calendar=copy.deepcopy(calendar))
             return True
 
+    def take_start(self, tenant: str, key: str, seen: datetime | None, next_start: datetime) -> bool:
+        with self.lock:
+            current = self.states.get((tenant, key))
+            if current is None or current.next_start != seen:
+                return False
+            self.states[(tenant, key)] = replace(current, next_start=next_start)
+            return True
+
     def throttled(
         self, tenant: str, key: str, paused_until: datetime | None, rate_factor: float, now: datetime
     ) -> None:

@@ -112,7 +112,7 @@ class Executor:
         steps = _Steps(
             ports=ports,
             guards=Guards(ports, self.sleep),
-            slots=ExecutionSlots(ports, self.gate, self.flow),
+            slots=ExecutionSlots(ports, self.gate, self.flow, self.sleep),
             claim=Claim(ports, recorder),
             overlap=Overlap(ports, recorder, self.flow),
             call=Call(ports, self.targets, self.heartbeats),

@@ -5,6 +5,8 @@ permit."""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,8 +24,10 @@ class ExecutionSlots:
     ports: StepPorts
     #: Per-tenant execution slots (None: no execution budgets).
     gate: ConcurrencyGate | None
-    #: Flow-control keys' slots and pauses (None: no flow control).
+    #: Flow-control keys' slots, pauses and start pacing (None: no flow control).
     flow: FlowKeys | None = None
+    #: How the worker waits out a flow-control key's start pacing when it is short (`early_wait_max`).
+    sleep: Callable[[float], None] = time.sleep
 
     def take(
         self, dispatch: Dispatch, owner: str, message: MessageControl, now: datetime, flow_key: str | None = None
@@ -42,7 +46,15 @@ class ExecutionSlots:
             return permit
         try:
             keyed = self.flow.enter(dispatch.tenant, flow_key, owner, now, lease_until)
-        except Exception:
+            if isinstance(keyed, Waiting) and keyed.until is not None:
+                short = (keyed.until - now).total_seconds()
+                if short <= self.ports.config.early_wait_max.total_seconds():
+                    # The key's next start is under a heartbeat away (its pacing): wait it out, then try once more.
+                    self.sleep(max(0.0, short))
+                    now = self.ports.clock.now()
+                    lease_until = now + self.ports.config.lease
+                    keyed = self.flow.enter(dispatch.tenant, flow_key, owner, now, lease_until)
+        except BaseException:
             permit.release()
             raise
         if isinstance(keyed, Waiting):

@@ -9,6 +9,9 @@ It reuses the two per-tenant mechanisms, keyed by (tenant, flow key) instead of 
   key, and a herd of one key drains in scheduled order (the sweep reads its buckets in time order), never early.
   What the calendar cannot hold within SQS's horizon goes back to a later time bucket as a deferred timer.
   A retry books its release in the calendar too.
+- **Start pacing**: the calendar spaces releases, but a worker that receives its messages late starts them together;
+  so the worker also starts a keyed call only once the key's previous start is a rate's gap behind (one conditional
+  write on the key's item), and waits out the rest (under a second in the worker, longer hidden).
 - **Parallelism**: leased execution slots like a tenant's (`scheduler.core.tenancy.concurrency`), taken by the
   executor next to the tenant's slot; a worker killed mid-call frees its slot when its lease ends, and an occurrence
   without a slot waits hidden (re-sent as a fresh message after a few receives), never on a worker.
@@ -34,7 +37,7 @@ from scheduler.core.model.flow import FlowControl
 from scheduler.core.model.timefmt import to_ms
 from scheduler.core.ports import BudgetCalendar, Clock, Dispatch, FlowControlStore, FlowKeyState, Metrics, TenantSlots
 from scheduler.core.tenancy.concurrency import Permit
-from scheduler.core.tenancy.fairness import MAX_RELEASE_DELAY, Admitted, Allowance, book
+from scheduler.core.tenancy.fairness import MAX_RELEASE_DELAY, WRITE_ATTEMPTS, Admitted, Allowance, book
 
 log = logging.getLogger(__name__)
 
@@ -217,12 +220,41 @@ class FlowKeys:
             self.metrics.count("FlowControlThrottled")
             return Waiting(state.paused_until)
         if state.limits.parallelism is None:
-            return Permit.unlimited(owner, holder)
-        slot = self.slots.acquire(owner, state.limits.parallelism, holder, now, lease_until)
-        if slot is None:
-            self.metrics.count("FlowControlThrottled")
-            return Waiting(None)
-        return Permit(self.slots, owner, slot, holder, lease_until)
+            permit = Permit.unlimited(owner, holder)
+        else:
+            slot = self.slots.acquire(owner, state.limits.parallelism, holder, now, lease_until)
+            if slot is None:
+                self.metrics.count("FlowControlThrottled")
+                return Waiting(None)
+            permit = Permit(self.slots, owner, slot, holder, lease_until)
+        if state.limits.rate is None:
+            return permit
+        try:
+            start_at = self._paced(tenant, key, state, now)
+        except BaseException:
+            permit.release()
+            raise
+        if start_at is None:
+            return permit
+        permit.release()
+        return Waiting(start_at)
+
+    def _paced(self, tenant: str, key: str, state: FlowKeyState, now: datetime) -> datetime | None:
+        """Start pacing: the key's calls start at least its rate's gap apart, whenever their messages came (a worker
+        that received its messages late would otherwise start them together). None: this call starts now (the next
+        may start a gap later); else when it may start."""
+        current: FlowKeyState | None = state
+        for _ in range(WRITE_ATTEMPTS):
+            if current is None:
+                return None
+            gap = timedelta(milliseconds=current.limits.spacing_ms(rate_factor(current, now)))
+            if current.next_start is not None and current.next_start > now:
+                self.metrics.count("FlowControlPaced")
+                return current.next_start
+            if self.keys.take_start(tenant, key, current.next_start, now + gap):
+                return None
+            current = self.keys.get(tenant, key)  # another worker started one meanwhile
+        return now + timedelta(seconds=1)
 
     # -- feedback ------------------------------------------------------------------------------------------------
 
