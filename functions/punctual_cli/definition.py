@@ -105,6 +105,12 @@ def add_definition_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--misfire", choices=["run_once", "skip", "run_all"], help="after downtime (default run_once)")
     job.add_argument("--overlap", choices=["skip", "buffer_one", "allow"], help="run still going (default skip)")
     job.add_argument("--delivery", choices=["at_least_once", "at_most_once"], help="default at_least_once")
+    flow = parser.add_argument_group("flow control (docs/flow-control.md)")
+    flow.add_argument("--flow-key", metavar="KEY", help="the destination's flow-control key, shared by your jobs")
+    flow.add_argument("--flow-rate", type=int, metavar="N", help="at most N calls of the key started per period")
+    flow.add_argument("--flow-period", metavar="DURATION", help="the period of --flow-rate (default 1s, at most 1h)")
+    flow.add_argument("--flow-parallelism", type=int, metavar="N", help="at most N calls of the key at once")
+    flow.add_argument("--flow-max-backlog", type=int, metavar="N", help="refuse new runs while N are held")
 
 
 def add_schedule_flags(parser: argparse.ArgumentParser) -> None:
@@ -225,7 +231,27 @@ def policies_from_args(args: argparse.Namespace) -> dict[str, Any]:
     for flag, key in (("misfire", "misfire_policy"), ("overlap", "overlap_policy"), ("delivery", "delivery")):
         if getattr(args, flag) is not None:
             fields[key] = getattr(args, flag)
+    flow = flow_from_args(args)
+    if flow is not None:
+        fields["flow_control"] = flow
     return fields
+
+
+def flow_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The `flow_control` the --flow-* flags describe (None without them); the API checks the values."""
+    limits = {
+        "rate": getattr(args, "flow_rate", None),
+        "period_seconds": parse_duration(args.flow_period) if getattr(args, "flow_period", None) else None,
+        "parallelism": getattr(args, "flow_parallelism", None),
+        "max_backlog": getattr(args, "flow_max_backlog", None),
+    }
+    given = {name: value for name, value in limits.items() if value is not None}
+    key = getattr(args, "flow_key", None)
+    if key is None:
+        if given:
+            raise UsageError("--flow-rate, --flow-period, --flow-parallelism and --flow-max-backlog need --flow-key")
+        return None
+    return {"key": key, **given}
 
 
 def definition_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = None) -> dict[str, Any]:

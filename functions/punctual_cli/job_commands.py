@@ -247,3 +247,29 @@ def cmd_preview(ctx: Context) -> int:
     zone = ZoneInfo(zone_name) if zone_name and zone_name != "UTC" else None
     ctx.say(output.preview_table(instants, zone) if instants else "no occurrences after that time")
     return EXIT_OK
+
+
+def cmd_flows(ctx: Context) -> int:
+    """`punctual flows [KEY]`: your flow-control keys (or one), with their limits and what they hold now."""
+    client = ctx.client()
+    key = ctx.args.key
+    if key is not None:
+        one = client.flow_control(key)
+        return ctx.show(one.raw, lambda: _flow_lines([one.raw]))
+    keys = [k.raw for k in client.flow_controls()]
+    return ctx.show({"keys": keys}, lambda: _flow_lines(keys) if keys else "no flow-control keys")
+
+
+def _flow_lines(keys: list[dict[str, Any]]) -> str:
+    lines = [f"{'KEY':<32} {'RATE':>12} {'PARALLEL':>8} {'BACKLOG':>8} {'IN FLIGHT':>9} {'RATE/S 1M':>9}  STATE"]
+    for k in keys:
+        rate = f"{k['rate']}/{k.get('period_seconds', 1)}s" if k.get("rate") is not None else "-"
+        parallel = str(k["parallelism"]) if k.get("parallelism") is not None else "-"
+        state = f"paused until {k['paused_until']}" if k.get("paused_until") else ""
+        if not state and float(k.get("rate_factor", 1.0)) < 1.0:
+            state = f"backed off to {float(k['rate_factor']):.0%} of its rate"
+        lines.append(
+            f"{k['key']:<32} {rate:>12} {parallel:>8} {int(k.get('backlog', 0)):>8} {int(k.get('in_flight', 0)):>9} "
+            f"{float(k.get('rate_last_minute', 0)):>9.2f}  {state}".rstrip()
+        )
+    return "\n".join(lines)

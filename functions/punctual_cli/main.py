@@ -40,6 +40,7 @@ from punctual_cli.context import (
 from punctual_cli.definition import UsageError, add_definition_flags, add_schedule_flags, parse_duration
 from punctual_cli.job_commands import (
     cmd_edit,
+    cmd_flows,
     cmd_get,
     cmd_list,
     cmd_preview,
@@ -189,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     bulk.add_argument("action", choices=["pause", "resume", "cancel"])
     bulk.add_argument("--label", action="append", metavar="KEY=VALUE", help="repeatable; every label must match")
     bulk.add_argument("--idempotency-key", metavar="KEY", help="go on with an earlier operation (default: a new one)")
+
+    flows = command(
+        "flows", cmd_flows, "your flow-control keys: limits, backlog, calls in flight (docs/flow-control.md)"
+    )
+    flows.add_argument("key", nargs="?", help="one key (default: all of them)")
 
     forecasting = command("forecast", cmd_forecast, "your occurrences due per minute over the next hour (a chart)")
     forecasting.add_argument("--minutes", type=_positive, default=60, metavar="N", help="minutes ahead (1-180, 60)")

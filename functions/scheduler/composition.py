@@ -20,6 +20,7 @@ from datetime import timedelta
 from scheduler.adapters.memory import (
     MemoryBackfillStore,
     MemoryEventPublisher,
+    MemoryFlowControls,
     MemoryJobStore,
     MemoryLedger,
     MemoryOperationStore,
@@ -48,6 +49,7 @@ from scheduler.core.ports import (
     Clock,
     Dispatch,
     EventPublisher,
+    FlowControlStore,
     Heartbeats,
     Ids,
     JobStore,
@@ -67,6 +69,7 @@ from scheduler.core.sweep.dispatch import DispatchConfig, Dispatcher
 from scheduler.core.sweep.sweeper import SweepConfig, Sweeper
 from scheduler.core.tenancy.concurrency import ConcurrencyConfig, ConcurrencyGate
 from scheduler.core.tenancy.fairness import Budget, FairnessConfig, TenantAdmission
+from scheduler.core.tenancy.flow_control import FlowKeys
 from scheduler.core.tenancy.per_tenant import PerTenant
 from scheduler.core.tenancy.request_limits import RequestGate, RequestLimitConfig, RequestWindows
 from scheduler.settings import Settings
@@ -91,6 +94,10 @@ class Stores:
     operations: OperationStore | None = None
     #: Each tenant's running bulk actions (`BulkService.max_running`); None: no limit on them.
     bulk_slots: TenantSlots | None = None
+    #: Flow-control keys (`scheduler.core.tenancy.flow_control`) and their slots; either None: no flow control (a
+    #: job naming a key is refused).
+    flow_controls: FlowControlStore | None = None
+    flow_slots: TenantSlots | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,8 @@ class MemoryStores(Stores):
     request_windows: MemoryRequestWindows
     operations: MemoryOperationStore
     bulk_slots: MemoryTenantSlots
+    flow_controls: MemoryFlowControls
+    flow_slots: MemoryTenantSlots
 
 
 def memory_stores(
@@ -137,6 +146,8 @@ def memory_stores(
         request_windows=MemoryRequestWindows(),
         operations=MemoryOperationStore(),
         bulk_slots=MemoryTenantSlots(),
+        flow_controls=MemoryFlowControls(),
+        flow_slots=MemoryTenantSlots(),
     )
 
 
@@ -258,6 +269,8 @@ class Container:
     pool: TaskPool = field(default_factory=InOrder)
     #: Seals secret header values at rest (None: stored as given; `scheduler.handlers.wiring` always sets one).
     sealer: SecretSealer | None = None
+    #: Flow-control keys (None: off, no store for them).
+    flow: FlowKeys | None = None
 
     def request_gate(self) -> RequestGate | None:
         """The tenants' API request limits (None: off, or no store for the counts)."""
@@ -276,6 +289,7 @@ class Container:
             check_target=self.check_target,
             ids=self.ids,
             sealer=self.sealer,
+            flow=self.flow,
         )
 
     def job_reads(self) -> JobReads:
@@ -286,7 +300,9 @@ class Container:
 
     def resolution(self) -> Resolution:
         """An operator's resolve; its outcome's completion event is published at once, as the worker's are."""
-        return Resolution(self.stores.jobs, self.stores.ledger, self.dispatcher.queue, self.clock, self.outbox)
+        return Resolution(
+            self.stores.jobs, self.stores.ledger, self.dispatcher.queue, self.clock, self.outbox, self.flow
+        )
 
     def backfill_service(self, config: BackfillConfig | None = None) -> BackfillService:
         assert self.stores.backfills is not None, "no backfill store"
@@ -360,6 +376,7 @@ class Container:
             sleep=sleep or self.sleep,
             outbox=self.outbox,
             gate=self.gate,
+            flow=self.flow,
             ids=self.ids,
             heartbeats=self.heartbeats,
         )
@@ -404,8 +421,19 @@ def compose(
     admission = None
     if configs.fairness is not None and stores.tenant_budgets is not None:
         admission = TenantAdmission(stores.tenant_budgets, clock, configs.fairness, metrics)
+    flow = None
+    if stores.flow_controls is not None and stores.flow_slots is not None:
+        flow = FlowKeys(stores.flow_controls, stores.flow_slots, clock, metrics)
     dispatcher = Dispatcher(
-        stores.jobs, stores.timers, stores.queue, clock, configs.dispatch, metrics, admission=admission, sleep=sleep
+        stores.jobs,
+        stores.timers,
+        stores.queue,
+        clock,
+        configs.dispatch,
+        metrics,
+        admission=admission,
+        flow=flow,
+        sleep=sleep,
     )
     outbox = None
     if settings.completion_events and stores.events is not None:
@@ -428,4 +456,5 @@ def compose(
         check_target,
         pool or InOrder(),
         sealer,
+        flow,
     )

@@ -21,6 +21,7 @@ from scheduler.core.jobs.service import Submission
 from scheduler.core.model.job import Job, JobSpec
 from scheduler.core.model.timefmt import parse_rfc3339, rfc3339
 from scheduler.core.ports import Dispatch, JobStore, Ledger
+from scheduler.core.tenancy.fairness import Admitted, TenantAdmission
 from scheduler_sim.faults import Crash, Gate, Throttled
 from scheduler_sim.faulty_ports import (
     FaultyBackfills,
@@ -121,6 +122,8 @@ class Actor:
             self.queue,
             tenant_budgets=FaultyTenantBudgets(sim.tenant_budgets, self.gate),
             tenant_slots=FaultyTenantSlots(sim.tenant_slots, self.gate),
+            flow_controls=sim.flow_controls,
+            flow_slots=FaultyTenantSlots(sim.flow_slots, self.gate),
             events=FaultyPublisher(sim.bus, self.gate),
             backfills=FaultyBackfills(sim.backfills, self.gate),
         )
@@ -137,6 +140,8 @@ class Actor:
         broken = sim.variant.admission if sim.variant is not None else None
         if broken is not None and container.dispatcher.admission is not None:
             container.dispatcher.admission = broken(container.dispatcher.admission)
+        if container.dispatcher.admission is not None:
+            container.dispatcher.admission = _Recorded.around(container.dispatcher.admission, sim)
         outbox = sim.variant.outbox if sim.variant is not None else None
         if outbox is not None and container.outbox is not None:
             container = replace(container, outbox=outbox(container.outbox))
@@ -152,6 +157,24 @@ class Actor:
 
     def step(self) -> None:
         raise NotImplementedError
+
+
+class _Recorded(TenantAdmission):
+    """A tenant admission whose keyed releases the simulation records as the tenant's calendar booked them."""
+
+    inner: TenantAdmission
+    sim: Simulation
+
+    @classmethod
+    def around(cls, admission: TenantAdmission, sim: Simulation) -> TenantAdmission:
+        recorded = cls(admission.budgets, admission.clock, admission.config, admission.metrics)
+        recorded.inner, recorded.sim = admission, sim
+        return recorded
+
+    def admit(self, dispatches: Sequence[Dispatch]) -> Admitted:
+        admitted = self.inner.admit(dispatches)
+        self.sim.tenant_released(admitted.sent)
+        return admitted
 
 
 class SeededOrder:
@@ -316,7 +339,15 @@ class ApiActor(Actor):
         self.backfills = api.backfill_service()
         # Invalid requests run on the bare stores, with no faults and nothing interleaved, so that any change
         # to stored state is theirs alone.
-        bare = Stores(sim.jobs, sim.timers, sim.ledger, sim.queue, tenant_budgets=sim.tenant_budgets)
+        bare = Stores(
+            sim.jobs,
+            sim.timers,
+            sim.ledger,
+            sim.queue,
+            tenant_budgets=sim.tenant_budgets,
+            flow_controls=sim.flow_controls,
+            flow_slots=sim.flow_slots,
+        )
         plain = compose(sim.settings, bare, self.clock, sim.ids, sim.metrics, configs=sim.configs, sleep=sim.sleep)
         self.plain_service = plain.job_service()
         self.queues: dict[int, deque[_Pending]] = {}

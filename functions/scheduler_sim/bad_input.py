@@ -93,6 +93,7 @@ def stored_state(sim: Simulation) -> object:
         sim.timers.watermark(),
         {key: (e.state, e.epoch, e.attempts, e.owner, e.lease_until) for key, e in sim.ledger.items.items()},
         dict(sim.tenant_budgets.calendars),
+        dict(sim.flow_controls.states),
         dict(sim.backfills.items),
         sim.queue.sent,
         len(sim.queue.messages),

@@ -42,6 +42,7 @@ def check(sim: Observed) -> list[Violation]:
     found += _quota(sim)
     found += _version_change_costs(sim)
     found += [Violation(9, message) for message in sim.over_limit]
+    found += [Violation(15, message) for message in sim.over_parallelism]
     found += _restarts(sim)
     found += _completion_events(sim)
     found += _backfills(sim)

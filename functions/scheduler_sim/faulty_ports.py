@@ -313,6 +313,9 @@ class FaultyTenantSlots(Gated[TenantSlots]):
         with self.gate.call("slots.release", tenant):
             self.inner.release(tenant, slot, holder)
 
+    def in_use(self, tenant: str, now: datetime) -> int:
+        return self.inner.in_use(tenant, now)
+
 
 class FaultyPublisher(Gated[EventPublisher]):
     """The completion-event bus as one actor publishes to it, through its gate: a crash before the publish (the

@@ -26,6 +26,7 @@ INVARIANTS: dict[int, str] = {
     "terminal state",
     13: "a tenant's dispatch budget holds: no release window of its calendar lets more through than its capacity",
     14: "the watermark never moves past a minute with a bucket that is not done",
+    15: "a flow-control key never has more calls running at its destination than its parallelism",
 }
 
 

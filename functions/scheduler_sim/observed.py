@@ -41,6 +41,8 @@ class Observed:
     calls: list[RawCall]
     effects: dict[tuple[str, datetime], list[RawCall]]
     over_limit: list[str]
+    #: Calls that began while their flow-control key already had `parallelism` others in progress.
+    over_parallelism: list[str]
     # the ready queue: each message's receives, and each poll with whether it came back full
     receives: dict[str, list[datetime]]
     polls: list[tuple[datetime, bool]]

@@ -53,7 +53,7 @@ from scheduler_sim.records import (
 )
 from scheduler_sim.sink import SinkTarget
 from scheduler_sim.variants import Variant
-from scheduler_sim.workload import InvalidCall, Workload, draw_fairness, draw_workload
+from scheduler_sim.workload import InvalidCall, Workload, add_flow_control, draw_fairness, draw_workload
 
 #: A slow target call lasts up to this long: two leases at the deployed lease, which its heartbeat renews meanwhile (so
 #: the call holds its claim and its execution slot throughout).
@@ -120,6 +120,11 @@ class Simulation:
         self.concurrency = ConcurrencyConfig(default=random.Random(f"punctual-sim/limits/{seed}").randint(1, 3))
         # Per-tenant dispatch budgets in half the runs: the burst's tenant far below its burst (deferred timers).
         self.tenant_budgets = variant.budgets() if variant is not None else stores.tenant_budgets
+        # Flow-control keys in some runs: a burst's jobs, and some of the main tenant's, name a destination's key
+        # with a parallelism below the tenant's execution budget (and sometimes a rate), from their own stream.
+        self.flow_controls = stores.flow_controls
+        self.flow_slots = variant.flow_slots() if variant is not None else stores.flow_slots
+        add_flow_control(self.workload, random.Random(f"punctual-sim/flow/{seed}"))
         self.fairness = draw_fairness(random.Random(f"punctual-sim/budgets/{seed}"))
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say
         # that completion events are on (the outbox), the configuration is the run's own.
@@ -300,6 +305,7 @@ class Simulation:
             calls=self.sink.calls,
             effects=self.sink.effects,
             over_limit=self.sink.over_limit,
+            over_parallelism=self.sink.over_parallelism,
             receives=self.queue.receives,
             polls=self.queue.polls,
             published=self.bus.published,
@@ -446,6 +452,13 @@ class Simulation:
             )
             self.trace("sim", f"STALE WRITE ACCEPTED: {op} of {key} from epoch {epoch} < {current}")
 
+    def tenant_released(self, dispatches: Sequence[Dispatch]) -> None:
+        """What a tenant admission let through of keyed dispatches, with the release instants its calendar booked
+        (their keys may then release them later still: invariant 13 judges the tenant's calendar)."""
+        for dispatch in dispatches:
+            if dispatch.flow_key is not None:
+                self.releases.setdefault(dispatch.tenant, []).append((truncate_ms(dispatch.send_at), dispatch.key))
+
     def queue_send(self, actor: str, dispatches: Sequence[Dispatch], now: datetime) -> None:
         if not dispatches:
             return
@@ -456,9 +469,11 @@ class Simulation:
             self.api_sends += dispatches
         if self.fairness is not None and not actor.startswith("worker-"):
             # Admitted by a tenant admission (a worker's own sends, a throttled occurrence's, are not): each carries
-            # its release instant, booked in its tenant's calendar.
+            # its release instant, booked in its tenant's calendar - but a keyed one's was moved later by its
+            # flow-control key: those are recorded as the tenant admission released them (`tenant_released`).
             for dispatch in dispatches:
-                self.releases.setdefault(dispatch.tenant, []).append((truncate_ms(dispatch.send_at), dispatch.key))
+                if dispatch.flow_key is None:
+                    self.releases.setdefault(dispatch.tenant, []).append((truncate_ms(dispatch.send_at), dispatch.key))
         self.queue.send(dispatches, now)
         self.trace(actor, f"sent {', '.join(d.key for d in dispatches)}")
         if not self.faults_on:

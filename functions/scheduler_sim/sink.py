@@ -43,6 +43,10 @@ class SinkTarget:
     in_flight: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     #: Calls that began while their tenant already had `limit` others in progress within their leases.
     over_limit: list[str] = field(default_factory=list)
+    #: Target calls in progress, by (tenant, flow-control key), and the calls that began while their key already had
+    #: `parallelism` others in progress within their leases.
+    keyed_in_flight: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
+    over_parallelism: list[str] = field(default_factory=list)
 
     def invoke(self, call: TargetCall) -> str | None:
         """One target call, counted against its tenant's execution budget while it runs (invariant 9)."""
@@ -60,11 +64,30 @@ class SinkTarget:
                 f"({', '.join(live)}) were running, limit {limit}"
             )
         entry = (call.occurrence_key, call.fencing_token)
+        keyed = self._keyed(call, now, margin)
         running.append(entry)
+        keyed.append(entry)
         try:
             return self._invoke(call)
         finally:
             running.remove(entry)
+            keyed.remove(entry)
+
+    def _keyed(self, call: TargetCall, now: datetime, margin: timedelta) -> list[tuple[str, int]]:
+        """The calls in progress of the call's flow-control key (invariant 15); a call over its parallelism noted."""
+        key = call.job.flow_key
+        if key is None:
+            return []
+        running = self.keyed_in_flight.setdefault((call.job.tenant, key), [])
+        live = [k for k, token in running if (until := self._leased(k, token)) and until - margin > now]
+        state = self.sim.flow_controls.get(call.job.tenant, key)
+        parallelism = state.limits.parallelism if state is not None else None
+        if parallelism is not None and len(live) >= parallelism:
+            self.over_parallelism.append(
+                f"key {key} of {call.job.tenant}: {call.occurrence_key} started at {now.isoformat()} while "
+                f"{len(live)} ({', '.join(live)}) were running, parallelism {parallelism}"
+            )
+        return running
 
     def _leased(self, key: str, token: int) -> datetime | None:
         """Until when the attempt of `token` holds its occurrence (the ledger's lease, which its heartbeat renews);

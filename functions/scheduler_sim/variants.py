@@ -245,6 +245,8 @@ class Variant:
     timers: Callable[[int], memory.MemoryTimerStore] = memory.MemoryTimerStore
     jobs: Callable[[memory.MemoryTimerStore], memory.MemoryJobStore] = memory.MemoryJobStore
     slots: Callable[[], memory.MemoryTenantSlots] = memory.MemoryTenantSlots
+    #: The flow-control keys' slots.
+    flow_slots: Callable[[], memory.MemoryTenantSlots] = memory.MemoryTenantSlots
     budgets: Callable[[], memory.MemoryTenantBudgets] = memory.MemoryTenantBudgets
     backfills: Callable[[], memory.MemoryBackfillStore] = memory.MemoryBackfillStore
     #: Replaces each actor's tenant admission (dispatch budgets), when the run has budgets.
@@ -304,6 +306,11 @@ VARIANTS: dict[str, Variant] = {
         "overbooked-slots",
         "a tenant's execution slot is taken whoever holds it (its condition dropped): more run than the limit",
         slots=OverbookedSlots,
+    ),
+    "overbooked-flow-slots": Variant(
+        "overbooked-flow-slots",
+        "a flow-control key's slot is taken whoever holds it (its condition dropped): more run than its parallelism",
+        flow_slots=OverbookedSlots,
     ),
     "unconditional-budget-save": Variant(
         "unconditional-budget-save",

@@ -250,6 +250,30 @@ def draw_workload(rng: random.Random) -> Workload:
     return Workload(start, window, calls, invalid, count)
 
 
+#: How often a run has flow control: the burst's jobs name one destination's key, and each of the main tenant's jobs
+#: another's with this chance.
+FLOW_CONTROL_CHANCE = 0.5
+SHARED_KEY_CHANCE = 0.4
+
+
+def add_flow_control(workload: Workload, rng: random.Random) -> None:
+    """Flow-control keys in some runs (drawn from their own stream, so the rest of the seed's run is unchanged):
+    parallelism 1 (below most tenants' execution budgets, so the key's slots bind, not the tenant's), sometimes
+    with a rate of one call every few seconds."""
+    if rng.random() >= FLOW_CONTROL_CHANCE:
+        return
+    for call in workload.calls:
+        if call.kind != "create" or call.body is None:
+            continue
+        key = "burst-dest" if call.tenant == BURST_TENANT else "shared-dest"
+        if key == "shared-dest" and rng.random() >= SHARED_KEY_CHANCE:
+            continue
+        flow: dict[str, Any] = {"key": key, "parallelism": 1}
+        if rng.random() < 0.5:
+            flow.update(rate=1, period_seconds=rng.choice((2, 5)))
+        call.body["flow_control"] = flow
+
+
 def draw_fairness(rng: random.Random) -> FairnessConfig | None:
     """Dispatch budgets in half the runs: every tenant paced (a few seconds between releases at most, well above
     the recurring jobs' rate, so nothing falls behind for good), and the burst's tenant at one release every 1.5 or

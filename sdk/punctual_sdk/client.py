@@ -22,13 +22,14 @@ from punctual_sdk.calls import DEFAULT_LOCAL_URL, MAX_BATCH, USER_AGENT, ApiCall
 from punctual_sdk.errors import InvalidArgument
 from punctual_sdk.resources.backfills import BackfillsApi
 from punctual_sdk.resources.bulk import BulkApi
+from punctual_sdk.resources.flow_controls import FlowControlsApi
 from punctual_sdk.resources.jobs import JobsApi
 from punctual_sdk.resources.runs import RunsApi
 from punctual_sdk.resources.service import ServiceApi
 from punctual_sdk.resources.signing_keys import SigningKeysApi
 
 
-class Client(JobsApi, SigningKeysApi, RunsApi, BackfillsApi, BulkApi, ServiceApi, ApiCalls):
+class Client(JobsApi, SigningKeysApi, RunsApi, BackfillsApi, BulkApi, FlowControlsApi, ServiceApi, ApiCalls):
     """Every endpoint of the punctual API (v1) as a typed method.
 
     `retries` bounds the extra attempts of one call; the wait before each grows from `backoff` seconds (doubling,

@@ -219,6 +219,20 @@ class RetryPolicy(ApiModel):
     max_event_age_seconds: int = 86_400
 
 
+class FlowControl(ApiModel):
+    """A destination's flow-control key and its limits (docs/flow-control.md): at most `rate` calls started per
+    `period_seconds`, at most `parallelism` in flight; the key's limits are those of the most recent write naming
+    it. Give at least one of `rate` and `parallelism`."""
+
+    #: 1-128 characters of letters, digits, '.', '_', ':' and '-'; the same key in two tenants is two keys.
+    key: str
+    rate: int | None = None
+    period_seconds: int | None = None
+    parallelism: int | None = None
+    #: Occurrences held at most: a create or trigger beyond it is refused (`TooManyRequests`).
+    max_backlog: int | None = None
+
+
 class JobDefinition(ApiModel):
     """What `POST /v1/jobs` takes. Only the fields you set are sent; the API applies its defaults to the rest and
     validates the whole (a refusal is an `Unprocessable` naming the field)."""
@@ -237,6 +251,8 @@ class JobDefinition(ApiModel):
     delivery: str | None = None
     #: high | normal | low
     priority: str | None = None
+    #: The destination's flow-control key and its limits.
+    flow_control: FlowControl | None = None
     events: bool | None = None
     #: Up to the API's limit of labels, keys and values as Kubernetes labels; find and act on jobs by them.
     labels: dict[str, str] | None = None
@@ -274,6 +290,7 @@ class Job(ApiModel):
     overlap_policy: str | None = None
     delivery: str | None = None
     priority: str | None = None
+    flow_control: FlowControl | None = None
     #: Whether its outcomes are published as completion events (None: the deployment's default).
     events: bool | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -367,6 +384,33 @@ class SigningKeys(ApiModel):
     def by_id(self) -> dict[str, str]:
         """Key id -> key, as a receiver's verifier takes them."""
         return {k.key_id: k.key for k in self.keys}
+
+
+class FlowControlKey(ApiModel):
+    """A flow-control key of your tenant: its limits and what it holds now."""
+
+    key: str
+    rate: int | None = None
+    period_seconds: int = 1
+    parallelism: int | None = None
+    max_backlog: int | None = None
+    updated_at: datetime | None = None
+    #: Occurrences held by the key's rate whose release is still to come.
+    backlog: int = 0
+    #: Calls of the key running now.
+    in_flight: int = 0
+    #: Releases per second over the last minute.
+    rate_last_minute: float = 0.0
+    #: How late the oldest held occurrence already is (seconds).
+    oldest_held_lateness_seconds: float = 0.0
+    #: The fraction of its rate the key is held to since its destination pushed back (1: all of it).
+    rate_factor: float = 1.0
+    #: A Retry-After from the destination pauses the key until then.
+    paused_until: datetime | None = None
+
+
+class FlowControlKeys(ApiModel):
+    keys: list[FlowControlKey] = Field(default_factory=list)
 
 
 class ForecastMinute(ApiModel):

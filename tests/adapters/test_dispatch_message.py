@@ -25,6 +25,7 @@ from scheduler.adapters.dispatch_message import (
     message_to_body,
 )
 from scheduler.core.model.job import JobState
+from scheduler.core.model.timefmt import rfc3339
 from scheduler.core.ports import Dispatch
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 from tests.adapters.test_codec import SCHEDULES, T0, job
@@ -40,6 +41,26 @@ def test_dispatch_body_round_trip(kind: str) -> None:
     raw = json.loads(body)
     assert raw["v"] == 1
     assert raw["occurrence_key"] == dispatch.key == "j1:2026-03-29T00:30:15.123Z"
+
+
+def test_a_keyed_dispatch_carries_its_flow_control_key_and_release_signed_and_older_readers_ignore_them() -> None:
+    release = T0 + timedelta(seconds=3, milliseconds=200)
+    dispatch = Dispatch("j1", "tenant-a", T0, T0, 7, flow_key="payments-api", not_before=release)
+    body = dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY)
+
+    assert dispatch_from_body(body, LOCAL_MESSAGE_KEY) == dispatch
+    raw = json.loads(body)
+    assert raw["flow"] == {"key": "payments-api", "release": "2026-03-29T00:30:18.323Z"}
+    assert dispatch_from_body(
+        json.dumps({k: v for k, v in raw.items() if k not in ("flow", "flow_mac")}), LOCAL_MESSAGE_KEY
+    ) == Dispatch(
+        "j1", "tenant-a", T0, T0, 7
+    )  # what the mac covers is unchanged: a worker of the version before reads it without the flow
+    raw["flow"]["release"] = rfc3339(T0)  # whoever could send to the queue cannot move a key's release
+    with pytest.raises(UnauthenticatedMessage, match="flow-control key does not match"):
+        dispatch_from_body(json.dumps(raw), LOCAL_MESSAGE_KEY)
+    unheld = Dispatch("j1", "tenant-a", T0, T0, 7, flow_key="payments-api")
+    assert "release" not in json.loads(dispatch_to_body(unheld, LOCAL_MESSAGE_KEY))["flow"]
 
 
 @pytest.mark.parametrize("schedule", ["once-at", "once-delay"])

@@ -34,6 +34,8 @@ READ_BY_THE_SDK: dict[str, type[BaseModel]] = {
     "OperatorStatus": models.OperatorStatus,
     "QueueLoad": models.QueueLoad,
     "LaneLoad": models.LaneLoad,
+    "FlowControlKey": models.FlowControlKey,
+    "FlowControlKeys": models.FlowControlKeys,
 }
 #: Views the SDK reads otherwise, and why.
 NOT_A_MODEL = {

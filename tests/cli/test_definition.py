@@ -224,3 +224,19 @@ def test_a_patch_document_and_set_combine_and_keep_nulls() -> None:
 def test_set_without_a_value_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="KEY=VALUE"):
         parse_assignment("retry.max_attempts")
+
+
+def test_flow_flags_name_the_destinations_key_and_its_limits() -> None:
+    definition = definition_from_args(submit_args(
+        "--in", "5m", "--url", "https://example.com/hook", "--flow-key", "payments-api", "--flow-rate", "50",
+        "--flow-period", "2s", "--flow-parallelism", "10",
+    ))  # fmt: skip
+    assert definition["flow_control"] == {"key": "payments-api", "rate": 50, "period_seconds": 2, "parallelism": 10}
+    validate_definition(definition)
+    patch = edit_patch(edit_args("--flow-key", "payments-api", "--flow-parallelism", "3"), {})
+    assert patch == {"flow_control": {"key": "payments-api", "parallelism": 3}}
+
+
+def test_flow_limits_without_a_key_are_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="need --flow-key"):
+        definition_from_args(submit_args("--in", "5m", "--url", "https://example.com/hook", "--flow-rate", "5"))

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTimerStore
+from scheduler.adapters.dynamodb import (
+    DynamoFlowControls,
+    DynamoJobStore,
+    DynamoLedger,
+    DynamoTenantSlots,
+    DynamoTimerStore,
+)
 from scheduler.adapters.memory import (
     FakeClock,
     MemoryBatchVisibility,
@@ -150,23 +156,40 @@ class CrashableCore:
     sink: Sink = field(default_factory=Sink)
     created: list[str] = field(default_factory=list)
     events: MemoryEventPublisher = field(default_factory=MemoryEventPublisher)
+    #: The flow-control keys and their slots (scheduler.core.tenancy.flow_control), on the world's backend.
+    flows: Any = None
+    flow_slots: Any = None
 
     @classmethod
     def build(cls, backend: str, resources: Any = None, dynamodb: Any = None, start: datetime = T0) -> CrashableCore:
         clock = FakeClock(start)
+        flows: Any
+        flow_slots: Any
         if backend == "memory":
             memory = memory_stores(clock, SHARDS)
             jobs, timers, ledger = memory.jobs, memory.timers, memory.ledger
+            flows, flow_slots = memory.flow_controls, memory.flow_slots
         else:
             jobs = DynamoJobStore(resources.jobs_table, SHARDS, dynamodb)
             timers = DynamoTimerStore(resources.jobs_table, SHARDS, dynamodb)
             ledger = DynamoLedger(resources.executions_table, dynamodb)
-        return cls(backend, clock, jobs, timers, ledger, MemoryQueue(clock, visibility_timeout=120))
+            flows = DynamoFlowControls(resources.jobs_table, dynamodb)
+            flow_slots = DynamoTenantSlots(resources.jobs_table, dynamodb, kind="FLOWSLOT")
+        queue = MemoryQueue(clock, visibility_timeout=120)
+        return cls(backend, clock, jobs, timers, ledger, queue, flows=flows, flow_slots=flow_slots)
 
     # -- services, each optionally over crash proxies ------------------------------------------------------
 
     def core(
-        self, *, jobs: Any = None, timers: Any = None, ledger: Any = None, queue: Any = None, events: bool = True
+        self,
+        *,
+        jobs: Any = None,
+        timers: Any = None,
+        ledger: Any = None,
+        queue: Any = None,
+        events: bool = True,
+        flows: Any = None,
+        flow_slots: Any = None,
     ) -> Container:
         """The core composed over the world's stores, or over the proxies given in their place; `events`: with
         completion events (the outbox)."""
@@ -176,6 +199,8 @@ class CrashableCore:
             ledger or self.ledger,
             queue or self.queue,
             events=self.events if events else None,
+            flow_controls=flows or self.flows,
+            flow_slots=flow_slots or self.flow_slots,
         )
         return compose(
             SETTINGS, stores, self.clock, RANDOM_IDS, self.metrics, configs=CONFIGS, sleep=self.clock.advance

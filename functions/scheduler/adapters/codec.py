@@ -206,6 +206,7 @@ def timer_attributes(timer: Timer) -> Item:
         "version": n(timer.version),
         "timer_kind": s(timer.kind),
         "priority": s(timer.priority),
+        **({"flow_key": s(timer.flow_key)} if timer.flow_key is not None else {}),
     }
     if timer.plan is not None:
         item["plan"] = s(plan_to_json(timer.plan))
@@ -260,6 +261,7 @@ def timer_from_item(item: Item) -> Timer:
         kind=_timer_kind(item["timer_kind"]["S"]),
         plan=plan,
         priority=_priority(get_s(item, "priority")),
+        flow_key=get_s(item, "flow_key"),
         defer_until=get_ms(item, "defer_ms"),
         queued_until=get_ms(item, "queued_ms"),
     )

@@ -10,6 +10,10 @@ readable, because an upgrade and its rollback run old and new functions side by 
 - **the job copy** (optional, in a version-1 body): `job`, the job's definition at `version`, and `job_mac` over the
   nine fields and the copy. `mac` covers exactly what it covered before copies existed, so a worker of that version
   authenticates a message with a copy, ignores the copy and reads the job.
+- **the flow-control key** (optional, in a version-1 body): `flow`, `{"key": ..., "release": ...}`: the job's
+  flow-control key and, when it released the occurrence later than `fire_at`, that instant; and `flow_mac` over the
+  nine fields and it. The worker starts the occurrence no sooner than its release (a message lands up to a second
+  early, SQS counting its delay in whole seconds). A worker of the version before ignores both.
 - **version 2, the packed message**: `{"v": 2, "occurrences": [version-1 bodies]}`, each occurrence under its own `mac`;
   one that fails makes the whole message unreadable (its sender signs them all at once). A worker of a version
   before packed messages dead-letters one unrun, and redrive splits it into a message per occurrence.
@@ -24,6 +28,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from scheduler.core.model.job import Job, Priority
@@ -45,12 +50,17 @@ def message_key(secret: str) -> bytes:
 #: ignores the copy and reads the job (an upgrade, or its rollback, loses no message).
 _COPY_FIELD = "job"
 _COPY_MAC_FIELD = "job_mac"
+#: A keyed dispatch's flow-control key and its release (`Dispatch.not_before`), and their own HMAC.
+_FLOW_FIELD = "flow"
+_FLOW_MAC_FIELD = "flow_mac"
 
 
-def _message_mac(key: bytes, raw: dict[str, Any], *, with_copy: bool = False) -> str:
+def _message_mac(key: bytes, raw: dict[str, Any], *, with_copy: bool = False, with_flow: bool = False) -> str:
     values = [raw.get(name) for name in _MAC_FIELDS]
     if with_copy:
         values.append(raw.get(_COPY_FIELD))
+    if with_flow:
+        values.append(raw.get(_FLOW_FIELD))
     signed = json.dumps(values, separators=(",", ":"))
     return hmac.new(key, signed.encode(), hashlib.sha256).hexdigest()
 
@@ -89,6 +99,12 @@ def _dispatch_raw(dispatch: Dispatch, key: bytes) -> dict[str, Any]:
         "priority": dispatch.priority,
     }
     raw[_MAC_FIELD] = _message_mac(key, raw)
+    if dispatch.flow_key is not None:
+        flow: dict[str, str] = {"key": dispatch.flow_key}
+        if dispatch.not_before is not None and dispatch.not_before > dispatch.fire_at:
+            flow["release"] = rfc3339(dispatch.not_before)
+        raw[_FLOW_FIELD] = flow
+        raw[_FLOW_MAC_FIELD] = _message_mac(key, raw, with_flow=True)
     if dispatch.job_copy is not None:
         raw[_COPY_FIELD] = dispatch.job_copy.model_dump(mode="json", exclude_none=True)
         raw[_COPY_MAC_FIELD] = _message_mac(key, raw, with_copy=True)
@@ -154,6 +170,15 @@ def _dispatch_from_raw(raw: Any, key: bytes | None, accept_unsigned: bool) -> Di
                     "unauthenticated dispatch message: the HMAC of its copy of the job does not match (forged, or "
                     "sent with another key)"
                 )
+            flow_mac = raw.get(_FLOW_MAC_FIELD)
+            if (_FLOW_FIELD in raw or flow_mac is not None) and (
+                not isinstance(flow_mac, str)
+                or not hmac.compare_digest(_message_mac(key, raw, with_flow=True).encode(), flow_mac.encode())
+            ):
+                raise UnauthenticatedMessage(
+                    "unauthenticated dispatch message: the HMAC of its flow-control key does not match (forged, or "
+                    "sent with another key)"
+                )
         kind = raw["kind"]
         if kind not in ("scheduled", "manual", "backfill"):
             raise MalformedMessage(f"unknown kind {kind!r}")
@@ -166,6 +191,7 @@ def _dispatch_from_raw(raw: Any, key: bytes | None, accept_unsigned: bool) -> Di
         priority = raw.get("priority", "normal")  # absent in messages sent before lanes existed
         if priority not in ("high", "normal", "low"):
             raise MalformedMessage(f"unknown priority {priority!r}")
+        flow_key, release = _flow_of(raw.get(_FLOW_FIELD))
         job_copy = None
         if _COPY_FIELD in raw:
             job_copy = Job.model_validate(raw[_COPY_FIELD])
@@ -179,9 +205,21 @@ def _dispatch_from_raw(raw: Any, key: bytes | None, accept_unsigned: bool) -> Di
             version=version,
             kind=kind,
             priority=cast(Priority, priority),
+            flow_key=flow_key,
+            not_before=release,
             job_copy=job_copy,
         )
     except MalformedMessage:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeError) as exc:
         raise MalformedMessage(f"malformed dispatch message: {exc}") from exc
+
+
+def _flow_of(flow: Any) -> tuple[str | None, datetime | None]:
+    """The flow-control key and release a body's `flow` carries (none without one)."""
+    if flow is None:
+        return None, None
+    if not isinstance(flow, dict) or not isinstance(flow.get("key"), str):
+        raise MalformedMessage("flow must be an object with a key")
+    release = flow.get("release")
+    return flow["key"], parse_rfc3339(release) if isinstance(release, str) else None

@@ -352,7 +352,10 @@ class HttpTargetInvoker:
             return f"HTTP {response.status}"
         if verdict == "retryable":
             raise TargetFailure(
-                "retryable", f"HTTP {response.status}", retry_after_seconds(response.getheader("Retry-After"))
+                "retryable",
+                f"HTTP {response.status}",
+                retry_after_seconds(response.getheader("Retry-After")),
+                status=response.status,
             )
         if 300 <= response.status < 400:
             # A redirect may carry a token of its own (a pre-signed URL): shown like the target's URL.

@@ -26,6 +26,7 @@ from scheduler.core.records import (
     ChainPlan,
     Dispatch,
     Execution,
+    FlowKeyState,
     HistoryEntry,
     IdempotencyRecord,
     NewJob,
@@ -37,6 +38,7 @@ from scheduler.core.records import (
 )
 from scheduler.core.stores import (
     BackfillStore,
+    FlowControlStore,
     JobReader,
     JobStore,
     Ledger,
@@ -65,6 +67,8 @@ __all__ = [
     "Dispatch",
     "EventPublisher",
     "Execution",
+    "FlowControlStore",
+    "FlowKeyState",
     "Heartbeats",
     "HistoryEntry",
     "IdempotencyRecord",
@@ -208,11 +212,14 @@ class TargetFailure(Exception):
         kind: Literal["retryable", "permanent", "ambiguous"],
         message: str,
         retry_after: float | None = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.retry_after = retry_after
+        #: The HTTP status of the response that failed the call (None: not an HTTP response).
+        self.status = status
 
 
 class TargetInvoker(Protocol):

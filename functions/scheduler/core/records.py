@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from scheduler.core.model.flow import FlowControl
 from scheduler.core.model.job import BackfillState, Job, JobState, MisfirePolicy, Priority, RunState
 from scheduler.core.model.keys import occurrence_key
 from scheduler.core.model.schedules import Schedule
@@ -43,6 +44,10 @@ class Occurrence:
     kind: TimerKind = "scheduled"
     #: The lane of the occurrence (the job's priority at that version).
     priority: Priority = "normal"
+    #: The job's flow-control key at that version (scheduler.core.tenancy.flow_control), None without one: its
+    #: release is booked in the key's calendar too. Kept in timers; a message leaves it out (the worker reads the
+    #: key from the job it runs).
+    flow_key: str | None = None
 
     @property
     def key(self) -> str:
@@ -391,6 +396,26 @@ class BudgetCalendar:
     version: int
     window_ms: int
     booked: dict[int, int]
+    #: Bookings released later than they asked, by the second of their release: (how many, the earliest instant
+    #: one of them asked for, epoch ms). What a flow-control key's view reads as its backlog and oldest lateness.
+    held: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FlowKeyState:
+    """One flow-control key of a tenant as stored (scheduler.core.tenancy.flow_control): its limits (those of the
+    most recent write naming it), its release calendar, and what its destination's feedback set: a pause, and the
+    fraction of its rate it is held to (AIMD) since `factor_at`."""
+
+    tenant: str
+    limits: FlowControl
+    updated_at: datetime
+    calendar: BudgetCalendar | None = None
+    paused_until: datetime | None = None
+    rate_factor: float = 1.0
+    factor_at: datetime | None = None
+    #: The earliest instant the key's next call may start (its start pacing: the gap its rate allows).
+    next_start: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from scheduler.core.model.flow import FlowControl
 from scheduler.core.model.job import ALL_JOBS, BackfillState, Job, JobQuery, JobState, RunState
 from scheduler.core.records import (
     ALL_RUNS,
@@ -26,6 +27,7 @@ from scheduler.core.records import (
     BudgetCalendar,
     Dispatch,
     Execution,
+    FlowKeyState,
     IdempotencyRecord,
     NewJob,
     OutboxEntry,
@@ -301,6 +303,47 @@ class TenantSlots(Protocol):
 
     def release(self, tenant: str, slot: int, holder: str) -> None:
         """Free the slot if `holder` still holds it (a no-op if not)."""
+        ...
+
+    def in_use(self, tenant: str, now: datetime) -> int:
+        """How many of the tenant's slots a live holder has (strongly consistent)."""
+        ...
+
+
+class FlowControlStore(Protocol):
+    """Each tenant's flow-control keys (scheduler.core.tenancy.flow_control): one item per key, holding its limits,
+    its release calendar and its destination's feedback. The limits are last-write-wins; the calendar is replaced
+    with conditional writes on its own version, so concurrent sweepers and workers never both fill one window."""
+
+    def put_limits(self, tenant: str, limits: FlowControl, now: datetime) -> None:
+        """Make `limits` the key's limits (creating the key), leaving its calendar and feedback as they are."""
+        ...
+
+    def get(self, tenant: str, key: str) -> FlowKeyState | None:
+        """The key, strongly consistent; None for a key no write has named."""
+        ...
+
+    def list(self, tenant: str) -> list[FlowKeyState]:
+        """The tenant's keys, by key."""
+        ...
+
+    def save_calendar(
+        self, tenant: str, key: str, calendar: BudgetCalendar, expected: int | None, expires: datetime
+    ) -> bool:
+        """Store the key's calendar if the stored one is still at version `expected` (None: none yet); False if
+        another writer got there first. Leaves the limits and the feedback as they are."""
+        ...
+
+    def take_start(self, tenant: str, key: str, seen: datetime | None, next_start: datetime) -> bool:
+        """Start a call of the key now: its next call may start at `next_start`, if the stored `next_start` is still
+        `seen` (None: none yet); False if another worker started one meanwhile."""
+        ...
+
+    def throttled(
+        self, tenant: str, key: str, paused_until: datetime | None, rate_factor: float, now: datetime
+    ) -> None:
+        """The key's destination pushed back: pause it until `paused_until` (never earlier than a pause already
+        stored) and hold it to `rate_factor` of its rate from `now`."""
         ...
 
 

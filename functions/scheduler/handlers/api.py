@@ -25,6 +25,7 @@ from scheduler.core.model.labels import MAX_NAME_PREFIX, MAX_SELECTORS, LabelSel
 from scheduler.handlers import (
     api_bulk,  # noqa: F401  (registers the bulk action routes)
     api_console,  # noqa: F401  (registers the console's files)
+    api_flow,  # noqa: F401  (registers the flow-control routes)
     api_operator,  # noqa: F401  (registers the operator's view)
     api_runs,  # noqa: F401  (registers the runs and backfill routes)
     api_signing,  # noqa: F401  (registers the signing keys' routes)

@@ -204,6 +204,41 @@ class Forecast(TypedDict):
 
 
 #: Every response view the document declares as a component (besides those a route names by type, like Health).
+class FlowControlKey(TypedDict):
+    """A flow-control key of the caller's tenant (docs/flow-control.md): its limits (those of the most recent write
+    naming it) and what it holds now."""
+
+    key: str
+    rate: Annotated[int | None, _named("calls started per period_seconds at most (null: no rate)")]
+    period_seconds: int
+    parallelism: Annotated[int | None, _named("calls in flight at once at most (null: no limit)")]
+    max_backlog: Annotated[int | None, _named("occurrences held at most before a create or trigger gets a 429")]
+    updated_at: Instant
+    backlog: Annotated[int, _named("occurrences held by the key's rate whose release is still to come")]
+    in_flight: Annotated[int, _named("calls of the key running now")]
+    rate_last_minute: Annotated[float, _named("releases per second over the last minute")]
+    oldest_held_lateness_seconds: Annotated[float, _named("how late the oldest held occurrence already is")]
+    rate_factor: Annotated[
+        float, _named("the fraction of its rate the key is held to after its destination pushed back (AIMD)")
+    ]
+    paused_until: Annotated[
+        str | None,
+        WithJsonSchema(
+            {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "a Retry-After from the destination pauses the key until then",
+            }
+        ),
+    ]
+
+
+class FlowControlKeys(TypedDict):
+    """The caller's flow-control keys, by key."""
+
+    keys: list[FlowControlKey]
+
+
 RESPONSE_VIEWS: tuple[type, ...] = (
     Job,
     Run,
@@ -214,4 +249,6 @@ RESPONSE_VIEWS: tuple[type, ...] = (
     JobBatchResults,
     Problem,
     Forecast,
+    FlowControlKey,
+    FlowControlKeys,
 )

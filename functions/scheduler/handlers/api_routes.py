@@ -35,7 +35,7 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
-from scheduler.core.model.ids import EXTERNAL_ID_RULE, JOB_ID, OCCURRENCE, TOKEN_ID, IdRule
+from scheduler.core.model.ids import EXTERNAL_ID_RULE, FLOW_KEY_ID, JOB_ID, OCCURRENCE, TOKEN_ID, IdRule
 from scheduler.handlers.api_problems import Problem
 
 #: What a response or a request body carries: a component's name, a pydantic model or a TypedDict (None: no body).
@@ -56,6 +56,7 @@ PATH_IDS: Mapping[str, IdRule] = {
     "scheduled_for": OCCURRENCE,
     "backfill_id": TOKEN_ID,
     "operation_id": TOKEN_ID,
+    "flow_key": FLOW_KEY_ID,
 }
 
 
@@ -183,6 +184,9 @@ class Routes:
 
     def post(self, rule: str, **declaration: Unpack[Declaration]) -> Callable[[Handler], Handler]:
         return self.declare("POST", rule, **declaration)
+
+    def put(self, rule: str, **declaration: Unpack[Declaration]) -> Callable[[Handler], Handler]:
+        return self.declare("PUT", rule, **declaration)
 
     def patch(self, rule: str, **declaration: Unpack[Declaration]) -> Callable[[Handler], Handler]:
         return self.declare("PATCH", rule, **declaration)

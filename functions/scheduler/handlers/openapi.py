@@ -16,6 +16,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from scheduler.core.jobs.bulk import BulkAction
 from scheduler.core.jobs.signing_keys import DEFAULT_KEY_OVERLAP, MAX_KEY_OVERLAP
+from scheduler.core.model.flow import FlowControl
 from scheduler.core.model.job import MAX_NOTE, JobSpec
 from scheduler.core.model.labels import MAX_SELECTORS
 from scheduler.handlers import api_models as views
@@ -43,6 +44,16 @@ def _page_of(model: str, key: str) -> dict[str, Any]:
             "next_cursor": {"type": ["string", "null"]},
         },
     }
+
+
+def _flow_limits() -> dict[str, Any]:
+    """FlowControl's schema with `key` optional (a PUT names it in its path)."""
+    schema = FlowControl.model_json_schema()
+    schema["required"] = [name for name in schema.get("required", []) if name != "key"]
+    if not schema["required"]:
+        del schema["required"]
+    schema.pop("title", None)
+    return schema
 
 
 def document(operations: Sequence[Operation]) -> dict[str, Any]:
@@ -82,6 +93,10 @@ def document(operations: Sequence[Operation]) -> dict[str, Any]:
                         "description": "how long the replaced key keeps signing (a second signature); 0 revokes it now",
                     },
                 },
+            },
+            "FlowControlLimits": {
+                **_flow_limits(),
+                "description": "A flow-control key's limits: a job's flow_control, its key optional (the path's).",
             },
             "Resolve": {
                 "type": "object",

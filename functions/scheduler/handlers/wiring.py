@@ -26,6 +26,7 @@ from scheduler.adapters.clock import SystemClock
 from scheduler.adapters.dispatch_message import message_key
 from scheduler.adapters.dynamodb import (
     DynamoBackfillStore,
+    DynamoFlowControls,
     DynamoJobStore,
     DynamoLedger,
     DynamoOperationStore,
@@ -353,6 +354,8 @@ def build(
         request_windows=DynamoRequestWindows(settings.jobs_table, dynamodb),
         operations=DynamoOperationStore(settings.jobs_table, dynamodb),
         bulk_slots=DynamoTenantSlots(settings.jobs_table, dynamodb, kind="BULK"),
+        flow_controls=DynamoFlowControls(settings.jobs_table, dynamodb),
+        flow_slots=DynamoTenantSlots(settings.jobs_table, dynamodb, clients.renewal_dynamodb, kind="FLOWSLOT"),
         events=EventBridgePublisher(settings.event_bus_name, clients.events) if settings.completion_events else None,
     )
     port_metrics: PortMetrics = PowertoolsMetrics(metrics) if isinstance(metrics, Metrics) else metrics

@@ -13,7 +13,12 @@ from scheduler.adapters.dynamodb.common import MAX_TRANSACTION_ITEMS, PAGE_SIZE,
 from scheduler.adapters.dynamodb.jobs import DynamoJobStore
 from scheduler.adapters.dynamodb.ledger import EXECUTION_RETENTION, OUTBOX_INDEX, OUTBOX_SET, DynamoLedger
 from scheduler.adapters.dynamodb.operations import DynamoOperationStore
-from scheduler.adapters.dynamodb.tenants import DynamoRequestWindows, DynamoTenantBudgets, DynamoTenantSlots
+from scheduler.adapters.dynamodb.tenants import (
+    DynamoFlowControls,
+    DynamoRequestWindows,
+    DynamoTenantBudgets,
+    DynamoTenantSlots,
+)
 from scheduler.adapters.dynamodb.timers import TIMER_RETENTION, WATERMARK_KEY, DynamoTimerStore, late_item, timer_item
 
 __all__ = [
@@ -27,6 +32,7 @@ __all__ = [
     "TIMER_RETENTION",
     "WATERMARK_KEY",
     "DynamoBackfillStore",
+    "DynamoFlowControls",
     "DynamoJobStore",
     "DynamoLedger",
     "DynamoOperationStore",

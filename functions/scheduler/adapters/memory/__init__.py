@@ -14,7 +14,12 @@ from scheduler.adapters.memory.jobs import MemoryJobStore
 from scheduler.adapters.memory.ledger import MemoryLedger, Snapshot
 from scheduler.adapters.memory.operations import MemoryOperationStore
 from scheduler.adapters.memory.queue import MemoryBatchVisibility, MemoryMessage, MemoryQueue, QueuedMessage
-from scheduler.adapters.memory.tenants import MemoryRequestWindows, MemoryTenantBudgets, MemoryTenantSlots
+from scheduler.adapters.memory.tenants import (
+    MemoryFlowControls,
+    MemoryRequestWindows,
+    MemoryTenantBudgets,
+    MemoryTenantSlots,
+)
 from scheduler.adapters.memory.timers import PAGE_SIZE, MemoryTimerStore
 
 __all__ = [
@@ -24,6 +29,7 @@ __all__ = [
     "MemoryBackfillStore",
     "MemoryBatchVisibility",
     "MemoryEventPublisher",
+    "MemoryFlowControls",
     "MemoryJobStore",
     "MemoryLedger",
     "MemoryMessage",

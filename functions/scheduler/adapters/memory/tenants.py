@@ -1,12 +1,14 @@
-"""Each tenant's dispatch-budget calendar and execution slots in memory."""
+"""Each tenant's dispatch-budget calendar, execution slots and flow-control keys in memory."""
 
 from __future__ import annotations
 
 import copy
 import threading
+from dataclasses import replace
 from datetime import datetime
 
-from scheduler.core.ports import BudgetCalendar
+from scheduler.core.model.flow import FlowControl
+from scheduler.core.ports import BudgetCalendar, FlowKeyState
 
 
 class MemoryTenantBudgets:
@@ -65,6 +67,64 @@ class MemoryTenantSlots:
             current = self.held.get((tenant, slot))
             if current is not None and current[0] == holder:
                 del self.held[(tenant, slot)]
+
+    def in_use(self, tenant: str, now: datetime) -> int:
+        return len(self.live(tenant, now))
+
+
+class MemoryFlowControls:
+    """Flow-control keys: (tenant, key) -> the key's state."""
+
+    def __init__(self) -> None:
+        self.states: dict[tuple[str, str], FlowKeyState] = {}
+        self.lock = threading.RLock()
+
+    def put_limits(self, tenant: str, limits: FlowControl, now: datetime) -> None:
+        with self.lock:
+            current = self.states.get((tenant, limits.key))
+            if current is None:
+                self.states[(tenant, limits.key)] = FlowKeyState(tenant, limits, now)
+            else:
+                self.states[(tenant, limits.key)] = replace(current, limits=limits, updated_at=now)
+
+    def get(self, tenant: str, key: str) -> FlowKeyState | None:
+        with self.lock:
+            return copy.deepcopy(self.states.get((tenant, key)))
+
+    def list(self, tenant: str) -> list[FlowKeyState]:
+        with self.lock:
+            return [copy.deepcopy(s) for (t, k), s in sorted(self.states.items()) if t == tenant]
+
+    def save_calendar(
+        self, tenant: str, key: str, calendar: BudgetCalendar, expected: int | None, expires: datetime
+    ) -> bool:
+        with self.lock:
+            current = self.states.get((tenant, key))
+            stored = current.calendar if current is not None else None
+            if (stored.version if stored is not None else None) != expected or current is None:
+                return False
+            self.states[(tenant, key)] = replace(current, calendar=copy.deepcopy(calendar))
+            return True
+
+    def take_start(self, tenant: str, key: str, seen: datetime | None, next_start: datetime) -> bool:
+        with self.lock:
+            current = self.states.get((tenant, key))
+            if current is None or current.next_start != seen:
+                return False
+            self.states[(tenant, key)] = replace(current, next_start=next_start)
+            return True
+
+    def throttled(
+        self, tenant: str, key: str, paused_until: datetime | None, rate_factor: float, now: datetime
+    ) -> None:
+        with self.lock:
+            current = self.states.get((tenant, key))
+            if current is None:
+                return
+            pause = current.paused_until
+            if paused_until is not None and (pause is None or paused_until > pause):
+                pause = paused_until
+            self.states[(tenant, key)] = replace(current, paused_until=pause, rate_factor=rate_factor, factor_at=now)
 
 
 class MemoryRequestWindows:

@@ -9,7 +9,7 @@ conditional on that epoch, so a worker that paused past its lease can never reco
 
 1. guards (`guards`): never before the fire time; a job that exists (from its source, `source`: the message's copy,
    or the store; none: the recorder records it cancelled); an occurrence left to a resume;
-2. the execution slot (`slots`): one of the tenant's slots, or the occurrence waits;
+2. the execution slot (`slots`): one of the tenant's slots and one of its flow-control key's, or the occurrence waits;
 3. the claim (`claim`);
 4. guards after the claim: a job cancelled, paused or rescheduled since (`guards.skip_reason`, recorded by the
    recorder), an earlier occurrence still running (`overlap`);
@@ -58,6 +58,7 @@ from scheduler.core.ports import (
 )
 from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.tenancy.concurrency import ConcurrencyGate
+from scheduler.core.tenancy.flow_control import FlowKeys
 
 __all__ = ["OVERLAP_FIRST_PAGE", "OVERLAP_PAGE", "RENEWALS_BEFORE_CALL", "ExecuteConfig", "Executor", "Outcome", "Why"]
 
@@ -95,6 +96,8 @@ class Executor:
     outbox: Outbox | None = None
     #: Per-tenant execution slots (None: no execution budgets).
     gate: ConcurrencyGate | None = None
+    #: Flow-control keys: their slots, pauses, retry bookings and push-backs (None: no flow control).
+    flow: FlowKeys | None = None
     #: Draws each attempt's owner suffix.
     ids: Ids = RANDOM_IDS
     #: Extends the lease in the background while a target that cannot heartbeat itself runs.
@@ -105,13 +108,13 @@ class Executor:
         if self.config.heartbeat_fraction and self.heartbeats is None:
             raise ValueError("a background heartbeat (ExecuteConfig.heartbeat_fraction) needs Heartbeats")
         ports = StepPorts(self.ledger, self.queue, self.clock, self.config, self.metrics)
-        recorder = Recorder(ports, self.outbox)
+        recorder = Recorder(ports, self.outbox, self.flow)
         steps = _Steps(
             ports=ports,
             guards=Guards(ports, self.sleep),
-            slots=ExecutionSlots(ports, self.gate),
+            slots=ExecutionSlots(ports, self.gate, self.flow, self.sleep),
             claim=Claim(ports, recorder),
-            overlap=Overlap(ports, recorder),
+            overlap=Overlap(ports, recorder, self.flow),
             call=Call(ports, self.targets, self.heartbeats),
             recorder=recorder,
         )
@@ -144,7 +147,7 @@ class Executor:
         now = self.clock.now()
         # Each attempt has its own owner id, so even this worker's own earlier attempt is fenced.
         owner = f"{self.worker_id}/{self.ids.token()}"
-        permit = steps.slots.take(dispatch, owner, message, now)  # 2
+        permit = steps.slots.take(dispatch, owner, message, now, job.flow_key)  # 2
         if isinstance(permit, Outcome):
             return permit
         try:

@@ -25,10 +25,12 @@ class Guards:
     sleep: Callable[[float], None] = field(default=time.sleep)
 
     def on_time(self, dispatch: Dispatch) -> datetime | Outcome:
-        """Never start before the fire time: wait out a sub-second remainder (and return the instant it is then),
-        hide anything earlier."""
+        """Never start before the fire time (or a flow-control key's later release, which the message carries): wait
+        out a sub-second remainder (and return the instant it is then), hide anything earlier."""
         now = self.ports.clock.now()
-        early = (dispatch.fire_at - now).total_seconds()
+        # A keyed occurrence's release is its key's (its tenant's budget only ever delays the message itself).
+        start = dispatch.send_at if dispatch.flow_key is not None else dispatch.fire_at
+        early = (start - now).total_seconds()
         if early > 0:
             if early > self.ports.config.early_wait_max.total_seconds():
                 return Outcome.hide(early, Why.EARLY)

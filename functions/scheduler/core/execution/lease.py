@@ -81,7 +81,9 @@ class Lease:
         renewed: less of it (or of the slot's) is left than what the background heartbeat keeps."""
         fraction = self.ports.config.heartbeat_fraction or 0.5
         keeps = self.ports.config.lease * (1 - fraction)
-        ends = [end for end in (self.held_until, self.claimed.permit.lease_until) if end is not None]
+        permit = self.claimed.permit
+        keyed = permit.flow.lease_until if permit.flow is not None else None
+        ends = [end for end in (self.held_until, permit.lease_until, keyed) if end is not None]
         return bool(ends) and min(ends) - self.ports.clock.now() < keeps
 
     def _give_back(self, why: str) -> Outcome:

@@ -22,6 +22,7 @@ from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.keys import fire_at
 from scheduler.core.model.schedules import is_recurring
 from scheduler.core.ports import AttemptEnd, Between, Dispatch, Execution
+from scheduler.core.tenancy.flow_control import FlowKeys
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ OVERLAP_PAGE = 50
 class Overlap:
     ports: StepPorts
     recorder: Recorder
+    #: Books a released parked run in its flow-control key's calendar (None: no flow control).
+    flow: FlowKeys | None = None
 
     def check(self, claimed: Claimed) -> Claimed | Outcome:
         """Step 4: what becomes of the claimed occurrence when an earlier one still holds the place (skipped or
@@ -154,8 +157,17 @@ class Overlap:
                     run = parked[-1]  # the oldest parked one (one, or a run_all catch-up's queue of them)
                     now = self.ports.clock.now()
                     again = Dispatch(
-                        job.job_id, job.tenant, run.scheduled_for, now, job.version, "scheduled", job.spec.priority
+                        job.job_id,
+                        job.tenant,
+                        run.scheduled_for,
+                        now,
+                        job.version,
+                        "scheduled",
+                        job.spec.priority,
+                        job.flow_key,
                     )
+                    if self.flow is not None and again.flow_key is not None:
+                        again = again.deferred_to(self.flow.retry_release(job.tenant, again.flow_key, now))
                     self.ports.queue.send([again], now)
                     log.info(
                         "buffered occurrence released",

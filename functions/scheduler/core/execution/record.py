@@ -18,6 +18,7 @@ from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.keys import fire_at
 from scheduler.core.ports import AttemptEnd, Dispatch, Execution, TargetFailure
+from scheduler.core.tenancy.flow_control import PUSH_BACK_STATUSES, FlowKeys
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,9 @@ class Recorder:
     #: Publishes completion events right after the write that records a terminal outcome (None: the sweeper's
     #: outbox drain publishes them all).
     outbox: Outbox | None
+    #: Flow-control keys: a keyed job's retry is booked in its key's calendar, and its destination's push-back
+    #: (429, 503) recorded on the key (None: no flow control).
+    flow: FlowKeys | None = None
 
     def no_such_job(self, dispatch: Dispatch, now: datetime) -> Outcome:
         """Step 1 found no job (or another tenant's): the occurrence is recorded cancelled, unclaimed."""
@@ -76,9 +80,16 @@ class Recorder:
         error = f"attempt {execution.attempts}: {failure.kind}: {failure.message}"[:1000]
         if failure.kind == "ambiguous" and job.spec.delivery == "at_most_once":
             return self.record(claimed, AttemptEnd(RunState.RECONCILING, error=error))
+        key = job.flow_key
+        if self.flow is not None and key is not None and failure.status in PUSH_BACK_STATUSES:
+            self.flow.pushed_back(job.tenant, key, failure.retry_after, now)
         if failure.kind != "permanent":
             delay = backoff(job.spec.retry, execution.attempts, execution.key, failure.retry_after)
             retry_at = now + delay
+            if self.flow is not None and key is not None:
+                # Retries count against the key: the retry starts at its release in the key's calendar.
+                retry_at = max(retry_at, self.flow.retry_release(job.tenant, key, retry_at))
+                delay = retry_at - now
             if may_retry(job.spec.retry, execution.attempts, claimed.dispatch.scheduled_for, retry_at):
                 outcome = self.record(claimed, AttemptEnd(RunState.RETRY_WAIT, error=error, next_attempt_at=retry_at))
                 if outcome.why is Why.RECORDED:

@@ -5,6 +5,8 @@ permit."""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -12,6 +14,7 @@ from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.ports import Dispatch, MessageControl
 from scheduler.core.tenancy.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
+from scheduler.core.tenancy.flow_control import FlowKeys, Waiting
 
 log = logging.getLogger(__name__)
 
@@ -21,20 +24,65 @@ class ExecutionSlots:
     ports: StepPorts
     #: Per-tenant execution slots (None: no execution budgets).
     gate: ConcurrencyGate | None
+    #: Flow-control keys' slots, pauses and start pacing (None: no flow control).
+    flow: FlowKeys | None = None
+    #: How the worker waits out a flow-control key's start pacing when it is short (`early_wait_max`).
+    sleep: Callable[[float], None] = time.sleep
 
-    def take(self, dispatch: Dispatch, owner: str, message: MessageControl, now: datetime) -> Permit | Outcome:
-        """Step 2: one of the tenant's slots for this attempt, leased as long as its claim; while all are held, the
-        occurrence waits (`throttled`)."""
+    def take(
+        self, dispatch: Dispatch, owner: str, message: MessageControl, now: datetime, flow_key: str | None = None
+    ) -> Permit | Outcome:
+        """Step 2: one of the tenant's slots for this attempt, leased as long as its claim, and one of its
+        flow-control key's (`flow_key`, the job's); while all are held, or the key is paused, the occurrence waits
+        (`throttled`)."""
+        lease_until = now + self.ports.config.lease
         if self.gate is None:
-            return Permit.unlimited(dispatch.tenant, owner)
-        permit = self.gate.enter(dispatch.tenant, owner, now, now + self.ports.config.lease)
-        return self.throttled(dispatch, message, now) if permit is None else permit
+            permit: Permit | None = Permit.unlimited(dispatch.tenant, owner)
+        else:
+            permit = self.gate.enter(dispatch.tenant, owner, now, lease_until)
+        if permit is None:
+            return self.throttled(dispatch, message, now)
+        if self.flow is None or flow_key is None:
+            return permit
+        try:
+            keyed = self.flow.enter(dispatch.tenant, flow_key, owner, now, lease_until)
+            if isinstance(keyed, Waiting) and keyed.until is not None:
+                short = (keyed.until - now).total_seconds()
+                if short <= self.ports.config.early_wait_max.total_seconds():
+                    # The key's next start is under a heartbeat away (its pacing): wait it out, then try once more.
+                    self.sleep(max(0.0, short))
+                    now = self.ports.clock.now()
+                    lease_until = now + self.ports.config.lease
+                    keyed = self.flow.enter(dispatch.tenant, flow_key, owner, now, lease_until)
+        except BaseException:
+            permit.release()
+            raise
+        if isinstance(keyed, Waiting):
+            permit.release()
+            log.info(
+                "flow-control key at its limit: delayed",
+                extra={"tenant": dispatch.tenant, "flow_key": flow_key, "occurrence_key": dispatch.key},
+            )
+            wait = None if keyed.until is None else max(1.0, (keyed.until - now).total_seconds())
+            return self.throttled(dispatch, message, now, wait, metric="FlowControlDelaySeconds")
+        permit.flow = keyed
+        return permit
 
-    def throttled(self, dispatch: Dispatch, message: MessageControl, now: datetime) -> Outcome:
-        """The tenant is at its execution concurrency limit: the occurrence waits (never dropped). After a few
-        receives it goes back as a fresh message, so the ready queue's maxReceiveCount never dead-letters it."""
-        wait = throttle_wait(message.receive_count, dispatch.key)
-        self.ports.metrics.count("TenantConcurrencyDelaySeconds", wait, unit="Seconds")
+    def throttled(
+        self,
+        dispatch: Dispatch,
+        message: MessageControl,
+        now: datetime,
+        wait: float | None = None,
+        *,
+        metric: str = "TenantConcurrencyDelaySeconds",
+    ) -> Outcome:
+        """The tenant is at its execution concurrency limit (or the occurrence's flow-control key is, or is paused
+        for `wait` seconds): the occurrence waits (never dropped). After a few receives it goes back as a fresh
+        message, so the ready queue's maxReceiveCount never dead-letters it."""
+        if wait is None:
+            wait = throttle_wait(message.receive_count, dispatch.key)
+        self.ports.metrics.count(metric, wait, unit="Seconds")
         log.info(
             "tenant at its execution concurrency limit: delayed",
             extra={

@@ -10,6 +10,7 @@ from scheduler.core.execution.events import Outbox
 from scheduler.core.jobs.reads import owned_job
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import Clock, Dispatch, Execution, JobReader, Ledger, ReadyQueue
+from scheduler.core.tenancy.flow_control import FlowKeys
 
 
 @dataclass(eq=False)
@@ -20,6 +21,8 @@ class Resolution:
     clock: Clock
     #: Publishes the completion event of a resolved outcome at once (None: the next sweep's drain).
     outbox: Outbox | None = None
+    #: Books a keyed job's run again in its flow-control key's calendar (None: no flow control).
+    flow: FlowKeys | None = None
 
     def resolve(self, tenant: str, job_id: str, key: str, outcome: RunState, note: str) -> Execution:
         """Settle a RECONCILING occurrence: SUCCEEDED (it did take effect) or RETRY_WAIT (run it again).
@@ -39,6 +42,10 @@ class Resolution:
             raise InvalidState(f"occurrence is {execution.state.value}, not RECONCILING")
         if outcome == RunState.RETRY_WAIT:
             now = self.clock.now()
-            again = Dispatch(job_id, job.tenant, execution.scheduled_for, now, job.version, "manual", job.spec.priority)
+            again = Dispatch(
+                job_id, job.tenant, execution.scheduled_for, now, job.version, "manual", job.spec.priority, job.flow_key
+            )
+            if self.flow is not None and again.flow_key is not None:
+                again = again.deferred_to(self.flow.retry_release(job.tenant, again.flow_key, now))
             self.queue.send([again], now)
         return execution

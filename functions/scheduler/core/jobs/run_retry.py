@@ -55,8 +55,10 @@ def retry_run(service: JobService, tenant: str, job_id: str, scheduled_for: date
             raise InvalidState(f"occurrence is {state}, not DEAD or RECONCILING") from None
     elif not _waiting_now(execution, now):
         raise InvalidState(_refusal(execution))
-    again = Dispatch(job_id, job.tenant, execution.scheduled_for, now, job.version, "manual", job.spec.priority)
-    service.dispatcher.queue.send([again], now)
+    again = Dispatch(
+        job_id, job.tenant, execution.scheduled_for, now, job.version, "manual", job.spec.priority, job.flow_key
+    )
+    service.dispatcher.queue.send([service.dispatcher.booked_retry(again)], now)
     log.info("run retried", extra={"key": key, "tenant": tenant, "was": execution.state.value})
     return service.ledger.get(key) or execution
 

@@ -56,6 +56,7 @@ from scheduler.core.ports import (
 )
 from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.core.sweep.dispatch import Dispatcher, manual_timer, timer_for
+from scheduler.core.tenancy.flow_control import FlowKeys
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ class JobService:
     ids: Ids = RANDOM_IDS
     #: Seals secret header values at rest (`scheduler.core.jobs.secrecy`); None: they are stored as given.
     sealer: SecretSealer | None = None
+    #: Flow-control keys (`scheduler.core.tenancy.flow_control`); None: a job naming one is refused.
+    flow: FlowKeys | None = None
 
     def create(self, tenant: str, spec: JobSpec, idempotency_key: str | None, body: Any) -> Created:
         """Validate, then store the job with its first timer atomically, then settle the timer (seal check)."""
@@ -139,6 +142,7 @@ class JobService:
         self._check_secrets(spec)
         self._check_schedule(spec)
         self.check_target(tenant, spec)
+        self._check_flow(tenant, spec)
         now = truncate_ms(self.clock.now())
         idempotency = None
         if submission.idempotency_key is not None:
@@ -167,7 +171,10 @@ class JobService:
         return self._settled(new)
 
     def _settled(self, new: NewJob) -> Created:
-        """After the job is stored: settle its timer (the seal check), then it is created."""
+        """After the job is stored: its flow-control limits become its key's, then its timer is settled (the seal
+        check, which may dispatch it through the key), then it is created. The limits are written after the job so
+        that a refused create (a key reused, the quota full) changes nothing."""
+        self._declare_flow(new.job.tenant, new.job.spec)
         self.dispatcher.settle(new.timer, new.late)
         job = new.job
         log.info(
@@ -199,6 +206,7 @@ class JobService:
             if spec.schedule != job.spec.schedule:  # a schedule stored before a rule keeps running as it is
                 self._check_schedule(spec)
             self.check_target(tenant, spec)
+            self._check_flow(tenant, spec, backlog=False)
             now = truncate_ms(self.clock.now())
             if spec.schedule == job.spec.schedule and job.next_run_at is not None:
                 pending: datetime | None = job.next_run_at
@@ -218,7 +226,9 @@ class JobService:
             changed = job.model_copy(update={**update, "next_run_at": pending})
             return sealed(changed, self.sealer, self._carried(job, spec)), state == JobState.ACTIVE
 
-        return self.change(tenant, job_id, edit)
+        changed = self.change(tenant, job_id, edit)
+        self._declare_flow(tenant, changed.spec)  # after the write: a refused change changes nothing
+        return changed
 
     def cancel(self, tenant: str, job_id: str) -> Job:
         """Tombstone the job (idempotent). Queued occurrences are recorded CANCELLED by the worker."""
@@ -245,6 +255,8 @@ class JobService:
         job = owned_job(self.jobs, tenant, job_id)
         if job.state in (JobState.CANCELLED, JobState.PAUSED):
             raise InvalidState(f"a {job.state.value} job cannot be triggered")
+        if self.flow is not None and job.flow_key is not None:
+            self.flow.check_room(tenant, job.flow_key, None)
         now = truncate_ms(self.clock.now())
         if is_occurrence(job.spec.schedule, now, job.created_at):
             now += timedelta(milliseconds=1)  # an extra occurrence has its own key, never a scheduled one's
@@ -307,6 +319,23 @@ class JobService:
         """The old version's sealed header values, opened only when the new definition keeps one of them."""
         headers = getattr(spec.target, "headers", None) or {}
         return opened_headers(old, self.sealer) if REDACTED in headers.values() else {}
+
+    def _check_flow(self, tenant: str, spec: JobSpec, *, backlog: bool = True) -> None:
+        """A job naming a flow-control key needs flow control here, and room in the key's backlog (a create)."""
+        limits = spec.flow_control
+        if limits is None:
+            return
+        if self.flow is None:
+            raise InvalidRequest(
+                "flow control is not available in this deployment: leave out flow_control", field="flow_control"
+            )
+        if backlog:
+            self.flow.check_room(tenant, limits.key, limits.max_backlog)
+
+    def _declare_flow(self, tenant: str, spec: JobSpec) -> None:
+        """The job's flow-control limits become its key's (the most recent write naming a key sets its limits)."""
+        if self.flow is not None and spec.flow_control is not None:
+            self.flow.declare(tenant, spec.flow_control)
 
     @staticmethod
     def _check_secrets(spec: JobSpec, *, placeholders: bool = False) -> None:

@@ -54,4 +54,6 @@ OCCURRENCE = IdRule(
     f"an occurrence key '<job id>:<RFC 3339 instant>' (or the instant) of at most {MAX_JOB_ID + 64} characters",
 )
 #: A backfill's or a bulk operation's id: the hex the scheduler makes, within a wider rule.
+#: A flow-control key (`scheduler.core.model.flow.FLOW_KEY`).
+FLOW_KEY_ID = IdRule(r"[A-Za-z0-9._:-]+", 128, "1-128 characters of letters, digits, '.', '_', ':' and '-'")
 TOKEN_ID = IdRule(r"[A-Za-z0-9_-]+", 64, "1-64 letters, digits, '-' or '_' (as the API returned it)")

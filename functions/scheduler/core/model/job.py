@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scheduler.core.model.flow import FlowControl
 from scheduler.core.model.labels import LabelSelector, external_id_problem, labels_problem
 from scheduler.core.model.schedules import Instant, Schedule
 
@@ -283,6 +284,8 @@ class JobSpec(_Strict):
     overlap_policy: OverlapPolicy = "skip"
     delivery: Delivery = "at_least_once"
     priority: Priority = "normal"
+    #: The destination's flow-control key and its limits (scheduler.core.model.flow): the key's limits become these.
+    flow_control: FlowControl | None = None
     #: Publish this job's terminal outcomes as completion events (EventBridge PutEvents, $1.00 per million). Left
     #: out: the deployment's default (`SCHEDULER_COMPLETION_EVENTS_DEFAULT`, off), so nobody pays for events
     #: nobody listens to.
@@ -395,6 +398,12 @@ class Job(BaseModel):
     #: The values of the secret headers of an http target, sealed together (`scheduler.core.jobs.secrecy`); the spec
     #: holds REDACTED in their place. None: none sealed (a job stored before sealing keeps its values in the spec).
     sealed_headers: str | None = None
+
+    @property
+    def flow_key(self) -> str | None:
+        """The job's flow-control key (None: its calls are not flow-controlled)."""
+        return self.spec.flow_control.key if self.spec.flow_control is not None else None
+
     #: The version of the job's webhook signing key (scheduler.security.signing.versioned_key_id): 1, the key every job
     #: had before keys had versions, until a rotation. The version it replaced still signs until `previous_key_until`.
     key_version: int = Field(default=1, ge=1)

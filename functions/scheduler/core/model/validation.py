@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 #: Discriminator tags pydantic puts in error locations (`schedule.cron.expression`); users write `schedule.expression`.
+_TAGGED = {"schedule", "target"}
 _TYPE_TAGS = {"once", "cron", "rate", "http", "sqs", "sns", "eventbridge", "lambda", "stepfunctions", "handler"}
 
 
@@ -13,7 +14,13 @@ def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
     """(field path as the user wrote it, human message) for each error."""
     errors = []
     for error in exc.errors():
-        path = [str(p) for p in error["loc"] if str(p) not in _TYPE_TAGS and not str(p).startswith("function-")]
+        loc = [str(p) for p in error["loc"]]
+        # A tag right after the union it discriminates (`schedule.cron`); elsewhere it is a field (`flow_control.rate`).
+        path = [
+            p
+            for i, p in enumerate(loc)
+            if not (p in _TYPE_TAGS and i > 0 and loc[i - 1] in _TAGGED) and not p.startswith("function-")
+        ]
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown field (not part of the job definition)"

@@ -107,6 +107,7 @@ class BackfillRunner:
                 backfill.version,
                 "backfill",
                 job.spec.priority,
+                job.flow_key,
             )
             for at in due
         ]

@@ -21,6 +21,7 @@ from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, truncate_ms
 from scheduler.core.ports import Advance, ChainPlan, Clock, Dispatch, JobStore, Metrics, ReadyQueue, Timer, TimerStore
 from scheduler.core.sweep.landing import LandingBoard
 from scheduler.core.tenancy.fairness import TenantAdmission
+from scheduler.core.tenancy.flow_control import FlowKeys
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +84,23 @@ def timer_for(job: Job, scheduled_for: datetime) -> Timer:
         kind="scheduled",
         plan=plan,
         priority=spec.priority,
+        flow_key=job.flow_key,
     )
 
 
 def manual_timer(job: Job, now: datetime) -> Timer:
     """An extra occurrence fired now (trigger); it has its own key and does not touch the chain."""
-    return Timer(job.job_id, job.tenant, now, now, job.version, kind="manual", plan=None, priority=job.spec.priority)
+    return Timer(
+        job.job_id,
+        job.tenant,
+        now,
+        now,
+        job.version,
+        kind="manual",
+        plan=None,
+        priority=job.spec.priority,
+        flow_key=job.flow_key,
+    )
 
 
 @dataclass(frozen=True)
@@ -111,6 +123,8 @@ class Dispatcher:
     metrics: Metrics
     #: Per-tenant dispatch budgets (scheduler.core.tenancy.fairness); None: no budgets.
     admission: TenantAdmission | None = None
+    #: Flow-control keys (scheduler.core.tenancy.flow_control), applied after the tenants' budgets; None: off.
+    flow: FlowKeys | None = None
     #: How a sweep waits for the instant that lands a message on time (None: it does not wait; sends at once).
     sleep: Callable[[float], None] | None = None
     #: The requests a sweep's buckets share to land their messages on time (None without a window or a sleep).
@@ -237,6 +251,10 @@ class Dispatcher:
         if self.admission is not None:
             admitted = self.admission.admit(dispatches)
             sent, deferred = admitted.sent, admitted.deferred
+        if self.flow is not None and any(d.flow_key is not None for d in sent):
+            # After the tenant's budget: each keyed release at or after the one the budget gave.
+            held = self.flow.admit(sent)
+            sent, deferred = held.sent, deferred + held.deferred
         if sent:
             aligned = land_on_time and len(sent) >= self.config.landing_min_messages
             if aligned and self.sleep is not None and self.config.landing_window is not None:
@@ -249,6 +267,13 @@ class Dispatcher:
             for dispatch, retry_at in deferred:
                 self.place(self._deferred_timer(dispatch, max(retry_at, floor)))
         return sent
+
+    def booked_retry(self, dispatch: Dispatch) -> Dispatch:
+        """An occurrence sent again outside a sweep (an operator's retry), its release booked in its flow-control
+        key's calendar when it has one."""
+        if self.flow is None or dispatch.flow_key is None:
+            return dispatch
+        return dispatch.deferred_to(self.flow.retry_release(dispatch.tenant, dispatch.flow_key, dispatch.send_at))
 
     def send_landing(self, dispatches: Sequence[Dispatch]) -> None:
         """Send each message when it will land at most `landing_lead + landing_window` (110 ms) before its time, in
@@ -311,6 +336,7 @@ class Dispatcher:
                     timer.version,
                     "scheduled",
                     timer.priority,
+                    timer.flow_key,
                     plan=timer.plan,
                 )
             )
@@ -363,6 +389,9 @@ class Dispatcher:
             nxt = next_occurrence(chain.schedule, cursor, chain.anchor)
 
         dispatches = [
-            Dispatch(timer.job_id, timer.tenant, at, fire(at), timer.version, "scheduled", timer.priority) for at in due
+            Dispatch(
+                timer.job_id, timer.tenant, at, fire(at), timer.version, "scheduled", timer.priority, timer.flow_key
+            )
+            for at in due
         ]
         return Plan(dispatches, skipped, cursor, nxt)

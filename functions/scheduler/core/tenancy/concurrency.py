@@ -54,6 +54,9 @@ class Permit:
     holder: str
     #: When the slot's lease ends unless extended (None: nothing held).
     lease_until: datetime | None = None
+    #: The attempt's flow-control key's slot (scheduler.core.tenancy.flow_control), held beside this one: extended
+    #: and released with it.
+    flow: Permit | None = None
 
     @classmethod
     def unlimited(cls, tenant: str, holder: str) -> Permit:
@@ -61,9 +64,15 @@ class Permit:
         return cls(None, tenant, -1, holder)
 
     def extend(self, lease_until: datetime) -> bool:
-        """Whether the slot is still this attempt's, its lease now `lease_until` (True when nothing is held). Never
-        raises: the slot is a budget, not a safety property (the ledger's lease and fencing are); an extension that
-        failed counts as not kept."""
+        """Whether the slot (and the key's, if any) is still this attempt's, its lease now `lease_until` (True when
+        nothing is held). Never raises: the slot is a budget, not a safety property (the ledger's lease and fencing
+        are); an extension that failed counts as not kept."""
+        kept = self._extend(lease_until)
+        if self.flow is not None:
+            kept = self.flow.extend(lease_until) and kept
+        return kept
+
+    def _extend(self, lease_until: datetime) -> bool:
         if self.slots is None:
             return True
         try:
@@ -81,6 +90,8 @@ class Permit:
         return True
 
     def release(self) -> None:
+        if self.flow is not None:
+            self.flow.release()
         if self.slots is None:
             return
         try:

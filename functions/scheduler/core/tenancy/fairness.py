@@ -24,9 +24,10 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from scheduler.core.model.timefmt import from_ms, to_ms, truncate_ms
 from scheduler.core.ports import BudgetCalendar, Clock, Dispatch, Metrics, TenantBudgetStore
@@ -65,20 +66,54 @@ class Budget:
 FairnessConfig = PerTenant[Budget]
 
 
+class Allowance(Protocol):
+    """How many releases a calendar lets into each of its windows."""
+
+    @property
+    def window_ms(self) -> int: ...
+
+    @property
+    def capacity(self) -> int: ...
+
+
 def reserve(
-    calendar: BudgetCalendar | None, wanted: Sequence[datetime], budget: Budget, now: datetime, latest: datetime
+    calendar: BudgetCalendar | None,
+    wanted: Sequence[datetime],
+    budget: Allowance,
+    now: datetime,
+    latest: datetime,
+    *,
+    keep: timedelta = CLOCK_SKEW,
+    rescale: bool = False,
 ) -> tuple[list[datetime], BudgetCalendar]:
     """Release instants for a prefix of `wanted` (ascending): each in the first window at or after it with room,
-    none later than `latest`. Returns them and the calendar with them booked (windows that ended more than the
-    clock-skew allowance before `now` dropped)."""
+    none later than `latest`. Returns them and the calendar with them booked (windows that ended more than `keep`
+    before `now` dropped; `keep` is at least the clock-skew allowance).
+
+    A calendar of another window size is dropped (a changed tenant budget starts a new calendar), unless `rescale`:
+    then each booked window counts in the new window it starts in, so what was booked stays booked (a flow-control
+    key whose rate changes keeps its order and never releases a second time into the same instants). A booking
+    that was delayed (released after it was wanted) is counted in `held`, by the second of its release."""
     size = budget.window_ms
-    kept = to_ms(now - CLOCK_SKEW) // size
+    kept = to_ms(now - max(keep, CLOCK_SKEW)) // size
     booked: dict[int, int] = {}
-    if calendar is not None and calendar.window_ms == size:  # a changed budget starts a new calendar
-        booked = {w: n for w, n in calendar.booked.items() if w >= kept}
+    held: dict[int, tuple[int, int]] = {}
+    if calendar is not None:
+        if calendar.window_ms == size:
+            booked = {w: n for w, n in calendar.booked.items() if w >= kept}
+        elif rescale:
+            for w, count in calendar.booked.items():
+                window = w * calendar.window_ms // size
+                if window >= kept:
+                    booked[window] = booked.get(window, 0) + count
+        if calendar.window_ms == size or rescale:
+            first_second = to_ms(now - max(keep, CLOCK_SKEW)) // 1000
+            held = {second: h for second, h in calendar.held.items() if second >= first_second}
     releases: list[datetime] = []
+    window = 0
     for instant in wanted:
-        window = to_ms(instant) // size
+        # `wanted` is ascending and bookings are only added: every window before the last one booked is still full.
+        window = max(to_ms(instant) // size, window)
         while booked.get(window, 0) >= budget.capacity:
             window += 1
         release = max(instant, from_ms(window * size))
@@ -86,8 +121,63 @@ def reserve(
             break
         booked[window] = booked.get(window, 0) + 1
         releases.append(release)
+        if release > instant:
+            second = to_ms(release) // 1000
+            count, oldest = held.get(second, (0, to_ms(instant)))
+            held[second] = (count + 1, min(oldest, to_ms(instant)))
     version = calendar.version + 1 if calendar is not None else 1
-    return releases, BudgetCalendar(version, size, booked)
+    return releases, BudgetCalendar(version, size, booked, held)
+
+
+@dataclass(frozen=True)
+class Booking:
+    """What one booking in a calendar gave: a release instant for a prefix of `wanted` (ascending), and the latest
+    instant a release could have had (SQS's horizon, from the clock read after the calendar's load)."""
+
+    releases: list[datetime]
+    wanted: list[datetime]
+    latest: datetime
+
+
+#: Loads a calendar for a booking: the stored calendar, the allowance to book it with, and the earliest instant a
+#: release may have (None: now).
+CalendarLoad = Callable[[], tuple[BudgetCalendar | None, Allowance, datetime | None]]
+#: Saves a booked calendar if the stored one is still at version `expected` (None: absent); False if not.
+CalendarSave = Callable[[BudgetCalendar, int | None, datetime], bool]
+
+
+def book(
+    load: CalendarLoad,
+    save: CalendarSave,
+    clock: Clock,
+    asked: Sequence[datetime],
+    *,
+    keep: timedelta = CLOCK_SKEW,
+    rescale: bool = False,
+) -> Booking:
+    """Book releases for `asked` (ascending) in a calendar shared by concurrent processes: read it, reserve, and
+    save it conditional on the version read; a save another process beat is read again (up to WRITE_ATTEMPTS
+    times, then nothing is booked). Nothing is released before now (a past instant asks for now) nor before the
+    load's floor."""
+    releases: list[datetime] = []
+    wanted: list[datetime] = []
+    latest = clock.now() + MAX_RELEASE_DELAY
+    for _ in range(WRITE_ATTEMPTS):
+        current, allowance, floor = load()
+        # The clock is read after the load: a process paused before it would book windows the others have
+        # dropped as past (they look empty), and release a second window's worth into them.
+        now = clock.now()
+        start = now if floor is None else max(now, floor)
+        wanted = [truncate_ms(max(instant, start)) for instant in asked]
+        latest = now + MAX_RELEASE_DELAY
+        releases, booked = reserve(current, wanted, allowance, now, latest, keep=keep, rescale=rescale)
+        if not releases:
+            break  # nothing fits: nothing to record
+        expected = current.version if current is not None else None
+        if save(booked, expected, latest + timedelta(days=1)):
+            break
+        releases = []  # another process booked windows meanwhile: read again
+    return Booking(releases, wanted, latest)
 
 
 @dataclass
@@ -131,23 +221,15 @@ class TenantAdmission:
 
     def _admit_tenant(self, tenant: str, dispatches: list[Dispatch], into: Admitted) -> None:
         budget = self.config.of(tenant)
-        releases: list[datetime] = []
-        for _ in range(WRITE_ATTEMPTS):
-            current = self.budgets.load(tenant)
-            # The clock is read after the load: a process paused before it would book windows the others have
-            # dropped as past (they look empty), and release a second window's worth into them.
-            now = self.clock.now()
-            # Oldest first; nothing is released before now (a past fire time asks for now: catch-up is paced too).
-            ordered = sorted(dispatches, key=lambda d: max(d.send_at, now))
-            wanted = [truncate_ms(max(d.send_at, now)) for d in ordered]
-            latest = now + MAX_RELEASE_DELAY
-            releases, booked = reserve(current, wanted, budget, now, latest)
-            if not releases:
-                break  # nothing fits: nothing to record
-            expected = current.version if current is not None else None
-            if self.budgets.save(tenant, booked, expected, expires=latest + timedelta(days=1)):
-                break
-            releases = []  # another sweeper booked windows meanwhile: read again
+        # Oldest first; nothing is released before now (a past fire time asks for now: catch-up is paced too).
+        ordered = sorted(dispatches, key=lambda d: d.send_at)
+        booking = book(
+            lambda: (self.budgets.load(tenant), budget, None),
+            lambda calendar, expected, expires: self.budgets.save(tenant, calendar, expected, expires),
+            self.clock,
+            [d.send_at for d in ordered],
+        )
+        releases, wanted, latest = booking.releases, booking.wanted, booking.latest
         into.sent += [
             d if release <= d.fire_at else d.deferred_to(release) for d, release in zip(ordered, releases, strict=False)
         ]
