@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from punctual_cdk.lambda_function import Entry, FunctionBuild, SchedulerFunction
 from scheduler.core.model.job import JobSpec
 from scheduler.core.model.labels import MANAGED_BY_LABEL, label_value_problem
+from scheduler.core.model.validation import field_errors
 from scheduler.ops.scheduled_jobs import (
     API_URL_VARIABLE,
     RESOURCE_TYPE,
@@ -150,11 +151,7 @@ def _spec_problems(definition: Mapping[str, Any], owner: str) -> list[str]:
     try:
         JobSpec.model_validate({**definition, "external_id": f"{owner}:check", "labels": labels})
     except ValidationError as error:
-        return [
-            f"{'.'.join(str(part) for part in issue['loc']) or 'definition'}: "
-            + issue["msg"].removeprefix("Value error, ")
-            for issue in error.errors()
-        ]
+        return [f"{field}: {message}" for field, message in field_errors(error)]
     return []
 
 

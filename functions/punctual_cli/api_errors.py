@@ -13,9 +13,10 @@ class InvalidDefinition(ApiError):
     """A job definition refused here, before sending, with the same status and messages the API would give."""
 
 
-def definition_problem(exc: ValidationError) -> InvalidDefinition:
-    """The 422 the API answers for this validation error: fields as the API names them, same messages."""
-    errors = field_errors(exc)
+def definition_problem(exc: ValidationError, at: tuple[str, ...] = ()) -> InvalidDefinition:
+    """The 422 the API answers for this validation error: fields as the API names them, same messages (`at`: where
+    the validated value sits in a job definition)."""
+    errors = field_errors(exc, at)
     return InvalidDefinition(
         422,
         "Unprocessable Content",

@@ -16,8 +16,6 @@ from pydantic import TypeAdapter, ValidationError
 from punctual_cli import output
 from punctual_cli.client import (
     ApiError,
-    FieldError,
-    InvalidDefinition,
     Job,
     SchedulerClient,
     TransportError,
@@ -233,9 +231,7 @@ def cmd_preview(ctx: Context) -> int:
     try:
         parsed = TypeAdapter(Schedule).validate_python(schedule)
     except ValidationError as exc:
-        problem = definition_problem(exc)
-        errors = tuple(FieldError(f"schedule.{e.field}".rstrip("."), e.message) for e in problem.errors)
-        raise InvalidDefinition(422, problem.title, f"schedule.{problem.detail}", errors=errors) from None
+        raise definition_problem(exc, at=("schedule",)) from None
     now = truncate_ms(datetime.now(UTC))  # as the API stamps created_at: rate anchors fall on whole ms
     after = datetime.fromisoformat(parse_instant(args.after, args.tz, "--after")) if args.after else now
     instants = preview(parsed, after, now, args.count)

@@ -189,7 +189,7 @@ def test_jobs_as_code_leave_no_unacknowledged_cdk_nag_finding(declared: Declared
     [
         ({**NIGHTLY, "external_id": "mine"}, "external_id is the stack's to set"),
         ({**NIGHTLY, "labels": {MANAGED_BY_LABEL: "me"}}, f"the label {MANAGED_BY_LABEL} is the stack's to set"),
-        ({**NIGHTLY, "schedule": {"type": "cron", "expression": "61 * * * *"}}, "schedule"),
+        ({**NIGHTLY, "schedule": {"type": "cron", "expression": "61 * * * *"}}, "schedule.expression: minute must be"),
         ({**NIGHTLY, "target": {"type": "http"}}, "target"),
         ({**NIGHTLY, "retry": {"max_attempts": "many"}}, "retry.max_attempts"),
     ],

@@ -10,11 +10,12 @@ _TAGGED = {"schedule", "target"}
 _TYPE_TAGS = {"once", "cron", "rate", "http", "sqs", "sns", "eventbridge", "lambda", "stepfunctions", "handler"}
 
 
-def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
-    """(field path as the user wrote it, human message) for each error."""
+def field_errors(exc: ValidationError, at: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(field path as the user wrote it, human message) for each error; `at` is where the validated value sits in
+    a job definition (`("schedule",)` for a schedule validated alone)."""
     errors = []
     for error in exc.errors():
-        loc = [str(p) for p in error["loc"]]
+        loc = [*at, *(str(p) for p in error["loc"])]
         # A tag right after the union it discriminates (`schedule.cron`); elsewhere it is a field (`flow_control.rate`).
         path = [
             p
