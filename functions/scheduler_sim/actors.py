@@ -123,7 +123,7 @@ class Actor:
             tenant_budgets=FaultyTenantBudgets(sim.tenant_budgets, self.gate),
             tenant_slots=FaultyTenantSlots(sim.tenant_slots, self.gate),
             flow_controls=sim.flow_controls,
-            flow_slots=FaultyTenantSlots(sim.flow_slots, self.gate),
+            flow_slots=FaultyTenantSlots(sim.flow_slots, self.gate, sim.flow_slot_leases),
             events=FaultyPublisher(sim.bus, self.gate),
             backfills=FaultyBackfills(sim.backfills, self.gate),
         )

@@ -297,17 +297,27 @@ class FaultyQueue(Gated[ReadyQueue]):
 
 
 class FaultyTenantSlots(Gated[TenantSlots]):
-    """A worker's execution slots (per-tenant execution budgets), through its gate."""
+    """A worker's execution slots (per-tenant execution budgets, or flow-control keys'), through its gate; the lease
+    each acquire or extension grants is noted in `leases` by (slot owner, holder), for the checker."""
+
+    def __init__(self, inner: TenantSlots, gate: Gate, leases: dict[tuple[str, str], datetime] | None = None) -> None:
+        super().__init__(inner, gate)
+        self.leases = leases
 
     def acquire(self, tenant: str, limit: int, holder: str, now: datetime, lease_until: datetime) -> int | None:
         with self.gate.call("slots.acquire", tenant):
             slot = self.inner.acquire(tenant, limit, holder, now, lease_until)
             self.gate.result("slots.acquire", slot)
+        if slot is not None and self.leases is not None:
+            self.leases[(tenant, holder)] = lease_until
         return slot
 
     def extend(self, tenant: str, slot: int, holder: str, lease_until: datetime) -> bool:
         with self.gate.call("slots.extend", tenant):
-            return self.inner.extend(tenant, slot, holder, lease_until)
+            kept = self.inner.extend(tenant, slot, holder, lease_until)
+        if kept and self.leases is not None:
+            self.leases[(tenant, holder)] = lease_until
+        return kept
 
     def release(self, tenant: str, slot: int, holder: str) -> None:
         with self.gate.call("slots.release", tenant):

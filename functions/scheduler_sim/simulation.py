@@ -124,6 +124,8 @@ class Simulation:
         # with a parallelism below the tenant's execution budget (and sometimes a rate), from their own stream.
         self.flow_controls = stores.flow_controls
         self.flow_slots = variant.flow_slots() if variant is not None else stores.flow_slots
+        #: The lease each attempt's flow-control slot was last granted, by (key's slot owner, holder) (invariant 15).
+        self.flow_slot_leases: dict[tuple[str, str], datetime] = {}
         add_flow_control(self.workload, random.Random(f"punctual-sim/flow/{seed}"))
         self.fairness = draw_fairness(random.Random(f"punctual-sim/budgets/{seed}"))
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say

@@ -9,11 +9,12 @@ what at-most-once jobs are judged by.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from scheduler.core.model.job import RunState
 from scheduler.core.ports import TargetCall, TargetFailure
+from scheduler.core.tenancy.flow_control import flow_owner
 from scheduler_sim.records import Fate, RawCall, Verdict
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 #: A lease is only counted as live this far inside it, beyond what the actors' clocks may differ by (twice each
 #: one's offset, `FaultProfile.skew_seconds`).
 SKEW_SLACK = timedelta(seconds=2)
+#: The slot lease of an attempt that took no slot (its key had no parallelism when it started).
+NO_LEASE = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
 
 
 @dataclass
@@ -79,7 +82,12 @@ class SinkTarget:
         if key is None:
             return []
         running = self.keyed_in_flight.setdefault((call.job.tenant, key), [])
-        live = [k for k, token in running if (until := self._leased(k, token)) and until - margin > now]
+        owner = flow_owner(call.job.tenant, key)
+        live = [
+            k
+            for k, token in running
+            if (until := self._leased(k, token)) and until - margin > now and self._slot_leased(owner, k) - margin > now
+        ]
         state = self.sim.flow_controls.get(call.job.tenant, key)
         parallelism = state.limits.parallelism if state is not None else None
         if parallelism is not None and len(live) >= parallelism:
@@ -88,6 +96,16 @@ class SinkTarget:
                 f"{len(live)} ({', '.join(live)}) were running, parallelism {parallelism}"
             )
         return running
+
+    def _slot_leased(self, owner: str, key: str) -> datetime:
+        """Until when the attempt holding `key` holds its slot of `owner`, as its acquire or last extension granted
+        it. An attempt that stalled past that lease (a frozen worker) has lost the slot as it would have lost its
+        claim, and no longer counts, even once its heartbeat renewed the ledger's lease (nobody claimed the
+        occurrence meanwhile) and before it is told the slot is gone."""
+        item = self.sim.ledger.items.get(key)
+        if item is None or item.owner is None:
+            return NO_LEASE
+        return self.sim.flow_slot_leases.get((owner, item.owner), NO_LEASE)
 
     def _leased(self, key: str, token: int) -> datetime | None:
         """Until when the attempt of `token` holds its occurrence (the ledger's lease, which its heartbeat renews);
