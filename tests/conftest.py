@@ -28,10 +28,12 @@ EMULATOR_BACKENDS = frozenset({"dynamodb", "sqs"})
 #: spreads the system tests over two workers a file at a time, in the order collected: these start first, so the
 #: short files fill the gaps instead of one of these running last, alone.
 LONGEST_FIRST = (
+    "test_jobs_as_code_deploy.py",
+    "test_deploy.py",
+    "test_bench.py",
     "test_prescale_local.py",
     "test_schemathesis.py",
-    "test_bench.py",
-    "test_deploy.py",
+    "test_flow_control.py",
     "test_careful_user.py",
     "test_chaos.py",
     "test_sweepers.py",
