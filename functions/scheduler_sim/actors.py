@@ -121,7 +121,7 @@ class Actor:
             ledger or self.ledger,
             self.queue,
             tenant_budgets=FaultyTenantBudgets(sim.tenant_budgets, self.gate),
-            tenant_slots=FaultyTenantSlots(sim.tenant_slots, self.gate),
+            tenant_slots=FaultyTenantSlots(sim.tenant_slots, self.gate, sim.slot_leases),
             flow_controls=sim.flow_controls,
             flow_slots=FaultyTenantSlots(sim.flow_slots, self.gate, sim.flow_slot_leases),
             events=FaultyPublisher(sim.bus, self.gate),

@@ -126,6 +126,8 @@ class Simulation:
         self.flow_slots = variant.flow_slots() if variant is not None else stores.flow_slots
         #: The lease each attempt's flow-control slot was last granted, by (key's slot owner, holder) (invariant 15).
         self.flow_slot_leases: dict[tuple[str, str], datetime] = {}
+        #: The same for each attempt's execution slot, by (tenant, holder) (invariant 9).
+        self.slot_leases: dict[tuple[str, str], datetime] = {}
         add_flow_control(self.workload, random.Random(f"punctual-sim/flow/{seed}"))
         self.fairness = draw_fairness(random.Random(f"punctual-sim/budgets/{seed}"))
         # The actors compose the real core from these (`scheduler.composition.compose`); the settings only say

@@ -59,7 +59,14 @@ class SinkTarget:
         # Others still inside their lease, as their heartbeats renewed it (with a margin for the actors' clock skew):
         # a worker frozen past its lease has lost its slot as it has lost its claim, so it does not count.
         margin = timedelta(seconds=2 * self.sim.profile.skew_seconds) + SKEW_SLACK
-        live = [key for key, token in running if (until := self._leased(key, token)) and until - margin > now]
+        leases = self.sim.slot_leases
+        live = [
+            key
+            for key, token in running
+            if (until := self._leased(key, token))
+            and until - margin > now
+            and self._slot_leased(leases, tenant, key) - margin > now
+        ]
         limit = self.sim.concurrency.of(tenant)
         if limit > 0 and len(live) >= limit:
             self.over_limit.append(
@@ -86,7 +93,9 @@ class SinkTarget:
         live = [
             k
             for k, token in running
-            if (until := self._leased(k, token)) and until - margin > now and self._slot_leased(owner, k) - margin > now
+            if (until := self._leased(k, token))
+            and until - margin > now
+            and self._slot_leased(self.sim.flow_slot_leases, owner, k) - margin > now
         ]
         state = self.sim.flow_controls.get(call.job.tenant, key)
         parallelism = state.limits.parallelism if state is not None else None
@@ -97,15 +106,15 @@ class SinkTarget:
             )
         return running
 
-    def _slot_leased(self, owner: str, key: str) -> datetime:
-        """Until when the attempt holding `key` holds its slot of `owner`, as its acquire or last extension granted
-        it. An attempt that stalled past that lease (a frozen worker) has lost the slot as it would have lost its
-        claim, and no longer counts, even once its heartbeat renewed the ledger's lease (nobody claimed the
-        occurrence meanwhile) and before it is told the slot is gone."""
+    def _slot_leased(self, leases: dict[tuple[str, str], datetime], owner: str, key: str) -> datetime:
+        """Until when the attempt holding `key` holds its slot of `owner` (a tenant, or a tenant's flow-control key),
+        as its acquire or last extension granted it (`leases`). An attempt that stalled past that lease (a frozen
+        worker) has lost the slot as it would have lost its claim, and no longer counts, even once its heartbeat
+        renewed the ledger's lease (nobody claimed the occurrence meanwhile) and before it is told the slot is gone."""
         item = self.sim.ledger.items.get(key)
         if item is None or item.owner is None:
             return NO_LEASE
-        return self.sim.flow_slot_leases.get((owner, item.owner), NO_LEASE)
+        return leases.get((owner, item.owner), NO_LEASE)
 
     def _leased(self, key: str, token: int) -> datetime | None:
         """Until when the attempt of `token` holds its occurrence (the ledger's lease, which its heartbeat renews);
