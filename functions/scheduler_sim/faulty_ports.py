@@ -24,6 +24,7 @@ from scheduler.core.ports import (
     Dispatch,
     EventPublisher,
     Execution,
+    Hold,
     IdempotencyRecord,
     JobStore,
     Ledger,
@@ -215,6 +216,10 @@ class FaultyLedger(Gated[Ledger]):
     def void_copies(self, key: str, now: datetime) -> None:
         with self.gate.call("ledger.void_copies", key):
             self.inner.void_copies(key, now)
+
+    def mark_held(self, dispatch: Dispatch, hold: Hold) -> None:
+        with self.gate.call("ledger.mark_held", dispatch.key):
+            self.inner.mark_held(dispatch, hold)
 
     def get(self, key: str) -> Execution | None:
         self.gate.before("ledger.get", key)

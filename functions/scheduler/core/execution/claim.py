@@ -15,7 +15,7 @@ from scheduler.core.execution.source import CopyVoid, JobSource
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.schedules import unindexed_occurrence
-from scheduler.core.ports import Attempt, Dispatch, Execution, MessageControl
+from scheduler.core.ports import Attempt, Dispatch, Execution, Hold, MessageControl
 from scheduler.core.tenancy.concurrency import Permit
 
 
@@ -33,7 +33,13 @@ class Claim:
         take_over = job.spec.delivery == "at_least_once"
         try:
             attempt = Attempt(
-                owner, now, now + self.ports.config.lease, take_over, indexed(job, dispatch), source.on_copy
+                owner,
+                now,
+                now + self.ports.config.lease,
+                take_over,
+                indexed(job, dispatch),
+                source.on_copy,
+                released_late(dispatch),
             )
             execution = self.ports.ledger.claim(dispatch, attempt)
         except ClaimRefused as refused:
@@ -86,3 +92,11 @@ def indexed(job: Job, dispatch: Dispatch) -> bool:
     if dispatch.kind != "scheduled":
         return True
     return unindexed_occurrence(job.spec.schedule, job.created_at) != dispatch.scheduled_for
+
+
+def released_late(dispatch: Dispatch) -> Hold | None:
+    """The hold of a keyed occurrence whose message carries its key's release after its fire time (its key's
+    calendar booked it later: a rate hold, or a release after a pause), else None."""
+    if dispatch.flow_key is None or dispatch.not_before is None or dispatch.not_before <= dispatch.fire_at:
+        return None
+    return Hold(dispatch.flow_key, dispatch.fire_at, frozenset({"rate"}))
