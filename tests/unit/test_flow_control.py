@@ -238,6 +238,18 @@ def test_a_run_its_keys_calendar_released_late_shows_its_rate_held_it() -> None:
     assert run.held.detail(None).startswith("waiting for flow-control key payments-api: its rate, since ")
 
 
+def test_a_release_under_a_second_after_the_fire_time_is_not_told_as_a_hold() -> None:
+    world = MemoryCore.build(max_active_jobs=10)
+    _job, dispatch = world.due(flow_control=PAYMENTS)
+    released = dispatch.deferred_to(world.now() + timedelta(milliseconds=900))  # a window's rounding
+    world.clock.advance(1)
+
+    assert world.executor().execute(released, StubMessage()).ack
+
+    run = world.ledger.get(dispatch.key)
+    assert run is not None and run.state is RunState.SUCCEEDED and run.held is None
+
+
 def test_a_worker_killed_mid_call_frees_the_keys_slot_when_its_lease_ends() -> None:
     world = MemoryCore.build(max_active_jobs=10)
     _first, second = due_now(world, 2, {"key": "slow-api", "parallelism": 1})

@@ -245,9 +245,9 @@ HOLD_REASONS: tuple[HoldReason, ...] = ("rate", "parallelism", "paused")
 @dataclass(frozen=True)
 class Hold:
     """Why an occurrence started later than its fire time: its flow-control key `key` held it back
-    (docs/flow-control.md, "Where a held occurrence waits"), from `since` (its fire time), for the `reasons` its key
-    gave. Recorded on the run by its first claim (a rate hold: the message carries the key's release) and, for a
-    parallelism or pause hold, by one write when the hold begins (`Ledger.mark_held`)."""
+    (docs/flow-control.md, "What a held run shows"), from `since` (its fire time), for the `reasons` its key gave.
+    Recorded on the run by its claim (a rate hold: the message carries the key's release) and, for a parallelism or
+    pause hold, by one write when the hold begins (`Ledger.mark_held`), which the first claim keeps."""
 
     key: str
     since: datetime
@@ -291,8 +291,8 @@ class Attempt:
     #: Made on the message's copy of the job (`Dispatch.job_copy`) rather than on a read of it: refused with
     #: `ClaimRefused.void_copy` once a change of the job has voided the copies of this occurrence.
     on_copy: bool = False
-    #: What held the occurrence back before this attempt (its flow-control key's release): recorded on the item by
-    #: its first claim, merged with a hold `Ledger.mark_held` recorded before it.
+    #: What held the occurrence back before this attempt (its flow-control key's release): merged into the item's
+    #: hold (its first key and start kept, the reasons added), with what `Ledger.mark_held` recorded before it.
     held: Hold | None = None
 
 

@@ -62,8 +62,8 @@ class Job(TypedDict):
 
 
 class RunHold(TypedDict):
-    """What held a run back before its first attempt: its flow-control key (docs/flow-control.md, "Where a held
-    occurrence waits")."""
+    """What held a run back before its first attempt: its flow-control key (docs/flow-control.md, "What a held run
+    shows")."""
 
     key: Annotated[str, _named("the flow-control key that held the run")]
     reasons: Annotated[

@@ -70,8 +70,9 @@ class MemoryLedger:
                 raise ClaimRefused(self.snapshot(item))
             if item is None:
                 item = Execution.unstarted(dispatch, RunState.RUNNING, now)
-                item.held = Hold.merged(self.holds.pop(dispatch.key, None), attempt.held)
+                item.held = self.holds.pop(dispatch.key, None)
                 self.items[dispatch.key] = item
+            item.held = Hold.merged(item.held, attempt.held)
             item.state = RunState.RUNNING
             item.epoch += 1
             item.attempts += 1

@@ -5,7 +5,7 @@ stands."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from scheduler.core.errors import ClaimRefused
 from scheduler.core.execution.claimed import Claimed
@@ -17,6 +17,10 @@ from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.schedules import unindexed_occurrence
 from scheduler.core.ports import Attempt, Dispatch, Execution, Hold, MessageControl
 from scheduler.core.tenancy.concurrency import Permit
+
+#: A key's release less than this after the fire time is not told as a hold: a message lands up to a second early
+#: or late anyway (SQS counts its delays in whole seconds), and a key's calendar rounds a release to its window.
+HELD_AT_LEAST = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,10 @@ def indexed(job: Job, dispatch: Dispatch) -> bool:
 
 
 def released_late(dispatch: Dispatch) -> Hold | None:
-    """The hold of a keyed occurrence whose message carries its key's release after its fire time (its key's
-    calendar booked it later: a rate hold, or a release after a pause), else None."""
-    if dispatch.flow_key is None or dispatch.not_before is None or dispatch.not_before <= dispatch.fire_at:
+    """The hold of a keyed occurrence whose message carries its key's release at least `HELD_AT_LEAST` after its fire
+    time (its key's calendar booked it later: a rate hold, or a release after a pause), else None."""
+    if dispatch.flow_key is None or dispatch.not_before is None:
+        return None
+    if dispatch.not_before - dispatch.fire_at < HELD_AT_LEAST:
         return None
     return Hold(dispatch.flow_key, dispatch.fire_at, frozenset({"rate"}))
