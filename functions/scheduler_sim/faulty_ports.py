@@ -24,6 +24,7 @@ from scheduler.core.ports import (
     Dispatch,
     EventPublisher,
     Execution,
+    Hold,
     IdempotencyRecord,
     JobStore,
     Ledger,
@@ -215,6 +216,15 @@ class FaultyLedger(Gated[Ledger]):
     def void_copies(self, key: str, now: datetime) -> None:
         with self.gate.call("ledger.void_copies", key):
             self.inner.void_copies(key, now)
+
+    def mark_held(self, dispatch: Dispatch, hold: Hold) -> None:
+        # Told, never decided on: a mark changes no state any invariant judges, and the worker goes on the same
+        # whether it failed or not, so a fault here reaches no state the neighbouring gates do not. It passes no
+        # gate (and draws nothing from the seed's faults, which stay those of the protocol's own calls); traced.
+        host = self.gate.host
+        if host.trace_calls:
+            host.trace(self.gate.actor, f"ledger.mark_held({dispatch.key})")
+        self.inner.mark_held(dispatch, hold)
 
     def get(self, key: str) -> Execution | None:
         self.gate.before("ledger.get", key)

@@ -312,6 +312,20 @@ class Job(ApiModel):
         return {k: v for k, v in self.raw.items() if k in JobDefinition.model_fields}
 
 
+class RunHold(ApiModel):
+    """What held a run back before its first attempt: its flow-control key (docs/flow-control.md)."""
+
+    key: str
+    #: Which of the key's limits held it: `rate`, `parallelism`, `paused` (kept as sent: a newer API may add one).
+    reasons: list[str] = Field(default_factory=list)
+    #: When the hold began: the run's fire time.
+    since: datetime | None = None
+    #: How long the key held it, from its fire time to its first attempt (None: not yet).
+    seconds: float | None = None
+    #: The hold as people read it.
+    detail: str = ""
+
+
 class Run(ApiModel):
     """One occurrence's run: its key, ledger state, attempts, times, last error and history."""
 
@@ -326,6 +340,8 @@ class Run(ApiModel):
     last_error: str | None = None
     result: Any = None
     history: list[Any] = Field(default_factory=list)
+    #: What held the run back before its first attempt (None: nothing did, or an older API).
+    held: RunHold | None = None
 
 
 class Backfill(ApiModel):
@@ -522,6 +538,7 @@ __all__ = [
     "RateSchedule",
     "RetryPolicy",
     "Run",
+    "RunHold",
     "RunState",
     "Schedule",
     "SigningKey",

@@ -17,7 +17,7 @@ from scheduler.adapters.dynamodb import DynamoJobStore, DynamoLedger, DynamoTime
 from scheduler.core.errors import ClaimLost, ClaimRefused, Fenced, LeaseLost, VersionConflict
 from scheduler.core.model.job import JobState, RunState
 from scheduler.core.ports import Advance, AttemptEnd, BucketClaim, IdempotencyRecord, NewJob
-from scheduler.core.records import Attempt
+from scheduler.core.records import Attempt, Hold
 
 pytestmark = pytest.mark.emulator
 
@@ -137,6 +137,11 @@ def test_every_dynamodb_adapter_method_runs_on_dynamodb_local(resources, dynamod
     with pytest.raises(ClaimRefused):
         ledger.claim(copied, Attempt("w5", t0, t0 + timedelta(minutes=1), on_copy=True))
     assert ledger.claim(copied, Attempt("w5", t0, t0 + timedelta(minutes=1))).epoch == 1
+    held = make.dispatch()
+    ledger.mark_held(held, Hold("slow-api", t0, frozenset({"parallelism"})))
+    assert ledger.claim(held, Attempt("w6", t0, t0 + timedelta(minutes=1))).held == Hold(
+        "slow-api", t0, frozenset({"parallelism"})
+    )
     lost = make.dispatch(job.job_id, t0 + timedelta(minutes=2))
     held_run = ledger.claim(lost, Attempt("w3", t0, t0 + timedelta(seconds=1), False))
     assert ledger.expire_to(lost.key, held_run.epoch, RunState.RECONCILING, t0 + timedelta(seconds=2), "lost")

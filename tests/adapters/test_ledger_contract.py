@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.model.job import RunState
-from scheduler.core.records import Attempt, AttemptEnd, Between
+from scheduler.core.records import Attempt, AttemptEnd, Between, Hold
 
 LEASE = timedelta(seconds=60)
 
@@ -54,6 +54,34 @@ def test_claim_of_a_new_occurrence(ledger, make) -> None:
     assert got.created_at == make.t0
     assert got.next_attempt_at is None and got.finished_at is None
     assert ledger.get(d.key) == got
+
+
+# -- holds of a flow-control key -----------------------------------------------------------------------------
+
+
+def test_a_claim_keeps_what_held_the_occurrence_merged_with_the_marks_before_it(ledger, make) -> None:
+    d = make.dispatch()
+    due = d.fire_at
+    ledger.mark_held(d, Hold("slow-api", due, frozenset({"parallelism"})))
+    ledger.mark_held(d, Hold("slow-api", due + timedelta(seconds=3), frozenset({"paused"})))  # a later hold of it
+    assert ledger.get(d.key) is None  # a mark is no run: the occurrence is still new
+    assert ledger.runs(d.job_id, 10, None)[0] == []
+
+    rate = Hold("slow-api", due, frozenset({"rate"}))
+    got = ledger.claim(d, Attempt("w1", make.t0, make.t0 + LEASE, held=rate))
+
+    assert got.held == Hold("slow-api", due, frozenset({"parallelism", "paused", "rate"}))
+    assert ledger.get(d.key).held == got.held
+    assert ledger.runs(d.job_id, 10, None)[0][0].held == got.held
+
+
+def test_a_mark_after_the_first_claim_changes_nothing_and_an_unheld_claim_has_no_hold(ledger, make) -> None:
+    d, unheld = make.dispatch(), make.dispatch()
+    claim(ledger, d, "w1", make.t0)
+    ledger.mark_held(d, Hold("slow-api", d.fire_at, frozenset({"parallelism"})))
+
+    assert ledger.get(d.key).held is None
+    assert claim(ledger, unheld, "w1", make.t0).held is None
 
 
 def test_get_unknown_is_none(ledger) -> None:

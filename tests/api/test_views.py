@@ -23,6 +23,7 @@ READ_BY_THE_SDK: dict[str, type[BaseModel]] = {
     "Job": models.Job,
     "LastRun": models.LastRun,
     "Run": models.Run,
+    "RunHold": models.RunHold,
     "Backfill": models.Backfill,
     "Trigger": models.Triggered,
     "SigningKeys": models.SigningKeys,

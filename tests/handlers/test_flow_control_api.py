@@ -1,17 +1,24 @@
 """`/v1/flow-controls`: a tenant's flow-control keys through the api Lambda on DynamoDB Local - set by a job or a PUT
 (last write wins), read with their live view, listed; bad limits are a 422 that says what to fix and change
-nothing; a create beyond a key's max_backlog is a 429 naming the key."""
+nothing; a create beyond a key's max_backlog is a 429 naming the key; and a run its key held shows why."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from scheduler.adapters.dispatch_message import dispatch_to_body
+from scheduler.adapters.dynamodb import DynamoTenantSlots
 from scheduler.core.model.timefmt import rfc3339
-from scheduler.handlers import sweeper
+from scheduler.core.ports import Dispatch
+from scheduler.core.tenancy.flow_control import flow_owner
+from scheduler.handlers import sweeper, worker
 from scheduler.handlers.local_invocation import LocalContext
+from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
+from tests.handlers.test_concurrency_handlers import records
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
 
@@ -86,3 +93,44 @@ def test_a_create_beyond_the_keys_max_backlog_is_a_429_naming_the_key(api_call) 
     assert refused.status == 429, refused.text
     assert "slow-api" in refused.body["detail"] and int(refused.header("Retry-After") or 0) >= 1
     assert api_call("GET", "/v1/flow-controls/slow-api", tenant=TENANT_A).body["backlog"] == 2
+
+
+def test_a_run_its_key_held_shows_the_key_and_why_in_its_history(
+    env, api_call, hook, sqs_client, dynamodb_client
+) -> None:
+    # Given a keyed job (one call at a time) whose one slot another worker holds, and a trigger of it due now
+    url, calls = hook
+    later = rfc3339(datetime.now(UTC) + timedelta(hours=1))
+    flow = {"key": "slow-api", "parallelism": 1}
+    body = {"schedule": {"type": "once", "at": later}, "target": {"type": "http", "url": url}, "flow_control": flow}
+    created = api_call("POST", "/v1/jobs", body, tenant=TENANT_A)
+    assert created.status == 201, created.text
+    job_id = str(created.body["job_id"])
+    slots = DynamoTenantSlots(env.jobs_table, dynamodb_client, kind="FLOWSLOT")
+    now = datetime.now(UTC)
+    assert slots.acquire(flow_owner(TENANT_A, "slow-api"), 1, "another-worker", now, now + timedelta(minutes=5)) == 0
+    due = now.replace(microsecond=0) - timedelta(seconds=1)
+    dispatch = Dispatch(job_id, TENANT_A, due, due, 1, "manual", flow_key="slow-api")
+    sqs_client.send_message(QueueUrl=env.ready_queue_url, MessageBody=dispatch_to_body(dispatch, LOCAL_MESSAGE_KEY))
+
+    # When the worker gets it, it waits for the slot (nothing claimed, nothing called)
+    [record] = records(sqs_client, env.ready_queue_url)
+    result = worker.lambda_handler({"Records": [record]}, LocalContext("punctual-worker", 120))
+    assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == [record["messageId"]]
+    assert calls == []
+    assert api_call("GET", f"/v1/jobs/{job_id}/runs", tenant=TENANT_A).body["runs"] == []
+
+    # Then once the slot is free it runs, and its run tells which key held it, why, and how long
+    slots.release(flow_owner(TENANT_A, "slow-api"), 0, "another-worker")
+    deadline = time.monotonic() + 30
+    while not calls and time.monotonic() < deadline:
+        batch = records(sqs_client, env.ready_queue_url)
+        if batch:
+            worker.lambda_handler({"Records": batch}, LocalContext("punctual-worker", 120))
+    [run] = api_call("GET", f"/v1/jobs/{job_id}/runs", tenant=TENANT_A).body["runs"]
+    assert run["state"] == "SUCCEEDED"
+    held = run["held"]
+    assert (held["key"], held["reasons"], held["since"]) == ("slow-api", ["parallelism"], rfc3339(due))
+    assert held["seconds"] >= 1
+    assert held["detail"].startswith("held by flow-control key slow-api for ")
+    assert held["detail"].endswith(": a slot of its parallelism")

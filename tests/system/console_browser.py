@@ -135,7 +135,36 @@ def scenario(page: Page, given: dict[str, Any], shots: Path) -> None:
     shoot(page, shots, "forecast")
     step("charts")
 
+    flows(page, given["flow"], shots)
     bulk_pause(page, given["bulk"], shots)
+
+
+def flows(page: Page, flow: dict[str, Any], shots: Path) -> None:
+    """The Flows page lists the key with its limits and live state, its link opens the key's view; the keyed job's
+    page names the key (linking to it) and its limits, and its run the key held back says so."""
+    page.get_by_role("navigation", name="main").get_by_role("link", name="Flows").click()
+    keys = page.get_by_role("table", name="flow-control keys")
+    row = keys.locator(f"tr[data-key='{flow['key']}']")
+    expect(row).to_contain_text(flow["limits"])
+    expect(row.locator("td").nth(1)).to_have_text(re.compile(r"^\d+$"))  # the backlog, a count
+    shoot(page, shots, "flows")
+    row.get_by_role("link", name=flow["key"]).click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(flow["key"])
+    expect(page.locator("#flow-key")).to_contain_text(flow["limits"])
+    expect(page.locator("#flow-paused")).to_have_text("no")
+    step("flows", key=flow["key"])
+
+    page.goto(f"{page.url.split('#')[0]}#/jobs/{flow['job_id']}")
+    expect(page.get_by_role("heading", level=1)).to_contain_text(flow["job_name"])
+    facts = page.locator("#job-flow-control")
+    expect(facts).to_contain_text(flow["limits"])
+    held = page.get_by_role("table", name="runs").locator("tr[data-state=SUCCEEDED] .held")
+    expect(held.first).to_contain_text(f"held by flow-control key {flow['key']} for ")
+    expect(held.first).to_contain_text("its rate")
+    shoot(page, shots, "job-held")
+    facts.get_by_role("link", name=flow["key"]).click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(flow["key"])
+    step("a held run says which key held it")
 
 
 def bulk_pause(page: Page, bulk: dict[str, Any], shots: Path) -> None:

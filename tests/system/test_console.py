@@ -1,8 +1,8 @@
 """The web console in a real browser (headless Debian chromium driven by Playwright) against the local stack: sign in,
 find a job, watch it fire, read its runs, pause and resume, see a dead run (and retry it where the API can), the
-charts, and pause every job of a label at once from the jobs page (through a network that drops answers). A
-screenshot of each page goes to $PUNCTUAL_CONSOLE_SCREENSHOTS (docs/console/ regenerates the docs' ones), else to a
-temporary folder.
+charts, a flow-control key on the Flows page and on its job's page with the run it held back, and pause every job
+of a label at once from the jobs page (through a network that drops answers). A screenshot of each page goes to
+$PUNCTUAL_CONSOLE_SCREENSHOTS (docs/console/ regenerates the docs' ones), else to a temporary folder.
 
 The browser and Playwright are installed by `ensure_browser` (scripts/lib/bootstrap.sh) on first use: chromium from
 apt, Playwright into .local/browser, never `playwright install`.
@@ -38,6 +38,12 @@ def _attempts(stack: LocalStack, job_id: str) -> int:
 def newest_run_state(stack: LocalStack, job_id: str) -> str | None:
     runs = stack.call("GET", f"/v1/jobs/{job_id}/runs", token=TOKEN)[1]["runs"]
     return str(runs[0]["state"]) if runs else None
+
+
+def held_runs(stack: LocalStack, job_id: str) -> list[dict[str, object]]:
+    """The job's runs that started, and that their flow-control key held back."""
+    runs = stack.call("GET", f"/v1/jobs/{job_id}/runs", token=TOKEN)[1]["runs"]
+    return [run for run in runs if run.get("held") and run["state"] == "SUCCEEDED"]
 
 
 def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
@@ -76,10 +82,23 @@ def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
     assert stack.call("DELETE", f"/v1/jobs/{cancelled_id}", token=TOKEN)[0] in (200, 204)
     elsewhere = f"console-elsewhere-{stamp}"
     elsewhere_id = create(elsewhere, yearly, {"fleet": f"g{stamp}"})
+    # and a job of a flow-control key (one call per 5 s) triggered twice: its key holds the second run back
+    flow = {"key": f"console-api-{stamp}", "rate": 1, "period_seconds": 5, "parallelism": 2, "max_backlog": 50}
+    keyed_name = f"console-keyed-{stamp}"
+    keyed = {"name": keyed_name, "schedule": yearly, "target": {"type": "http", "url": receiver.url}}
+    status, body, _ = stack.call("POST", "/v1/jobs", {**keyed, "flow_control": flow}, token=TOKEN)
+    assert status == 201, body
+    keyed_id = str(body["job_id"])
+    for _ in range(2):
+        assert stack.call("POST", f"/v1/jobs/{keyed_id}/trigger", token=TOKEN)[0] == 202
     deadline = time.time() + 30
     while newest_run_state(stack, failing_id) != "DEAD":
         assert time.time() < deadline, "the refused job's run did not end DEAD within 30 s"
         time.sleep(0.3)
+    deadline = time.time() + 45
+    while len(held_runs(stack, keyed_id)) < 1:
+        assert time.time() < deadline, "no run of the keyed job shows its key's hold within 45 s"
+        time.sleep(0.5)
     shots = Path(os.environ.get("PUNCTUAL_CONSOLE_SCREENSHOTS") or tmp_path / "shots")
 
     # When the browser scenario runs
@@ -94,12 +113,19 @@ def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
         "label": "customer:42 kind:report" if has_labels else None,
         "screenshots": str(shots),
         "bulk": {"label": fleet, "names": fleet_names, "cancelled_id": cancelled_id, "other_name": elsewhere},
+        "flow": {
+            "key": flow["key"],
+            "job_id": keyed_id,
+            "job_name": keyed_name,
+            "limits": "1 per 5 s, 2 at once, backlog ≤ 50",
+        },
     }
     names = browser.steps("console_browser.py", given, timeout=150)
 
     # Then what the browser did is what the API holds
     assert "watched it fire" in names and "charts" in names and names[-1] == "done"
     assert "bulk-paused by label" in names and "bulk refused with the API's detail" in names
+    assert "flows" in names and "a held run says which key held it" in names
     _, job, _ = stack.call("GET", f"/v1/jobs/{rate_id}", token=TOKEN)
     assert job["state"] == "PAUSED"
     # the bulk pause took exactly the labelled jobs
@@ -112,6 +138,6 @@ def test_the_console_finds_watches_and_acts_on_jobs_in_a_browser(
         while time.monotonic() < deadline and not _attempts(stack, failing_id) >= 2:
             time.sleep(1)
         assert _attempts(stack, failing_id) >= 2
-    assert {f"{page}.png" for page in ("sign-in", "jobs", "job", "dead-letters", "forecast", "bulk")} <= {
+    assert {f"{page}.png" for page in ("sign-in", "jobs", "job", "dead-letters", "forecast", "bulk", "flows")} <= {
         p.name for p in shots.iterdir()
     }

@@ -202,6 +202,54 @@ def test_a_key_at_its_parallelism_waits_without_a_claim_and_runs_when_a_slot_fre
     assert world.metrics.counts.get("FlowControlThrottled", 0) == 1
 
 
+def test_a_run_its_key_held_for_a_slot_shows_the_key_why_and_how_long() -> None:
+    world = MemoryCore.build(max_active_jobs=10)
+    first, second = due_now(world, 2, {"key": "slow-api", "parallelism": 1})
+    assert world.core.flow is not None
+    lease_end = world.now() + timedelta(seconds=15)
+    assert world.core.flow.slots.acquire(flow_owner(TENANT, "slow-api"), 1, "other-worker", world.now(), lease_end) == 0
+
+    # held: each receive of the message is throttled; only the first receive of a message marks it
+    assert world.executor().execute(second, StubMessage()).why is Why.THROTTLED
+    assert world.executor().execute(second, StubMessage(receive_count=2)).why is Why.THROTTLED
+    world.clock.advance(16)  # the other worker's lease ends
+    assert world.executor().execute(second, StubMessage(receive_count=3)).ack
+
+    run = world.ledger.get(second.key)
+    assert run is not None and run.held is not None
+    assert (run.held.key, run.held.reasons, run.held.since) == ("slow-api", {"parallelism"}, second.fire_at)
+    assert run.held.detail(run.created_at) == "held by flow-control key slow-api for 16.0 s: a slot of its parallelism"
+    assert world.executor().execute(first, StubMessage()).ack
+    assert world.ledger.get(first.key).held is None  # released at its fire time, a free slot: nothing held it
+
+
+def test_a_run_its_keys_calendar_released_late_shows_its_rate_held_it() -> None:
+    world = MemoryCore.build(max_active_jobs=10)
+    _job, dispatch = world.due(flow_control=PAYMENTS)
+    released = dispatch.deferred_to(world.now() + timedelta(seconds=4))  # the key's release, as its message carries
+    world.clock.advance(4)
+
+    assert world.executor().execute(released, StubMessage()).ack
+
+    run = world.ledger.get(dispatch.key)
+    assert run is not None and run.held is not None
+    assert (run.held.key, run.held.reasons) == ("payments-api", {"rate"})
+    assert run.held.detail(run.created_at).startswith("held by flow-control key payments-api for ")
+    assert run.held.detail(None).startswith("waiting for flow-control key payments-api: its rate, since ")
+
+
+def test_a_release_under_a_second_after_the_fire_time_is_not_told_as_a_hold() -> None:
+    world = MemoryCore.build(max_active_jobs=10)
+    _job, dispatch = world.due(flow_control=PAYMENTS)
+    released = dispatch.deferred_to(world.now() + timedelta(milliseconds=900))  # a window's rounding
+    world.clock.advance(1)
+
+    assert world.executor().execute(released, StubMessage()).ack
+
+    run = world.ledger.get(dispatch.key)
+    assert run is not None and run.state is RunState.SUCCEEDED and run.held is None
+
+
 def test_a_worker_killed_mid_call_frees_the_keys_slot_when_its_lease_ends() -> None:
     world = MemoryCore.build(max_active_jobs=10)
     _first, second = due_now(world, 2, {"key": "slow-api", "parallelism": 1})

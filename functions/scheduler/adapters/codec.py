@@ -18,7 +18,17 @@ from scheduler.core.model.job import BackfillState, Job, JobSpec, JobState, Prio
 from scheduler.core.model.keys import split_occurrence_key
 from scheduler.core.model.schedules import Schedule
 from scheduler.core.model.timefmt import from_ms, parse_rfc3339, rfc3339, to_ms
-from scheduler.core.ports import Backfill, ChainPlan, Execution, HistoryEntry, OutboxEntry, Timer, TimerKind
+from scheduler.core.ports import (
+    HOLD_REASONS,
+    Backfill,
+    ChainPlan,
+    Execution,
+    HistoryEntry,
+    Hold,
+    OutboxEntry,
+    Timer,
+    TimerKind,
+)
 
 Item = dict[str, Any]  # a DynamoDB item in the low-level client's attribute-value form
 
@@ -345,7 +355,24 @@ def execution_from_item(item: Item) -> Execution:
         history=history,
         outbox=[outbox_entry_from_attribute(v) for v in item.get("outbox", {}).get("L", [])],
         overlapped=get_s(item, "overlapped"),
+        held=hold_from_item(item),
     )
+
+
+def hold_to_attributes(hold: Hold) -> dict[str, Any]:
+    """A hold's attributes on a ledger item: its key, since when (ms) and its reasons (a string set: merged by ADD)."""
+    attributes: dict[str, Any] = {"held_by": s(hold.key), "held_since_ms": n(to_ms(hold.since))}
+    if hold.reasons:
+        attributes["held_reasons"] = {"SS": sorted(hold.reasons)}
+    return attributes
+
+
+def hold_from_item(item: Item) -> Hold | None:
+    key, since = get_s(item, "held_by"), get_ms(item, "held_since_ms")
+    if key is None or since is None:
+        return None
+    given = item.get("held_reasons", {}).get("SS", [])
+    return Hold(key, since, frozenset(r for r in HOLD_REASONS if r in given))
 
 
 # -- backfills -------------------------------------------------------------------------------------------

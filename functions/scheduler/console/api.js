@@ -90,6 +90,7 @@ export async function features() {
     retryPath: retryPath || null,
     bulk: paths["/v1/jobs/bulk"]?.post ? "/v1/jobs/bulk" : null,
     operator: Boolean(paths["/v1/operator/status"]?.get),
+    flowControl: Boolean(paths["/v1/flow-controls"]?.get),
   };
 }
 

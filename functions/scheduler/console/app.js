@@ -3,6 +3,7 @@ import { html, render, useState, useEffect, useCallback, useRef } from "./vendor
 import { call, features, loadCredentials, saveCredentials, enc, fill, ApiError } from "./api.js";
 import { BulkBar } from "./bulk.js";
 import { Operator } from "./operator.js";
+import { Flows, FlowKey, flowHref, limitsText } from "./flows.js";
 
 // ---- small pieces --------------------------------------------------------------------------------------------
 
@@ -253,7 +254,8 @@ function RunRow({ run, job, f, onChanged }) {
     <td class="num">${facts.fencing ?? "—"}</td>
     <td class="num">${dur(facts.lateness)}</td>
     <td class="num">${dur(facts.duration)}</td>
-    <td>${run.last_error ? html`<code>${run.last_error}</code>` : "—"}
+    <td>${run.held ? html`<p class="held">${run.held.detail}</p>` : null}
+      ${run.last_error ? html`<code>${run.last_error}</code>` : run.held ? null : "—"}
       ${(run.history || []).length
         ? html`<details><summary>${run.history.length} step(s)</summary><ol>
             ${run.history.map((h) => html`<li>${fmt(h.at)} <${State} value=${h.state} /> token ${h.epoch}
@@ -343,6 +345,11 @@ function Job({ jobId, features: f }) {
           <dt>Version</dt><dd>${job.version}</dd>
           <dt>Labels</dt><dd><${Labels} labels=${job.labels} />${job.labels ? null : "—"}</dd>
           ${job.external_id ? html`<dt>External id</dt><dd><code>${job.external_id}</code></dd>` : null}
+          ${job.flow_control
+            ? html`<dt>Flow control</dt><dd id="job-flow-control">${f.flowControl
+                ? html`<a href=${flowHref(job.flow_control.key)}>${job.flow_control.key}</a>`
+                : html`<code>${job.flow_control.key}</code>`}: ${limitsText(job.flow_control)}</dd>`
+            : null}
           <dt>Last run</dt><dd><${State} value=${job.last_run?.state} /></dd>
           <dt>Next runs</dt><dd><ol id="next-runs">${(job.next_runs || []).map((t) => html`<li>${fmt(t)}</li>`)}</ol>
             ${(job.next_runs || []).length ? null : "none"}</dd>
@@ -481,6 +488,7 @@ function App() {
     ["jobs", "Jobs"],
     ["attention", "Dead letters"],
     ["charts", "Forecast"],
+    ...(f?.flowControl ? [["flows", "Flows"]] : []),
     ...(f?.operator ? [["operator", "Operator"]] : []),
   ];
   const [page, id] = where.parts;
@@ -491,6 +499,8 @@ function App() {
   else if (page === "attention") body = html`<${Attention} features=${f} />`;
   else if (page === "charts") body = html`<${Charts} />`;
   else if (page === "operator") body = html`<${Operator} />`;
+  else if (page === "flows" && id) body = html`<${FlowKey} flowKey=${decodeURIComponent(id)} />`;
+  else if (page === "flows") body = html`<${Flows} />`;
   else body = html`<${Jobs} features=${f} query=${where.query} />`;
   return html`<a class="skip" href="#main" onClick=${skipToContent}>Skip to content</a>
     <header>

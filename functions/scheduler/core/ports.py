@@ -13,6 +13,7 @@ from typing import Literal, Protocol, TypeVar
 
 from scheduler.core.records import (
     ALL_RUNS,
+    HOLD_REASONS,
     Advance,
     AdvanceResult,
     Attempt,
@@ -28,6 +29,8 @@ from scheduler.core.records import (
     Execution,
     FlowKeyState,
     HistoryEntry,
+    Hold,
+    HoldReason,
     IdempotencyRecord,
     NewJob,
     OutboxEntry,
@@ -49,6 +52,7 @@ from scheduler.core.stores import (
 
 __all__ = [
     "ALL_RUNS",
+    "HOLD_REASONS",
     "Advance",
     "AdvanceResult",
     "Attempt",
@@ -71,6 +75,8 @@ __all__ = [
     "FlowKeyState",
     "Heartbeats",
     "HistoryEntry",
+    "Hold",
+    "HoldReason",
     "IdempotencyRecord",
     "Ids",
     "JobReader",

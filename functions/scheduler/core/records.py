@@ -235,6 +235,47 @@ class HistoryEntry:
         return shown
 
 
+#: Which of its flow-control key's limits held an occurrence back: `rate` (the key's calendar released it after its
+#: fire time, or start pacing made it wait), `parallelism` (every slot of the key was held), `paused` (the key's
+#: destination asked for a pause, `Retry-After`).
+HoldReason = Literal["rate", "parallelism", "paused"]
+HOLD_REASONS: tuple[HoldReason, ...] = ("rate", "parallelism", "paused")
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why an occurrence started later than its fire time: its flow-control key `key` held it back
+    (docs/flow-control.md, "What a held run shows"), from `since` (its fire time), for the `reasons` its key gave.
+    Recorded on the run by its claim (a rate hold: the message carries the key's release) and, for a parallelism or
+    pause hold, by one write when the hold begins (`Ledger.mark_held`), which the first claim keeps."""
+
+    key: str
+    since: datetime
+    reasons: frozenset[HoldReason] = frozenset()
+
+    @staticmethod
+    def merged(first: Hold | None, then: Hold | None) -> Hold | None:
+        """One hold of an occurrence from two records of it: the first's key, the earliest start, every reason."""
+        if first is None or then is None:
+            return first or then
+        return Hold(first.key, min(first.since, then.since), first.reasons | then.reasons)
+
+    def detail(self, until: datetime | None) -> str:
+        """The hold as people read it: which key held the run, why, and since or for how long."""
+        why = " and ".join(_HOLD_WHY[r] for r in HOLD_REASONS if r in self.reasons) or "its limits"
+        if until is None:
+            return f"waiting for flow-control key {self.key}: {why}, since {rfc3339(self.since)}"
+        held = max(0.0, (until - self.since).total_seconds())
+        return f"held by flow-control key {self.key} for {held:.1f} s: {why}"
+
+
+_HOLD_WHY: dict[str, str] = {
+    "rate": "its rate",
+    "parallelism": "a slot of its parallelism",
+    "paused": "its destination's pause",
+}
+
+
 @dataclass(frozen=True)
 class Attempt:
     """A worker's attempt at an occurrence, as `Ledger.claim` starts it: who makes it, when, and until when its
@@ -250,6 +291,9 @@ class Attempt:
     #: Made on the message's copy of the job (`Dispatch.job_copy`) rather than on a read of it: refused with
     #: `ClaimRefused.void_copy` once a change of the job has voided the copies of this occurrence.
     on_copy: bool = False
+    #: What held the occurrence back before this attempt (its flow-control key's release): merged into the item's
+    #: hold (its first key and start kept, the reasons added), with what `Ledger.mark_held` recorded before it.
+    held: Hold | None = None
 
 
 @dataclass(frozen=True)
@@ -321,6 +365,8 @@ class Execution:
     outbox: list[OutboxEntry] = field(default_factory=list)
     #: Set by the attempt's end (AttemptEnd.overlapped): the occurrence this one overlapped. Cleared by a claim.
     overlapped: str | None = None
+    #: What held the occurrence back before its first attempt: its flow-control key (None: nothing did).
+    held: Hold | None = None
 
     @classmethod
     def unstarted(cls, dispatch: Dispatch, state: RunState, now: datetime, **fields: Any) -> Execution:

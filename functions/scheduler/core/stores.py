@@ -28,6 +28,7 @@ from scheduler.core.records import (
     Dispatch,
     Execution,
     FlowKeyState,
+    Hold,
     IdempotencyRecord,
     NewJob,
     OutboxEntry,
@@ -187,6 +188,13 @@ class Ledger(Protocol):
         """The job of occurrence `key` is about to change (edit, pause, cancel) after the advance that sent the
         occurrence with a copy of it: from now on a claim made on such a copy is refused, so its worker reads the job.
         Idempotent; changes nothing else (the occurrence is still new, claimable, and out of `get` and `runs`)."""
+        ...
+
+    def mark_held(self, dispatch: Dispatch, hold: Hold) -> None:
+        """A flow-control key holds `dispatch`'s occurrence back before its first claim (a parallelism or pause
+        hold): record it, merged with what an earlier mark recorded (its key, its earliest `since`, the union of its
+        reasons). One write a hold; changes nothing else (the occurrence is still new, claimable, and out of `get`
+        and `runs` until claimed, which keeps the hold on the run). Does nothing once the occurrence was claimed."""
         ...
 
     def get(self, key: str) -> Execution | None: ...

@@ -61,6 +61,26 @@ class Job(TypedDict):
     replayed: NotRequired[Annotated[bool, _named("true when an Idempotency-Key replay returned this job")]]
 
 
+class RunHold(TypedDict):
+    """What held a run back before its first attempt: its flow-control key (docs/flow-control.md, "What a held run
+    shows")."""
+
+    key: Annotated[str, _named("the flow-control key that held the run")]
+    reasons: Annotated[
+        list[str],
+        _named(
+            "which of the key's limits held it: rate (its calendar released it after its fire time, or start pacing), "
+            "parallelism (every slot was taken), paused (its destination asked for a pause); more may come",
+            {"type": "array", "items": {"type": "string"}},
+        ),
+    ]
+    since: Annotated[Instant, _named("when the hold began: the run's fire time")]
+    seconds: Annotated[
+        float | None, _named("how long the key held it: from its fire time to its first attempt (null: not yet)")
+    ]
+    detail: Annotated[str, _named("the hold as people read it")]
+
+
 class Run(TypedDict):
     """One occurrence's run: its key, ledger state, attempts, times, last error and history."""
 
@@ -75,6 +95,7 @@ class Run(TypedDict):
     last_error: str | None
     result: str | None
     history: list[dict[str, Any]]
+    held: Annotated[RunHold | None, _named("what held the run back before its first attempt (null: nothing)")]
 
 
 class SigningKey(TypedDict):

@@ -67,6 +67,22 @@ def run_view(run: Execution) -> views.Run:
         "last_error": run.last_error,
         "result": run.result,
         "history": [entry.view() for entry in run.history],
+        "held": hold_view(run),
+    }
+
+
+def hold_view(run: Execution) -> views.RunHold | None:
+    """What held `run` back before its first attempt, told as the API shows it (None: nothing did)."""
+    hold = run.held
+    if hold is None:
+        return None
+    until = run.created_at
+    return {
+        "key": hold.key,
+        "reasons": sorted(hold.reasons),
+        "since": rfc3339(hold.since),
+        "seconds": round(max(0.0, (until - hold.since).total_seconds()), 3) if until is not None else None,
+        "detail": hold.detail(until),
     }
 
 

@@ -285,6 +285,33 @@ def test_iter_runs_follows_next_cursor_and_types_the_runs(api: Any) -> None:
     assert api.sent(1)[2] == {"limit": ["2"], "cursor": ["n1"]}
 
 
+def test_a_run_its_flow_control_key_held_is_typed_and_a_reason_of_a_newer_api_kept(api: Any) -> None:
+    held = {
+        "key": "payments-api",
+        "reasons": ["rate", "quota-of-tomorrow"],
+        "since": "2026-01-06T08:00:00Z",
+        "seconds": 12.4,
+        "detail": "held by flow-control key payments-api for 12.4 s: its rate",
+    }
+    base = {"scheduled_for": "2026-01-06T08:00:00Z", "state": "SUCCEEDED", "attempts": 1}
+    api.answers["GET /v1/jobs/job-1/runs"] = (
+        200,
+        {"runs": [{"occurrence_key": "job-1:a", **base, "held": held}, {"occurrence_key": "job-1:b", **base}]},
+    )
+
+    held_run, older_api_run = api.client().runs("job-1").items
+
+    assert held_run.held is not None
+    assert (held_run.held.key, held_run.held.reasons, held_run.held.seconds) == (
+        "payments-api",
+        ["rate", "quota-of-tomorrow"],
+        12.4,
+    )
+    assert held_run.held.since == datetime(2026, 1, 6, 8, tzinfo=UTC)
+    assert held_run.held.detail.startswith("held by flow-control key payments-api")
+    assert older_api_run.held is None
+
+
 def test_resolve_takes_the_job_from_the_key_and_encodes_the_key(api: Any) -> None:
     key = "job-1:2026-12-01T08:00:00Z"
     run = {"occurrence_key": key, "scheduled_for": "2026-12-01T08:00:00Z", "state": "SUCCEEDED", "attempts": 1}

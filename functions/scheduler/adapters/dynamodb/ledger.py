@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from scheduler.adapters.codec import Item, execution_from_item, history_entry, n, outbox_entry_to_attribute, s
+from scheduler.adapters.codec import (
+    Item,
+    execution_from_item,
+    history_entry,
+    hold_to_attributes,
+    n,
+    outbox_entry_to_attribute,
+    s,
+)
 from scheduler.adapters.dynamodb.common import (
     PAGE_SIZE,
     condition_failed,
@@ -27,7 +35,7 @@ from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.execution.events import OUTBOX_SHARDS, outbox_entry, outbox_shard
 from scheduler.core.model.job import RunState
 from scheduler.core.model.timefmt import rfc3339, to_ms
-from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatch, Execution, OutboxEntry
+from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatch, Execution, Hold, OutboxEntry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -46,6 +54,20 @@ OUTBOX_SET = "outbox = list_append(if_not_exists(outbox, :empty), :ob), event_pe
 def _outbox_values(entry: OutboxEntry, key: str) -> dict[str, Any]:
     """The values OUTBOX_SET refers to (besides `:empty` and `:now`, which every terminal write has)."""
     return {":ob": {"L": [outbox_entry_to_attribute(entry)]}, ":eshard": s(str(outbox_shard(key)))}
+
+
+def _hold_clauses(hold: Hold | None, values: dict[str, Any]) -> tuple[str, str]:
+    """The SET and ADD clauses (each ending in ", ", or empty) that merge `hold` into an item: its first key and
+    start kept, its reasons added to the item's; their values go into `values`."""
+    if hold is None:
+        return "", ""
+    attributes = hold_to_attributes(hold)
+    values[":held_by"], values[":held_since"] = attributes["held_by"], attributes["held_since_ms"]
+    sets = "held_by = if_not_exists(held_by, :held_by), held_since_ms = if_not_exists(held_since_ms, :held_since), "
+    if "held_reasons" not in attributes:
+        return sets, ""
+    values[":held_reasons"] = attributes["held_reasons"]
+    return sets, "held_reasons :held_reasons, "
 
 
 class DynamoLedger:
@@ -89,16 +111,17 @@ class DynamoLedger:
             index_keys = "job_id = :job, scheduled_ms = :sched, "
             values[":job"] = s(dispatch.job_id)
             values[":sched"] = n(to_ms(dispatch.scheduled_for))
+        held_sets, held_adds = _hold_clauses(attempt.held, values)
         try:
             response = self.client.update_item(
                 TableName=self.table,
                 Key={"PK": s(dispatch.key)},
                 UpdateExpression=(
                     "SET #state = :running, #owner = :owner, lease_ms = :lease, updated_ms = :now, "
-                    f"{index_keys}tenant = :tenant, scheduled_for = :sfor, "
+                    f"{index_keys}{held_sets}tenant = :tenant, scheduled_for = :sfor, "
                     "created_ms = if_not_exists(created_ms, :now), "
                     "expires_at = :exp "
-                    "ADD epoch :one, attempts :one "
+                    f"ADD {held_adds}epoch :one, attempts :one "
                     "REMOVE next_ms, overlapped"
                 ),
                 ConditionExpression=condition,
@@ -121,6 +144,20 @@ class DynamoLedger:
             Key={"PK": s(key)},
             UpdateExpression=f"SET {COPIES_VOID} = :now, expires_at = if_not_exists(expires_at, :exp)",
             ExpressionAttributeValues={":now": n(to_ms(now)), ":exp": epoch_seconds(now + EXECUTION_RETENTION)},
+        )
+
+    def mark_held(self, dispatch: Dispatch, hold: Hold) -> None:
+        values: dict[str, Any] = {":exp": epoch_seconds(hold.since + EXECUTION_RETENTION)}
+        held_sets, held_adds = _hold_clauses(hold, values)
+        conditionally(  # once claimed, the claim keeps what held it: nothing to do
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": s(dispatch.key)},
+            UpdateExpression=f"SET {held_sets}expires_at = if_not_exists(expires_at, :exp)"
+            + (f" ADD {held_adds.rstrip(', ')}" if held_adds else ""),
+            ConditionExpression="attribute_not_exists(#state)",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues=values,
         )
 
     def get(self, key: str) -> Execution | None:

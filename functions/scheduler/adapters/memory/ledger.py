@@ -11,7 +11,17 @@ from typing import Protocol, TypeVar
 from scheduler.core.errors import ClaimRefused, Fenced, LeaseLost
 from scheduler.core.execution.events import outbox_entry
 from scheduler.core.model.job import RunState
-from scheduler.core.ports import ALL_RUNS, Attempt, AttemptEnd, Between, Dispatch, Execution, HistoryEntry, OutboxEntry
+from scheduler.core.ports import (
+    ALL_RUNS,
+    Attempt,
+    AttemptEnd,
+    Between,
+    Dispatch,
+    Execution,
+    HistoryEntry,
+    Hold,
+    OutboxEntry,
+)
 
 _T = TypeVar("_T")
 
@@ -29,6 +39,8 @@ class MemoryLedger:
         self.items: dict[str, Execution] = {}
         #: The occurrences whose copies of their job are void (`void_copies`), kept apart from their items.
         self.copies_void: set[str] = set()
+        #: Holds recorded before an occurrence's first claim (`mark_held`), kept apart from the items until then.
+        self.holds: dict[str, Hold] = {}
         self.lock = threading.RLock()
 
     def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
@@ -58,7 +70,9 @@ class MemoryLedger:
                 raise ClaimRefused(self.snapshot(item))
             if item is None:
                 item = Execution.unstarted(dispatch, RunState.RUNNING, now)
+                item.held = self.holds.pop(dispatch.key, None)
                 self.items[dispatch.key] = item
+            item.held = Hold.merged(item.held, attempt.held)
             item.state = RunState.RUNNING
             item.epoch += 1
             item.attempts += 1
@@ -72,6 +86,11 @@ class MemoryLedger:
     def void_copies(self, key: str, now: datetime) -> None:
         with self.lock:
             self.copies_void.add(key)
+
+    def mark_held(self, dispatch: Dispatch, hold: Hold) -> None:
+        with self.lock:
+            if dispatch.key not in self.items:
+                self.holds[dispatch.key] = Hold.merged(self.holds.get(dispatch.key), hold) or hold
 
     def get(self, key: str) -> Execution | None:
         with self.lock:

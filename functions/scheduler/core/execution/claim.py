@@ -5,7 +5,7 @@ stands."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from scheduler.core.errors import ClaimRefused
 from scheduler.core.execution.claimed import Claimed
@@ -15,8 +15,12 @@ from scheduler.core.execution.source import CopyVoid, JobSource
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, RunState
 from scheduler.core.model.schedules import unindexed_occurrence
-from scheduler.core.ports import Attempt, Dispatch, Execution, MessageControl
+from scheduler.core.ports import Attempt, Dispatch, Execution, Hold, MessageControl
 from scheduler.core.tenancy.concurrency import Permit
+
+#: A key's release less than this after the fire time is not told as a hold: a message lands up to a second early
+#: or late anyway (SQS counts its delays in whole seconds), and a key's calendar rounds a release to its window.
+HELD_AT_LEAST = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,13 @@ class Claim:
         take_over = job.spec.delivery == "at_least_once"
         try:
             attempt = Attempt(
-                owner, now, now + self.ports.config.lease, take_over, indexed(job, dispatch), source.on_copy
+                owner,
+                now,
+                now + self.ports.config.lease,
+                take_over,
+                indexed(job, dispatch),
+                source.on_copy,
+                released_late(dispatch),
             )
             execution = self.ports.ledger.claim(dispatch, attempt)
         except ClaimRefused as refused:
@@ -86,3 +96,13 @@ def indexed(job: Job, dispatch: Dispatch) -> bool:
     if dispatch.kind != "scheduled":
         return True
     return unindexed_occurrence(job.spec.schedule, job.created_at) != dispatch.scheduled_for
+
+
+def released_late(dispatch: Dispatch) -> Hold | None:
+    """The hold of a keyed occurrence whose message carries its key's release at least `HELD_AT_LEAST` after its fire
+    time (its key's calendar booked it later: a rate hold, or a release after a pause), else None."""
+    if dispatch.flow_key is None or dispatch.not_before is None:
+        return None
+    if dispatch.not_before - dispatch.fire_at < HELD_AT_LEAST:
+        return None
+    return Hold(dispatch.flow_key, dispatch.fire_at, frozenset({"rate"}))

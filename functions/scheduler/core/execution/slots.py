@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.step_ports import StepPorts
-from scheduler.core.ports import Dispatch, MessageControl
+from scheduler.core.ports import Dispatch, Hold, MessageControl
 from scheduler.core.tenancy.concurrency import RESEND_AFTER, ConcurrencyGate, Permit, throttle_wait
 from scheduler.core.tenancy.flow_control import FlowKeys, Waiting
 
@@ -59,6 +59,9 @@ class ExecutionSlots:
             raise
         if isinstance(keyed, Waiting):
             permit.release()
+            if message.receive_count == 1:
+                # The hold begins (or goes on in a fresh message): one write, so that the run shows what held it.
+                self.mark_held(dispatch, flow_key, keyed)
             log.info(
                 "flow-control key at its limit: delayed",
                 extra={"tenant": dispatch.tenant, "flow_key": flow_key, "occurrence_key": dispatch.key},
@@ -67,6 +70,14 @@ class ExecutionSlots:
             return self.throttled(dispatch, message, now, wait, metric="FlowControlDelaySeconds")
         permit.flow = keyed
         return permit
+
+    def mark_held(self, dispatch: Dispatch, flow_key: str, waiting: Waiting) -> None:
+        """Record on the occurrence's item that its key holds it back (its first claim keeps it on the run). Never
+        fails the attempt: the hold is told, not decided, by this write."""
+        try:
+            self.ports.ledger.mark_held(dispatch, Hold(flow_key, dispatch.fire_at, frozenset({waiting.reason})))
+        except Exception:
+            log.exception("flow-control hold not recorded", extra={"occurrence_key": dispatch.key})
 
     def throttled(
         self,

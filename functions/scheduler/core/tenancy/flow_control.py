@@ -35,7 +35,16 @@ from datetime import datetime, timedelta
 from scheduler.core.errors import Throttled
 from scheduler.core.model.flow import FlowControl
 from scheduler.core.model.timefmt import to_ms
-from scheduler.core.ports import BudgetCalendar, Clock, Dispatch, FlowControlStore, FlowKeyState, Metrics, TenantSlots
+from scheduler.core.ports import (
+    BudgetCalendar,
+    Clock,
+    Dispatch,
+    FlowControlStore,
+    FlowKeyState,
+    HoldReason,
+    Metrics,
+    TenantSlots,
+)
 from scheduler.core.tenancy.concurrency import Permit
 from scheduler.core.tenancy.fairness import MAX_RELEASE_DELAY, WRITE_ATTEMPTS, Admitted, Allowance, book
 
@@ -102,9 +111,11 @@ class KeyView:
 
 @dataclass(frozen=True)
 class Waiting:
-    """An attempt that may not start now: its key is paused until `until`, or (None) all its slots are held."""
+    """An attempt that may not start now: its key is paused until `until`, or (None) all its slots are held;
+    `reason` says which of the key's limits holds it."""
 
     until: datetime | None
+    reason: HoldReason
 
 
 @dataclass(eq=False)
@@ -218,14 +229,14 @@ class FlowKeys:
             return Permit.unlimited(owner, holder)
         if state.paused_until is not None and state.paused_until > now:
             self.metrics.count("FlowControlThrottled")
-            return Waiting(state.paused_until)
+            return Waiting(state.paused_until, "paused")
         if state.limits.parallelism is None:
             permit = Permit.unlimited(owner, holder)
         else:
             slot = self.slots.acquire(owner, state.limits.parallelism, holder, now, lease_until)
             if slot is None:
                 self.metrics.count("FlowControlThrottled")
-                return Waiting(None)
+                return Waiting(None, "parallelism")
             permit = Permit(self.slots, owner, slot, holder, lease_until)
         if state.limits.rate is None:
             return permit
@@ -237,7 +248,7 @@ class FlowKeys:
         if start_at is None:
             return permit
         permit.release()
-        return Waiting(start_at)
+        return Waiting(start_at, "rate")
 
     def _paced(self, tenant: str, key: str, state: FlowKeyState, now: datetime) -> datetime | None:
         """Start pacing: the key's calls start at least its rate's gap apart, whenever their messages came (a worker
