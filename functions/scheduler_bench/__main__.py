@@ -123,6 +123,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--flow-cost-jobs", type=int, default=200, help="the flow cost runs' herd, with and without a key (200; 0 none)"
     )
     parser.add_argument(
+        "--flow-cost-spreads",
+        default="quiet",
+        help=f"the flow cost runs' spreads: {','.join(flow_isolation.COST_SPREADS)} (quiet)",
+    )
+    parser.add_argument(
         "--keep-runs",
         action="store_true",
         help="keep the previous results.json's herd runs of other sizes (run the herd sizes in several goes)",
@@ -164,6 +169,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(
             "--flow-held and --flow-unrelated must be at least 1, --flow-cost-jobs and --flow-after at least 0"
         )
+    args.flow_spreads = tuple(name.strip() for name in args.flow_cost_spreads.split(",") if name.strip())
+    unknown_spreads = [name for name in args.flow_spreads if name not in flow_isolation.COST_SPREADS]
+    if unknown_spreads:
+        parser.error(f"unknown spread(s) {unknown_spreads}; choose from {', '.join(flow_isolation.COST_SPREADS)}")
     if not 0 < args.flow_rate <= 500:
         parser.error(
             f"--flow-rate is whole calls a second, at least 1 and at most 500 (a key's limit), not {args.flow_rate}"
@@ -421,6 +430,7 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
                 max_workers=args.max_workers,
                 state_dir=args.out / "tmp",
                 cost_jobs=args.flow_cost_jobs,
+                cost_spreads=args.flow_spreads,
             )
             ok &= _scenario("flow", results, "flow_control", lambda: flow_isolation.run(flow, log))
         if "emulator" in only:

@@ -86,6 +86,8 @@ class FlowConfig:
     #: worker batch's concurrency.
     cost_rate: int = 500
     cost_parallelism: int = 100
+    #: The cost runs' spreads (`COST_SPREADS`).
+    cost_spreads: tuple[str, ...] = ("quiet",)
 
 
 # -- pure computations ---------------------------------------------------------------------------------------------
@@ -293,6 +295,10 @@ def isolation(config: FlowConfig, log: Callable[[str], None]) -> dict[str, Any]:
             "expected": len(every),
             "unrelated": groups,
             "comparison": compare(groups["baseline"]["lateness_seconds"], groups["during_drain"]["lateness_seconds"]),
+            "comparison_by_kind": {
+                kind: compare(groups["baseline"]["by_kind"][kind], groups["during_drain"]["by_kind"][kind])
+                for kind in KINDS
+            },
             "held_key": drain,
             "receiver": receiver.summary(every),
             "worker_peak": max(config.workers, stack.worker_peak()),
@@ -316,15 +322,31 @@ def isolation(config: FlowConfig, log: Callable[[str], None]) -> dict[str, Any]:
 _UNITS = ("read_units", "write_units", "dynamodb_calls", "sqs_billed_requests")
 
 
-#: The cost runs' timelines (`scheduler_bench.cost`): the jobs' fire times spread over a minute (each record of a
-#: batch starts at its own fire time) and over one second (a herd: a batch's records start together and race for
-#: the key's next start).
-COST_SPREADS = {"one_shot": "due within one minute", "one_shot_herd": "due within one second"}
+@dataclass(frozen=True)
+class CostSpread:
+    """One way of running the cost runs' jobs: the cost scenario's timeline `kind`, its worker batch size and the
+    variant of the deployed code (`scheduler_bench.cost.VARIANTS`)."""
+
+    kind: str
+    batch_size: int
+    variant: str
+    what: str
+
+
+#: The cost runs' spreads. *quiet*: fire times over a minute, one occurrence a message and one message an
+#: invocation, so each record starts alone at its own fire time: what a key costs when nothing contends for it.
+#: *minute* and *herd*: batches of 10 whose records start together (a herd: within one second) and race for the
+#: key's next start; the losers go back to the queue and run again, billed.
+COST_SPREADS = {
+    "quiet": CostSpread("one_shot", 1, "one-per-message", "due within one minute, one occurrence an invocation"),
+    "minute": CostSpread("one_shot", 10, "baseline", "due within one minute, batches of 10"),
+    "herd": CostSpread("one_shot_herd", 10, "baseline", "due within one second, batches of 10"),
+}
 
 
 def key_costs(config: FlowConfig, log: Callable[[str], None]) -> dict[str, Any]:
-    """`cost_jobs` one-shot jobs, spread over a minute and over one second, each priced without a key, with a rate
-    key and with a rate and parallelism key; and each keyed run less the unkeyed one."""
+    """`cost_jobs` one-shot jobs in each of `config.cost_spreads`, each priced without a key, with a rate key and
+    with a rate and parallelism key; and each keyed run less the unkeyed one."""
     keys: dict[str, dict[str, Any] | None] = {
         "no key": None,
         "key with a rate": {"key": "cost-api", "rate": config.cost_rate},
@@ -337,22 +359,27 @@ def key_costs(config: FlowConfig, log: Callable[[str], None]) -> dict[str, Any]:
     receiver = Receiver().start()
     try:
         spreads: dict[str, Any] = {}
-        for kind, spread in COST_SPREADS.items():
-            log(f"flow cost: {spread}: baseline timeline without jobs")
-            empty = cost._timeline(kind, 0, 1, 10, receiver, with_jobs=False)
+        for name in config.cost_spreads:
+            spread = COST_SPREADS[name]
+            variant = cost.VARIANTS[spread.variant]
+            log(f"flow cost: {spread.what}: baseline timeline without jobs")
+            empty = cost._timeline(spread.kind, 0, 1, spread.batch_size, receiver, with_jobs=False, variant=variant)
             runs: dict[str, Any] = {}
-            for name, flow in keys.items():
-                log(f"flow cost: {config.cost_jobs} jobs {spread}, {name}")
-                measured = cost._timeline(kind, config.cost_jobs, 1, 10, receiver, True, flow_control=flow)
-                runs[name] = _priced_run(measured, empty, flow, config.cost_jobs)
-            spreads[kind] = {"what": spread, "runs": runs, "added": added(runs)}
+            for key_name, flow in keys.items():
+                log(f"flow cost: {config.cost_jobs} jobs {spread.what}, {key_name}")
+                measured = cost._timeline(
+                    spread.kind, config.cost_jobs, 1, spread.batch_size, receiver, True, variant, flow_control=flow
+                )
+                runs[key_name] = _priced_run(measured, empty, flow, config.cost_jobs)
+            spreads[name] = {
+                "what": spread.what,
+                "batch_size": spread.batch_size,
+                "variant": spread.variant,
+                "runs": runs,
+                "added": added(runs),
+            }
         return {
-            "config": {
-                "jobs": config.cost_jobs,
-                "batch_size": 10,
-                "rate": config.cost_rate,
-                "parallelism": config.cost_parallelism,
-            },
+            "config": {"jobs": config.cost_jobs, "rate": config.cost_rate, "parallelism": config.cost_parallelism},
             "spreads": spreads,
         }
     finally:

@@ -6,10 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler_bench.figures import dollars, figure, table
+from scheduler_bench.flow_isolation import compare
 
 
 def _seconds(summary: dict[str, Any], name: str) -> str:
     return figure(summary.get(name), 2)
+
+
+def _by_kind(result: dict[str, Any]) -> str:
+    """Each kind's p99 difference and whether it is within the tolerance (computed from the kinds' summaries)."""
+    parts = []
+    baseline, loaded = result["unrelated"]["baseline"]["by_kind"], result["unrelated"]["during_drain"]["by_kind"]
+    for kind in baseline:
+        verdict = compare(baseline[kind], loaded.get(kind, {}))
+        p99 = verdict["p99"] or {}
+        within = "within" if verdict["p99_within_tolerance"] else "not within"
+        parts.append(f"{kind} {figure(p99.get('difference'), 2)} s ({within})")
+    return ", ".join(parts)
 
 
 def isolation_section(result: dict[str, Any]) -> list[str]:
@@ -47,7 +60,8 @@ def isolation_section(result: dict[str, Any]) -> list[str]:
         f"{figure(config['other_key_rate'], 0)} a second) and another tenant. p99 start lateness "
         f"{_seconds(p99, 'baseline')} s without the backlog, {_seconds(p99, 'during_drain')} s during the drain: "
         f"difference **{figure(p99.get('difference'), 2)} s**, ratio **{figure(ratio, 2)}** "
-        f"({verdict} {figure(comparison['tolerance_seconds'], 1)} s of the baseline).",
+        f"({verdict} {figure(comparison['tolerance_seconds'], 1)} s of the baseline). By kind, p99 during the "
+        f"drain less the baseline's: {_by_kind(result)}.",
         "",
     ]
     lines += table(
@@ -147,7 +161,7 @@ def cost_section(result: dict[str, Any]) -> list[str]:
     )
     lines += [
         "",
-        f"{config['jobs']:,} one-shot jobs, full SQS batches of {config['batch_size']}, on the cost scenario's virtual "
+        f"{config['jobs']:,} one-shot jobs on the cost scenario's virtual "
         "timeline (the real api, sweeper and worker code on metered clients, the job-less timeline subtracted); the "
         f"key's rate is {figure(config['rate'], 0)} a second (its parallelism {figure(config['parallelism'], 0)}), "
         "above what the jobs need. *Attempts held*: attempts the key's start pacing or slots sent back to the queue "

@@ -107,7 +107,11 @@ def test_results_md_gets_the_ratio_the_keys_bound_and_the_added_cost() -> None:
     late = {"count": 6, "p50": 0.4, "p99": 0.8, "max": 0.9}
     kind = {"count": 2, "p50": 0.4, "p99": 0.8, "max": 0.9}
     group = {"lateness_seconds": late, "by_kind": {"unkeyed, same tenant": kind}, "early_starts": 0}
-    loaded = {**group, "lateness_seconds": {**late, "p99": 1.0}}
+    loaded = {
+        **group,
+        "lateness_seconds": {**late, "p99": 1.0},
+        "by_kind": {"unkeyed, same tenant": {**kind, "p99": 1.5}},
+    }
     isolation = {
         "config": {
             "held": 20,
@@ -135,6 +139,7 @@ def test_results_md_gets_the_ratio_the_keys_bound_and_the_added_cost() -> None:
     assert "## Flow control: a held key's isolation" in text
     assert "difference **0.20 s**, ratio **1.25** (within 0.5 s of the baseline)" in text
     assert "| **5** | 6 | 5 |" in text
+    assert "drain less the baseline's: unkeyed, same tenant 0.70 s (not within)." in text
     assert "## Flow control: what a key costs a fire" in text
     row = "| due within one second | **added by a key with a rate** |  |  | 1.50 | 1.25 | 2.00 | 0.00 | **$1.00** |"
     assert row in text

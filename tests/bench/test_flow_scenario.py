@@ -19,7 +19,13 @@ def test_a_tiny_drain_runs_its_unrelated_occurrences_and_prices_a_key(aws_env: d
     # Given a key at 10 a second with 20 occurrences due at once, 6 unrelated ones a second into its drain (and at a
     # baseline moment before), and a herd of 6 priced with and without a key
     config = flow_isolation.FlowConfig(
-        held=20, rate=10, unrelated=6, unrelated_after_seconds=1.0, state_dir=tmp_path, cost_jobs=6
+        held=20,
+        rate=10,
+        unrelated=6,
+        unrelated_after_seconds=1.0,
+        state_dir=tmp_path,
+        cost_jobs=6,
+        cost_spreads=("quiet", "herd"),
     )
 
     # When the scenario runs
