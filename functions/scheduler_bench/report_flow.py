@@ -91,11 +91,18 @@ def isolation_section(result: dict[str, Any]) -> list[str]:
         ],
     )
     receiver = result["receiver"]
+    ahead = result.get("all_dispatched_before_baseline_seconds", "unknown")
+    if ahead == "unknown":
+        handed = ""
+    elif ahead is None:
+        handed = " The sweeper was still handing the messages over when the baseline fell due (a busier baseline)."
+    else:
+        handed = f" Every message was with SQS {figure(ahead, 0)} s before the baseline fell due."
     lines += [
         "",
         f"Arrived {result['arrived']:,} of {result['expected']:,} occurrences; duplicate calls "
         f"{receiver['duplicate_calls']:,}, effects per key at most {receiver['max_effects_per_key']}; "
-        f"worker pollers at most {result['worker_peak']}.",
+        f"worker pollers at most {result['worker_peak']}.{handed}",
         "",
     ]
     return lines

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler_bench.flow_isolation import added, compare, key_drain, most_in_any_window
+from scheduler_bench.flow_isolation import added, busiest_window, compare, key_drain, most_in_any_window
 from scheduler_bench.receiver import Call
 from scheduler_bench.report_flow import flow_sections
 
@@ -30,6 +30,9 @@ def test_a_window_holds_its_start_but_not_its_end() -> None:
     assert most_in_any_window([3.0, 0.2, 0.1, 2.9]) == 2
     assert most_in_any_window([0.0, 1.5, 2.9, 3.1], window=3.0) == 3
     assert most_in_any_window([]) == 0
+    # And where: the first window that holds the most
+    assert busiest_window([0.1, 0.5, 0.7, 0.9, 1.2, 1.4, 2.6]) == (5, 0.5)
+    assert busiest_window([]) == (0, None)
 
 
 def test_a_key_at_its_rate_is_within_the_bound_and_one_burst_over_it_is_not() -> None:
@@ -50,6 +53,7 @@ def test_a_key_at_its_rate_is_within_the_bound_and_one_burst_over_it_is_not() ->
     burst = key_drain(calls_at(-0.1, *(0.1 * n for n in range(6)), 3.0), DUE, rate=5)
     assert burst["most_calls_in_any_second"] == 7 and not burst["within_bound"]
     assert burst["early_calls"] == 1
+    assert burst["busiest_second_after_due_seconds"] == pytest.approx(-0.1)
 
 
 def test_the_comparison_is_the_difference_and_the_ratio_judged_on_the_p99() -> None:
