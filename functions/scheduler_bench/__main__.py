@@ -6,6 +6,7 @@ bench/results.md and bench/lateness.png.
     python -m scheduler_bench --burst 20 --pending 200 --due 20 --only cost,sweep,burst --out /tmp/b
     python -m scheduler_bench --only cost --variants baseline,one-per-message,no-job-copy,no-landing,slots
     python -m scheduler_bench --only sweepers --sweepers-jobs 4000 --sweepers-rounds 3   # 1 vs 2 sweeper processes
+    python -m scheduler_bench --only flow     # a held flow-control key's isolation, and what a key costs a fire
 
 Runs against AWS_ENDPOINT_URL_* when set (another emulator, a recording proxy, a real account: then it creates
 and deletes its own tables and queues there); otherwise it starts DynamoDB Local and ministack and stops them.
@@ -32,6 +33,7 @@ from scheduler_bench import (
     cost,
     emulator_latency,
     environment,
+    flow_isolation,
     plot,
     prices,
     report,
@@ -44,7 +46,7 @@ from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
 FULL_PENDING = (10_000, 100_000, 1_000_000)
-SCENARIOS = ("cost", "sweep", "burst", "emulator", "sweepers", "capacity")
+SCENARIOS = ("cost", "sweep", "burst", "emulator", "sweepers", "flow", "capacity")
 
 
 def log(message: str) -> None:
@@ -105,6 +107,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--capacity-sizes", default="10000,50000,500000", help="herds the capacity model simulates (10000,50000,500000)"
     )
     parser.add_argument(
+        "--flow-held",
+        type=int,
+        default=1000,
+        help="occurrences of the held key due at once in the flow scenario (1000)",
+    )
+    parser.add_argument("--flow-rate", type=int, default=5, help="the held key's calls a second (5)")
+    parser.add_argument(
+        "--flow-unrelated", type=int, default=200, help="unrelated occurrences due at once, at each moment (200)"
+    )
+    parser.add_argument(
+        "--flow-after", type=float, default=80.0, help="seconds into the key's drain the unrelated fall due (80)"
+    )
+    parser.add_argument(
+        "--flow-cost-jobs", type=int, default=200, help="the flow cost runs' herd, with and without a key (200; 0 none)"
+    )
+    parser.add_argument(
+        "--flow-cost-spreads",
+        default="quiet",
+        help=f"the flow cost runs' spreads: {','.join(flow_isolation.COST_SPREADS)} (quiet)",
+    )
+    parser.add_argument(
         "--keep-runs",
         action="store_true",
         help="keep the previous results.json's herd runs of other sizes (run the herd sizes in several goes)",
@@ -142,6 +165,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if not args.sweeper_processes or min(args.sweeper_processes) < 1:
         parser.error("--sweepers-processes takes whole numbers of at least 1")
+    if min(args.flow_held, args.flow_unrelated) < 1 or args.flow_cost_jobs < 0 or args.flow_after < 0:
+        parser.error(
+            "--flow-held and --flow-unrelated must be at least 1, --flow-cost-jobs and --flow-after at least 0"
+        )
+    args.flow_spreads = tuple(name.strip() for name in args.flow_cost_spreads.split(",") if name.strip())
+    unknown_spreads = [name for name in args.flow_spreads if name not in flow_isolation.COST_SPREADS]
+    if unknown_spreads:
+        parser.error(f"unknown spread(s) {unknown_spreads}; choose from {', '.join(flow_isolation.COST_SPREADS)}")
+    if not 0 < args.flow_rate <= 500:
+        parser.error(
+            f"--flow-rate is whole calls a second, at least 1 and at most 500 (a key's limit), not {args.flow_rate}"
+        )
     if min(args.sweepers_jobs, args.sweepers_shards, args.sweepers_rounds) < 1:
         parser.error("--sweepers-jobs, --sweepers-shards and --sweepers-rounds must be at least 1")
     if not args.sweep_counts or min(args.sweep_counts) < 1:
@@ -385,6 +420,19 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
                 state_dir=args.out / "tmp",
             )
             ok &= _scenario("sweepers", results, "sweepers", lambda: sweepers.run(scaling_out, log))
+        if "flow" in only:
+            flow = flow_isolation.FlowConfig(
+                held=args.flow_held,
+                rate=args.flow_rate,
+                unrelated=args.flow_unrelated,
+                unrelated_after_seconds=args.flow_after,
+                workers=args.workers,
+                max_workers=args.max_workers,
+                state_dir=args.out / "tmp",
+                cost_jobs=args.flow_cost_jobs,
+                cost_spreads=args.flow_spreads,
+            )
+            ok &= _scenario("flow", results, "flow_control", lambda: flow_isolation.run(flow, log))
         if "emulator" in only:
             latency = emulator_latency.EmulatorLatencyConfig(
                 _sizes(args.emulator_depths), _sizes(args.moto_depths), log_dir=environment.ROOT / ".local" / "logs"

@@ -11,6 +11,7 @@ marginal spend of the jobs; the run without them is the fixed cost of sweeping e
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,13 +113,17 @@ def spread(first: datetime, index: int, within_ms: int = 60_000) -> datetime:
     return first + timedelta(milliseconds=(index * 7_919) % within_ms)
 
 
-def _spec(kind: str, url: str, first: datetime, occurrences: int) -> tuple[JobSpec, dict[str, Any]]:
+def _spec(
+    kind: str, url: str, first: datetime, occurrences: int, flow_control: dict[str, Any] | None = None
+) -> tuple[JobSpec, dict[str, Any]]:
     if not _recurring(kind):
         schedule: dict[str, Any] = {"type": "once", "at": rfc3339(first)}
     else:
         end = first + timedelta(minutes=occurrences - 1)
         schedule = {"type": "rate", "every_seconds": 60, "start_at": rfc3339(first), "end_at": rfc3339(end)}
     body = {"schedule": schedule, "target": {"type": "http", "url": url}, "payload": {"bench": kind}}
+    if flow_control is not None:
+        body["flow_control"] = flow_control
     return JobSpec.model_validate(body), body
 
 
@@ -180,8 +185,10 @@ def _timeline(
     receiver: Receiver,
     with_jobs: bool,
     variant: Variant = BASELINE,
+    flow_control: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One virtual timeline on fresh tables; returns per-phase totals and what fired."""
+    """One virtual timeline on fresh tables; returns per-phase totals and what fired. With `flow_control`, every
+    job names that flow-control key (`scheduler_bench.flow_isolation` prices what a key adds)."""
     with _fresh("bc", receiver, variant) as fresh:
         meter, settings, services, clock, start, plain = (
             fresh.meter,
@@ -204,7 +211,7 @@ def _timeline(
         if with_jobs:
             for index in range(jobs):
                 job_first = spread(first, index, SPREAD_MS[kind])
-                spec, body = _spec(kind, receiver.url, job_first, occurrences)
+                spec, body = _spec(kind, receiver.url, job_first, occurrences, flow_control)
                 with meter.invocation("api"):
                     created = services.job_service.create("bench", spec, None, body)
                 job_ids.append((created.job.job_id, spec, job_first))
@@ -217,6 +224,8 @@ def _timeline(
             sweeps += 1
             drain(services, meter, batch_size)
             minute += timedelta(minutes=1)
+        if services.kept:
+            _run_kept_again(services, meter, batch_size)
         # What fired: every expected occurrence reached SUCCEEDED (read without the meter).
         expected = []
         for job_id, spec, job_first in job_ids:
@@ -245,6 +254,24 @@ def _timeline(
             "worker_wait_seconds": sum(services.worker_clock.batch_waits),
             "sweeper_wait_seconds": services.sweeper_waits.seconds,
         }
+
+
+def _run_kept_again(services: Any, meter: Meter, batch_size: int, timeout: float = 60.0) -> None:
+    """The messages a worker kept (a throttled attempt: a flow-control key's start pacing or slots, a tenant's
+    slots) are hidden on the queue for whole seconds of real time; as on AWS, they come back then and run again,
+    their receives and attempts billed. Drains until the ready queue is empty (or `timeout` seconds), the worker's
+    clock moving on by the real time waited."""
+    sqs, url = client("sqs"), services.settings.ready_queue_url
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"]
+    names.append("ApproximateNumberOfMessagesNotVisible")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        if not sum(int(attributes.get(name, 0)) for name in names):
+            return
+        time.sleep(0.5)
+        services.worker_clock.advance(0.5)
+        drain(services, meter, batch_size)
 
 
 #: Jobs per `POST /v1/jobs/batch` request in the batched-submit measurement (the endpoint's limit).

@@ -8,6 +8,7 @@ from typing import Any
 
 from scheduler_bench import capacity_report
 from scheduler_bench.report_cost import cost_sections
+from scheduler_bench.report_flow import flow_sections
 from scheduler_bench.report_latency import emulator_latency, latency_sections
 from scheduler_bench.report_sweepers import sweepers_section
 
@@ -18,10 +19,11 @@ RESULT_KEYS = {
     "burst": "burst",
     "emulator": "emulator_latency",
     "sweepers": "sweepers",
+    "flow": "flow_control",
     "capacity": "capacity",
 }
 #: The scenarios whose times this machine's load affects (the capacity model is computed, not timed).
-MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator", "sweepers")
+MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator", "sweepers", "flow")
 
 
 def _carried(results: dict[str, Any], carried: dict[str, Any]) -> str:
@@ -69,6 +71,8 @@ def render(results: dict[str, Any]) -> str:
     lines += latency_sections(results)
     if "sweepers" in results:
         lines += sweepers_section(results["sweepers"])
+    if "flow_control" in results:
+        lines += flow_sections(results["flow_control"])
     if "capacity" in results:
         lines += capacity_report.render(results["capacity"])
     if "emulator_latency" in results:

@@ -36,6 +36,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     tiny += ["--recurring-jobs", "2", "--occurrences", "2", "--jitter", "2", "--out", str(tmp_path)]
     tiny += ["--emulator-depths", "0,30", "--moto-depths", "0", "--peer-processes", "2"]
     tiny += ["--capacity-sizes", "500", "--sweepers-jobs", "20", "--sweepers-shards", "2", "--sweepers-rounds", "1"]
+    tiny += ["--flow-held", "10", "--flow-rate", "10", "--flow-unrelated", "3", "--flow-after", "0.5"]
+    tiny += ["--flow-cost-jobs", "3"]
 
     # When the benchmark runs every scenario at a tiny size
     done = subprocess.run(
@@ -117,6 +119,13 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     # And the sweepers scenario sent the whole herd once with one process and once with two
     assert [(r["processes"], r["dispatched"]) for r in results["sweepers"]["runs"]] == [(1, 20), (2, 20)]
 
+    # And the flow scenario ran every occurrence of its held key and of the unrelated ones, and priced a key
+    isolation = results["flow_control"]["isolation"]
+    assert isolation["arrived"] == isolation["expected"] == 10 + 2 * 3
+    assert isolation["held_key"]["distinct_occurrences"] == 10 and isolation["held_key"]["early_calls"] == 0
+    for spread in results["flow_control"]["cost"]["spreads"].values():
+        assert {run["fires"] for run in spread["runs"].values()} == {3}
+
     # And the report and the plot are written
     markdown = (tmp_path / "results.md").read_text()
     for heading in (
@@ -128,6 +137,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
         "## The local SQS",
         "Where the CPU went while the herd drained",
         "## Dispatch with one and with two sweeper processes",
+        "## Flow control: a held key's isolation",
+        "## Flow control: what a key costs a fire",
     ):
         assert heading in markdown
     assert "EventBridge Scheduler alone" in markdown
