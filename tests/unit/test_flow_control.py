@@ -377,3 +377,36 @@ def test_calls_of_a_key_start_a_rates_gap_apart_however_late_their_messages_came
 
     assert [s - starts[0] for s in starts] == [timedelta(0), timedelta(milliseconds=500), timedelta(seconds=1)]
     assert world.metrics.counts.get("FlowControlPaced", 0) == 2
+
+
+def test_a_start_taken_by_another_attempt_while_one_waits_is_waited_out_again_not_hidden() -> None:
+    world = MemoryCore.build(max_active_jobs=10)
+    first, second = due_now(world, 2, {"key": "k", "rate": 2})  # a gap of 500 ms
+    keys = world.core.flow.keys  # type: ignore[union-attr]
+    take_start = keys.take_start
+    raced: list[datetime] = []
+
+    def another_attempt_first(tenant: str, key: str, seen: datetime | None, next_start: datetime) -> bool:
+        # once: a record of another worker's batch takes the start this attempt waited for, a moment before it
+        if not raced and seen is not None:
+            raced.append(next_start)
+            assert take_start(tenant, key, seen, next_start)
+            return False
+        return take_start(tenant, key, seen, next_start)
+
+    keys.take_start = another_attempt_first  # type: ignore[method-assign]
+    starts: list[datetime] = []
+
+    def record(call: TargetCall) -> str:
+        starts.append(world.now())
+        return "ok"
+
+    # Given the first started, and the second waiting out the gap only to lose the start it waited for
+    assert world.executor(FakeTarget(world.clock, record)).execute(first, StubMessage()).ack
+    began = world.now()
+    outcome = world.executor(FakeTarget(world.clock, record)).execute(second, StubMessage())
+
+    # Then the second waits out the next gap in the worker too, and starts then: not hidden for a second or more
+    assert raced and outcome.ack and len(starts) == 2
+    assert starts[1] - began == timedelta(seconds=1)
+    assert world.metrics.counts.get("FlowControlDelaySeconds", 0) == 0
