@@ -51,8 +51,11 @@ def test_a_fired_job_publishes_one_succeeded_event_a_consumer_can_read(
             received.append(json.loads(message["Body"]))
     key = f"{job['job_id']}:{rfc3339(at)}"
     mine = [e for e in received if e["detail"]["occurrence_key"] == key]
-    assert len(mine) == 1, received
-    [event] = mine
+    # (at least once, as documented: a publish whose answer came too late is published again by the sweeper's drain,
+    # the same event with the same event_id, which consumers dedupe on)
+    assert mine, received
+    assert len({e["detail"]["event_id"] for e in mine}) == 1, mine
+    event = mine[0]
     assert event["detail-type"] == "Occurrence Succeeded"
     assert event["detail"]["job_id"] == job["job_id"]
     assert event["detail"]["tenant"] == "alice"

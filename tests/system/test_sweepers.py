@@ -341,7 +341,10 @@ def test_three_sweepers_killed_with_the_workers_fire_each_occurrence_once_and_ho
                 assert f"{name} exited (code -9); restarting it" in out, name
         shares = sweeps_by_process(stack)
         assert sorted(shares) == sorted(names), shares
-        assert sum(1 for totals in shares.values() if totals.get("buckets_done")) >= 2, shares
+        # (more than one sweeper reached the buckets: claimed some, or found them claimed by another; which one
+        # finishes them is the machine's scheduling)
+        reached = sum(1 for totals in shares.values() if totals.get("buckets_done") or totals.get("buckets_busy"))
+        assert reached >= 2, shares
         herd_owners = {final[(minute_of(due), shard)]["owner"]["S"] for shard in range(SHARDS)}
         taken_over = sum(1 for bucket in final.values() if int(bucket["epoch"]["N"]) > 1)
         duplicates = sum(n - 1 for n in received.values())
