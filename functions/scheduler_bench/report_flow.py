@@ -173,7 +173,9 @@ def cost_section(result: dict[str, Any]) -> list[str]:
         f"key's rate is {figure(config['rate'], 0)} a second (its parallelism {figure(config['parallelism'], 0)}), "
         "above what the jobs need. *Attempts held*: attempts the key's start pacing or slots sent back to the queue "
         "(they came back and ran, billed): a batch's records start together and race for the key's next start, "
-        "and one that has not started within 2 s of its first try waits hidden. What a key adds a fire, by function: " + "; ".join(by_function) + ".",
+        "and one that has not started within 2 s of its first try waits hidden. What a key adds a fire, by function: "
+        + "; ".join(by_function)
+        + ".",
         "",
     ]
     return lines
