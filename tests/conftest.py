@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
+from scheduler.adapters.fast_calls import fast_calls
 from scheduler.provision import Resources, provision
 from scheduler_local import emulators
 
@@ -87,12 +88,13 @@ def aws_env(aws_endpoints: dict[str, str]) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def dynamodb_client(aws_env: dict[str, str]) -> Any:
-    return boto3.client("dynamodb", region_name=aws_env.get("AWS_DEFAULT_REGION", "us-east-1"))
+    """As the functions have it: its per-occurrence calls on the fast path (scheduler.adapters.fast_calls)."""
+    return fast_calls(boto3.client("dynamodb", region_name=aws_env.get("AWS_DEFAULT_REGION", "us-east-1")))
 
 
 @pytest.fixture(scope="session")
 def sqs_client(aws_env: dict[str, str]) -> Any:
-    return boto3.client("sqs", region_name=aws_env.get("AWS_DEFAULT_REGION", "us-east-1"))
+    return fast_calls(boto3.client("sqs", region_name=aws_env.get("AWS_DEFAULT_REGION", "us-east-1")))
 
 
 @pytest.fixture
