@@ -36,6 +36,7 @@ from scheduler.adapters.dynamodb import (
     DynamoTimerStore,
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
+from scheduler.adapters.fast_calls import fast_calls
 from scheduler.adapters.file_pollers import FilePollerControl
 from scheduler.adapters.heartbeat import ThreadHeartbeats
 from scheduler.adapters.http_target import HttpTargetInvoker, check_headers
@@ -338,6 +339,8 @@ def build(
     `TargetChecks(settings)`) are the submit-time checks of a target."""
     clients = clients or Clients.default(events=settings.completion_events)
     dynamodb, sqs = clients.dynamodb, clients.sqs
+    if settings.fast_aws_calls:
+        dynamodb, sqs = fast_calls(dynamodb), fast_calls(sqs)
     lanes = {"high": settings.ready_queue_high_url, "low": settings.ready_queue_low_url}
     key = message_key(resolve_secret(settings, "message_secret"))
     queue = SqsReadyQueue(
