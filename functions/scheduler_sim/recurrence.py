@@ -53,7 +53,9 @@ def chains(sim: Observed) -> list[Violation]:
     ran: dict[str, dict[datetime, Execution]] = {}
     for item in sim.ledger.items.values():
         if item.state == RunState.SKIPPED and item.last_error == "job paused" and _resumed_after(sim, item):
-            continue  # a resume must decide it by the misfire policy, not find it skipped as paused
+            # A resume decides it by its misfire policy: one it sends again reopens the skip and ends in its real
+            # outcome (Ledger.claim); one still SKIPPED as paused is one the policy did not run (or never got to).
+            continue
         ran.setdefault(item.job_id, {})[item.scheduled_for] = item
     found: list[Violation] = []
     for record in sim.records:

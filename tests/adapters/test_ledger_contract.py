@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -148,6 +149,93 @@ def test_a_finished_occurrence_is_never_claimed_again(ledger, make, state) -> No
     with pytest.raises(ClaimRefused) as refused:
         claim(ledger, d, "w2", make.t0 + timedelta(days=1), take_over=True)
     assert refused.value.current.state == state
+
+
+# -- a pause skip, reopened by the resumed chain ------------------------------------------------------------
+
+#: How the worker records an occurrence it claimed while its job was paused at version 2 (guards.skip_reason).
+PAUSE_SKIP = AttemptEnd(RunState.SKIPPED, error="job paused", refund_attempt=True, paused_version=2)
+
+
+def paused_skip(ledger: Any, make: Any) -> tuple[Any, Any]:
+    """An occurrence dispatched at version 1 whose first attempt w1 failed (retry due at once), and whose retry w2
+    claimed and skipped because the job was paused at version 2, with its completion event: its dispatch and the
+    item as the skip left it."""
+    d = after_one_attempt(ledger, make, AttemptEnd(RunState.RETRY_WAIT, error="HTTP 429", next_attempt_at=make.t0))
+    retry = claim(ledger, d, "w2", make.t0 + timedelta(seconds=5))
+    return d, ledger.finish(d.key, "w2", retry.epoch, make.t0 + timedelta(seconds=5), PAUSE_SKIP)
+
+
+def test_a_pause_skip_keeps_the_paused_version_and_gives_its_attempt_back(ledger, make) -> None:
+    _, skipped = paused_skip(ledger, make)
+
+    assert (skipped.state, skipped.paused_version, skipped.epoch, skipped.attempts) == (RunState.SKIPPED, 2, 2, 1)
+    assert skipped.finished_at == make.t0 + timedelta(seconds=5)
+    assert [e.state for e in skipped.outbox] == [RunState.SKIPPED]
+
+
+def test_a_pause_skip_is_reopened_by_a_later_versions_dispatch_and_then_runs_once(ledger, make) -> None:
+    d, skipped = paused_skip(ledger, make)
+    resumed = replace(d, version=3)  # the resumed chain's dispatch of the same occurrence
+    now = make.t0 + timedelta(minutes=3)
+
+    reopened = claim(ledger, resumed, "w3", now, take_over=False)
+
+    # A claim as any other: the next epoch (the fencing token), the next attempt, a lease; nothing of the skip's end
+    assert (reopened.state, reopened.owner, reopened.epoch, reopened.attempts) == (RunState.RUNNING, "w3", 3, 2)
+    assert reopened.lease_until == now + LEASE
+    assert reopened.finished_at is None and reopened.paused_version is None
+    # The skip's history and its outbox entry (not yet published) are kept
+    assert history(reopened) == history(skipped)
+    assert reopened.outbox == skipped.outbox
+    assert ledger.get(d.key) == reopened
+    # Reopened once: a second copy of the resumed chain's message finds it running
+    with pytest.raises(ClaimRefused) as running:
+        claim(ledger, resumed, "w4", now + timedelta(seconds=1), take_over=False)
+    assert running.value.current.state == RunState.RUNNING
+
+    done = ledger.finish(d.key, "w3", reopened.epoch, now, AttemptEnd(RunState.SUCCEEDED, result="HTTP 200"))
+
+    # Its outcome follows the skip: two completion events with their own ids, and never reopened again
+    assert (done.state, done.finished_at, done.paused_version) == (RunState.SUCCEEDED, now, None)
+    assert [(e.state, e.epoch) for e in done.outbox] == [(RunState.SKIPPED, 2), (RunState.SUCCEEDED, 3)]
+    assert [h.state for h in done.history] == [RunState.RETRY_WAIT, RunState.SKIPPED, RunState.SUCCEEDED]
+    with pytest.raises(ClaimRefused) as finished:
+        claim(ledger, replace(d, version=4), "w5", now + timedelta(days=1))
+    assert finished.value.current.state == RunState.SUCCEEDED
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_pause_skip_is_not_reopened_at_or_below_the_paused_version(ledger, make, version) -> None:
+    # The message that was skipped, delivered again, or any other dispatch from before the resume
+    d, skipped = paused_skip(ledger, make)
+
+    with pytest.raises(ClaimRefused) as refused:
+        claim(ledger, replace(d, version=version), "w3", make.t0 + timedelta(days=1))
+
+    assert refused.value.current.state == RunState.SKIPPED
+    assert ledger.get(d.key) == skipped
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        AttemptEnd(RunState.CANCELLED, error="job cancelled"),
+        AttemptEnd(RunState.SKIPPED, error="overlap: h is still running", overlapped="h"),
+        AttemptEnd(RunState.SKIPPED, error="superseded: the schedule changed in version 2"),
+    ],
+    ids=["cancelled", "overlap-skipped", "superseded"],
+)
+def test_no_other_skip_is_ever_reopened(ledger, make, end) -> None:
+    d = after_one_attempt(ledger, make, end)
+    before = ledger.get(d.key)
+    assert before.paused_version is None
+
+    with pytest.raises(ClaimRefused) as refused:
+        claim(ledger, replace(d, version=99), "w2", make.t0 + timedelta(days=1))
+
+    assert refused.value.current.state == end.state
+    assert ledger.get(d.key) == before
 
 
 # -- heartbeat and finish (fencing) -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.errors import LeaseLost
-from scheduler.core.execution.executor import ExecuteConfig
+from scheduler.core.execution.executor import ExecuteConfig, Why
 from scheduler.core.execution.retry import backoff
 from scheduler.core.model.job import JobSpec, RetryPolicy, RunState
 from scheduler.core.ports import AttemptEnd, Dispatch, TargetCall
@@ -501,6 +501,65 @@ def test_a_job_cancelled_or_paused_since_dispatch_records_why_and_calls_nothing(
     getattr(world.service, change)(TENANT, job.job_id)
 
     assert assert_acknowledged_unrun(world, dispatch, recorded).last_error == why
+
+
+class _ClockAhead:
+    """A worker's clock that runs `seconds` ahead of the world's (within the clock-skew allowance)."""
+
+    def __init__(self, world: MemoryCore, seconds: float) -> None:
+        self.world, self.ahead = world, timedelta(seconds=seconds)
+
+    def now(self) -> datetime:
+        return self.world.now() + self.ahead
+
+
+@pytest.mark.parametrize(("policy", "runs"), [("run_all", True), ("skip", False)])
+def test_a_retry_skipped_while_paused_runs_once_when_the_resume_sends_it_again(
+    world: MemoryCore, policy: str, runs: bool
+) -> None:
+    # Given a job every minute whose 09:01 occurrence a worker (its clock 2 s ahead) tried a moment before the pause
+    # took effect at 09:00:59, and the target throttled: the occurrence waits to retry
+    every_minute = {"type": "cron", "expression": "* * * * *"}
+    job = world.create(every_minute, misfire_policy=policy, retry=FAST_RETRY, events=True)
+    first = Dispatch.of(world.pending_timers(job.job_id)[0])
+    assert first.scheduled_for == at("2026-01-05T09:01")
+    target = FakeTarget(world.clock, retryable("429 Too Many Requests"), "ok")
+    ahead = replace(world.executor(target), clock=_ClockAhead(world, 2))
+    world.set_time(at("2026-01-05T09:00:58.500"))
+    assert not ahead.execute(first, StubMessage()).ack
+    world.set_time(at("2026-01-05T09:00:59"))
+    world.service.pause(TENANT, job.job_id)
+
+    # When its retry comes while the job is paused: it is recorded SKIPPED, unrun
+    world.set_time(at("2026-01-05T09:01:10"))
+    skipped = world.executor(target).execute(first, StubMessage())
+    assert skipped.ack and len(target.calls) == 1
+    run = world.ledger.get(first.key)
+    assert run is not None and (run.state, run.last_error, run.paused_version) == (RunState.SKIPPED, "job paused", 2)
+
+    # And the job is resumed at 09:03:30, past the misfire grace for 09:01, and the old message comes again
+    world.set_time(at("2026-01-05T09:03:30"))
+    world.service.resume(TENANT, job.job_id)
+    again = world.executor(target).execute(first, StubMessage(receive_count=2))
+    assert (again.ack, again.why) == (True, Why.ALREADY)
+    world.sweep()
+    world.deliver(world.executor(target))
+
+    # Then what the resume's policy runs, runs once: the resumed chain's message reopens the skip (run_all), and under
+    # `skip` it stays skipped; the old message never reopens it
+    run = world.ledger.get(first.key)
+    assert run is not None
+    calls = [c for c in target.calls if c.key == first.key]
+    if runs:
+        assert [(c.token, c.version) for c in calls] == [(1, 1), (3, 3)]
+        assert (run.state, run.epoch, run.attempts, run.paused_version) == (RunState.SUCCEEDED, 3, 2, None)
+        assert [h.state for h in run.history] == [RunState.RETRY_WAIT, RunState.SKIPPED, RunState.SUCCEEDED]
+    else:
+        assert len(calls) == 1
+        assert (run.state, run.epoch) == (RunState.SKIPPED, 2)
+    # And its completion events tell the skip, then what became of it
+    published = [(e.state, e.fencing_token) for e in world.events.published if e.occurrence_key == first.key]
+    assert published == [(RunState.SKIPPED, 2)] + ([(RunState.SUCCEEDED, 3)] if runs else [])
 
 
 def test_superseded_occurrence_records_skipped(world: MemoryCore) -> None:

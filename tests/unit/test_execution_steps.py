@@ -103,9 +103,14 @@ def test_skip_reason_names_a_cancelled_or_paused_job_and_none_for_a_live_one(wor
     job, dispatch = world.due()
 
     assert skip_reason(job, dispatch) is None
-    cancelled, paused = (job.model_copy(update={"state": state}) for state in (JobState.CANCELLED, JobState.PAUSED))
-    assert skip_reason(cancelled, dispatch) == (RunState.CANCELLED, "job cancelled")
-    assert skip_reason(paused, dispatch) == (RunState.SKIPPED, "job paused")
+    cancelled = job.model_copy(update={"state": JobState.CANCELLED, "version": job.version + 1})
+    paused = job.model_copy(update={"state": JobState.PAUSED, "version": job.version + 1})
+    assert skip_reason(cancelled, dispatch) == AttemptEnd(RunState.CANCELLED, error="job cancelled")
+    # Only a pause skip is reopenable, by a later version than the paused job's: it keeps that version, and gives
+    # back the attempt it did not make
+    assert skip_reason(paused, dispatch) == AttemptEnd(
+        RunState.SKIPPED, error="job paused", refund_attempt=True, paused_version=job.version + 1
+    )
 
 
 # -- the execution slot -------------------------------------------------------------------------------------

@@ -355,6 +355,7 @@ def execution_from_item(item: Item) -> Execution:
         history=history,
         outbox=[outbox_entry_from_attribute(v) for v in item.get("outbox", {}).get("L", [])],
         overlapped=get_s(item, "overlapped"),
+        paused_version=get_n(item, "paused_v"),
         held=hold_from_item(item),
     )
 

@@ -313,6 +313,10 @@ class AttemptEnd:
     #: The occurrence this one overlapped (overlap policy): it waits behind it (RETRY_WAIT, `buffered`) or was
     #: skipped for it (SKIPPED).
     overlapped: str | None = None
+    #: Skipped because its job was paused (SKIPPED, "job paused"): the paused job's version. The resume may send the
+    #: occurrence again (its misfire policy runs what fell due while the job was paused), and only a dispatch at a
+    #: later version than this may reopen the record (`Ledger.claim`); a cancel or an overlap skip never sets it.
+    paused_version: int | None = None
 
     @classmethod
     def buffered(cls, holder: str, now: datetime) -> AttemptEnd:
@@ -365,6 +369,9 @@ class Execution:
     outbox: list[OutboxEntry] = field(default_factory=list)
     #: Set by the attempt's end (AttemptEnd.overlapped): the occurrence this one overlapped. Cleared by a claim.
     overlapped: str | None = None
+    #: Set by a pause skip (AttemptEnd.paused_version): the version of the paused job that skipped it. A SKIPPED
+    #: record with it is reopened by a claim from a dispatch at a later version (the resumed chain's), which clears it.
+    paused_version: int | None = None
     #: What held the occurrence back before its first attempt: its flow-control key (None: nothing did).
     held: Hold | None = None
 
@@ -382,6 +389,13 @@ class Execution:
     def buffered(self) -> bool:
         """Parked by the overlap policy behind a running occurrence (not a failed attempt waiting to retry)."""
         return self.state == RunState.RETRY_WAIT and self.overlapped is not None
+
+    def reopened_by(self, dispatch: Dispatch) -> bool:
+        """Skipped because its job was paused, and `dispatch` is from a later version of the job than the one that
+        skipped it: the resumed chain sends it again, as its misfire policy says (a copy of the message that was
+        skipped, or anything else at or below that version, finds it SKIPPED)."""
+        paused = self.paused_version
+        return self.state == RunState.SKIPPED and paused is not None and dispatch.version > paused
 
     @property
     def overlap_skipped(self) -> bool:

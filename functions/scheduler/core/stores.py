@@ -179,9 +179,12 @@ class Ledger(Protocol):
 
     def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
         """Claim the occurrence for `attempt`: RUNNING, epoch+1, attempts+1, if it is new, waiting to retry and due,
-        or (when `attempt.take_over_expired`) RUNNING with an expired lease. Raises ClaimRefused with the current
-        item. `attempt.indexed=False` keeps the item out of the run-history index (`runs` then finds it by its key).
-        `attempt.on_copy`: refused (`ClaimRefused.void_copy`) if `void_copies` was called for the occurrence."""
+        (when `attempt.take_over_expired`) RUNNING with an expired lease, or SKIPPED because its job was paused and
+        `dispatch` is from a later version of the job than the paused one (`Execution.reopened_by`: the resumed
+        chain sends it again; the claim clears the mark and the finish instant, and keeps the outbox and the
+        history). Raises ClaimRefused with the current item. `attempt.indexed=False` keeps the item out of the
+        run-history index (`runs` then finds it by its key). `attempt.on_copy`: refused (`ClaimRefused.void_copy`)
+        if `void_copies` was called for the occurrence."""
         ...
 
     def void_copies(self, key: str, now: datetime) -> None:
@@ -205,7 +208,8 @@ class Ledger(Protocol):
 
     def finish(self, key: str, owner: str, epoch: int, now: datetime, end: AttemptEnd) -> Execution:
         """Record how the attempt held at `epoch` ends (RETRY_WAIT or a terminal state); Fenced if stale.
-        A terminal state also appends its outbox entry, in the same write. Returns the item as written."""
+        A terminal state also appends its outbox entry, in the same write; `end.paused_version` marks a pause skip
+        that a later version's claim may reopen. Returns the item as written."""
         ...
 
     def record_unclaimed(self, dispatch: Dispatch, state: RunState, now: datetime, reason: str) -> bool:

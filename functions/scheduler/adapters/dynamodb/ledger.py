@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 EXECUTION_RETENTION = timedelta(days=90)
 #: Set on an occurrence's item by `void_copies` (when): a claim made on a message's copy of the job is refused.
 COPIES_VOID = "copies_void_ms"
+#: Set on an occurrence's item by a pause skip (`AttemptEnd.paused_version`): the version of the paused job that skipped
+#: it. A claim from a dispatch at a later version reopens the SKIPPED item (the resumed chain sends it again).
+PAUSED_VERSION = "paused_v"
 #: The sparse index of the executions table that holds items with unpublished outcomes (scheduler.schema).
 OUTBOX_INDEX = "outbox"
 #: What a terminal write adds to its SET clause: the outbox entry, and the keys that put the item in the index.
@@ -85,9 +88,11 @@ class DynamoLedger:
     def claim(self, dispatch: Dispatch, attempt: Attempt) -> Execution:
         owner, now, lease_until = attempt.owner, attempt.now, attempt.lease_until
         take_over_expired, indexed = attempt.take_over_expired, attempt.indexed
-        # New: no state yet (an item may exist with only the mark of `void_copies`).
+        # New: no state yet (an item may exist with only the mark of `void_copies`). A pause skip is reopened by a
+        # dispatch from a later version (a missing attribute compares false: no other SKIPPED item is reopened).
         condition = (
             "attribute_not_exists(#state) OR (#state = :retry AND (attribute_not_exists(next_ms) OR next_ms <= :now))"
+            f" OR (#state = :skipped AND {PAUSED_VERSION} < :version)"
         )
         if take_over_expired:
             condition += " OR (#state = :running AND lease_ms < :now)"
@@ -96,6 +101,8 @@ class DynamoLedger:
         values: dict[str, Any] = {
             ":running": s(RunState.RUNNING.value),
             ":retry": s(RunState.RETRY_WAIT.value),
+            ":skipped": s(RunState.SKIPPED.value),
+            ":version": n(dispatch.version),
             ":now": n(to_ms(now)),
             ":owner": s(owner),
             ":lease": n(to_ms(lease_until)),
@@ -122,7 +129,8 @@ class DynamoLedger:
                     "created_ms = if_not_exists(created_ms, :now), "
                     "expires_at = :exp "
                     f"ADD {held_adds}epoch :one, attempts :one "
-                    "REMOVE next_ms, overlapped"
+                    # finished_ms and paused_v: only a reopened pause skip has them (no other claimable item does).
+                    f"REMOVE next_ms, overlapped, finished_ms, {PAUSED_VERSION}"
                 ),
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#state": "state", "#owner": "owner"},
@@ -216,6 +224,9 @@ class DynamoLedger:
         if end.overlapped is not None:
             sets.append("overlapped = :overlapped")
             values[":overlapped"] = s(end.overlapped)
+        if end.paused_version is not None:
+            sets.append(f"{PAUSED_VERSION} = :paused_v")
+            values[":paused_v"] = n(end.paused_version)
         if state.terminal:
             sets.append("finished_ms = :now")
         if state.terminal and end.announce:

@@ -63,6 +63,7 @@ class MemoryLedger:
                     and item.lease_until is not None
                     and item.lease_until < now
                 )
+                or item.reopened_by(dispatch)
             )
             if attempt.on_copy and dispatch.key in self.copies_void:
                 raise ClaimRefused(self.snapshot(item), void_copy=True)
@@ -80,6 +81,9 @@ class MemoryLedger:
             item.lease_until = lease_until
             item.next_attempt_at = None
             item.overlapped = None
+            # A reopened pause skip runs again: it is neither finished nor reopenable while it runs.
+            item.finished_at = None
+            item.paused_version = None
             item.updated_at = now
             return self.snapshot(item)
 
@@ -123,6 +127,8 @@ class MemoryLedger:
             item.next_attempt_at = end.next_attempt_at
             if end.overlapped is not None:
                 item.overlapped = end.overlapped
+            if end.paused_version is not None:
+                item.paused_version = end.paused_version
             if end.result is not None:
                 item.result = end.result[:1000]
             if end.error is not None:

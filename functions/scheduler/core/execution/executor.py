@@ -163,8 +163,7 @@ class Executor:
         steps = self._steps
         skip = skip_reason(claimed.job, claimed.dispatch)  # 4
         if skip is not None:
-            state, reason = skip
-            return steps.recorder.record(claimed, AttemptEnd(state, error=reason))
+            return steps.recorder.record(claimed, skip)
         running = steps.overlap.check(claimed)
         if isinstance(running, Outcome):
             return running

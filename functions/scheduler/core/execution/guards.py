@@ -14,7 +14,7 @@ from scheduler.core.execution.outcome import Outcome, Why
 from scheduler.core.execution.step_ports import StepPorts
 from scheduler.core.model.job import Job, JobState, RunState
 from scheduler.core.model.schedules import is_occurrence
-from scheduler.core.ports import Dispatch
+from scheduler.core.ports import AttemptEnd, Dispatch
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,9 @@ class Guards:
 
     def left_to_resume(self, job: Job, dispatch: Dispatch) -> Job | Outcome:
         """An occurrence that fell due while the job was paused is left to the resume's misfire policy
-        (JobService.resume): not recorded SKIPPED here (a record would refuse the resumed chain's dispatch of the
-        same key). The job when it runs."""
+        (JobService.resume): not recorded here (the resume decides it, and nothing is written for what it does not
+        run). One that already has a record (a retry) is claimed and skipped at step 4 instead, a skip the resumed
+        chain's dispatch of the same key reopens (`skip_reason`). The job when it runs."""
         if not (
             dispatch.kind == "scheduled"
             and job.left_to_resume(dispatch.scheduled_for, dispatch.version)
@@ -56,17 +57,22 @@ class Guards:
         return Outcome.acknowledge(Why.LEFT_TO_RESUME)
 
 
-def skip_reason(job: Job, dispatch: Dispatch) -> tuple[RunState, str] | None:
-    """Step 4: what the claimed occurrence is recorded as instead of running, if the job was cancelled, paused or
-    rescheduled since this occurrence was dispatched."""
+def skip_reason(job: Job, dispatch: Dispatch) -> AttemptEnd | None:
+    """Step 4: how the claimed occurrence's attempt ends instead of running, if the job was cancelled, paused or
+    rescheduled since this occurrence was dispatched.
+
+    A pause skip is not final: the resume's misfire policy may send the occurrence again (it fell due while the job
+    was paused, and this claim found a record - a retry - so step 1 could not leave it to the resume unrecorded). It
+    keeps the paused job's version, so that only a dispatch of a later version reopens it (`Ledger.claim`), and gives
+    the attempt back: it ran nothing, and the reopened run must not find its retry budget spent."""
     if job.state == JobState.CANCELLED:
-        return RunState.CANCELLED, "job cancelled"
+        return AttemptEnd(RunState.CANCELLED, error="job cancelled")
     if job.state == JobState.PAUSED:
-        return RunState.SKIPPED, "job paused"
+        return AttemptEnd(RunState.SKIPPED, error="job paused", refund_attempt=True, paused_version=job.version)
     if (
         dispatch.kind == "scheduled"
         and job.version != dispatch.version
         and not is_occurrence(job.spec.schedule, dispatch.scheduled_for, job.created_at)
     ):
-        return RunState.SKIPPED, f"superseded: the schedule changed in version {job.version}"
+        return AttemptEnd(RunState.SKIPPED, error=f"superseded: the schedule changed in version {job.version}")
     return None
