@@ -7,6 +7,7 @@ bench/results.md and bench/lateness.png.
     python -m scheduler_bench --only cost --variants baseline,one-per-message,no-job-copy,no-landing,slots
     python -m scheduler_bench --only sweepers --sweepers-jobs 4000 --sweepers-rounds 3   # 1 vs 2 sweeper processes
     python -m scheduler_bench --only flow     # a held flow-control key's isolation, and what a key costs a fire
+    python -m scheduler_bench --only sweep-cpu  # the sweep's CPU per fire, botocore and the fast path side by side
 
 Runs against AWS_ENDPOINT_URL_* when set (another emulator, a recording proxy, a real account: then it creates
 and deletes its own tables and queues there); otherwise it starts DynamoDB Local and ministack and stops them.
@@ -37,6 +38,7 @@ from scheduler_bench import (
     plot,
     prices,
     report,
+    sweep_cpu,
     sweep_scaling,
     sweepers,
 )
@@ -46,7 +48,7 @@ from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
 FULL_PENDING = (10_000, 100_000, 1_000_000)
-SCENARIOS = ("cost", "sweep", "burst", "emulator", "sweepers", "flow", "capacity")
+SCENARIOS = ("cost", "sweep", "burst", "emulator", "sweepers", "flow", "sweep-cpu", "capacity")
 
 
 def log(message: str) -> None:
@@ -128,6 +130,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"the flow cost runs' spreads: {','.join(flow_isolation.COST_SPREADS)} (quiet)",
     )
     parser.add_argument(
+        "--sweep-cpu-jobs",
+        type=int,
+        default=5000,
+        help="the herd one sweep dispatches in the sweep-cpu scenario (5000)",
+    )
+    parser.add_argument("--sweep-cpu-rounds", type=int, default=3, help="its rounds, each with both variants (3)")
+    parser.add_argument(
         "--keep-runs",
         action="store_true",
         help="keep the previous results.json's herd runs of other sizes (run the herd sizes in several goes)",
@@ -179,6 +188,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if min(args.sweepers_jobs, args.sweepers_shards, args.sweepers_rounds) < 1:
         parser.error("--sweepers-jobs, --sweepers-shards and --sweepers-rounds must be at least 1")
+    if min(args.sweep_cpu_jobs, args.sweep_cpu_rounds) < 1:
+        parser.error("--sweep-cpu-jobs and --sweep-cpu-rounds must be at least 1")
     if not args.sweep_counts or min(args.sweep_counts) < 1:
         parser.error("--sweep-concurrency takes whole numbers of at least 1")
     smallest = min(args.due, *args.burst_sizes, args.cost_jobs, args.recurring_jobs, args.occurrences, args.workers)
@@ -433,6 +444,9 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
                 cost_spreads=args.flow_spreads,
             )
             ok &= _scenario("flow", results, "flow_control", lambda: flow_isolation.run(flow, log))
+        if "sweep-cpu" in only:
+            cpu = sweep_cpu.SweepCpuConfig(jobs=args.sweep_cpu_jobs, rounds=args.sweep_cpu_rounds)
+            ok &= _scenario("sweep-cpu", results, "sweep_cpu", lambda: sweep_cpu.run(cpu, log))
         if "emulator" in only:
             latency = emulator_latency.EmulatorLatencyConfig(
                 _sizes(args.emulator_depths), _sizes(args.moto_depths), log_dir=environment.ROOT / ".local" / "logs"

@@ -88,6 +88,11 @@ VARIANTS = {
         Variant("no-job-copy", "every worker reads its job", dispatch={"job_copy_max_bytes": 0}),
         Variant("no-landing", "sends at once, not timed to land on time", dispatch={"landing_window": None}),
         Variant(
+            "botocore-calls",
+            "every AWS call through botocore's pipeline (no fast path)",
+            settings={"fast_aws_calls": False},
+        ),
+        Variant(
             "slots",
             f"execution slots for the tenant (limit {SLOTS_LIMIT:,})",
             settings={"tenant_max_concurrency": SLOTS_LIMIT},

@@ -11,6 +11,7 @@ from scheduler_bench.report_cost import cost_sections
 from scheduler_bench.report_flow import flow_sections
 from scheduler_bench.report_latency import emulator_latency, latency_sections
 from scheduler_bench.report_sweepers import sweepers_section
+from scheduler_bench.sweep_cpu import sweep_cpu_section
 
 #: Where each scenario's results live in results.json.
 RESULT_KEYS = {
@@ -20,10 +21,11 @@ RESULT_KEYS = {
     "emulator": "emulator_latency",
     "sweepers": "sweepers",
     "flow": "flow_control",
+    "sweep-cpu": "sweep_cpu",
     "capacity": "capacity",
 }
 #: The scenarios whose times this machine's load affects (the capacity model is computed, not timed).
-MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator", "sweepers", "flow")
+MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator", "sweepers", "flow", "sweep-cpu")
 
 
 def _carried(results: dict[str, Any], carried: dict[str, Any]) -> str:
@@ -73,6 +75,8 @@ def render(results: dict[str, Any]) -> str:
         lines += sweepers_section(results["sweepers"])
     if "flow_control" in results:
         lines += flow_sections(results["flow_control"])
+    if "sweep_cpu" in results:
+        lines += sweep_cpu_section(results["sweep_cpu"])
     if "capacity" in results:
         lines += capacity_report.render(results["capacity"])
     if "emulator_latency" in results:
