@@ -427,6 +427,27 @@ def test_a_connection_is_kept_then_replaced_when_the_server_hangs_up(
     assert len(script.requests) == 4 and len(script.connections) == 2
 
 
+def test_threads_made_anew_share_the_kept_connections(local_server: Any) -> None:
+    """A sweep's bucket threads and a worker's record threads are new for each minute and batch: they take the
+    connections the earlier ones left, rather than a handshake each."""
+    script, fast = local_server([ok({}) for _ in range(8)])
+
+    def call() -> None:
+        fast.put_item(TableName="jobs", Item=ITEM)
+
+    for _ in range(4):  # one after another, each on a thread of its own
+        thread = threading.Thread(target=call)
+        thread.start()
+        thread.join()
+    assert len(script.requests) == 4 and len(script.connections) == 1
+    both = [threading.Thread(target=call) for _ in range(2)]  # at once: at most a connection each
+    for thread in both:
+        thread.start()
+    for thread in both:
+        thread.join()
+    assert len(script.requests) == 6 and len(script.connections) <= 2
+
+
 def test_a_chunked_answer_is_read_whole(local_server: Any) -> None:
     items = [{"PK": {"S": f"p{i}"}, "SK": {"S": "DEF"}} for i in range(20)]
     script, fast = local_server([ok({"Count": 20, "Items": items}, chunked=True), ok({})])

@@ -5,10 +5,10 @@ through a chain of a dozen events, the parameters validated and serialized shape
 model, the answer parsed the same way. For the JSON-protocol operations the functions make once per occurrence
 (DynamoDB's item writes, reads and queries; SQS's batched sends, deletes and visibility changes) the parameters are
 already the wire's JSON, so `FastCalls` makes the same request with less: `json` serializes them, `SigV4` signs them
-with the client's credentials (the same signature as botocore's signer, which a test checks), one kept-alive
-connection per thread sends each in one write, and `json.loads` reads the answer into what botocore's low-level
-client returns (binary attributes as bytes, errors as the client's modeled `ClientError` subclasses with their
-fields).
+with the client's credentials (the same signature as botocore's signer, which a test checks), a kept-alive
+connection from a pool the threads share sends each in one write, and `json.loads` reads the answer into what
+botocore's low-level client returns (binary attributes as bytes, errors as the client's modeled `ClientError`
+subclasses with their fields).
 
 What stays botocore's, so that behaviour does not drift: the client's endpoint, region, credentials and timeouts;
 the standard retry mode's rules (`botocore.retries.standard`: which answers are retried, the backoff, the total
@@ -255,10 +255,34 @@ class _Connection:
             pass
 
 
-class _Connections(threading.local):
-    """One kept-alive connection per thread: a sweep's buckets and a worker's records each have a thread."""
+class _Pool:
+    """Idle kept-alive connections, shared by every thread: the sweep's bucket threads and the worker's record
+    threads are made anew for each minute and each batch, and a connection of its own per thread would pay a TLS
+    handshake each time. At most `size` idle ones are kept (the client's `max_pool_connections`); the most recently
+    used is taken first, so a quiet client keeps few warm."""
 
-    connection: _Connection | None = None
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> _Connection | None:
+        """An idle connection the other side has not closed, or None."""
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                connection = self._idle.pop()
+            if not connection.dropped():
+                return connection
+            connection.close()
+
+    def give_back(self, connection: _Connection) -> None:
+        with self._lock:
+            if len(self._idle) < self.size:
+                self._idle.append(connection)
+                return
+        connection.close()
 
 
 class FastCalls:
@@ -300,7 +324,7 @@ class FastCalls:
             retry_checker=StandardRetryConditions(max_attempts=attempts),
             retry_backoff=ExponentialBackoff(service_name=self._service, throttling_detector=detector),
         )
-        self._connections = _Connections()
+        self._pool = _Pool(int(getattr(config, "max_pool_connections", 10) or 10))
         self._ssl: ssl.SSLContext | None = None
         for op in self.fast_operations:
             setattr(self, names[op], functools.partial(self._call, op, names[op]))
@@ -395,17 +419,22 @@ class FastCalls:
             return _Answer(int(mocked.status_code), _lower(mocked.headers), bytes(mocked.content or b"")), None
         head = "".join(f"{name}: {value}\r\n" for name, value in signed.items())
         request = f"POST / HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body
+        connection: _Connection | None = None
         try:
             connection = self._connection()
             answer, keep = connection.exchange(request)
         except TimeoutError as exc:
-            self._drop()
+            if connection is not None:
+                connection.close()
             return None, boto_errors.ReadTimeoutError(endpoint_url=self._url, error=exc)
         except (OSError, ValueError) as exc:
-            self._drop()
+            if connection is not None:
+                connection.close()
             return None, boto_errors.ConnectionClosedError(endpoint_url=self._url, error=exc)
-        if not keep:
-            self._drop()
+        if keep:
+            self._pool.give_back(connection)
+        else:
+            connection.close()
         return answer, None
 
     def _parse(self, answer: _Answer, attempt: int) -> dict[str, Any]:
@@ -445,23 +474,13 @@ class FastCalls:
     # -- connections -------------------------------------------------------------------------------------------
 
     def _connection(self) -> _Connection:
-        connection = self._connections.connection
-        if connection is not None and not connection.dropped():
-            return connection
+        """An idle connection of the pool, or a new one."""
+        connection = self._pool.take()
         if connection is not None:
-            connection.close()
+            return connection
         if self._scheme == "https" and self._ssl is None:
             self._ssl = ssl.create_default_context(cafile=_ca_bundle())
-        connection = _Connection(
-            self._scheme, self._host, self._port, self._connect_timeout, self._read_timeout, self._ssl
-        )
-        self._connections.connection = connection
-        return connection
-
-    def _drop(self) -> None:
-        connection, self._connections.connection = self._connections.connection, None
-        if connection is not None:
-            connection.close()
+        return _Connection(self._scheme, self._host, self._port, self._connect_timeout, self._read_timeout, self._ssl)
 
 
 def _lower(headers: Mapping[str, str]) -> dict[str, str]:
