@@ -141,10 +141,22 @@ def job_detail(job: Job) -> str:
 def run_table(runs: Sequence[Run]) -> str:
     rows = [
         (run.occurrence_key, run.state.value, run.attempts, when(run.finished_at or run.next_attempt_at),
-         _shorten(run.last_error, 60))
+         held_by(run), _shorten(run.last_error, 60))
         for run in runs
     ]  # fmt: skip
-    return table(("OCCURRENCE KEY", "STATE", "ATTEMPTS", "FINISHED/NEXT", "LAST ERROR"), rows)
+    return table(("OCCURRENCE KEY", "STATE", "ATTEMPTS", "FINISHED/NEXT", "HELD BY", "LAST ERROR"), rows)
+
+
+def held_by(run: Run) -> str | None:
+    """What held the run back before its first attempt: `payments-api (rate, 3.2s)`, its flow-control key, the
+    limits that held it and for how long (docs/flow-control.md, "What a held run shows"); None when nothing did."""
+    hold = run.held
+    if hold is None:
+        return None
+    why = ", ".join(hold.reasons) or "held"
+    if hold.seconds is not None:
+        why += f", {hold.seconds:.1f}s"
+    return f"{hold.key} ({why})"
 
 
 def backfill_table(backfills: Sequence[Backfill]) -> str:

@@ -304,6 +304,25 @@ def test_trigger_runs_and_resolve() -> None:
     assert "not RECONCILING" in resolved.err
 
 
+def test_runs_show_what_held_a_run_back() -> None:
+    # Given a run its flow-control key held 3.25 s for its rate and parallelism, and one nothing held
+    held = {"occurrence_key": "job-1:2026-01-06T08:00:00Z", "scheduled_for": "2026-01-06T08:00:00Z",
+            "state": "SUCCEEDED", "attempts": 1, "finished_at": "2026-01-06T08:00:04Z",
+            "held": {"key": "payments-api", "reasons": ["rate", "parallelism"],
+                     "since": "2026-01-06T08:00:00Z", "seconds": 3.25}}  # fmt: skip
+    free = {"occurrence_key": "job-1:2026-01-06T09:00:00Z", "scheduled_for": "2026-01-06T09:00:00Z",
+            "state": "SUCCEEDED", "attempts": 1, "finished_at": "2026-01-06T09:00:00Z"}  # fmt: skip
+    api = FakeApi({"GET /v1/jobs/job-1/runs": (200, {"runs": [held, free], "next_cursor": None})})
+
+    # When the runs are listed
+    lines = run("runs", "job-1", client=api.client()).out.splitlines()
+
+    # Then the table has a column saying which key held each run, why and how long
+    assert "HELD BY" in lines[0]
+    assert "payments-api (rate, parallelism, 3.2s)" in lines[1]
+    assert "payments-api" not in lines[2]
+
+
 def test_preview_in_a_zone_across_the_spring_forward_gap() -> None:
     # Given 02:30 Berlin time daily, which does not exist on 2026-03-29 (clocks jump 02:00 -> 03:00)
     result = run("preview", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "-n", "3",
