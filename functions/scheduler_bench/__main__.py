@@ -130,6 +130,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"the flow cost runs' spreads: {','.join(flow_isolation.COST_SPREADS)} (quiet)",
     )
     parser.add_argument(
+        "--near-term",
+        type=int,
+        default=0,
+        help="a near-term herd of this many posted through the API 75 s before it falls due, after the swept ones (0)",
+    )
+    parser.add_argument(
         "--sweep-cpu-jobs",
         type=int,
         default=5000,
@@ -188,6 +194,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if min(args.sweepers_jobs, args.sweepers_shards, args.sweepers_rounds) < 1:
         parser.error("--sweepers-jobs, --sweepers-shards and --sweepers-rounds must be at least 1")
+    if args.near_term < 0:
+        parser.error("--near-term takes a whole number of jobs, at least 0")
     if min(args.sweep_cpu_jobs, args.sweep_cpu_rounds) < 1:
         parser.error("--sweep-cpu-jobs and --sweep-cpu-rounds must be at least 1")
     if not args.sweep_counts or min(args.sweep_counts) < 1:
@@ -420,6 +428,7 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
                 args.peer_counts,
                 args.submit_jobs,
                 args.sweep_counts,
+                near_term_jobs=args.near_term,
             )
             ok &= _scenario("burst", results, "burst", lambda: burst.run(bursting, log))
         if "sweepers" in only:

@@ -62,6 +62,9 @@ class BurstConfig:
     submit_jobs: int = 400
     #: The local sweeper's buckets swept at once (SCHEDULER_SWEEP_CONCURRENCY), one run each: 1,8 is before/after.
     sweep_concurrency: tuple[int, ...] = (8,)
+    #: A near-term herd of this many posted through the API shortly before it falls due (scheduler_bench.near_term),
+    #: after the swept herds; 0: none.
+    near_term_jobs: int = 0
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -293,7 +296,7 @@ def _ledger_states(dynamodb: Any, table: str) -> dict[str, int]:
 def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
     """One burst per size and jitter setting, each on its own tables and its own local stack, each followed by the
     peer's runs of the same size and jitter; then the submit rate through the local API."""
-    from scheduler_bench import peer, submit
+    from scheduler_bench import near_term, peer, submit
 
     receiver = Receiver().start()
     runs: list[dict[str, Any]] = []
@@ -306,6 +309,8 @@ def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
                 for processes in config.peer_processes:
                     assert python is not None
                     runs.append(peer.run_one(python, jobs, jitter, processes, receiver, config.state_dir, log))
+        if config.near_term_jobs:
+            runs.append(near_term.run_one(config, config.near_term_jobs, receiver, log))
         submitted = submit.run(config, log) if config.submit_jobs else None
         return {
             "config": {
@@ -315,6 +320,7 @@ def run(config: BurstConfig, log: Callable[[str], None]) -> dict[str, Any]:
                 "max_workers": config.max_workers,
                 "peer_processes": list(config.peer_processes),
                 "sweep_concurrency": list(config.sweep_concurrency),
+                "near_term_jobs": config.near_term_jobs,
             },
             "runs": runs,
             "submit": submitted,

@@ -61,7 +61,13 @@ def _burst(burst: dict[str, Any]) -> list[str]:
     late_dispatch = False
     for r in burst.get("runs", []):
         late, rx = r["lateness_seconds"], r["receiver"]
-        if "dispatch" in r:  # punctual: the sweeper hands the herd to SQS ahead of the fire time
+        if r.get("kind") == "near-term":  # punctual: the API hands each job to SQS as it is posted
+            when, seconds = "-", None
+            system = (
+                f"punctual near-term: posted through the API {r['lead_seconds']:.0f} s ahead "
+                f"(in {r['post_seconds']:.0f} s), pollers {r['workers']}-{r.get('worker_peak', r['workers'])}"
+            )
+        elif "dispatch" in r:  # punctual: the sweeper hands the herd to SQS ahead of the fire time
             d = r["dispatch"]
             done = d["all_dispatched_at_minus_due"]
             if done is None:
