@@ -247,6 +247,24 @@ def test_other_operations_are_the_clients_own(dynamodb_client: Any, table: str) 
     assert fast.meta is plain.meta and fast_calls(fast) is fast
 
 
+def test_a_client_behind_a_proxy_keeps_botocores_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    plain = boto3.client(
+        "dynamodb",
+        endpoint_url="https://127.0.0.1:9",  # were it sent on the fast path, a closed local port
+        region_name="us-east-1",
+        aws_access_key_id="a",
+        aws_secret_access_key="b",
+        config=CONFIG,
+    )
+    plain.get_item = lambda **params: {"via": "botocore", **params}  # nothing is sent anywhere
+    fast = FastCalls(plain)
+    monkeypatch.delenv("HTTPS_PROXY")  # decided when the client was wrapped
+    assert fast.get_item(TableName="jobs", Key=KEY) == {"via": "botocore", "TableName": "jobs", "Key": KEY}
+
+
 # -- moto's in-process mock answers it: no test reaches AWS -------------------------------------------------------
 
 

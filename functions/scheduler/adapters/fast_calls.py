@@ -325,6 +325,8 @@ class FastCalls:
             retry_backoff=ExponentialBackoff(service_name=self._service, throttling_detector=detector),
         )
         self._pool = _Pool(int(getattr(config, "max_pool_connections", 10) or 10))
+        #: A proxy is botocore's job: decided once, as the environment a function starts with does not change.
+        self._proxied = self._behind_proxy()
         self._ssl: ssl.SSLContext | None = None
         for op in self.fast_operations:
             setattr(self, names[op], functools.partial(self._call, op, names[op]))
@@ -341,7 +343,7 @@ class FastCalls:
 
     def _call(self, operation: str, method: str, **params: Any) -> Any:
         credentials = self._credentials()
-        if credentials is None or self._proxied():
+        if credentials is None or self._proxied:
             return getattr(self._client, method)(**params)
         model = self._model.operation_model(operation)
         context: dict[str, Any] = {}
@@ -394,7 +396,7 @@ class FastCalls:
         credentials = getattr(signer, "_credentials", None)
         return credentials.get_frozen_credentials() if credentials is not None else None
 
-    def _proxied(self) -> bool:
+    def _behind_proxy(self) -> bool:
         """Whether requests to this endpoint would go through a proxy (botocore's job, not ours)."""
         proxies = getattr(self._client.meta.config, "proxies", None)
         https = self._scheme == "https"
