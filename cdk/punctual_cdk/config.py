@@ -130,6 +130,7 @@ class PunctualConfig(BaseModel):
     catchup_window_seconds: int | None = function_setting("catchup_window_seconds")
     dispatch_budget: int | None = function_setting("dispatch_budget")
     sweep_concurrency: int | None = function_setting("sweep_concurrency")
+    fan_out_max_sweeps: int | None = function_setting("fan_out_max_sweeps")
     occurrences_per_message: int | None = function_setting("occurrences_per_message")
     sweep_safety_seconds: int | None = function_setting("sweep_safety_seconds", le=45)
     max_active_jobs_per_tenant: int | None = function_setting("max_active_jobs_per_tenant")
@@ -177,10 +178,12 @@ class PunctualConfig(BaseModel):
     prescale_maximum_pollers: int = Field(default=200, ge=2, le=2000)
     #: How long before a peak minute the pollers go up.
     prescale_lead_seconds: int = Field(default=300, ge=60, le=1800)
-    #: Reserved concurrency of the sweeper (several may run at once; claims keep them disjoint). 0 leaves
-    #: it unreserved, for accounts whose concurrency quota is still the new-account 10 (Lambda's own
-    #: meaning of 0, "disabled", is never wanted for the sweeper). Not null: CDK drops null context values.
-    sweeper_reserved_concurrency: int = Field(default=2, ge=0, le=100)
+    #: Reserved concurrency of the sweeper (several may run at once; claims keep them disjoint). It bounds the
+    #: fan-out: a tick and its sweeps, and the next tick's while the last ones finish, so at least twice
+    #: `fan_out_max_sweeps` (its default, 8, when unset). 0 leaves it unreserved, for accounts whose concurrency
+    #: quota is still the new-account 10 (Lambda's own meaning of 0, "disabled", is never wanted for the sweeper).
+    #: Not null: CDK drops null context values.
+    sweeper_reserved_concurrency: int = Field(default=16, ge=0, le=200)
     #: Reserved concurrency of the api function: what the API may take at most (a tenant's bulk actions hold an
     #: invocation for up to about 20 s each), so no load on the API can take the account's concurrency from the
     #: workers, and what it keeps for itself. 0 leaves it unreserved and unbounded (accounts whose concurrency quota
@@ -277,6 +280,17 @@ class PunctualConfig(BaseModel):
         if stage in info.data and value > info.data[stage]:
             raise ValueError(f"must be at most {stage} ({info.data[stage]}): the console's share of the stage's")
         return value
+
+    @model_validator(mode="after")
+    def _fan_out_within_the_sweepers_concurrency(self) -> PunctualConfig:
+        sweeps = self.fan_out_max_sweeps or Settings.model_fields["fan_out_max_sweeps"].default
+        reserved = self.sweeper_reserved_concurrency
+        if reserved and reserved < 2 * sweeps:
+            raise ValueError(
+                f"sweeper_reserved_concurrency: {reserved} is below twice fan_out_max_sweeps ({sweeps}): a tick's "
+                "fan-out sweeps would be throttled and dropped; raise it, or set it to 0 (unreserved)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _allow_lists_within_the_grants(self) -> PunctualConfig:

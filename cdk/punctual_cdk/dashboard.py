@@ -35,6 +35,8 @@ from punctual_cdk.metrics import (
     SEND_ALIGNMENT,
     SENDS_OFF_WINDOW,
     START_LATENESS,
+    SWEEP_FAN_OUT,
+    SWEEP_FAN_OUT_FAILURES,
     TARGET_CONNECTIONS_OPENED,
     TARGET_CONNECTIONS_STALE,
     TARGET_FAILURES,
@@ -128,11 +130,16 @@ def build_dashboard(
         ),
     )
     dashboard.add_widgets(
-        graph("Forecast: due in the busiest minute ahead (max)", [application_metric(FORECAST_DUE, "Maximum")], 12),
+        graph("Forecast: due in the busiest minute ahead (max)", [application_metric(FORECAST_DUE, "Maximum")], 8),
         graph(
             "Pre-scaling: minimum pollers asked for (max), changes",
             [application_metric(PRESCALE_POLLERS, "Maximum"), app_sum(PRESCALE_CHANGES)],
-            12,
+            8,
+        ),
+        graph(
+            "Fan-out: sweeps a tick ran (max), sweeps it could not start",
+            [application_metric(SWEEP_FAN_OUT, "Maximum"), app_sum(SWEEP_FAN_OUT_FAILURES)],
+            8,
         ),
     )
     dashboard.add_widgets(

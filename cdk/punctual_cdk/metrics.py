@@ -43,8 +43,13 @@ SENDS_OFF_WINDOW = "SendsOffWindow"
 #: had closed while idle (replaced, the call made again).
 TARGET_CONNECTIONS_OPENED = "TargetConnectionsOpened"
 TARGET_CONNECTIONS_STALE = "TargetConnectionsStale"
+#: The fan-out (scheduler.core.capacity.fan_out): the sweeps a tick runs, and the ones it could not start.
+SWEEP_FAN_OUT = "SweepFanOut"
+SWEEP_FAN_OUT_FAILURES = "SweepFanOutFailures"
 APPLICATION_METRICS = (
     DISPATCH_LAG,
+    SWEEP_FAN_OUT,
+    SWEEP_FAN_OUT_FAILURES,
     OCCURRENCES_DISPATCHED,
     START_LATENESS,
     RETRIES,

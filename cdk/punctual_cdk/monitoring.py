@@ -22,7 +22,14 @@ from constructs import Construct
 
 from punctual_cdk.config import PunctualConfig
 from punctual_cdk.dashboard import build_dashboard
-from punctual_cdk.metrics import DISPATCH_LAG, FENCED_WRITES, OUTBOX_BACKLOG, PERIOD, application_metric
+from punctual_cdk.metrics import (
+    DISPATCH_LAG,
+    FENCED_WRITES,
+    OUTBOX_BACKLOG,
+    PERIOD,
+    SWEEP_FAN_OUT_FAILURES,
+    application_metric,
+)
 
 #: The sweep watermark may trail by a minute or two in normal operation; three minutes running above
 #: this means buckets are not being finished.
@@ -171,6 +178,35 @@ def _build_alarms(
     ]
     for name, function in functions.items():
         alarms.append(_error_rate_alarm(scope, prefix, name, function))
+    alarms += _fan_out_alarms(scope, prefix, functions.get("sweeper"))
+    return alarms
+
+
+def _fan_out_alarms(scope: Construct, prefix: str, sweeper: lambda_.IFunction | None) -> list[cloudwatch.Alarm]:
+    """A tick that could not start its fan-out sweeps, and started ones Lambda dropped: either leaves a herd's
+    minute to fewer sweeps than it needs (the dispatch-lag alarm says when that made it late)."""
+    alarms = [
+        _alarm(
+            scope,
+            "SweepFanOutFailures",
+            f"{prefix}-sweep-fan-out-failures",
+            "A sweeper tick could not start the sweeps it needed beside itself (Lambda refused the asynchronous "
+            "invoke: throttled, or the sweeper's role lacks lambda:InvokeFunction on itself). The sweeps that ran "
+            "and the next tick take the work; a herd may start late.",
+            application_metric(SWEEP_FAN_OUT_FAILURES, "Sum", Duration.minutes(5)),
+        )
+    ]
+    if sweeper is not None:
+        alarms.append(
+            _alarm(
+                scope,
+                "SweepFanOutDropped",
+                f"{prefix}-sweep-fan-out-dropped",
+                "Lambda dropped sweeper invocations it could not start within a minute (AsyncEventsDropped): the "
+                "sweeper's reserved concurrency is below what its ticks and their fan-out take.",
+                sweeper.metric("AsyncEventsDropped", period=Duration.minutes(5), statistic="Sum"),
+            )
+        )
     return alarms
 
 

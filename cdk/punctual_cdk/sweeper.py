@@ -1,4 +1,5 @@
-"""The sweeper: every minute, claims due buckets and hands their occurrences to the ready queue."""
+"""The sweeper: every minute, claims due buckets and hands their occurrences to the ready queue; a tick that sees more
+due than one sweep dispatches starts more sweeps of the same function beside itself (the fan-out)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import replace
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -43,15 +45,18 @@ class Sweeper(Construct):
             self,
             replace(SWEEPER, memory_mb=build.config.sweeper_memory_mb),
             build,
-            # Several sweepers may run at once (claims keep them disjoint), but not unboundedly many:
-            # a slow DynamoDB minute must not fan out into a thundering herd of sweeps.
+            # Several sweepers run at once (a tick's fan-out; claims keep them disjoint), but not unboundedly many:
+            # the config checks it holds two ticks' fan-out (PunctualConfig.sweeper_reserved_concurrency).
             reserved_concurrent_executions=build.config.sweeper_reserved_concurrency or None,
-            # A failed tick is not retried: the next tick, a minute later, re-runs every unfinished bucket.
+            # A failed tick or fan-out sweep is not retried: the next tick, a minute later, re-runs every
+            # unfinished bucket. A fan-out sweep Lambda could not start within a minute is dropped
+            # (AsyncEventsDropped, alarmed in punctual_cdk.monitoring).
             retry_attempts=0,
             max_event_age=TICK_MAX_AGE,
         )
         self.function = self.handler.function
         self.schedule = _build_schedule(self, self.function)
+        self.fan_out_policy = _grant_fan_out(self, self.function)
         grant_table(self.function, tables.jobs_table, write=True)
         for queue in queues.lanes.values():
             queue.grant_send_messages(self.function)
@@ -65,4 +70,16 @@ def _build_schedule(scope: Construct, function: lambda_.IFunction) -> events.Rul
         description="punctual sweeper tick",
         schedule=SCHEDULE,
         targets=[targets.LambdaFunction(function, retry_attempts=2, max_event_age=TICK_MAX_AGE)],
+    )
+
+
+def _grant_fan_out(scope: Construct, function: lambda_.Function) -> iam.Policy:
+    """The sweeper may invoke itself (a tick's fan-out sweeps). A policy of its own rather than the role's default
+    one, which the function depends on: the default policy naming the function would be a dependency cycle."""
+    assert function.role is not None
+    return iam.Policy(
+        scope,
+        "FanOutPolicy",
+        statements=[iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn])],
+        roles=[function.role],
     )

@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     #: Buckets (shards) of one minute a sweep works on at once, each in its own thread: a herd's minute is
     #: dispatched in about the time of its biggest bucket rather than of all of them. 1: one after another.
     sweep_concurrency: int = Field(default=8, ge=1, le=64)
+    #: Sweeps a tick runs at once at most, itself included (scheduler.core.capacity.fan_out): when the forecast sees
+    #: more due inside the look-ahead than one sweep's `dispatch_budget`, or a sweep ran out with buckets left, the
+    #: tick starts more sweeps beside itself (on AWS, asynchronous invokes of the sweeper). 1 turns the fan-out off.
+    fan_out_max_sweeps: int = Field(default=8, ge=1, le=100)
     #: The functions' per-occurrence DynamoDB and SQS calls skip botocore's request pipeline (same requests,
     #: signed by botocore, its retry rules; scheduler.adapters.fast_calls), for less CPU per occurrence. False:
     #: every call through botocore.

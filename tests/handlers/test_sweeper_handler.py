@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from scheduler.adapters.dispatch_message import dispatch_from_body
+from scheduler.adapters.dynamodb import DynamoFanOutStore
+from scheduler.adapters.sweep_launchers import helper_event
 from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, parse_rfc3339, rfc3339, truncate_ms
-from scheduler.core.ports import Dispatch
-from scheduler.handlers import sweeper
+from scheduler.core.ports import Dispatch, HelperSweep
+from scheduler.handlers import sweeper, wiring
 from scheduler.handlers.local_invocation import LocalContext
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
@@ -147,3 +149,40 @@ def test_a_recurring_job_is_dispatched_once_per_occurrence_and_its_chain_moves_o
     pending = sorted(int(t["sched_ms"]["N"]) for t in scanned)
     next_ms = int((last + timedelta(seconds=60)).timestamp() * 1000)
     assert pending[-1] == next_ms
+
+
+class RecordingLauncher:
+    def __init__(self) -> None:
+        self.launched: list[HelperSweep] = []
+
+    def launch(self, helper: HelperSweep) -> None:
+        self.launched.append(helper)
+
+
+def test_a_tick_fans_out_by_the_recorded_forecast_and_a_fan_out_sweep_sweeps_buckets_only(
+    env, api_call, sqs_client
+) -> None:
+    # Given a forecast that saw 50,000 due two minutes ahead (more than two sweeps' budgets of 20,000)
+    container = wiring.container(sweeper.metrics)
+    launcher = RecordingLauncher()
+    container.sweep_launcher = launcher
+    now = datetime.now(UTC)
+    DynamoFanOutStore(env.jobs_table, container.clients.dynamodb).record_forecast(
+        {minute_of(now) + 2 * ONE_MINUTE: 50_000}, now
+    )
+    # and a job due in 2.5 s
+    at = truncate_ms(datetime.now(UTC) + timedelta(milliseconds=2500))
+    create_once(api_call, at)
+
+    # When a tick runs, it starts two sweeps beside itself, and says so
+    report = sweeper.lambda_handler(scheduled_event(), LocalContext("punctual-sweeper", 60))
+    assert (report["fan_out"], report["fan_out_reason"], report["fan_out_due_in_window"]) == (3, "forecast", 50_000)
+    assert [(h.index, h.sweeps) for h in launcher.launched] == [(1, 3), (2, 3)]
+    assert len({h.tick for h in launcher.launched}) == 1 and launcher.launched[0].tick.startswith("sweeper/")
+    assert report["dispatched"] == 1
+
+    # And a fan-out sweep started with that event sweeps buckets only (nothing is left in them) and starts none
+    helper = sweeper.lambda_handler(helper_event(launcher.launched[0]), LocalContext("punctual-sweeper", 60))
+    assert helper["dispatched"] == 0 and helper["late_drained"] == 0
+    assert helper["fan_out_index"] == 1 and "fan_out" not in helper
+    assert len(launcher.launched) == 2

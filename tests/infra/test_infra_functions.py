@@ -175,7 +175,8 @@ def test_sweeper_runs_every_minute(default) -> None:
 def test_sweeper_concurrency_is_bounded_and_stale_ticks_are_dropped(default) -> None:
     sweeper_id, props = default.function("sweeper")
 
-    assert props["ReservedConcurrentExecutions"] == 2
+    # two ticks' fan-out: a tick and its sweeps, and the next tick's while they finish (fan_out_max_sweeps 8)
+    assert props["ReservedConcurrentExecutions"] == 16
     default.template.has_resource_properties(
         "AWS::Lambda::EventInvokeConfig",
         {"FunctionName": {"Ref": sweeper_id}, "MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
@@ -225,3 +226,19 @@ def test_each_function_logs_to_its_own_retained_log_group(default, configured, h
     assert (
         configured.json["Resources"][props["LoggingConfig"]["LogGroup"]["Ref"]]["Properties"]["RetentionInDays"] == 90
     )
+
+
+def test_the_sweeper_may_invoke_itself_and_nothing_else_in_a_policy_it_does_not_depend_on(default) -> None:
+    sweeper_id, _ = default.function("sweeper")
+    role = default.json["Resources"][sweeper_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    invokes = [
+        (policy_id, statement)
+        for policy_id, policy in default.resources("AWS::IAM::Policy").items()
+        if {"Ref": role} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "lambda:InvokeFunction" in str(statement["Action"])
+    ]
+    [(policy_id, statement)] = invokes
+    assert statement["Resource"] == {"Fn::GetAtt": [sweeper_id, "Arn"]}
+    # the function does not wait for this policy (the default one it depends on would be a cycle)
+    assert policy_id not in default.json["Resources"][sweeper_id].get("DependsOn", [])

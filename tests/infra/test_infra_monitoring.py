@@ -83,7 +83,7 @@ def test_every_alarm_notifies_the_alarm_topic(default) -> None:
     topic = {"Ref": default.logical_id(default.punctual.monitoring.topic)}
     alarms = _alarms(default)
 
-    assert len(alarms) == 10
+    assert len(alarms) == 12
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [topic], name
         assert alarm["OKActions"] == [topic], name
@@ -137,3 +137,18 @@ def test_dashboard_shows_every_application_metric_and_the_queues(default) -> Non
     for queue in (default.punctual.queues.ready_queue, default.punctual.queues.dead_letter_queue):
         assert default.logical_id(queue) in body
     assert "ApproximateAgeOfOldestMessage" in body
+
+
+def test_the_fan_out_alarms_on_sweeps_not_started_and_on_sweeps_lambda_dropped(default) -> None:
+    alarms = _alarms(default)
+    failures = alarms["punctual-dev-sweep-fan-out-failures"]
+    assert (failures["Namespace"], failures["MetricName"], failures["Statistic"]) == (
+        "Punctual",
+        "SweepFanOutFailures",
+        "Sum",
+    )
+    dropped = alarms["punctual-dev-sweep-fan-out-dropped"]
+    sweeper_id, _ = default.function("sweeper")
+    assert (dropped["Namespace"], dropped["MetricName"]) == ("AWS/Lambda", "AsyncEventsDropped")
+    assert dropped["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": sweeper_id}}]
+    assert failures["Threshold"] == dropped["Threshold"] == 0

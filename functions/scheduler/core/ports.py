@@ -8,6 +8,7 @@ memory (`scheduler.adapters.memory`); one contract test suite runs against every
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, TypeVar
 
@@ -41,6 +42,8 @@ from scheduler.core.records import (
 )
 from scheduler.core.stores import (
     BackfillStore,
+    FanOutRecord,
+    FanOutStore,
     FlowControlStore,
     JobReader,
     JobStore,
@@ -71,6 +74,8 @@ __all__ = [
     "Dispatch",
     "EventPublisher",
     "Execution",
+    "FanOutRecord",
+    "FanOutStore",
     "FlowControlStore",
     "FlowKeyState",
     "Heartbeats",
@@ -236,6 +241,22 @@ class TargetInvoker(Protocol):
 
 class Metrics(Protocol):
     def count(self, name: str, value: float = 1, unit: str = "Count") -> None: ...
+
+
+@dataclass(frozen=True)
+class HelperSweep:
+    """One more sweep a tick starts beside itself (`scheduler.core.capacity.fan_out`): it sweeps buckets only."""
+
+    tick: str
+    index: int
+    sweeps: int
+
+
+class SweepLauncher(Protocol):
+    """Starts a sweep in another invocation, without waiting for it (on AWS: an asynchronous invoke of the sweeper
+    function). Raises when the start was refused; a started sweep that then fails is the next tick's to redo."""
+
+    def launch(self, helper: HelperSweep) -> None: ...
 
 
 class SealFailed(Exception):

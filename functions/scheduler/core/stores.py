@@ -8,6 +8,7 @@ one contract test suite runs against every implementation.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -361,3 +362,26 @@ class FlowControlStore(Protocol):
 
 class JobReader(Protocol):
     def get(self, job_id: str) -> Job | None: ...
+
+
+@dataclass(frozen=True)
+class FanOutRecord:
+    """What the sweeps leave for the next tick to size its fan-out by (`scheduler.core.capacity.fan_out`)."""
+
+    #: The last forecast: occurrences due per minute (an upper bound: `scheduler.core.capacity.forecast`).
+    due: Mapping[datetime, int] = field(default_factory=dict)
+    forecast_at: datetime | None = None
+    #: Sweeps the last sweep that ran out of budget or time asked for, and when.
+    backlog_sweeps: int = 0
+    backlog_at: datetime | None = None
+
+
+class FanOutStore(Protocol):
+    """The fan-out's one shared record (docs/design.md §3.3, fan-out): last-writer-wins, advisory only: whatever it
+    says, the bucket claims keep sweeps disjoint and the watermark correct."""
+
+    def read(self) -> FanOutRecord: ...
+
+    def record_forecast(self, due: Mapping[datetime, int], at: datetime) -> None: ...
+
+    def record_backlog(self, sweeps: int, at: datetime) -> None: ...

@@ -1,5 +1,6 @@
-"""After a sweep: forecast the next minutes (the metric ForecastDueOccurrences) and, when pre-scaling is on, set
-the worker mappings' provisioned pollers for the peaks ahead (scheduler.core.capacity.prescale). At most once a minute
+"""After a sweep: forecast the next minutes (the metric ForecastDueOccurrences), record it for the next ticks'
+fan-out (scheduler.core.capacity.fan_out) and, when pre-scaling is on, set the worker mappings' provisioned pollers for
+the peaks ahead (scheduler.core.capacity.prescale). At most once a minute
 per execution environment (the local stack sweeps every two seconds; the forecast's reads are per minute). Its failure
 never fails the sweep: the sweep's work is done, and the next minute decides again."""
 
@@ -21,7 +22,8 @@ _last_minute: list[datetime] = []
 def after_sweep(container: AwsContainer) -> dict[str, Any]:
     """Returns what it saw and did, for the sweep's log line."""
     settings = container.core.settings
-    if settings.forecast_minutes <= 0 and not settings.prescale_enabled:
+    fan_out = settings.fan_out_max_sweeps > 1
+    if settings.forecast_minutes <= 0 and not settings.prescale_enabled and not fan_out:
         return {}
     minute = minute_of(container.core.clock.now())
     if _last_minute and _last_minute[0] == minute:
@@ -30,7 +32,12 @@ def after_sweep(container: AwsContainer) -> dict[str, Any]:
     try:
         # The pre-scaler must see at least `lead` ahead (and the peak minute itself).
         minutes = max(settings.forecast_minutes, math.ceil(settings.prescale_lead_seconds / 60) + 1)
+        # The fan-out sizes a tick by what is due up to the end of its look-ahead.
+        if fan_out:
+            minutes = max(minutes, math.ceil(settings.lookahead_seconds / 60) + 2)
         result = container.core.forecast_service().forecast(min(minutes, 180))
+        if fan_out:
+            container.fan_out().record_forecast(result)
         peak = result.peak
         container.core.metrics.count("ForecastDueOccurrences", peak.due if peak else 0)
         summary: dict[str, Any] = {

@@ -26,6 +26,7 @@ from scheduler.adapters.clock import SystemClock
 from scheduler.adapters.dispatch_message import message_key
 from scheduler.adapters.dynamodb import (
     DynamoBackfillStore,
+    DynamoFanOutStore,
     DynamoFlowControls,
     DynamoJobStore,
     DynamoLedger,
@@ -43,14 +44,16 @@ from scheduler.adapters.http_target import HttpTargetInvoker, check_headers
 from scheduler.adapters.lambda_pollers import LambdaPollerControl
 from scheduler.adapters.sealing import KmsSealer, LocalSealer
 from scheduler.adapters.sqs import SqsBatchVisibility, SqsReadyQueue
+from scheduler.adapters.sweep_launchers import LambdaSweepLauncher, ProcessSweepLauncher
 from scheduler.adapters.threads import ThreadTaskPool
 from scheduler.composition import Configs, Container, Stores, compose, packing_of
+from scheduler.core.capacity.fan_out import FanOut, FanOutConfig
 from scheduler.core.capacity.prescale import PrescaleConfig, Prescaler, WorkerCapacity
 from scheduler.core.errors import InvalidRequest
 from scheduler.core.execution.executor import Executor
 from scheduler.core.execution.recovery import HeldBatch
 from scheduler.core.model.job import HandlerTarget, HttpTarget, JobSpec
-from scheduler.core.ports import Clock, PollerControl, SecretSealer, TargetInvoker
+from scheduler.core.ports import Clock, PollerControl, SecretSealer, SweepLauncher, TargetInvoker
 from scheduler.core.ports import Metrics as PortMetrics
 from scheduler.core.runtime.ids import RANDOM_IDS
 from scheduler.security.secrets import resolve_secret
@@ -241,6 +244,9 @@ class AwsContainer:
     clients: Clients
     #: The worker mappings' pollers (pre-scaling); None: built on first use from the settings.
     poller_control: PollerControl | None = None
+    #: How a tick starts its fan-out sweeps; None: built on first use (the sweeper function itself on Lambda, a
+    #: process locally).
+    sweep_launcher: SweepLauncher | None = None
 
     @property
     def message_key(self) -> bytes:
@@ -275,6 +281,19 @@ class AwsContainer:
         )
         config = PrescaleConfig(capacity, lead=timedelta(seconds=s.prescale_lead_seconds))
         return Prescaler(self.poller_control, config, self.core.metrics)
+
+    def fan_out(self) -> FanOut:
+        """The sweeper's fan-out (scheduler.core.capacity.fan_out), its record in the jobs table."""
+        s = self.core.settings
+        if self.sweep_launcher is None:
+            function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+            if function_name and not s.local_mode:
+                self.sweep_launcher = LambdaSweepLauncher(boto3.client("lambda", config=_BOTO_CONFIG), function_name)
+            else:
+                self.sweep_launcher = ProcessSweepLauncher()
+        config = FanOutConfig(s.fan_out_max_sweeps, s.dispatch_budget, timedelta(seconds=s.lookahead_seconds))
+        store = DynamoFanOutStore(s.jobs_table, self.clients.dynamodb)
+        return FanOut(store, self.sweep_launcher, self.core.clock, self.core.metrics, config)
 
     def held_batch(self, messages: Mapping[str, tuple[str, str]], keys: Mapping[str, str | None]) -> HeldBatch:
         """A received batch (message id -> (queue URL, receipt handle)), held for the hold time while the worker

@@ -10,6 +10,7 @@ Expressions name every attribute through placeholders: DynamoDB reserves words s
 
 from scheduler.adapters.dynamodb.backfill import BACKFILL_RETENTION, DynamoBackfillStore
 from scheduler.adapters.dynamodb.common import MAX_TRANSACTION_ITEMS, PAGE_SIZE, TIMER_PAGE_SIZE
+from scheduler.adapters.dynamodb.fan_out import DynamoFanOutStore
 from scheduler.adapters.dynamodb.jobs import DynamoJobStore
 from scheduler.adapters.dynamodb.ledger import EXECUTION_RETENTION, OUTBOX_INDEX, OUTBOX_SET, DynamoLedger
 from scheduler.adapters.dynamodb.operations import DynamoOperationStore
@@ -32,6 +33,7 @@ __all__ = [
     "TIMER_RETENTION",
     "WATERMARK_KEY",
     "DynamoBackfillStore",
+    "DynamoFanOutStore",
     "DynamoFlowControls",
     "DynamoJobStore",
     "DynamoLedger",

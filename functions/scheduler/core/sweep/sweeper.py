@@ -80,15 +80,17 @@ class Sweeper:
         #: Held by a bucket's checkpoint that releases quota (a transaction on tenant counters; see `_drain`).
         self._releasing = threading.Lock()
 
-    def sweep(self, deadline: datetime) -> SweepReport:
-        """One sweeper invocation: drain the late lane, then the buckets from the watermark to the look-ahead."""
+    def sweep(self, deadline: datetime, buckets_only: bool = False) -> SweepReport:
+        """One sweeper invocation: drain the late lane, then the buckets from the watermark to the look-ahead.
+        `buckets_only`: a fan-out sweep beside a tick (scheduler.core.capacity.fan_out) sweeps the buckets alone; the
+        late lane, backfill waves and the outbox are its tick's."""
         report = SweepReport()
         now = self.clock.now()
         stop_at = deadline - self.config.safety
         last_minute = minute_of(now + self.config.lookahead)
         horizon_end = self.dispatcher.horizon_end(now)
 
-        late = self.timers.late_timers(limit=self.config.dispatch_budget)
+        late = [] if buckets_only else self.timers.late_timers(limit=self.config.dispatch_budget)
         if late:
             report.late_drained = self.dispatcher.dispatch(late, horizon_end, land_on_time=True)
             for timer in late:
@@ -115,7 +117,7 @@ class Sweeper:
             self.timers.advance_watermark(new_watermark)
 
         # Backfill waves take what is left of the budget, after the buckets: on-time work never waits behind them.
-        if self.backfills is not None and not report.stopped_early:
+        if self.backfills is not None and not report.stopped_early and not buckets_only:
             waves = self.backfills.run(self.config.dispatch_budget - report.dispatched, stop_at)
             report.backfill_dispatched = waves.dispatched
             report.dispatched += waves.dispatched
@@ -126,7 +128,7 @@ class Sweeper:
 
         # Last, so that dispatching never waits on the event bus: completion events whose worker died between
         # recording the outcome and publishing it, or whose publish the bus refused (docs/design.md §2: the outbox).
-        if self.outbox is not None:
+        if self.outbox is not None and not buckets_only:
             drained = self.outbox.drain(self.config.outbox_drain_limit)
             report.outbox_backlog, report.events_published = drained.found, drained.published
         return report
