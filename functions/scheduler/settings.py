@@ -69,9 +69,10 @@ class Settings(BaseSettings):
     ready_queue_high_url: str = ""
     ready_queue_low_url: str = ""
 
-    #: Partitions per bucket minute; spreads a hot minute. Changing it on a live system is safe for new
-    #: timers only while old buckets drain, so pick it at deploy time.
-    shard_count: int = Field(default=8, ge=1, le=256)
+    #: Partitions per bucket minute; spreads a hot minute, and bounds how many buckets of it sweeps work on at
+    #: once. Safe to change on a live system: writers record their count before writing with it, and sweeps sweep
+    #: the most ever recorded (docs/design.md §3.3), so a lowered count still sweeps the higher one's buckets.
+    shard_count: int = Field(default=8, ge=1, le=4096)
     #: How far ahead the sweeper dispatches (SQS DelaySeconds caps at 900 s, and a bucket spans 60 s).
     lookahead_seconds: int = Field(default=300, ge=0, le=780)
     bucket_lease_seconds: int = Field(default=120, ge=5, le=900)

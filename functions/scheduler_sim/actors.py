@@ -102,8 +102,9 @@ class Actor:
         self.name = name
         self.clock = SkewedClock(sim.clock)
         self.gate = Gate(sim, name)
-        self.jobs = FaultyJobStore(sim.jobs, self.gate, self.clock)
-        self.timers = FaultyTimerStore(sim.timers, self.gate)
+        jobs, timers = sim.stores_for(name)
+        self.jobs = FaultyJobStore(jobs, self.gate, self.clock)
+        self.timers = FaultyTimerStore(timers, self.gate)
         self.ledger = FaultyLedger(sim.ledger, self.gate)
         self.queue = FaultyQueue(sim.queue, self.gate)
         self.next_at = sim.clock.now()
@@ -339,9 +340,10 @@ class ApiActor(Actor):
         self.backfills = api.backfill_service()
         # Invalid requests run on the bare stores, with no faults and nothing interleaved, so that any change
         # to stored state is theirs alone.
+        bare_jobs, bare_timers = sim.stores_for(name)
         bare = Stores(
-            sim.jobs,
-            sim.timers,
+            bare_jobs,
+            bare_timers,
             sim.ledger,
             sim.queue,
             tenant_budgets=sim.tenant_budgets,

@@ -176,18 +176,22 @@ class FaultyTimerStore(Gated[TimerStore]):
             self.gate.host.watermark_moved()
             return current
 
-    def advance_watermark(self, minute: datetime) -> None:
+    def advance_watermark(self, minute: datetime, swept_shards: int | None = None) -> None:
         with self.gate.call("timers.advance_watermark", minute):
-            self.inner.advance_watermark(minute)
+            self.inner.advance_watermark(minute, swept_shards)
             self.gate.host.watermark_moved()
+
+    def recorded_shards(self) -> int:
+        self.gate.before("timers.recorded_shards")
+        return self.inner.recorded_shards()
 
     def put_late(self, timer: Timer) -> None:
         with self.gate.call("timers.put_late", timer):
             self.inner.put_late(timer)
 
-    def late_timers(self, limit: int) -> list[Timer]:
+    def late_timers(self, limit: int, shards: int | None = None) -> list[Timer]:
         self.gate.before("timers.late_timers")
-        return self.inner.late_timers(limit)
+        return self.inner.late_timers(limit, shards)
 
     def remove_late(self, timer: Timer) -> None:
         with self.gate.call("timers.remove_late", timer):

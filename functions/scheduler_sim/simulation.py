@@ -12,6 +12,7 @@ One run, step by step:
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from collections.abc import Sequence
@@ -111,6 +112,13 @@ class Simulation:
             snapshot=snapshot,
         )
         self.jobs, self.timers, self.ledger = stores.jobs, stores.timers, stores.ledger
+        # A deploy that raises the shard count, half done, in a third of the runs (every run of a variant that needs
+        # it): the API, and sometimes the first sweeper, write with more shards than the other sweepers sweep
+        # (docs/design.md §3.3, changing the shard count). From its own stream: a seed's other draws are unchanged.
+        raise_rng = random.Random(f"punctual-sim/shards/{seed}")
+        raised = raise_rng.random() < 1 / 3 or (variant is not None and variant.shard_change)
+        self.raised_shards = shards + raise_rng.randint(1, 3) if raised else None
+        self.raised_actors = {"api", *(["sweeper-1"] if raise_rng.random() < 0.5 else [])} if raised else set()
         self.sink = SinkTarget(self)
         self.metrics = RecordingMetrics()
         self.bus = SimEventBus(self)
@@ -192,6 +200,9 @@ class Simulation:
             self.trace("sim", f"seed {self.seed}: faults {self.profile.describe()}")
             offsets = ", ".join(f"{a.name} {a.clock.offset.total_seconds():+.3f}s" for a in self.actors.values())
             self.trace("sim", f"actors and clock offsets: {offsets}; {self.timers.shard_count} shard(s)")
+            if self.raised_shards is not None:
+                raised = ", ".join(sorted(self.raised_actors))
+                self.trace("sim", f"a deploy raised the shard count to {self.raised_shards}: {raised} run with it")
             if self.outage is not None:
                 self.trace("sim", f"an outage of {self.outage[1]} will start at {rfc3339(self.outage[0])}")
             for record in self.records:
@@ -289,6 +300,16 @@ class Simulation:
         return item is not None and (item.owner or "").startswith(f"{worker.name}/")
 
     # -- hooks for actors, gates and the sink --------------------------------------------------------------
+
+    def stores_for(self, actor: str) -> tuple[MemoryJobStore, MemoryTimerStore]:
+        """The job and timer stores as `actor`'s process sees them: with the raised shard count if it was deployed
+        with it (the same items, another count to write with)."""
+        if self.raised_shards is None or actor not in self.raised_actors:
+            return self.jobs, self.timers
+        timers = self.timers.with_shard_count(self.raised_shards)
+        jobs = copy.copy(self.jobs)
+        jobs.timers = timers
+        return jobs, timers
 
     def trace(self, actor: str, text: str) -> None:
         self.events.append((self.clock.now(), actor, text))
@@ -431,7 +452,7 @@ class Simulation:
         self.watermark_judged = current
         minute = current if judged is None else judged  # its first value passes nothing
         while minute < current:
-            for shard in range(self.timers.shard_count):
+            for shard in range(max(self.timers.shard_count, self.timers.recorded_shards())):
                 bucket = self.timers.buckets.get(BucketId(minute, shard))
                 if bucket is not None and bucket.done:
                     continue

@@ -126,6 +126,17 @@ class WatermarkFirstFinisher(memory.MemoryTimerStore):
         return claim
 
 
+class ShardFenceIgnored(memory.MemoryTimerStore):
+    """BROKEN on purpose: a sweep moves the watermark whatever shard count was recorded since it read it, so a timer
+    that a writer with a raised count puts into a bucket the sweep never looked at can fall behind the watermark,
+    where no sweep looks again (runs with the shard count raised half way through a deploy)."""
+
+    def advance_watermark(self, minute: datetime, swept_shards: int | None = None) -> None:
+        with self.lock:
+            if self.marks.watermark is None or minute > self.marks.watermark:
+                self.marks.watermark = minute
+
+
 class ReleaseOnEveryReplay(memory.MemoryJobStore):
     """Owes a quota release whenever a timer replays the advance that completed its job, whoever made that advance:
     a one-shot job completed from the late lane (whose write released it) is released again by its bucket's sweep,
@@ -259,6 +270,8 @@ class Variant:
     buckets: Callable[[random.Random], TaskPool] | None = None
     #: Replaces each worker's runner of a message's occurrences.
     runner: Callable[[MessageRunner], MessageRunner] | None = None
+    #: Every run has a deploy that raised the shard count half done (otherwise a third of the runs).
+    shard_change: bool = False
 
 
 VARIANTS: dict[str, Variant] = {
@@ -296,6 +309,12 @@ VARIANTS: dict[str, Variant] = {
         "done-without-waiting",
         "a sweep counts every bucket of a minute done once it ran, whatever it returned (the watermark passes it)",
         buckets=DoneWithoutWaiting,
+    ),
+    "shard-fence-ignored": Variant(
+        "shard-fence-ignored",
+        "a sweep moves the watermark even after a writer recorded more shards than it swept (a deploy raising it)",
+        timers=ShardFenceIgnored,
+        shard_change=True,
     ),
     "watermark-first-finisher": Variant(
         "watermark-first-finisher",

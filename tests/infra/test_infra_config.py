@@ -71,7 +71,7 @@ def test_cli_can_clear_an_optional_value() -> None:
     ("settings", "key"),
     [
         ({"shard_count": 0}, "shard_count"),
-        ({"shard_count": 257}, "shard_count"),
+        ({"shard_count": 4097}, "shard_count"),
         ({"lookahead_seconds": 781}, "lookahead_seconds"),
         ({"lease_seconds": 4}, "lease_seconds"),
         ({"worker_batch_size": 11}, "worker_batch_size"),
@@ -114,7 +114,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_the_app_refuses_to_build_with_invalid_context() -> None:
     with pytest.raises(ConfigError, match=r"punctual\.shard_count"):
-        build_app({"punctual": {"shard_count": 1000}, "aws:cdk:bundling-stacks": []})
+        build_app({"punctual": {"shard_count": 5000}, "aws:cdk:bundling-stacks": []})
 
 
 def test_stack_is_named_after_the_stage(default, configured) -> None:
@@ -137,7 +137,7 @@ def test_function_settings_have_one_home_in_the_functions_settings() -> None:
         assert set(map(repr, theirs.metadata)) <= set(map(repr, ours.metadata)), name
 
 
-@pytest.mark.parametrize(("key", "value"), [("shard_count", 300), ("sweep_safety_seconds", 50), ("lease_seconds", 1)])
+@pytest.mark.parametrize(("key", "value"), [("shard_count", 4097), ("sweep_safety_seconds", 50), ("lease_seconds", 1)])
 def test_a_function_setting_out_of_its_bounds_fails_the_synth(key: str, value: int) -> None:
     with pytest.raises(ConfigError, match=key):
         parse_config({key: value})

@@ -124,7 +124,7 @@ class WatermarkWatch:
 
     def check(self) -> dict[tuple[datetime, int], dict[str, Any]]:
         item = self.dynamodb.get_item(TableName=self.table, Key=WATERMARK_KEY, ConsistentRead=True).get("Item")
-        if item is None:
+        if item is None or "minute_ms" not in item:  # none yet (the item may hold the recorded shard count alone)
             return {}
         watermark = from_ms(int(item["minute_ms"]["N"]))
         if not self.watermarks or self.watermarks[-1] != watermark:

@@ -162,14 +162,22 @@ class TimerStore(Protocol):
         """Create the watermark if absent; returns the stored one."""
         ...
 
-    def advance_watermark(self, minute: datetime) -> None:
-        """Move the watermark forward to `minute` (never backwards)."""
+    def advance_watermark(self, minute: datetime, swept_shards: int | None = None) -> None:
+        """Move the watermark forward to `minute` (never backwards), unless a writer recorded more shards than the
+        sweep swept (`swept_shards`; default: this store's `shard_count`): that writer may have put a timer into a
+        bucket the sweep never looked at (docs/design.md §3.3, changing the shard count). Then nothing moves, and the
+        next sweep, reading the recorded count, sweeps those buckets too."""
+        ...
+
+    def recorded_shards(self) -> int:
+        """The most shards any writer recorded before writing with them (grow-only; 0: none). Every store records
+        its `shard_count` once, before its first timer or late-lane write. Strongly consistent."""
         ...
 
     def put_late(self, timer: Timer) -> None: ...
 
-    def late_timers(self, limit: int) -> list[Timer]:
-        """Late-lane timers (all shards), oldest fire_at first."""
+    def late_timers(self, limit: int, shards: int | None = None) -> list[Timer]:
+        """Late-lane timers (of `shards` shards; default: this store's `shard_count`), oldest fire_at first."""
         ...
 
     def remove_late(self, timer: Timer) -> None: ...

@@ -35,7 +35,7 @@ from scheduler.adapters.dynamodb.common import (
     transact,
 )
 from scheduler.adapters.dynamodb.job_list import DynamoJobList
-from scheduler.adapters.dynamodb.timers import late_item, timer_item
+from scheduler.adapters.dynamodb.timers import late_item, record_shards, timer_item
 from scheduler.core.errors import (
     ExternalIdTaken,
     IdempotencyConflict,
@@ -66,10 +66,15 @@ class DynamoJobStore:
         self.client: Any = client or boto3.client("dynamodb")
         #: The tenant's job list (its entries, batch entries and the label index).
         self.listing = DynamoJobList(table_name, self.client)
+        #: Whether this store recorded its shard count (`record_shards`): once, before its first timer write.
+        self.recorded = False
 
     def _timer_puts(self, timer: Timer | None, late: bool) -> list[dict[str, Any]]:
         if timer is None:
             return []
+        if not self.recorded:
+            record_shards(self.client, self.table, self.shard_count)
+            self.recorded = True
         puts = [{"Put": {"TableName": self.table, "Item": timer_item(timer, self.shard_count)}}]
         if late:
             puts.append({"Put": {"TableName": self.table, "Item": late_item(timer, self.shard_count)}})

@@ -18,6 +18,7 @@ from scheduler.adapters.dynamodb.common import (
     condition_failed,
     epoch_seconds,
     first_write_refused,
+    get_many,
     old_item,
     query_pages,
     quota_update,
@@ -33,6 +34,30 @@ if TYPE_CHECKING:
 
 TIMER_RETENTION = timedelta(days=2)
 WATERMARK_KEY = {"PK": s("WATERMARK"), "SK": s("WATERMARK")}
+
+
+def record_shards(client: Any, table: str, shard_count: int) -> None:
+    """Record `shard_count` in the watermark item before a writer's first timer or late-lane write with it
+    (docs/design.md §3.3): into `counts`, every count ever written with (where a reader looks for a timer a writer of
+    another count put), and into `shards`, the most of them (grow-only: what the sweeps sweep)."""
+    client.update_item(
+        TableName=table,
+        Key=WATERMARK_KEY,
+        UpdateExpression="ADD #counts :c",
+        ExpressionAttributeNames={"#counts": "counts"},
+        ExpressionAttributeValues={":c": {"NS": [str(shard_count)]}},
+    )
+    try:
+        client.update_item(
+            TableName=table,
+            Key=WATERMARK_KEY,
+            UpdateExpression="SET shards = :n",
+            ConditionExpression="attribute_not_exists(shards) OR shards < :n",
+            ExpressionAttributeValues={":n": n(shard_count)},
+        )
+    except ClientError as exc:
+        if not condition_failed(exc):
+            raise
 
 
 def _bucket_pk(bucket: BucketId) -> str:
@@ -78,11 +103,27 @@ class DynamoTimerStore:
         #: Timers a page reads (and its checkpoint's transaction writes): the most a transaction holds, less the
         #: checkpoint; smaller only where a test wants many pages of few timers.
         self.page_size = page_size
+        #: Whether this store recorded its shard count (`record_shards`): once per store, before its first write.
+        self.recorded = False
+        #: The keys of the late-lane items `late_timers` read, by timer (`remove_late` deletes what was read).
+        self._late_keys: dict[str, Item] = {}
 
     def bucket_of(self, timer: Timer) -> BucketId:
         return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
 
+    def _record_shards(self) -> None:
+        if not self.recorded:
+            record_shards(self.client, self.table, self.shard_count)
+            self.recorded = True
+
+    def recorded_shards(self) -> int:
+        response = self.client.get_item(
+            TableName=self.table, Key=WATERMARK_KEY, ConsistentRead=True, ProjectionExpression="shards"
+        )
+        return int(response.get("Item", {}).get("shards", {}).get("N", 0))
+
     def put_timer(self, timer: Timer) -> None:
+        self._record_shards()
         self.client.put_item(TableName=self.table, Item=timer_item(timer, self.shard_count))
 
     def claim_bucket(
@@ -120,7 +161,20 @@ class DynamoTimerStore:
     def has_timer(self, timer: Timer) -> bool:
         key = {k: v for k, v in timer_item(timer, self.shard_count).items() if k in ("PK", "SK")}
         response = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True, ProjectionExpression="PK")
-        return "Item" in response
+        if "Item" in response:
+            return True
+        # A writer deployed with another shard count put it in that count's bucket: look there too (rare: only
+        # when the timer is not where this store would have put it).
+        marks = self.client.get_item(
+            TableName=self.table,
+            Key=WATERMARK_KEY,
+            ConsistentRead=True,
+            ProjectionExpression="#counts",
+            ExpressionAttributeNames={"#counts": "counts"},
+        ).get("Item", {})
+        others = {int(c) for c in marks.get("counts", {}).get("NS", [])} - {self.shard_count}
+        keys = [{k: v for k, v in timer_item(timer, count).items() if k in ("PK", "SK")} for count in sorted(others)]
+        return bool(keys) and bool(get_many(self.client, self.table, keys, consistent=True))
 
     def is_sealed(self, bucket: BucketId) -> bool:
         """The bucket's seal, read strongly consistent with the watermark: a minute behind the watermark counts
@@ -135,7 +189,7 @@ class DynamoTimerStore:
                 return bool(item.get("sealed", {}).get("BOOL", False))
         for item in items:
             if item["PK"]["S"] == "WATERMARK":
-                return to_ms(bucket.minute) < int(item["minute_ms"]["N"])
+                return "minute_ms" in item and to_ms(bucket.minute) < int(item["minute_ms"]["N"])
         # Unread (UnprocessedKeys) counts as sealed: dispatching directly is always safe, the ledger absorbs it.
         return bool(response.get("UnprocessedKeys"))
 
@@ -249,15 +303,19 @@ class DynamoTimerStore:
 
     def watermark(self) -> datetime | None:
         response = self.client.get_item(TableName=self.table, Key=WATERMARK_KEY, ConsistentRead=True)
-        item = response.get("Item")
-        return from_ms(int(item["minute_ms"]["N"])) if item else None
+        item = response.get("Item") or {}
+        # The item may hold the recorded shard count alone (a writer came before the first sweep).
+        return from_ms(int(item["minute_ms"]["N"])) if "minute_ms" in item else None
 
     def init_watermark(self, minute: datetime) -> datetime:
         try:
-            self.client.put_item(
+            self.client.update_item(
                 TableName=self.table,
-                Item={**WATERMARK_KEY, "minute_ms": n(to_ms(minute)), "minute": s(rfc3339(minute))},
-                ConditionExpression="attribute_not_exists(PK)",
+                Key=WATERMARK_KEY,
+                UpdateExpression="SET minute_ms = :m, #minute = :label",
+                ConditionExpression="attribute_not_exists(minute_ms)",
+                ExpressionAttributeNames={"#minute": "minute"},
+                ExpressionAttributeValues={":m": n(to_ms(minute)), ":label": s(rfc3339(minute))},
             )
         except ClientError as exc:
             if not condition_failed(exc):
@@ -266,27 +324,36 @@ class DynamoTimerStore:
         assert current is not None
         return current
 
-    def advance_watermark(self, minute: datetime) -> None:
+    def advance_watermark(self, minute: datetime, swept_shards: int | None = None) -> None:
+        swept = self.shard_count if swept_shards is None else swept_shards
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key=WATERMARK_KEY,
                 UpdateExpression="SET minute_ms = :m, #minute = :label",
-                ConditionExpression="attribute_not_exists(minute_ms) OR minute_ms < :m",
+                ConditionExpression=(
+                    "(attribute_not_exists(minute_ms) OR minute_ms < :m) AND (attribute_not_exists(shards) OR "
+                    "shards <= :swept)"
+                ),
                 ExpressionAttributeNames={"#minute": "minute"},
-                ExpressionAttributeValues={":m": n(to_ms(minute)), ":label": s(rfc3339(minute))},
+                ExpressionAttributeValues={
+                    ":m": n(to_ms(minute)),
+                    ":label": s(rfc3339(minute)),
+                    ":swept": n(swept),
+                },
             )
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
 
     def put_late(self, timer: Timer) -> None:
+        self._record_shards()
         self.client.put_item(TableName=self.table, Item=late_item(timer, self.shard_count))
 
-    def late_timers(self, limit: int) -> list[Timer]:
+    def late_timers(self, limit: int, shards: int | None = None) -> list[Timer]:
         # Each shard is ordered by fire_at; the oldest `limit` overall are among the oldest `limit` of each shard.
         found: list[Timer] = []
-        for shard in range(self.shard_count):
+        for shard in range(self.shard_count if shards is None else shards):
             request: dict[str, Any] = {
                 "TableName": self.table,
                 "KeyConditionExpression": "PK = :pk",
@@ -298,7 +365,11 @@ class DynamoTimerStore:
                 request["Limit"] = min(PAGE_SIZE, limit - in_shard)
                 response = self.client.query(**request)
                 items = response.get("Items", [])
-                found += [timer_from_item(i) for i in items]
+                for item in items:
+                    timer = timer_from_item(item)
+                    # Where it lies: a writer of another shard count may have put it in another late shard.
+                    self._late_keys[timer.place] = {"PK": item["PK"], "SK": item["SK"]}
+                    found.append(timer)
                 in_shard += len(items)
                 if not response.get("LastEvaluatedKey"):
                     break
@@ -306,5 +377,5 @@ class DynamoTimerStore:
         return sorted(found, key=lambda t: t.place)[:limit]
 
     def remove_late(self, timer: Timer) -> None:
-        key = late_item(timer, self.shard_count)
+        key = self._late_keys.pop(timer.place, None) or late_item(timer, self.shard_count)
         self.client.delete_item(TableName=self.table, Key={"PK": key["PK"], "SK": key["SK"]})

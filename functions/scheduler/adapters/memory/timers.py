@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduler.adapters.memory.counts import ActiveJobCounts
@@ -26,6 +27,16 @@ class _Bucket:
     cursor: str | None = None
 
 
+@dataclass
+class _Marks:
+    """The watermark item: the watermark and the most shards any writer recorded."""
+
+    watermark: datetime | None = None
+    shards: int = 0
+    #: Every shard count a writer recorded.
+    counts: set[int] = field(default_factory=set)
+
+
 class MemoryTimerStore:
     #: Timers a query page holds (DynamoDB's Limit in the real store).
     page_size = PAGE_SIZE
@@ -35,16 +46,37 @@ class MemoryTimerStore:
         self.buckets: dict[BucketId, _Bucket] = {}
         self.timer_items: dict[BucketId, dict[str, Timer]] = {}
         self.late: dict[str, Timer] = {}
-        self._watermark: datetime | None = None
+        self.marks = _Marks()
+        self._recorded = False
         self.lock = threading.RLock()
         #: The tenants' active-job counts, shared with the job store (one table in DynamoDB): a page checkpoint
         #: releases the jobs it completed.
         self.counts = ActiveJobCounts()
 
+    def with_shard_count(self, shard_count: int) -> MemoryTimerStore:
+        """The same table seen by a process configured with another shard count (a deploy that changed it): every
+        item is shared, only the count it writes with differs."""
+        view = copy.copy(self)
+        view.shard_count, view._recorded = shard_count, False
+        return view
+
     def bucket_of(self, timer: Timer) -> BucketId:
         return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
 
+    def record_shards(self) -> None:
+        """Before this store's first write with its shard count: raise the recorded count to it (once)."""
+        with self.lock:
+            if not self._recorded:
+                self.marks.counts.add(self.shard_count)
+                self.marks.shards = max(self.marks.shards, self.shard_count)
+                self._recorded = True
+
+    def recorded_shards(self) -> int:
+        with self.lock:
+            return self.marks.shards
+
     def put_timer(self, timer: Timer) -> None:
+        self.record_shards()
         with self.lock:
             self.timer_items.setdefault(self.bucket_of(timer), {})[timer.place] = timer
 
@@ -69,11 +101,17 @@ class MemoryTimerStore:
             item = self.buckets.get(bucket)
             if item is not None:
                 return item.sealed
-            return self._watermark is not None and bucket.minute < self._watermark
+            return self.marks.watermark is not None and bucket.minute < self.marks.watermark
 
     def has_timer(self, timer: Timer) -> bool:
+        """In its bucket under this store's shard count, or under any other count a writer recorded."""
         with self.lock:
-            return timer.place in self.timer_items.get(self.bucket_of(timer), {})
+            counts = {self.shard_count, *self.marks.counts}
+            minute = minute_of(timer.due_at)
+            return any(
+                timer.place in self.timer_items.get(BucketId(minute, shard_of(timer.job_id, count)), {})
+                for count in counts
+            )
 
     def timers(self, bucket: BucketId, after: str | None) -> Iterator[tuple[list[Timer], str]]:
         while True:
@@ -133,24 +171,27 @@ class MemoryTimerStore:
 
     def watermark(self) -> datetime | None:
         with self.lock:
-            return self._watermark
+            return self.marks.watermark
 
     def init_watermark(self, minute: datetime) -> datetime:
         with self.lock:
-            if self._watermark is None:
-                self._watermark = minute
-            return self._watermark
+            if self.marks.watermark is None:
+                self.marks.watermark = minute
+            return self.marks.watermark
 
-    def advance_watermark(self, minute: datetime) -> None:
+    def advance_watermark(self, minute: datetime, swept_shards: int | None = None) -> None:
         with self.lock:
-            if self._watermark is None or minute > self._watermark:
-                self._watermark = minute
+            if self.marks.shards > (self.shard_count if swept_shards is None else swept_shards):
+                return
+            if self.marks.watermark is None or minute > self.marks.watermark:
+                self.marks.watermark = minute
 
     def put_late(self, timer: Timer) -> None:
+        self.record_shards()
         with self.lock:
             self.late[timer.place] = timer
 
-    def late_timers(self, limit: int) -> list[Timer]:
+    def late_timers(self, limit: int, shards: int | None = None) -> list[Timer]:
         with self.lock:
             return [t for _, t in sorted(self.late.items())][:limit]
 

@@ -90,7 +90,10 @@ class Sweeper:
         last_minute = minute_of(now + self.config.lookahead)
         horizon_end = self.dispatcher.horizon_end(now)
 
-        late = [] if buckets_only else self.timers.late_timers(limit=self.config.dispatch_budget)
+        # Every shard any writer used: a count raised by a deploy is swept from the moment it was recorded (and a
+        # lowered one keeps being swept), so no timer written with either is ever behind a watermark that skipped it.
+        shards = max(self.config.shard_count, self.timers.recorded_shards())
+        late = [] if buckets_only else self.timers.late_timers(self.config.dispatch_budget, shards)
         if late:
             report.late_drained = self.dispatcher.dispatch(late, horizon_end, land_on_time=True)
             for timer in late:
@@ -102,7 +105,7 @@ class Sweeper:
         contiguous = True
         minute = watermark
         while minute <= last_minute and not report.stopped_early:
-            buckets = [BucketId(minute, shard) for shard in range(self.config.shard_count)]
+            buckets = [BucketId(minute, shard) for shard in range(shards)]
             done = self.pool.run_all(
                 [functools.partial(self._sweep_bucket, bucket, horizon_end, stop_at, report) for bucket in buckets]
             )
@@ -114,7 +117,7 @@ class Sweeper:
             minute += ONE_MINUTE
 
         if new_watermark > watermark:
-            self.timers.advance_watermark(new_watermark)
+            self.timers.advance_watermark(new_watermark, shards)
 
         # Backfill waves take what is left of the budget, after the buckets: on-time work never waits behind them.
         if self.backfills is not None and not report.stopped_early and not buckets_only:
