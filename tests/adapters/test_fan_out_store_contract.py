@@ -92,3 +92,21 @@ def test_the_process_launcher_starts_the_command_with_the_event_and_does_not_wai
         time.sleep(0.05)
     time.sleep(0.1)
     assert helper_of(json.loads(out.read_text())) == HelperSweep("tick", 2, 3)
+
+
+def test_the_lambda_launcher_makes_its_client_on_the_first_launch_only() -> None:
+    made: list[Any] = []
+    client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+
+    def make() -> Any:
+        made.append(client)
+        return client
+
+    launcher = LambdaSweepLauncher(make, "punctual-dev-Sweeper")
+    assert made == []  # a tick that starts nothing never makes a client
+    with Stubber(client) as stub:
+        stub.add_response("invoke", {"StatusCode": 202})
+        stub.add_response("invoke", {"StatusCode": 202})
+        launcher.launch(HelperSweep("t", 1, 3))
+        launcher.launch(HelperSweep("t", 2, 3))
+    assert made == [client]

@@ -33,8 +33,15 @@ class LambdaSweepLauncher:
     alarm on `AsyncEventsDropped` reports."""
 
     def __init__(self, client: Any, function_name: str) -> None:
-        self.client = client
+        #: The Lambda client, or a callable that makes it on the first launch (most ticks launch nothing).
+        self._client = client
         self.function_name = function_name
+
+    @property
+    def client(self) -> Any:
+        if callable(self._client) and not hasattr(self._client, "invoke"):
+            self._client = self._client()
+        return self._client
 
     def launch(self, helper: HelperSweep) -> None:
         self.client.invoke(

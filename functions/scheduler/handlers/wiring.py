@@ -288,7 +288,9 @@ class AwsContainer:
         if self.sweep_launcher is None:
             function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
             if function_name and not s.local_mode:
-                self.sweep_launcher = LambdaSweepLauncher(boto3.client("lambda", config=_BOTO_CONFIG), function_name)
+                self.sweep_launcher = LambdaSweepLauncher(
+                    lambda: boto3.client("lambda", config=_BOTO_CONFIG), function_name
+                )
             else:
                 self.sweep_launcher = ProcessSweepLauncher()
         config = FanOutConfig(s.fan_out_max_sweeps, s.dispatch_budget, timedelta(seconds=s.lookahead_seconds))
