@@ -143,6 +143,10 @@ class PunctualConfig(BaseModel):
     #: many buckets it works on at once. 512 dispatches about 20,000 occurrences of one minute within the 300 s
     #: look-ahead; 1,769 about 67,000 (docs/capacity.md). Above 1,769 it is no faster (one Python process).
     sweeper_memory_mb: int = Field(default=FUNCTION_MEMORY_MB["sweeper"], ge=128, le=10_240)
+    #: The worker's memory, MB: its CPU share. At 512 an occurrence took 21.8 ms of worker time in the last cost
+    #: run, at 1,769 (a vCPU) 11.4 ms: a herd of 500,000 in one second needs the latter (docs/capacity.md). Lambda
+    #: bills GB-seconds, so 1,769 costs about 1.8x a quiet deployment's worker time.
+    worker_memory_mb: int = Field(default=FUNCTION_MEMORY_MB["worker"], ge=128, le=10_240)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # --- completion events ----------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -57,7 +59,7 @@ class Worker(Construct):
         config = build.config
         self.handler = SchedulerFunction(
             self,
-            WORKER,
+            replace(WORKER, memory_mb=config.worker_memory_mb),
             build,
             # No reserved concurrency: below the mapping's maximum concurrency it would throttle batches,
             # and every throttled receive counts towards the DLQ's maxReceiveCount.

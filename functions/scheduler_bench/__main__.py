@@ -8,6 +8,7 @@ bench/results.md and bench/lateness.png.
     python -m scheduler_bench --only sweepers --sweepers-jobs 4000 --sweepers-rounds 3   # 1 vs 2 sweeper processes
     python -m scheduler_bench --only flow     # a held flow-control key's isolation, and what a key costs a fire
     python -m scheduler_bench --only sweep-cpu  # the sweep's CPU per fire, botocore and the fast path side by side
+    python -m scheduler_bench --only empty-buckets  # what an empty bucket costs a minute, at 8, 64 and 256 shards
 
 Runs against AWS_ENDPOINT_URL_* when set (another emulator, a recording proxy, a real account: then it creates
 and deletes its own tables and queues there); otherwise it starts DynamoDB Local and ministack and stops them.
@@ -32,6 +33,7 @@ from scheduler_bench import (
     burst,
     capacity,
     cost,
+    empty_buckets,
     emulator_latency,
     environment,
     flow_isolation,
@@ -48,7 +50,7 @@ from scheduler_bench.services import client
 
 QUICK_PENDING = (1_000, 10_000, 100_000)
 FULL_PENDING = (10_000, 100_000, 1_000_000)
-SCENARIOS = ("cost", "sweep", "burst", "emulator", "sweepers", "flow", "sweep-cpu", "capacity")
+SCENARIOS = ("cost", "sweep", "burst", "emulator", "sweepers", "flow", "sweep-cpu", "empty-buckets", "capacity")
 
 
 def log(message: str) -> None:
@@ -108,6 +110,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--capacity-sizes", default="10000,50000,500000", help="herds the capacity model simulates (10000,50000,500000)"
     )
+    parser.add_argument(
+        "--capacity-sustained",
+        default="12000000,600",
+        help="occurrences,seconds of the sustained rate the capacity model prices (12000000,600: 20,000/s for 10 "
+        "minutes); 0: none",
+    )
+    parser.add_argument(
+        "--empty-buckets-shards", default="8,64,256", help="shard counts the empty-buckets scenario compares (8,64,256)"
+    )
+    parser.add_argument("--empty-buckets-minutes", type=int, default=3, help="its steady minutes a shard count (3)")
+    parser.add_argument("--empty-buckets-rounds", type=int, default=2, help="its rounds, alternating (2)")
     parser.add_argument(
         "--flow-held",
         type=int,
@@ -212,7 +225,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sizes = args.capacity_sizes.split(",")
     if not all(size.strip().isdigit() and int(size) > 0 for size in sizes):
         parser.error(f"--capacity-sizes must be positive whole numbers, comma-separated, not {args.capacity_sizes!r}")
+    sustained = args.capacity_sustained.split(",")
+    if args.capacity_sustained != "0" and not (
+        len(sustained) == 2 and all(part.strip().isdigit() and int(part) > 0 for part in sustained)
+    ):
+        parser.error(f"--capacity-sustained must be occurrences,seconds or 0, not {args.capacity_sustained!r}")
+    shards = args.empty_buckets_shards.split(",")
+    if (
+        not all(s.strip().isdigit() and int(s) > 0 for s in shards)
+        or min(args.empty_buckets_minutes, args.empty_buckets_rounds) < 1
+    ):
+        parser.error("--empty-buckets-shards must be positive whole numbers, its minutes and rounds at least 1")
     return args
+
+
+def _sustained(text: str) -> tuple[int, float] | None:
+    if text == "0":
+        return None
+    occurrences, seconds = text.split(",")
+    return int(occurrences), float(seconds)
 
 
 def _scenario(name: str, results: dict[str, Any], key: str, body: Callable[[], dict[str, Any]]) -> bool:
@@ -293,7 +324,9 @@ def notes(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def _capacity(results: dict[str, Any], out: Path, sizes: tuple[int, ...]) -> dict[str, Any]:
+def _capacity(
+    results: dict[str, Any], out: Path, sizes: tuple[int, ...], sustained: tuple[int, float] | None
+) -> dict[str, Any]:
     """The capacity model, driven by this run's cost figures (or, without them, by the last run's results.json)."""
     measured_from = results
     if not results.get("cost", {}).get("one_shot"):
@@ -303,7 +336,11 @@ def _capacity(results: dict[str, Any], out: Path, sizes: tuple[int, ...]) -> dic
         measured_from = json.loads(previous.read_text())
     source = f"the cost scenario of the run of {measured_from.get('started_at', '?')}"
     log("capacity: simulating the herd on AWS's scaling rules")
-    model = capacity.run(Measured.from_results(measured_from, source), sizes=sizes)
+    herds = measured_from["cost"].get("one_shot_herd") or []
+    fire_path = herds[0]["per_million_fires_usd"]["fire_path"] if herds else None
+    model = capacity.run(
+        Measured.from_results(measured_from, source), sizes=sizes, sustained=sustained, herd_fire_path=fire_path
+    )
     samples = model.pop("samples")
     plotted = 50_000 if 50_000 in sizes else sizes[0]
     series = [
@@ -361,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "prices_usd": prices.PRICES | {"lambda_memory_gb": dict(prices.LAMBDA_MEMORY_GB)},
     }
     sizes = tuple(int(x) for x in args.capacity_sizes.split(",") if x.strip())
+    sustained = _sustained(args.capacity_sustained)
     if args.baseline:
         earlier = json.loads(args.baseline.read_text())
         commit = (earlier.get("git") or {}).get("commit") or "unknown"
@@ -374,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if only == {"capacity"} and previous.exists():
         # The model alone: recompute it from the recorded measurements and keep every other recorded figure.
         recorded = json.loads(previous.read_text())
-        ok = _scenario("capacity", recorded, "capacity", lambda: _capacity(recorded, args.out, sizes))
+        ok = _scenario("capacity", recorded, "capacity", lambda: _capacity(recorded, args.out, sizes, sustained))
         write(recorded, args.out)
         log(f"wrote the capacity model into {previous} and {args.out / 'results.md'}")
         return 0 if ok else 1
@@ -382,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     if only - {"capacity"}:
         ok &= _measure(args, only, pending, results)
     if "capacity" in only:
-        ok &= _scenario("capacity", results, "capacity", lambda: _capacity(results, args.out, sizes))
+        ok &= _scenario("capacity", results, "capacity", lambda: _capacity(results, args.out, sizes, sustained))
     results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["duration_seconds"] = time.perf_counter() - started
     carry_over(results, args.out / "results.json", only, args.keep_runs)
@@ -456,6 +494,11 @@ def _measure(args: argparse.Namespace, only: set[str], pending: tuple[int, ...],
         if "sweep-cpu" in only:
             cpu = sweep_cpu.SweepCpuConfig(jobs=args.sweep_cpu_jobs, rounds=args.sweep_cpu_rounds)
             ok &= _scenario("sweep-cpu", results, "sweep_cpu", lambda: sweep_cpu.run(cpu, log))
+        if "empty-buckets" in only:
+            empty = empty_buckets.EmptyBucketsConfig(
+                _sizes(args.empty_buckets_shards), args.empty_buckets_minutes, args.empty_buckets_rounds
+            )
+            ok &= _scenario("empty-buckets", results, "empty_buckets", lambda: empty_buckets.run(empty, log))
         if "emulator" in only:
             latency = emulator_latency.EmulatorLatencyConfig(
                 _sizes(args.emulator_depths), _sizes(args.moto_depths), log_dir=environment.ROOT / ".local" / "logs"

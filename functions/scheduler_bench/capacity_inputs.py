@@ -103,6 +103,18 @@ class Measured:
     #: the sweeper's deployed memory: one sweep is one Python process, its chains share its CPU.
     sweeper_cpu_seconds_per_fire: float = 0.0
     sweeper_memory_mb: int = FUNCTION_MEMORY_MB["sweeper"]
+    #: The worker's wall and CPU time per occurrence on a whole core (0: not recorded apart, only the time at the
+    #: deployed memory above): what its time at another memory is made of (`worker_seconds_at`).
+    worker_wall_seconds_per_occurrence: float = 0.0
+    worker_cpu_seconds_per_occurrence: float = 0.0
+
+    def worker_seconds_at(self, memory_mb: int) -> float:
+        """The worker's time per occurrence at `memory_mb`: its wall time plus its CPU time stretched to that memory's
+        share of a vCPU (as `worker_seconds_per_occurrence` is at the deployed memory)."""
+        if not self.worker_wall_seconds_per_occurrence:
+            return self.worker_seconds_per_occurrence
+        stretch = cpu_stretch(memory_mb)
+        return self.worker_wall_seconds_per_occurrence + self.worker_cpu_seconds_per_occurrence * (stretch - 1)
 
     @property
     def sweep_cpu_seconds_per_fire(self) -> float:
@@ -121,6 +133,8 @@ class Measured:
         busy = max(results["cost"]["one_shot"], key=lambda run: run["batch_size"])
         functions = busy["per_fire"]["by_function"]
         worker = sum(functions["worker"]["billed_seconds"].values())
+        worker_wall = sum((functions["worker"].get("invocation_seconds") or {}).values())
+        worker_cpu = sum((functions["worker"].get("cpu_seconds") or {}).values())
         # A sweep that swept its buckets at once spent that many times its wall time per fire in each bucket's
         # chain (the model's unit: one sweep chain per shard). Results before that: 1. (Wall time: what its CPU
         # takes at the deployed memory is bounded apart, `sweep_cpu_seconds_per_fire`; results without the wall
@@ -154,6 +168,8 @@ class Measured:
             source=source,
             landing_waits_apart=waits is not None,
             sweeper_cpu_seconds_per_fire=cpu,
+            worker_wall_seconds_per_occurrence=worker_wall,
+            worker_cpu_seconds_per_occurrence=worker_cpu,
         )
 
 
@@ -167,6 +183,9 @@ class Assumptions:
     #: DynamoDB calls; the herd's tenants have no execution budget, so no slot is taken).
     before_target_fraction: float = 2 / 3
     account_concurrency: int = 1000
+    #: What the stack's other functions reserve of the account's concurrency (the API's 50 and the sweeper's 16): a
+    #: row that needs more than the quota leaves for the workers names the quota it needs.
+    reserved_elsewhere: int = 66
     #: The deployed defaults (scheduler.schema, what cdk/punctual_cdk/config.py deploys): messages per worker
     #: invocation, and the standard-mode mapping's MaximumConcurrency (a pre-scaled deployment's provisioned mapping
     #: has none).
@@ -191,6 +210,14 @@ class Assumptions:
     sweep_concurrency: int = 8
     target_start_seconds: float = 5.0
     time_step_seconds: float = 0.01
+    #: The fan-out (scheduler.core.capacity.fan_out): the sweeps a tick starts begin this long after it (an
+    #: asynchronous invoke and a cold start), and a tick runs at most `max_fan_out` sweeps (`fan_out_max_sweeps`'
+    #: bound), each at most `max_sweep_concurrency` buckets at once, over at most `max_shards` shards (the settings'
+    #: bounds).
+    fan_out_start_seconds: float = 1.5
+    max_fan_out: int = 100
+    max_sweep_concurrency: int = 64
+    max_shards: int = 4096
 
     def describe(self) -> list[str]:
         return [
@@ -212,6 +239,9 @@ class Assumptions:
             f"completion events on: every job of the herd) over "
             f"{self.outbox_shards} shards; timer items are under 1 KB",
             f"the herd is created at {self.creation_per_second:,.0f} jobs/s",
+            f"a tick's fan-out sweeps start {self.fan_out_start_seconds} s after it (asynchronous invoke and cold "
+            f"start); at most {self.max_fan_out} sweeps at once, {self.max_sweep_concurrency} buckets each, "
+            f"{self.max_shards:,} shards",
             "the herd is spread over enough tenants that no tenant's budgets (dispatch rate, execution slots) hold "
             "it back; targets answer within the measured worker time",
             "AWS latencies equal the emulators' (the measured times come from DynamoDB Local and moto)",

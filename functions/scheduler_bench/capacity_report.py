@@ -52,8 +52,11 @@ def render(capacity: dict[str, Any]) -> list[str]:
         f"{measured['source']}.{_cpu_basis(measured)} Lateness = the target call's start - the fire time. *Today*: "
         "standard-mode "
         "mapping, one sweep a minute sweeping its 8 shards at once. *Pre-scaled*: the mapping's MinimumPollers raised "
-        "ahead of the peak (the pre-scaler's own sizing), one chain per shard (`sweep_concurrency` >= the shard "
-        "count), and the sweeper deployed with a whole vCPU (`sweeper_memory_mb` 1,769).",
+        "ahead of the peak (the pre-scaler's own sizing); the tick's fan-out (`fan_out_max_sweeps`): the fewest sweeps "
+        "that dispatch the herd in time, each sweeping as many buckets at once as its CPU keeps busy "
+        "(`sweep_concurrency`), over a shard each (`shard_count`); the sweeper and the worker with a whole vCPU "
+        "(`sweeper_memory_mb`, `worker_memory_mb` 1,769); and, where the herd needs more concurrency than the "
+        "account's default quota of 1,000 leaves the workers, the quota it needs (a Service Quotas increase).",
         "",
     ]
     headers = [
@@ -91,6 +94,19 @@ def render(capacity: dict[str, Any]) -> list[str]:
         )
     lines += ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
+    for row in capacity["rows"]:
+        dollars = row.get("dollars_per_million")
+        if dollars:
+            scenario = row["scenario"]
+            rate = scenario["occurrences"] / scenario["spread_seconds"]
+            parts = ", ".join(
+                f"{name.replace('_', ' ')} ${value:.2f}" for name, value in dollars.items() if name != "total"
+            )
+            lines += [
+                "",
+                f"At {rate:,.0f} fires a second for {scenario['spread_seconds'] / 60:g} minutes ({row['label']}): "
+                f"**${dollars['total']:.2f} per million fires** ({parts}).",
+            ]
     lines += ["", "![Start lateness of 50,000 occurrences due in one second](capacity.png)", "", "Rules (sources):", ""]
     lines += [f"- {rule['what']}: {rule['source']}" for rule in capacity["rules"].values()]
     lines += ["", "Assumptions:", ""]

@@ -19,6 +19,8 @@ PRICES: dict[str, float] = {
     #: Lambda, per request and per GB-second (arm64).
     "lambda_request": 0.20 / 1e6,
     "lambda_gb_second_arm64": 0.0000133334,
+    #: SQS event source mapping in provisioned mode, per event poller-hour (us-east-1; docs/capacity.md).
+    "lambda_provisioned_poller_hour": 0.00925,
     #: API Gateway REST API, per request (the first 333 million a month).
     "api_gateway_rest_request": 3.50 / 1e6,
     #: EventBridge custom events (PutEvents), per event (each 64 KB chunk of an event): completion events.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler_bench import capacity_report
+from scheduler_bench.empty_buckets import empty_buckets_section
 from scheduler_bench.report_cost import cost_sections
 from scheduler_bench.report_flow import flow_sections
 from scheduler_bench.report_latency import emulator_latency, latency_sections
@@ -22,10 +23,11 @@ RESULT_KEYS = {
     "sweepers": "sweepers",
     "flow": "flow_control",
     "sweep-cpu": "sweep_cpu",
+    "empty-buckets": "empty_buckets",
     "capacity": "capacity",
 }
 #: The scenarios whose times this machine's load affects (the capacity model is computed, not timed).
-MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator", "sweepers", "flow", "sweep-cpu")
+MEASURED_UNDER_LOAD = ("cost", "sweep", "burst", "emulator", "sweepers", "flow", "sweep-cpu", "empty-buckets")
 
 
 def _carried(results: dict[str, Any], carried: dict[str, Any]) -> str:
@@ -77,6 +79,8 @@ def render(results: dict[str, Any]) -> str:
         lines += flow_sections(results["flow_control"])
     if "sweep_cpu" in results:
         lines += sweep_cpu_section(results["sweep_cpu"])
+    if "empty_buckets" in results:
+        lines += empty_buckets_section(results["empty_buckets"])
     if "capacity" in results:
         lines += capacity_report.render(results["capacity"])
     if "emulator_latency" in results:

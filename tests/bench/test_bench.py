@@ -37,7 +37,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     tiny += ["--emulator-depths", "0,30", "--moto-depths", "0", "--peer-processes", "2"]
     tiny += ["--capacity-sizes", "500", "--sweepers-jobs", "20", "--sweepers-shards", "2", "--sweepers-rounds", "1"]
     tiny += ["--flow-held", "10", "--flow-rate", "10", "--flow-unrelated", "3", "--flow-after", "0.5"]
-    tiny += ["--flow-cost-jobs", "3"]
+    tiny += ["--flow-cost-jobs", "3", "--capacity-sustained", "3000,3"]
+    tiny += ["--empty-buckets-shards", "1,3", "--empty-buckets-minutes", "1", "--empty-buckets-rounds", "1"]
 
     # When the benchmark runs every scenario at a tiny size
     done = subprocess.run(
@@ -148,9 +149,14 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     rows = results["capacity"]["rows"]
     assert [(r["scenario"]["spread_seconds"], r["scenario"]["mode"]) for r in rows] == [
         (spread, mode) for spread in (1.0, 60.0) for mode in ("standard", "provisioned", "prescaled")
-    ]
+    ] + [(3.0, "prescaled")]
     assert all(r["early_starts"] == 0 and r["p99"] >= r["p50"] >= 0 for r in rows)
-    assert "## Capacity model" in markdown and "## Forecast cost" in markdown
+    # the sustained rate is priced per million fires
+    assert rows[-1]["scenario"]["occurrences"] == 3000 and rows[-1]["dollars_per_million"]["total"] > 0
+    assert "## Capacity model" in markdown and "## Forecast cost" in markdown and "per million fires" in markdown
+    # And an empty bucket's cost a minute was measured at each shard count
+    assert set(results["empty_buckets"]["per_shard"]) == {"1", "3"}
+    assert "## What an empty bucket costs" in markdown
     assert png_size((tmp_path / "capacity.png").read_bytes()) == (1000, 720)
 
 

@@ -179,3 +179,51 @@ def test_the_sweeps_cpu_comes_from_the_herd_run_when_there_is_one() -> None:
     measured = Measured.from_results(results, "test")
     assert measured.sweeper_cpu_seconds_per_fire == pytest.approx(0.003)
     assert measured.sweeper_memory_mb == FUNCTION_MEMORY_MB["sweeper"]
+
+
+def test_the_fan_out_dispatches_a_herd_beyond_one_sweeps_cpu_in_time() -> None:
+    measured = replace(MEASURED, sweeper_cpu_seconds_per_fire=0.0012, sweeper_memory_mb=1769)
+    assumptions = Assumptions()
+    sizing = capacity.fan_out_for(200_000, 1.0, measured, assumptions)
+    assert sizing.invocations > 1 and sizing.why == "dispatch in time"
+    assert sizing.shards == sizing.invocations * sizing.chains
+    alone = Scenario(200_000, 1.0, "prescaled", sizing.chains, sizing.chains, 200, 2000, 1769, 1)
+    fanned = replace(alone, shards=sizing.shards, invocations=sizing.invocations)
+    one, many = simulate(alone, measured, assumptions), simulate(fanned, measured, assumptions)
+    assert one.dispatched_late > 0 and many.dispatched_late == 0
+    assert many.p99 < one.p99 / 10
+
+
+def test_a_herd_needing_more_concurrency_than_the_default_quota_names_the_quota_it_ran_with() -> None:
+    measured = replace(
+        MEASURED,
+        sweeper_cpu_seconds_per_fire=0.0012,
+        worker_wall_seconds_per_occurrence=0.011,
+        worker_cpu_seconds_per_occurrence=0.004,
+    )
+    assumptions = Assumptions()
+    small, big = (
+        next(s for s in capacity.scenarios(n, 1.0, measured, assumptions) if s.mode == "prescaled")
+        for n in (10_000, 500_000)
+    )
+    assert small.account_concurrency is None and small.worker_memory_mb == 1769
+    assert big.account_concurrency is not None and big.account_concurrency > assumptions.account_concurrency
+    assert f"account concurrency quota {big.account_concurrency:,}" in big.label
+    ran = simulate(big, measured, assumptions)
+    assert ran.peak_concurrency + assumptions.reserved_elsewhere <= big.account_concurrency
+    # the worker at a vCPU takes its wall time plus no CPU stretch; at 512 MB its CPU stretched
+    assert measured.worker_seconds_at(1769) == pytest.approx(0.011)
+    assert measured.worker_seconds_at(512) == pytest.approx(0.011 + 0.004 * (1769 / 512 - 1))
+
+
+def test_a_sustained_rate_is_priced_per_million_fires_with_its_sweeps_shards_and_pollers() -> None:
+    measured = replace(MEASURED, sweeper_cpu_seconds_per_fire=0.0012, worker_wall_seconds_per_occurrence=0.011)
+    assumptions = Assumptions()
+    herd = {"dynamodb": 1.9, "sqs": 0.03, "cloudwatch_logs": 0.2}
+    scenario = Scenario(1_200_000, 60.0, "prescaled", 400, 10, 30, 2000, 1769, 40, worker_memory_mb=1769)
+    dollars = capacity.sustained_dollars(scenario, measured, assumptions, herd)
+    assert dollars["total"] == pytest.approx(sum(v for k, v in dollars.items() if k != "total"))
+    assert dollars["dynamodb"] > herd["dynamodb"] and dollars["lambda_duration"] > 0
+    # more shards cost more (their empty buckets, every minute), however busy
+    wider = capacity.sustained_dollars(replace(scenario, shards=4000), measured, assumptions, herd)
+    assert wider["dynamodb"] > dollars["dynamodb"]

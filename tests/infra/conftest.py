@@ -49,6 +49,7 @@ CONFIGURED = {
     "worker_max_concurrency": 200,
     "sweeper_reserved_concurrency": 0,
     "sweeper_memory_mb": 1769,
+    "worker_memory_mb": 1769,
     "api_throttle_rate_limit": 250,
     "api_throttle_burst_limit": 500,
     "api_cloudwatch_role": False,

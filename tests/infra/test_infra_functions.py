@@ -183,16 +183,17 @@ def test_sweeper_concurrency_is_bounded_and_stale_ticks_are_dropped(default) -> 
     )
 
 
-def test_functions_deploy_at_the_schema_memory_and_the_sweepers_can_be_raised(default, configured) -> None:
+def test_functions_deploy_at_the_schema_memory_and_the_sweepers_and_workers_can_be_raised(
+    default, configured
+) -> None:
     # 512 MB each by default (what the benchmark prices); a deployment expecting large herds gives the sweeper
-    # a whole vCPU (1,769 MB), since one sweep's buckets share its CPU
+    # and the worker a whole vCPU (1,769 MB): one sweep's buckets share its CPU, and a worker's CPU is half its time
     for handler in HANDLERS:
         _, props = default.function(handler)
         assert props["MemorySize"] == FUNCTION_MEMORY_MB[handler] == 512
-    _, sweeper = configured.function("sweeper")
-    assert sweeper["MemorySize"] == 1769
-    for handler in ("api", "worker"):
-        assert configured.function(handler)[1]["MemorySize"] == 512
+    for handler in ("sweeper", "worker"):
+        assert configured.function(handler)[1]["MemorySize"] == 1769
+    assert configured.function("api")[1]["MemorySize"] == 512
 
 
 def test_sweeper_reservation_can_be_turned_off(configured) -> None:
