@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from scheduler.handlers.local_invocation import LocalContext
 
 
-def main() -> None:
+def main() -> dict[str, Any]:
+    """Runs the sweep; returns its summary (the handler's answer)."""
     from scheduler.handlers.sweeper import lambda_handler
 
-    lambda_handler(json.loads(sys.argv[1]), LocalContext("punctual-sweeper", 60))
+    summary: dict[str, Any] = lambda_handler(json.loads(sys.argv[1]), LocalContext("punctual-sweeper", 60))
+    return summary
 
 
 if __name__ == "__main__":

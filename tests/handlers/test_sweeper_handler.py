@@ -3,6 +3,7 @@ queue, with a delay that never lets them out more than the rounding second befor
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,7 @@ from scheduler.core.model.timefmt import ONE_MINUTE, minute_of, parse_rfc3339, r
 from scheduler.core.ports import Dispatch, HelperSweep
 from scheduler.handlers import sweeper, wiring
 from scheduler.handlers.local_invocation import LocalContext
+from scheduler_local import sweep_helper
 from scheduler_local.dev_keys import LOCAL_MESSAGE_KEY
 
 pytestmark = [pytest.mark.emulator, pytest.mark.filterwarnings("ignore:No application metrics:UserWarning")]
@@ -186,3 +188,16 @@ def test_a_tick_fans_out_by_the_recorded_forecast_and_a_fan_out_sweep_sweeps_buc
     assert helper["dispatched"] == 0 and helper["late_drained"] == 0
     assert helper["fan_out_index"] == 1 and "fan_out" not in helper
     assert len(launcher.launched) == 2
+
+
+def test_a_local_fan_out_sweep_runs_the_handler_with_its_event(env, api_call, sqs_client, monkeypatch) -> None:
+    # Given a job due in 2.5 s, in a bucket no sweep has sealed yet
+    at = truncate_ms(datetime.now(UTC) + timedelta(milliseconds=2500))
+    create_once(api_call, at)
+    # When the local stack's fan-out process (what ProcessSweepLauncher runs) is started with a helper's event
+    event = helper_event(HelperSweep("sweeper/tick", 1, 2))
+    monkeypatch.setattr("sys.argv", ["sweep_helper", json.dumps(event)])
+    summary = sweep_helper.main()
+    # Then it swept the buckets as a fan-out sweep of that tick: the job is dispatched, the late lane left alone
+    assert summary["fan_out_of"] == "sweeper/tick" and summary["dispatched"] == 1 and summary["late_drained"] == 0
+    assert len(receive(sqs_client, env.ready_queue_url, 1, timeout=6)) == 1
