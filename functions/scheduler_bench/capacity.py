@@ -71,7 +71,7 @@ class Scenario:
             "provisioned": f"provisioned, {self.minimum_pollers} pollers",
             "prescaled": (
                 f"pre-scaled: {self.minimum_pollers} pollers, {self.invocations} sweep"
-                f"{'s' if self.invocations > 1 else ''} of {self.sweeps} buckets at once, {self.shards} shards, "
+                f"{'s' if self.invocations > 1 else ''} of {self.sweeps} buckets at once, {self.shards:,} shards, "
                 f"sweeper and worker at {self.sweeper_memory_mb:,} MB"
                 + (
                     f", account concurrency quota {self.account_concurrency:,}"

@@ -87,7 +87,7 @@ def render(capacity: dict[str, Any]) -> list[str]:
                 f"{row['dispatched_late']:,}",
                 f"{row['last_dispatch_vs_first_fire']:,.0f}",
                 f"{row['peak_concurrency']:,}",
-                f"{row['shards_needed']} ({row['shards_needed_why']})",
+                f"{row['shards_needed']:,} ({row['shards_needed_why']})",
                 str(row["outbox_shards_needed"]),
                 "yes" if row["meets_target"] else "no",
             ]

@@ -183,9 +183,7 @@ def test_sweeper_concurrency_is_bounded_and_stale_ticks_are_dropped(default) -> 
     )
 
 
-def test_functions_deploy_at_the_schema_memory_and_the_sweepers_and_workers_can_be_raised(
-    default, configured
-) -> None:
+def test_functions_deploy_at_the_schema_memory_and_the_sweepers_and_workers_can_be_raised(default, configured) -> None:
     # 512 MB each by default (what the benchmark prices); a deployment expecting large herds gives the sweeper
     # and the worker a whole vCPU (1,769 MB): one sweep's buckets share its CPU, and a worker's CPU is half its time
     for handler in HANDLERS:
