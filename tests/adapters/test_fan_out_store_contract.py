@@ -110,3 +110,12 @@ def test_the_lambda_launcher_makes_its_client_on_the_first_launch_only() -> None
         launcher.launch(HelperSweep("t", 1, 3))
         launcher.launch(HelperSweep("t", 2, 3))
     assert made == [client]
+
+
+def test_a_minute_is_claimed_for_a_launch_once_and_only_forward(fan_out_store) -> None:
+    assert fan_out_store.claim_launch(T0 + ONE_MINUTE) is True
+    assert fan_out_store.claim_launch(T0 + ONE_MINUTE) is False
+    assert fan_out_store.claim_launch(T0) is False
+    assert fan_out_store.claim_launch(T0 + 2 * ONE_MINUTE) is True
+    # and it leaves the forecast and the backlog alone
+    assert fan_out_store.read() == FanOutRecord()

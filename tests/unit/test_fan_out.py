@@ -151,3 +151,19 @@ def test_a_tick_and_its_fan_out_sweeps_share_a_herd_each_occurrence_once_and_the
     assert sorted(j for j in sent if j != first) == sorted(herd - {first})
     assert 1 <= sent.count(first) <= 2  # the late-lane copy may be sent again: the ledger absorbs it
     assert world.watermark_passed(herd_minute)
+
+
+def test_only_the_first_tick_of_a_minute_fans_out_and_the_next_minute_again() -> None:
+    store = MemoryFanOutStore()
+    store.record_forecast({MINUTE + 2 * ONE_MINUTE: 90_000}, T0)
+    launcher = Launcher()
+    clock = FakeClock(T0)
+    service = FanOut(store, launcher, clock, RecordingMetrics(), CONFIG)
+
+    assert service.start("tick-1", MINUTE).sweeps == 5
+    # a retried tick, or the local stack's next tick a few seconds later, sweeps beside the sweeps already started
+    again = service.start("tick-2", MINUTE)
+    assert (again.sweeps, again.reason) == (1, "fanned out this minute already")
+    clock.advance(60)
+    assert service.start("tick-3", MINUTE).sweeps == 5
+    assert [h.tick for h in launcher.launched] == ["tick-1"] * 4 + ["tick-3"] * 4

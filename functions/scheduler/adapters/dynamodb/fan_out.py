@@ -8,8 +8,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import boto3
+from botocore.exceptions import ClientError
 
 from scheduler.adapters.codec import n, s
+from scheduler.adapters.dynamodb.common import condition_failed
 from scheduler.core.model.timefmt import from_ms, to_ms
 from scheduler.core.ports import FanOutRecord
 
@@ -42,6 +44,21 @@ class DynamoFanOutStore:
 
     def record_backlog(self, sweeps: int, at: datetime) -> None:
         self._set("SET backlog = :sweeps, backlog_ms = :at", {":sweeps": n(sweeps)}, at)
+
+    def claim_launch(self, minute: datetime) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=FAN_OUT_KEY,
+                UpdateExpression="SET launched_ms = :m",
+                ConditionExpression="attribute_not_exists(launched_ms) OR launched_ms < :m",
+                ExpressionAttributeValues={":m": n(to_ms(minute))},
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
 
     def _set(self, expression: str, values: dict[str, Any], at: datetime) -> None:
         self.client.update_item(

@@ -13,6 +13,7 @@ from scheduler.core.ports import FanOutRecord
 class MemoryFanOutStore:
     def __init__(self) -> None:
         self.record = FanOutRecord()
+        self.launched: datetime | None = None
         self.lock = threading.Lock()
 
     def read(self) -> FanOutRecord:
@@ -26,3 +27,10 @@ class MemoryFanOutStore:
     def record_backlog(self, sweeps: int, at: datetime) -> None:
         with self.lock:
             self.record = replace(self.record, backlog_sweeps=sweeps, backlog_at=at)
+
+    def claim_launch(self, minute: datetime) -> bool:
+        with self.lock:
+            if self.launched is not None and self.launched >= minute:
+                return False
+            self.launched = minute
+            return True

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from scheduler.core.capacity.forecast import Forecast
@@ -50,7 +50,7 @@ class FanOutDecision:
     #: Occurrences the forecast says are due from the watermark to the look-ahead's end.
     due_in_window: int
     backlog_sweeps: int
-    #: "forecast", "backlog" or "one sweep".
+    #: "forecast", "backlog", "one sweep" or "fanned out this minute already".
     reason: str
 
 
@@ -89,7 +89,12 @@ class FanOut:
         and leaves its share to the sweeps that did start and to the next tick."""
         if self.config.max_sweeps <= 1:
             return FanOutDecision(1, 0, 0, "one sweep")
-        decision = decide(self.store.read(), watermark, self.clock.now(), self.config)
+        now = self.clock.now()
+        decision = decide(self.store.read(), watermark, now, self.config)
+        if decision.sweeps > 1 and not self.store.claim_launch(minute_of(now)):
+            # Another tick of this minute fanned out already (a retried tick; the local stack ticks every few
+            # seconds): its sweeps are at work, and this one sweeps beside them.
+            return replace(decision, sweeps=1, reason="fanned out this minute already")
         self.metrics.count("SweepFanOut", decision.sweeps)
         failed = 0
         for index in range(1, decision.sweeps):
