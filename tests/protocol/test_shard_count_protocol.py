@@ -157,3 +157,20 @@ def test_a_timer_or_late_copy_written_with_another_count_is_found_and_removed_wh
     assert timer in late
     world.timers.remove_late(timer)
     assert timer not in world.timers.late_timers(10, world.timers.recorded_shards())
+
+
+def test_the_forecast_reads_every_recorded_shard(world: CrashableCore) -> None:
+    # Given timers written by processes with the old and with a much larger shard count
+    _, wide = stores_with(world, 24)
+    jobs = [world.create({"type": "once", "at": rfc3339(T0 + timedelta(minutes=30, seconds=i))}) for i in range(12)]
+    timers = []
+    for job_id in jobs:
+        stored = world.jobs.get(job_id)
+        assert stored is not None and stored.next_run_at is not None
+        timers.append(timer_for(stored, stored.next_run_at))
+    for timer in timers[::2]:
+        wide.put_timer(timer)
+    # Then the old count's store reads them all for the forecast, whatever shard each lies in
+    found = world.timers.upcoming(minute_of(T0 + timedelta(minutes=30)))
+    assert {t.place for t in timers} <= {t.place for t in found}
+    assert {shard_of(t.job_id, 24) for t in timers[::2]} - set(range(SHARDS))  # some lie beyond the old shards

@@ -128,9 +128,9 @@ class TimerStore(Protocol):
         ...
 
     def upcoming(self, minute: datetime) -> list[Timer]:
-        """Every timer in the minute's buckets (all shards), whether or not they were swept: for forecasts
-        (scheduler.core.capacity.forecast), not for dispatch - eventually consistent, so it may miss a timer written a
-        moment ago."""
+        """Every timer in the minute's buckets (every shard a writer recorded), whether or not they were swept: for
+        forecasts (scheduler.core.capacity.forecast), not for dispatch - eventually consistent, so it may miss a timer
+        written a moment ago."""
         ...
 
     def checkpoint(

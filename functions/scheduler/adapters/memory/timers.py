@@ -129,7 +129,7 @@ class MemoryTimerStore:
         with self.lock:
             return [
                 timer
-                for shard in range(self.shard_count)
+                for shard in range(max(self.shard_count, self.marks.shards))
                 for _, timer in sorted(self.timer_items.get(BucketId(minute, shard), {}).items())
             ]
 
