@@ -39,6 +39,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     tiny += ["--flow-held", "10", "--flow-rate", "10", "--flow-unrelated", "3", "--flow-after", "0.5"]
     tiny += ["--flow-cost-jobs", "3", "--capacity-sustained", "3000,3"]
     tiny += ["--empty-buckets-shards", "1,3", "--empty-buckets-minutes", "1", "--empty-buckets-rounds", "1"]
+    tiny += ["--sweep-cpu-jobs", "20", "--sweep-cpu-rounds", "1"]
 
     # When the benchmark runs every scenario at a tiny size
     done = subprocess.run(
@@ -154,7 +155,9 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_size(aws_endpoints: dict[str, s
     # the sustained rate is priced per million fires
     assert rows[-1]["scenario"]["occurrences"] == 3000 and rows[-1]["dollars_per_million"]["total"] > 0
     assert "## Capacity model" in markdown and "## Forecast cost" in markdown and "per million fires" in markdown
-    # And an empty bucket's cost a minute was measured at each shard count
+    # And the sweep's CPU was taken with both variants, and an empty bucket's cost a minute at each shard count
+    assert {r["variant"] for r in results["sweep_cpu"]["runs"]} == {"botocore", "fast"}
+    assert "## The sweep's CPU per fire" in markdown
     assert set(results["empty_buckets"]["per_shard"]) == {"1", "3"}
     assert "## What an empty bucket costs" in markdown
     assert png_size((tmp_path / "capacity.png").read_bytes()) == (1000, 720)
