@@ -131,6 +131,7 @@ class PunctualConfig(BaseModel):
     dispatch_budget: int | None = function_setting("dispatch_budget")
     sweep_concurrency: int | None = function_setting("sweep_concurrency")
     fan_out_max_sweeps: int | None = function_setting("fan_out_max_sweeps")
+    forecast_minutes: int | None = function_setting("forecast_minutes")
     occurrences_per_message: int | None = function_setting("occurrences_per_message")
     sweep_safety_seconds: int | None = function_setting("sweep_safety_seconds", le=45)
     max_active_jobs_per_tenant: int | None = function_setting("max_active_jobs_per_tenant")
