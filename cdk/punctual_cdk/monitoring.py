@@ -191,8 +191,9 @@ def _fan_out_alarms(scope: Construct, prefix: str, sweeper: lambda_.IFunction | 
             "SweepFanOutFailures",
             f"{prefix}-sweep-fan-out-failures",
             "A sweeper tick could not start the sweeps it needed beside itself (Lambda refused the asynchronous "
-            "invoke: throttled, or the sweeper's role lacks lambda:InvokeFunction on itself). The sweeps that ran "
-            "and the next tick take the work; a herd may start late.",
+            "invoke: throttled, or the sweeper's role lacks lambda:InvokeFunction on itself), or could not read or "
+            "write the fan-out record in the jobs table. The sweeps that ran and the next tick take the work; a "
+            "herd may start late.",
             application_metric(SWEEP_FAN_OUT_FAILURES, "Sum", Duration.minutes(5)),
         )
     ]

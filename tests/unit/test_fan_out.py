@@ -3,7 +3,7 @@ look-ahead and a fresh backlog ask for, within `max_sweeps`; its sweeps share th
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -167,3 +167,24 @@ def test_only_the_first_tick_of_a_minute_fans_out_and_the_next_minute_again() ->
     clock.advance(60)
     assert service.start("tick-3", MINUTE).sweeps == 5
     assert [h.tick for h in launcher.launched] == ["tick-1"] * 4 + ["tick-3"] * 4
+
+
+class BrokenStore(MemoryFanOutStore):
+    def read(self) -> FanOutRecord:
+        raise ConnectionError("ProvisionedThroughputExceededException")
+
+    def record_backlog(self, sweeps: int, at: datetime) -> None:
+        raise ConnectionError("ProvisionedThroughputExceededException")
+
+
+def test_a_fan_out_record_that_cannot_be_read_or_written_never_keeps_a_tick_from_sweeping() -> None:
+    launcher = Launcher()
+    service = fan_out(BrokenStore(), launcher)
+
+    decision = service.start("tick", MINUTE)
+    asked = service.finish(ran_out=True, sweeps_in_tick=1)
+
+    assert (decision.sweeps, decision.reason, asked) == (1, "fan-out record unavailable", 0)
+    assert launcher.launched == []
+    assert isinstance(service.metrics, RecordingMetrics)
+    assert service.metrics.counts == {"SweepFanOutFailures": 2}

@@ -90,8 +90,15 @@ class FanOut:
         if self.config.max_sweeps <= 1:
             return FanOutDecision(1, 0, 0, "one sweep")
         now = self.clock.now()
-        decision = decide(self.store.read(), watermark, now, self.config)
-        if decision.sweeps > 1 and not self.store.claim_launch(minute_of(now)):
+        try:
+            decision = decide(self.store.read(), watermark, now, self.config)
+            claimed = decision.sweeps <= 1 or self.store.claim_launch(minute_of(now))
+        except Exception as exc:
+            # The fan-out never keeps a tick from sweeping: without its record, this tick sweeps alone.
+            log.warning("the fan-out record could not be read", extra={"tick": tick, "error": str(exc)})
+            self.metrics.count("SweepFanOutFailures")
+            return FanOutDecision(1, 0, 0, "fan-out record unavailable")
+        if not claimed:
             # Another tick of this minute fanned out already (a retried tick; the local stack ticks every few
             # seconds): its sweeps are at work, and this one sweeps beside them.
             return replace(decision, sweeps=1, reason="fanned out this minute already")
@@ -113,7 +120,12 @@ class FanOut:
         if self.config.max_sweeps <= 1 or not ran_out:
             return 0
         wanted = backlog_sweeps(sweeps_in_tick, self.config)
-        self.store.record_backlog(wanted, self.clock.now())
+        try:
+            self.store.record_backlog(wanted, self.clock.now())
+        except Exception as exc:  # the sweep's work is done; the next sweep that runs out asks again
+            log.warning("the fan-out's backlog could not be recorded", extra={"error": str(exc)})
+            self.metrics.count("SweepFanOutFailures")
+            return 0
         return wanted
 
     def record_forecast(self, forecast: Forecast) -> None:
