@@ -357,8 +357,8 @@ def fan_out_for(occurrences: int, spread: float, measured: Measured, assumptions
     else:
         per_tick = max(math.ceil(occurrences * 60 / spread), math.ceil(occurrences / (ticks + spread // 60)))
     invocations = max(1, math.ceil(per_tick / per_invocation))
-    if invocations == 1:  # one sweep: only the chains it needs
-        chains = max(1, min(chains, math.ceil(per_tick * per_fire * chains / assumptions.sweep_work_seconds)))
+    if invocations == 1:  # one sweep: only the chains it needs, one a shard, as `shards_needed` counts them
+        chains = max(1, min(chains, shards_needed(occurrences, measured, assumptions)[0]))
     shards = invocations * chains
     why = "dispatch in time"
     if invocations > assumptions.max_fan_out:
