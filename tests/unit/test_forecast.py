@@ -129,3 +129,24 @@ def test_a_jittered_occurrence_past_the_window_does_not_hide_the_next_one_inside
     expected = sum(1 for k in range(6) if fire_at(job_id, first + timedelta(seconds=10 * k), 21) < end)
     assert result.total == expected and expected >= 1
     assert result.minutes[-1].due == expected  # all in its last minute, 09:19
+
+
+def test_a_forecast_reads_the_recorded_shard_count_once_for_its_whole_window(world: MemoryCore) -> None:
+    # Given a herd in the window, and a timer store that counts the reads of the recorded count
+    for _ in range(3):
+        world.create({"type": "once", "at": "2026-01-05T09:20:30Z"})
+    reads = Counter[str]()
+    recorded_shards = world.timers.recorded_shards
+
+    def counted() -> int:
+        reads["recorded_shards"] += 1
+        return recorded_shards()
+
+    world.timers.recorded_shards = counted  # type: ignore[method-assign]
+
+    # When a forecast of an hour reads its window (the look-back and 60 minutes)
+    result = service(world).forecast(60)
+
+    # Then it read the count once, and found the herd in every shard it recorded
+    assert reads == Counter({"recorded_shards": 1})
+    assert by_minute(result) == {"09:20": 3}

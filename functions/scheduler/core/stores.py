@@ -127,10 +127,11 @@ class TimerStore(Protocol):
         Yields each page with the cursor of its last timer."""
         ...
 
-    def upcoming(self, minute: datetime) -> list[Timer]:
+    def upcoming(self, minute: datetime, recorded: int | None = None) -> list[Timer]:
         """Every timer in the minute's buckets (every shard a writer recorded), whether or not they were swept: for
         forecasts (scheduler.core.capacity.forecast), not for dispatch - eventually consistent, so it may miss a timer
-        written a moment ago."""
+        written a moment ago. `recorded`: `recorded_shards()` when the caller read it already (a forecast reads it
+        once for its whole window); else the store reads it."""
         ...
 
     def checkpoint(

@@ -35,6 +35,7 @@ from scheduler.adapters.dynamodb import (
     DynamoTenantBudgets,
     DynamoTenantSlots,
     DynamoTimerStore,
+    ShardCountRecord,
 )
 from scheduler.adapters.eventbridge import EventBridgePublisher
 from scheduler.adapters.fast_calls import fast_calls
@@ -367,9 +368,11 @@ def build(
     queue = SqsReadyQueue(
         settings.ready_queue_url, settings.dlq_url, sqs, lanes=lanes, message_key=key, packing=packing_of(settings)
     )
+    # One record of the shard count for the process: the job store's transactions and the timer store write timers.
+    shard_record = ShardCountRecord(dynamodb, settings.jobs_table, settings.shard_count)
     stores = Stores(
-        jobs=DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb),
-        timers=DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb),
+        jobs=DynamoJobStore(settings.jobs_table, settings.shard_count, dynamodb, shard_record),
+        timers=DynamoTimerStore(settings.jobs_table, settings.shard_count, dynamodb, shard_record=shard_record),
         ledger=DynamoLedger(settings.executions_table, dynamodb, clients.renewal_dynamodb),
         queue=queue,
         backfills=DynamoBackfillStore(settings.jobs_table, dynamodb),

@@ -20,7 +20,14 @@ from scheduler.adapters.dynamodb.tenants import (
     DynamoTenantBudgets,
     DynamoTenantSlots,
 )
-from scheduler.adapters.dynamodb.timers import TIMER_RETENTION, WATERMARK_KEY, DynamoTimerStore, late_item, timer_item
+from scheduler.adapters.dynamodb.timers import (
+    TIMER_RETENTION,
+    WATERMARK_KEY,
+    DynamoTimerStore,
+    ShardCountRecord,
+    late_item,
+    timer_item,
+)
 
 __all__ = [
     "BACKFILL_RETENTION",
@@ -42,6 +49,7 @@ __all__ = [
     "DynamoTenantBudgets",
     "DynamoTenantSlots",
     "DynamoTimerStore",
+    "ShardCountRecord",
     "late_item",
     "timer_item",
 ]

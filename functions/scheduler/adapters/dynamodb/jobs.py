@@ -35,7 +35,7 @@ from scheduler.adapters.dynamodb.common import (
     transact,
 )
 from scheduler.adapters.dynamodb.job_list import DynamoJobList
-from scheduler.adapters.dynamodb.timers import late_item, record_shards, timer_item
+from scheduler.adapters.dynamodb.timers import ShardCountRecord, late_item, timer_item
 from scheduler.core.errors import (
     ExternalIdTaken,
     IdempotencyConflict,
@@ -60,21 +60,25 @@ MAX_TRANSACTION_BYTES = 3 * 1024 * 1024
 
 
 class DynamoJobStore:
-    def __init__(self, table_name: str, shard_count: int, client: DynamoDBClient | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        shard_count: int,
+        client: DynamoDBClient | None = None,
+        shard_record: ShardCountRecord | None = None,
+    ) -> None:
         self.table = table_name
         self.shard_count = shard_count
         self.client: Any = client or boto3.client("dynamodb")
         #: The tenant's job list (its entries, batch entries and the label index).
         self.listing = DynamoJobList(table_name, self.client)
-        #: Whether this store recorded its shard count (`record_shards`): once, before its first timer write.
-        self.recorded = False
+        #: Its shard count's record, made before its first timer write (shared with the timer store of the process).
+        self.shard_record = shard_record or ShardCountRecord(self.client, table_name, shard_count)
 
     def _timer_puts(self, timer: Timer | None, late: bool) -> list[dict[str, Any]]:
         if timer is None:
             return []
-        if not self.recorded:
-            record_shards(self.client, self.table, self.shard_count)
-            self.recorded = True
+        self.shard_record.ensure()
         puts = [{"Put": {"TableName": self.table, "Item": timer_item(timer, self.shard_count)}}]
         if late:
             puts.append({"Put": {"TableName": self.table, "Item": late_item(timer, self.shard_count)}})

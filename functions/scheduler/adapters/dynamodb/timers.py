@@ -3,6 +3,7 @@ the late lane."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -42,14 +43,18 @@ WATERMARK_KEY = {"PK": s("WATERMARK"), "SK": s("WATERMARK")}
 def record_shards(client: Any, table: str, shard_count: int) -> None:
     """Record `shard_count` in the watermark item before a writer's first timer or late-lane write with it
     (docs/design.md §3.3): into `counts`, every count ever written with (where a reader looks for a timer a writer of
-    another count put), and into `shards`, the most of them (grow-only: what the sweeps sweep)."""
-    client.update_item(
+    another count put), and into `shards`, the most of them (grow-only: what the sweeps sweep). One write when the
+    item already holds a count as high; a second, conditional one raises `shards`."""
+    response = client.update_item(
         TableName=table,
         Key=WATERMARK_KEY,
         UpdateExpression="ADD #counts :c",
         ExpressionAttributeNames={"#counts": "counts"},
         ExpressionAttributeValues={":c": {"NS": [str(shard_count)]}},
+        ReturnValues="ALL_NEW",
     )
+    if int(response.get("Attributes", {}).get("shards", {}).get("N", 0)) >= shard_count:
+        return
     try:
         client.update_item(
             TableName=table,
@@ -61,6 +66,24 @@ def record_shards(client: Any, table: str, shard_count: int) -> None:
     except ClientError as exc:
         if not condition_failed(exc):
             raise
+
+
+class ShardCountRecord:
+    """A process's record of its shard count (`record_shards`), made once before its first timer or late-lane write
+    and shared by the stores that write them (the job store's transactions and the timer store)."""
+
+    def __init__(self, client: Any, table: str, shard_count: int) -> None:
+        self.client, self.table, self.shard_count = client, table, shard_count
+        self.done = False
+        self._lock = threading.Lock()
+
+    def ensure(self) -> None:
+        if self.done:
+            return
+        with self._lock:
+            if not self.done:
+                record_shards(self.client, self.table, self.shard_count)
+                self.done = True
 
 
 def _bucket_pk(bucket: BucketId) -> str:
@@ -97,6 +120,7 @@ class DynamoTimerStore:
         shard_count: int,
         client: DynamoDBClient | None = None,
         page_size: int = TIMER_PAGE_SIZE,
+        shard_record: ShardCountRecord | None = None,
     ) -> None:
         if not 1 <= page_size <= TIMER_PAGE_SIZE:
             raise ValueError(f"a page of timers holds 1-{TIMER_PAGE_SIZE} (one transaction with its checkpoint)")
@@ -106,8 +130,8 @@ class DynamoTimerStore:
         #: Timers a page reads (and its checkpoint's transaction writes): the most a transaction holds, less the
         #: checkpoint; smaller only where a test wants many pages of few timers.
         self.page_size = page_size
-        #: Whether this store recorded its shard count (`record_shards`): once per store, before its first write.
-        self.recorded = False
+        #: Its shard count's record, made before its first write (shared with the job store of the same process).
+        self.shard_record = shard_record or ShardCountRecord(self.client, table_name, shard_count)
         #: The keys of the late-lane items `late_timers` read, by timer (`remove_late` deletes what was read).
         self._late_keys: dict[str, Item] = {}
 
@@ -115,9 +139,7 @@ class DynamoTimerStore:
         return BucketId(minute_of(timer.due_at), shard_of(timer.job_id, self.shard_count))
 
     def _record_shards(self) -> None:
-        if not self.recorded:
-            record_shards(self.client, self.table, self.shard_count)
-            self.recorded = True
+        self.shard_record.ensure()
 
     def recorded_shards(self) -> int:
         response = self.client.get_item(
@@ -232,7 +254,7 @@ class DynamoTimerStore:
             "ExpressionAttributeValues": {":e": n(claim.epoch), ":o": s(claim.owner), ":f": {"BOOL": False}, **values},
         }
 
-    def upcoming(self, minute: datetime) -> list[Timer]:
+    def upcoming(self, minute: datetime, recorded: int | None = None) -> list[Timer]:
         """One eventually consistent query per shard (half the read units of the sweep's strongly consistent ones), of
         every shard a writer recorded, `UPCOMING_READERS` at a time: a herd's hundreds of shards are read in about
         the time of a few dozen queries, not of all of them one after another."""
@@ -245,7 +267,7 @@ class DynamoTimerStore:
             }
             return [timer_from_item(item) for items in query_pages(self.client, request) for item in items]
 
-        shards = max(self.shard_count, self.recorded_shards())
+        shards = max(self.shard_count, self.recorded_shards() if recorded is None else recorded)
         if shards == 1:
             return read(0)
         with ThreadPoolExecutor(max_workers=min(UPCOMING_READERS, shards), thread_name_prefix="upcoming") as pool:

@@ -125,11 +125,11 @@ class MemoryTimerStore:
             if len(page) < self.page_size:
                 return
 
-    def upcoming(self, minute: datetime) -> list[Timer]:
+    def upcoming(self, minute: datetime, recorded: int | None = None) -> list[Timer]:
         with self.lock:
             return [
                 timer
-                for shard in range(max(self.shard_count, self.marks.shards))
+                for shard in range(max(self.shard_count, self.marks.shards if recorded is None else recorded))
                 for _, timer in sorted(self.timer_items.get(BucketId(minute, shard), {}).items())
             ]
 

@@ -141,8 +141,9 @@ class ForecastService:
         start = minute_of(self.clock.now())
         first = minute_of(start - self.lookback)
         read: list[Timer] = []
+        recorded = self.timers.recorded_shards()  # one read for the window, not one a minute
         minute = first
         while minute < start + minutes * ONE_MINUTE:
-            read += self.timers.upcoming(minute)
+            read += self.timers.upcoming(minute, recorded)
             minute += ONE_MINUTE
         return forecast(read, start, minutes, tenant)
