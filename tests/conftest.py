@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from scheduler.adapters.fast_calls import fast_calls
-from scheduler.provision import Resources, provision
+from scheduler.provision import Resources, deprovision, provision
 from scheduler_local import emulators
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,12 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Fixtures that reach the emulators. A test that uses one (directly, through another fixture, or as the
 #: "dynamodb" parameter of a backend fixture) is marked `emulator` here, so `-m "not emulator"` selects exactly
 #: the tests that run without DynamoDB Local and the SQS emulator, and no test module has to remember the mark.
-EMULATOR_FIXTURES = frozenset({"aws_endpoints", "aws_env", "dynamodb_client", "sqs_client", "resources"})
+EMULATOR_FIXTURES = frozenset(
+    {"aws_endpoints", "aws_env", "dynamodb_client", "sqs_client", "events_client", "resources"}
+)
 EMULATOR_BACKENDS = frozenset({"dynamodb", "sqs"})
 
 
 #: The system test files that take minutes (measured with --durations on 2 workers), longest first. `scripts/test`
-#: spreads the system tests over two workers a file at a time, in the order collected: these start first, so the
+#: spreads the system tests over three workers a file at a time, in the order collected: these start first, so the
 #: short files fill the gaps instead of one of these running last, alone.
 LONGEST_FIRST = (
     "test_jobs_as_code_deploy.py",
@@ -97,7 +99,16 @@ def sqs_client(aws_env: dict[str, str]) -> Any:
     return fast_calls(boto3.client("sqs", region_name=aws_env.get("AWS_DEFAULT_REGION", "us-east-1")))
 
 
+@pytest.fixture(scope="session")
+def events_client(aws_env: dict[str, str]) -> Any:
+    """EventBridge on the local emulator (the completion-event bus `provision` makes)."""
+    return boto3.client("events", region_name=aws_env.get("AWS_DEFAULT_REGION", "us-east-1"))
+
+
 @pytest.fixture
-def resources(dynamodb_client: Any, sqs_client: Any) -> Resources:
-    """Fresh tables and queues (unique names) for one test."""
-    return provision(f"t{uuid.uuid4().hex[:10]}", dynamodb_client, sqs_client)
+def resources(dynamodb_client: Any, sqs_client: Any, events_client: Any) -> Iterator[Resources]:
+    """Fresh tables and queues (unique names) for one test, deleted after it."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    made = provision(prefix, dynamodb_client, sqs_client, events=events_client)
+    yield made
+    deprovision(prefix, dynamodb_client, sqs_client, events_client)

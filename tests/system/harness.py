@@ -21,6 +21,7 @@ from typing import Any
 import boto3
 import pytest
 
+from scheduler.provision import deprovision
 from scheduler_bench.receiver import ReceiverServer
 from scheduler_local.emulators import ROOT, free_port
 from scheduler_local.process import StackProcess
@@ -88,6 +89,14 @@ class LocalStack(StackProcess):
     def start(self, timeout: float = 120) -> LocalStack:
         super().start(timeout)
         return self
+
+    def stop(self) -> None:
+        """Stop it, then delete its tables, queues and bus from the suite's emulators, which outlive it (a stack that
+        started emulators of its own took them down with it)."""
+        super().stop()
+        if self.env.get("AWS_ENDPOINT_URL_DYNAMODB"):
+            clients = (local_client(service, self.env) for service in ("dynamodb", "sqs", "events"))
+            deprovision(self.env["SCHEDULER_LOCAL_PREFIX"], *clients)
 
     def kill(self, name: str) -> None:
         os.kill(self.pid(name), signal.SIGKILL)
