@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.load_tolerant]
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -34,7 +34,7 @@ from scheduler_local.emulated_aws.deploy import STACK_NAME, Deployment, deploy
 from scheduler_local.emulators import ROOT
 from scheduler_local.ministack import CREDENTIALS, REGION, Ministack, MinistackNotInstalled, ensure_installed
 
-pytestmark = [pytest.mark.system, pytest.mark.deploy]
+pytestmark = [pytest.mark.system, pytest.mark.deploy, pytest.mark.load_tolerant]
 
 #: The sweeper's EventBridge rule fires a minute after it is created (rate(1 minute)); jobs are due just after that
 #: first sweep, so that it is the sweeper that hands them to SQS, on time.

@@ -38,7 +38,7 @@ from scheduler_local.emulated_aws.jobs_app import JOBS_APP, JOBS_FILE, STACK_NAM
 from scheduler_local.emulators import ROOT
 from scheduler_local.ministack import CREDENTIALS, REGION, Ministack, MinistackNotInstalled, ensure_installed
 
-pytestmark = [pytest.mark.system, pytest.mark.deploy]
+pytestmark = [pytest.mark.system, pytest.mark.deploy, pytest.mark.load_tolerant]
 
 OWNER = f"cdk.{STACK_NAME}"
 REPORT = {

@@ -16,7 +16,7 @@ from harness import LocalStack, Receiver
 
 from scheduler.core.model.timefmt import rfc3339
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.load_tolerant]
 
 HERD = 40
 
