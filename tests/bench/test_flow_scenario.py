@@ -60,7 +60,10 @@ def test_a_tiny_drain_runs_its_unrelated_occurrences_and_prices_a_key(aws_env: d
         assert spread["runs"]["no key"]["held_attempts"] == 0
         added = spread["added"]
         assert 0 < added["key with a rate"]["write_units"] < added["key with a rate and parallelism"]["write_units"]
-        assert added["key with a rate"]["usd_per_million_fires"]["fire_path"] > 0
+        # priced from its units, which are exact (the total adds the Lambda time measured, which moves with the
+        # machine's load: on a busy machine it once came out lower for the keyed run than for the one without a key)
+        assert added["key with a rate"]["dynamodb_usd_per_million_fires"]["fire_path"] > 0
+        assert "fire_path" in added["key with a rate"]["usd_per_million_fires"]
 
     # And results.md gets both sections
     text = "\n".join(flow_sections(result))
